@@ -1,0 +1,22 @@
+//! bc-domain: the pure core of the Better Compute Kubernetes and provider-resources
+//! control plane — ids, names, policies, state machines, rules and ports.
+//!
+//! Invariant: no I/O. Nothing in this crate's dependency tree opens a socket, a file or
+//! a database, or reads the clock; time comes in as an argument or through
+//! [`ports::Clock`].
+
+pub mod error;
+pub mod id;
+pub mod model;
+pub mod name;
+pub mod policy;
+pub mod ports;
+pub mod rules;
+pub mod state;
+pub mod time;
+
+pub use error::{Error, ErrorCode, FieldViolation, ProviderError, StoreError};
+pub use id::*;
+pub use name::*;
+pub use state::{NodePoolState, ResourceState};
+pub use time::Timestamp;

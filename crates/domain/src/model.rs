@@ -1,0 +1,865 @@
+//! The records the store keeps and the API serves: pools, quotas, provider accounts,
+//! substrates, clusters, node pools, load balancers, nodes, bookings, tokens, billing
+//! intervals, events and idempotency records.
+//!
+//! Invariant: objects with desired state keep it apart from what reconcilers observe
+//! (`…Status`), so a status write can never undo a desired-state change; secrets appear
+//! only as hashes or as [`SealedSecret`] ciphertext.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{
+    BookingId, ClusterId, EventId, LoadBalancerId, NodeId, NodePoolId, PoolId, ProviderAccountId,
+    TokenId,
+};
+use crate::name::{ObjectName, TenantId};
+use crate::policy::{PoolPolicy, Scale, Taint};
+use crate::state::{NodePoolState, ResourceState};
+use crate::time::Timestamp;
+
+/// A secret held in memory: `Debug` and `Display` never print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+    /// The secret itself; call only where it must be used (a request header, a Secret).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// AEAD ciphertext of a secret, as produced by the `SecretBox` port.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedSecret(pub Vec<u8>);
+impl fmt::Debug for SealedSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SealedSecret({} bytes)", self.0.len())
+    }
+}
+
+/// A pool's lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PoolState {
+    /// In use.
+    Active,
+    /// Archived: its substrate is torn down; its name is free again.
+    Archived,
+}
+
+/// A tenant's pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    /// Id.
+    pub pool_id: PoolId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Name, unique among the tenant's active pools.
+    pub name: ObjectName,
+    /// Desired state.
+    pub policy: PoolPolicy,
+    /// Lifecycle.
+    pub state: PoolState,
+    /// Bumped by each accepted change.
+    pub generation: u64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<Timestamp>,
+}
+
+/// A quota resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum QuotaResource {
+    /// Load balancers of a pool.
+    LoadBalancers,
+}
+
+impl QuotaResource {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaResource::LoadBalancers => "loadBalancers",
+        }
+    }
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        (s == "loadBalancers").then_some(QuotaResource::LoadBalancers)
+    }
+}
+
+/// A pool's quota row for one resource. No row grants none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Quota {
+    /// The resource.
+    pub resource: QuotaResource,
+    /// Most units.
+    pub limit: u32,
+    /// Units booked.
+    pub used: u32,
+}
+
+/// A provider kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// DigitalOcean.
+    Digitalocean,
+}
+
+impl ProviderKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Digitalocean => "digitalocean",
+        }
+    }
+}
+
+/// A tenant's account at a provider; its credentials are stored sealed only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderAccount {
+    /// Id.
+    pub provider_account_id: ProviderAccountId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Provider.
+    pub provider: ProviderKind,
+    /// Name.
+    pub name: ObjectName,
+    /// The credentials (JSON `{token}`), sealed with the server's key.
+    pub credentials: SealedSecret,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Deleted (soft).
+    pub deleted_at: Option<Timestamp>,
+}
+
+/// Create or adopt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SubstrateMode {
+    /// The cluster is created for the pool.
+    Create,
+    /// An existing cluster is adopted.
+    Adopt,
+}
+
+/// `waitingToJoin` of SPEC §6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingToJoin {
+    /// Listed Nodes without a joined bcd.
+    pub nodes: u32,
+    /// When the wait began or, if later, when a node last joined.
+    pub since: Timestamp,
+}
+
+/// `upgrade` of SPEC §6: a drain upgrade waiting for bookings to end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeWait {
+    /// The target version.
+    pub version: String,
+    /// Since when it waits.
+    pub since: Timestamp,
+}
+
+/// A pool's substrate: what the substrate reconciler observed and recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Substrate {
+    /// The pool.
+    pub pool_id: PoolId,
+    /// The pool's tenant.
+    pub tenant_id: TenantId,
+    /// The account the cluster lives in.
+    pub provider_account_id: ProviderAccountId,
+    /// Create or adopt.
+    pub mode: SubstrateMode,
+    /// The kubernetesClusters row, once recorded.
+    pub cluster_id: Option<ClusterId>,
+    /// State.
+    pub state: ResourceState,
+    /// What to fix or wait for.
+    pub message: Option<String>,
+    /// Nodes listed with the pool label.
+    pub nodes_listed: u32,
+    /// Of them, the ones whose bcd joined.
+    pub nodes_joined: u32,
+    /// While listed Nodes lack a joined bcd.
+    pub waiting_to_join: Option<WaitingToJoin>,
+    /// While a drain upgrade waits.
+    pub upgrade: Option<UpgradeWait>,
+    /// The pool generation last converged.
+    pub observed_generation: u64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+/// A cluster's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterMode {
+    /// Worker node pools managed through this system.
+    Standard,
+    /// The provider runs the nodes; no node pools.
+    Autopilot,
+}
+
+/// Whether a cluster was created by this system or adopted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterOrigin {
+    /// Created by this system.
+    Created,
+    /// Adopted.
+    Adopted,
+}
+
+/// What reconcilers observe of an object with desired state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedStatus {
+    /// State.
+    pub state: ResourceState,
+    /// What to fix or wait for.
+    pub message: Option<String>,
+    /// The generation last converged.
+    pub observed_generation: u64,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+/// A Kubernetes cluster row (tenant cluster or substrate cluster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesCluster {
+    /// Id.
+    pub cluster_id: ClusterId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// The account it lives in.
+    pub provider_account_id: ProviderAccountId,
+    /// Name (also the provider-side name when created; recorded before the create call).
+    pub name: ObjectName,
+    /// Region slug.
+    pub region: String,
+    /// Desired version (`None`: provider default / as adopted).
+    pub desired_version: Option<String>,
+    /// High-availability control plane.
+    pub high_availability: bool,
+    /// Mode.
+    pub mode: ClusterMode,
+    /// Created or adopted.
+    pub origin: ClusterOrigin,
+    /// Pools whose substrate uses it.
+    pub substrate_pool_ids: Vec<PoolId>,
+    /// Bumped by each accepted change.
+    pub generation: u64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Observed: the provider's id.
+    pub provider_cluster_id: Option<String>,
+    /// Observed: the running version.
+    pub version: Option<String>,
+    /// Observed state.
+    pub status: ObservedStatus,
+}
+
+/// A node pool row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePool {
+    /// Id.
+    pub node_pool_id: NodePoolId,
+    /// Its cluster.
+    pub cluster_id: ClusterId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Name (also the provider-side name).
+    pub name: String,
+    /// Provider size slug.
+    pub size: String,
+    /// Count or autoscale bounds.
+    pub scale: Scale,
+    /// Node labels.
+    pub labels: BTreeMap<String, String>,
+    /// Node taints.
+    pub taints: Vec<Taint>,
+    /// The pool whose substrate owns it.
+    pub managed_by: Option<PoolId>,
+    /// Bumped by each accepted change.
+    pub generation: u64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Observed: the provider's id.
+    pub provider_node_pool_id: Option<String>,
+    /// Observed: nodes listed by the provider.
+    pub nodes_listed: u32,
+    /// Observed: nodes running.
+    pub nodes_ready: u32,
+    /// Observed state.
+    pub state: NodePoolState,
+    /// Observed: what to fix.
+    pub message: Option<String>,
+    /// Observed: the generation last converged.
+    pub observed_generation: u64,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+/// Load balancer type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LoadBalancerType {
+    /// One region.
+    Regional,
+    /// Global (anycast, domains).
+    Global,
+}
+
+/// An entry or target protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// HTTP.
+    Http,
+    /// HTTPS.
+    Https,
+    /// HTTP/2.
+    Http2,
+    /// HTTP/3 (entry only).
+    Http3,
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl Protocol {
+    /// The lower-case wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Https => "https",
+            Protocol::Http2 => "http2",
+            Protocol::Http3 => "http3",
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+/// A regional forwarding rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForwardingRule {
+    /// Entry protocol.
+    pub entry_protocol: Protocol,
+    /// Entry port.
+    pub entry_port: u32,
+    /// Target protocol.
+    pub target_protocol: Protocol,
+    /// Target port.
+    pub target_port: u32,
+    /// TLS certificate (provider id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_id: Option<String>,
+    /// Pass TLS through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls_passthrough: bool,
+}
+
+/// Health check protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthCheckProtocol {
+    /// HTTP.
+    Http,
+    /// HTTPS.
+    Https,
+    /// TCP.
+    Tcp,
+}
+
+/// A health check; the defaults are those of SPEC §11.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HealthCheck {
+    /// Protocol.
+    pub protocol: HealthCheckProtocol,
+    /// Port.
+    pub port: u32,
+    /// Path (http/https).
+    pub path: String,
+    /// Seconds between checks.
+    pub check_interval_seconds: u32,
+    /// Seconds to wait for an answer.
+    pub response_timeout_seconds: u32,
+    /// Successes before healthy.
+    pub healthy_threshold: u32,
+    /// Failures before unhealthy.
+    pub unhealthy_threshold: u32,
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        Self {
+            protocol: HealthCheckProtocol::Http,
+            port: 80,
+            path: "/".into(),
+            check_interval_seconds: 10,
+            response_timeout_seconds: 5,
+            healthy_threshold: 5,
+            unhealthy_threshold: 3,
+        }
+    }
+}
+
+/// Sticky sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StickySessions {
+    /// `cookies` or `none`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Cookie name (cookies only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie_name: Option<String>,
+    /// Cookie TTL (cookies only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie_ttl_seconds: Option<u32>,
+}
+
+/// Load balancer targets: exactly one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Targets {
+    /// A droplet tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Droplet ids (1–10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub droplet_ids: Option<Vec<u64>>,
+    /// Regional load balancers of this system (global only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancer_ids: Option<Vec<LoadBalancerId>>,
+}
+
+/// Global load balancer settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GlobalSettings {
+    /// http, https or http2.
+    pub target_protocol: Protocol,
+    /// 80 or 443.
+    pub target_port: u32,
+    /// CDN on.
+    #[serde(default)]
+    pub cdn: bool,
+    /// Region slug → priority (lower preferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region_priorities: Option<BTreeMap<String, u32>>,
+    /// Failover threshold percent (1–99).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover_threshold: Option<u32>,
+}
+
+/// A global load balancer domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Domain {
+    /// FQDN.
+    pub name: String,
+    /// Managed by the provider's DNS.
+    pub is_managed: bool,
+    /// Certificate (provider id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_id: Option<String>,
+}
+
+/// What a tenant wants of a load balancer (the part `update` may change, plus the fixed
+/// `type` and `region`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancerSpec {
+    /// Regional or global (fixed).
+    #[serde(rename = "type")]
+    pub kind: LoadBalancerType,
+    /// Region (regional only; fixed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Forwarding rules (regional).
+    #[serde(default)]
+    pub forwarding_rules: Vec<ForwardingRule>,
+    /// Health check.
+    #[serde(default)]
+    pub health_check: HealthCheck,
+    /// Sticky sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticky_sessions: Option<StickySessions>,
+    /// Targets.
+    pub targets: Targets,
+    /// Size units (regional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_unit: Option<u32>,
+    /// Redirect HTTP to HTTPS.
+    #[serde(default)]
+    pub redirect_http_to_https: bool,
+    /// Global settings (global).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_settings: Option<GlobalSettings>,
+    /// Domains (global).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domains: Option<Vec<Domain>>,
+}
+
+/// A load balancer row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadBalancer {
+    /// Id.
+    pub load_balancer_id: LoadBalancerId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// The pool it books quota on.
+    pub pool_id: PoolId,
+    /// The account.
+    pub provider_account_id: ProviderAccountId,
+    /// Name (also the provider-side name; recorded before the create call).
+    pub name: ObjectName,
+    /// Desired state.
+    pub spec: LoadBalancerSpec,
+    /// Bumped by each accepted change.
+    pub generation: u64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Delete requested (desired).
+    pub delete_requested: bool,
+    /// Observed: the provider's id.
+    pub provider_load_balancer_id: Option<String>,
+    /// Observed: public IP.
+    pub ip: Option<String>,
+    /// Observed state.
+    pub status: ObservedStatus,
+    /// First time ready.
+    pub ready_at: Option<Timestamp>,
+    /// Deleted.
+    pub deleted_at: Option<Timestamp>,
+}
+
+/// A node whose bcd joined its pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Id.
+    pub node_id: NodeId,
+    /// Pool.
+    pub pool_id: PoolId,
+    /// Kubernetes node name (unique per pool).
+    pub node_name: String,
+    /// Provider node id, if reported.
+    pub provider_node_id: Option<String>,
+    /// Agent version.
+    pub bcd_version: String,
+    /// SHA-256 hex of the node credential.
+    pub credential_hash: String,
+    /// First joined.
+    pub joined_at: Timestamp,
+    /// Last heartbeat.
+    pub last_heartbeat_at: Option<Timestamp>,
+}
+
+/// Booking state as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BookingState {
+    /// Holds its pool.
+    Active,
+    /// Over.
+    Ended,
+}
+
+/// A booking of a pool (what drain upgrades wait for).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Booking {
+    /// Id.
+    pub booking_id: BookingId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Pool.
+    pub pool_id: PoolId,
+    /// Node, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Stored state (a booking past `endsAt` counts as ended; see the rules).
+    pub state: BookingState,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Planned end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<Timestamp>,
+    /// Ended by a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
+}
+
+/// A substrate's join token (hash only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinToken {
+    /// Pool.
+    pub pool_id: PoolId,
+    /// SHA-256 hex of the token.
+    pub token_hash: String,
+    /// Issued.
+    pub created_at: Timestamp,
+    /// Revoked (rotation or teardown).
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// A role of a grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Role {
+    /// Every `:read`.
+    Viewer,
+    /// Every `:read` and `:manage` except quotas.
+    Editor,
+    /// Everything.
+    Operator,
+}
+
+/// A scope of the scope tree (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// `compute-system`.
+    System,
+    /// `compute-tenant/<tenantId>`.
+    Tenant(TenantId),
+    /// `pool/<id>`.
+    Pool(PoolId),
+    /// `provider-account/<id>`.
+    ProviderAccount(ProviderAccountId),
+    /// `kubernetes-cluster/<id>`.
+    KubernetesCluster(ClusterId),
+    /// `kubernetes-node-pool/<id>`.
+    KubernetesNodePool(NodePoolId),
+    /// `provider-load-balancer/<id>`.
+    LoadBalancer(LoadBalancerId),
+}
+
+impl Scope {
+    /// The textual form, e.g. `provider-load-balancer/lb_…`.
+    pub fn to_scope_string(&self) -> String {
+        match self {
+            Scope::System => "compute-system".into(),
+            Scope::Tenant(t) => format!("compute-tenant/{t}"),
+            Scope::Pool(p) => format!("pool/{p}"),
+            Scope::ProviderAccount(a) => format!("provider-account/{a}"),
+            Scope::KubernetesCluster(c) => format!("kubernetes-cluster/{c}"),
+            Scope::KubernetesNodePool(n) => format!("kubernetes-node-pool/{n}"),
+            Scope::LoadBalancer(l) => format!("provider-load-balancer/{l}"),
+        }
+    }
+
+    /// Parses the textual form.
+    pub fn parse(s: &str) -> Result<Scope, String> {
+        if s == "compute-system" {
+            return Ok(Scope::System);
+        }
+        let (kind, id) = s.split_once('/').ok_or_else(|| format!("unknown scope {s:?}"))?;
+        let e = |e: &dyn fmt::Display| format!("scope {s:?}: {e}");
+        Ok(match kind {
+            "compute-tenant" => Scope::Tenant(TenantId::parse(id).map_err(|x| e(&x))?),
+            "pool" => Scope::Pool(id.parse().map_err(|x| e(&x))?),
+            "provider-account" => Scope::ProviderAccount(id.parse().map_err(|x| e(&x))?),
+            "kubernetes-cluster" => Scope::KubernetesCluster(id.parse().map_err(|x| e(&x))?),
+            "kubernetes-node-pool" => Scope::KubernetesNodePool(id.parse().map_err(|x| e(&x))?),
+            "provider-load-balancer" => Scope::LoadBalancer(id.parse().map_err(|x| e(&x))?),
+            _ => return Err(format!("unknown scope kind {kind:?}")),
+        })
+    }
+}
+
+impl Serialize for Scope {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_scope_string())
+    }
+}
+impl<'de> Deserialize<'de> for Scope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Scope::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A role on a scope, with the scope's tenant kept for the existence gate (SPEC §2:
+/// a caller with no grant in a tenant learns nothing of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Role.
+    pub role: Role,
+    /// Scope.
+    pub scope: Scope,
+    /// The scope's tenant (`None` only for `compute-system`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<TenantId>,
+}
+
+/// An API token (hash only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiToken {
+    /// Id.
+    pub token_id: TokenId,
+    /// SHA-256 hex of the token.
+    pub token_hash: String,
+    /// Grants.
+    pub grants: Vec<Grant>,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Revoked.
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// The load-balancer-hours meter.
+pub const METER_LOAD_BALANCER_HOURS: &str = "vps.load-balancer.hours";
+
+/// A billed interval of one resource on one meter; open while `end` is `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BillingInterval {
+    /// Meter, e.g. `vps.load-balancer.hours`.
+    pub meter: String,
+    /// The resource's id.
+    pub resource: String,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Pool.
+    pub pool_id: PoolId,
+    /// Start.
+    pub start: Timestamp,
+    /// End (exclusive); open while `None`.
+    pub end: Option<Timestamp>,
+}
+
+/// An event to append to the outbox (the store assigns `seq`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewEvent {
+    /// Id (also the NATS message id).
+    pub event_id: EventId,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Subject, e.g. `compute.pools.<id>`.
+    pub subject: String,
+    /// Type, e.g. `vps.load-balancer.ready`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it happened.
+    pub time: Timestamp,
+    /// Payload.
+    pub data: serde_json::Value,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// Id.
+    pub event_id: EventId,
+    /// Global increasing sequence.
+    pub seq: u64,
+    /// Owner.
+    pub tenant_id: TenantId,
+    /// Subject.
+    pub subject: String,
+    /// Type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it happened.
+    pub time: Timestamp,
+    /// Payload.
+    pub data: serde_json::Value,
+}
+
+/// A stored result of a create call, keyed by `(tenant, method, requestId)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// Tenant.
+    pub tenant_id: TenantId,
+    /// Method, e.g. `pools.create`.
+    pub method: String,
+    /// The caller's request id.
+    pub request_id: String,
+    /// SHA-256 hex of the canonical request body.
+    pub body_hash: String,
+    /// The first response.
+    pub response: serde_json::Value,
+    /// When it was stored (kept 24 h).
+    pub created_at: Timestamp,
+}
+
+/// Subject helpers (SPEC §12).
+pub mod subjects {
+    use crate::id::{ClusterId, LoadBalancerId, PoolId};
+
+    /// `compute.pools.<poolId>`.
+    pub fn pool(id: &PoolId) -> String {
+        format!("compute.pools.{id}")
+    }
+    /// `compute.kubernetes.clusters.<clusterId>`.
+    pub fn cluster(id: &ClusterId) -> String {
+        format!("compute.kubernetes.clusters.{id}")
+    }
+    /// `compute.load-balancers.<id>`.
+    pub fn load_balancer(id: &LoadBalancerId) -> String {
+        format!("compute.load-balancers.{id}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_do_not_print() {
+        let s = SecretString::new("dop_v1_supersecret");
+        assert_eq!(format!("{s:?}"), "[redacted]");
+        assert!(!format!("{:?}", SealedSecret(vec![1, 2, 3])).contains('1'));
+    }
+
+    #[test]
+    fn health_check_defaults_match_spec() {
+        let h: HealthCheck = serde_json::from_str("{}").unwrap();
+        assert_eq!(h, HealthCheck::default());
+        assert_eq!((h.healthy_threshold, h.unhealthy_threshold), (5, 3));
+        assert!(serde_json::from_str::<HealthCheck>(r#"{"bogus":1}"#).is_err());
+    }
+
+    #[test]
+    fn scopes_round_trip() {
+        for s in ["compute-system", "compute-tenant/acme", "pool/pool_01hq3k5v9x8y7z6w5v4t3s2r1q"] {
+            assert_eq!(Scope::parse(s).unwrap().to_scope_string(), s);
+        }
+        assert!(Scope::parse("cluster/x").is_err());
+        assert!(Scope::parse("pool/nope").is_err());
+    }
+}

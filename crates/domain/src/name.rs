@@ -1,0 +1,305 @@
+//! Validated names of SPEC §2 (tenant ids, object names, flavor names, label keys and
+//! values, request ids) and the derived names of SPEC §6.
+//!
+//! Invariant: every value of these types satisfies its rule; the derived names are built
+//! from validated parts only, so they are valid provider and Kubernetes names.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::id::PoolId;
+
+/// Why a string is not a valid name of some kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NameError(pub String);
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+}
+
+macro_rules! validated_string {
+    ($(#[$doc:meta])* $name:ident, $check:path) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Parses the value, saying which rule failed.
+            pub fn parse(s: &str) -> Result<Self, NameError> {
+                $check(s)?;
+                Ok(Self(s.to_owned()))
+            }
+            /// The value as a string.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&self.0, f)
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+        impl std::str::FromStr for $name {
+            type Err = NameError;
+            fn from_str(s: &str) -> Result<Self, NameError> {
+                Self::parse(s)
+            }
+        }
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                Self::parse(&s).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+/// The rule of tenant ids and request ids: `^[A-Za-z0-9._:-]{1,N}$`.
+fn check_token_chars(s: &str, what: &str, max: usize) -> Result<(), NameError> {
+    if s.is_empty() || s.len() > max {
+        return Err(NameError(format!("{what} must be 1 to {max} characters")));
+    }
+    if !s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-')) {
+        return Err(NameError(format!("{what} may only use the characters [A-Za-z0-9._:-]")));
+    }
+    Ok(())
+}
+
+fn check_tenant_id(s: &str) -> Result<(), NameError> {
+    check_token_chars(s, "tenantId", 128)
+}
+
+fn check_request_id(s: &str) -> Result<(), NameError> {
+    check_token_chars(s, "requestId", 64)
+}
+
+/// The DNS-label rule of object and flavor names: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
+fn check_dns_label(s: &str, what: &str, max: usize) -> Result<(), NameError> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    if s.is_empty() || s.len() > max {
+        return Err(NameError(format!("{what} must be 1 to {max} characters")));
+    }
+    if !re(&RE, "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").is_match(s) {
+        return Err(NameError(format!(
+            "{what} must be lower-case letters, digits and '-', starting and ending with a letter or digit"
+        )));
+    }
+    Ok(())
+}
+
+fn check_object_name(s: &str) -> Result<(), NameError> {
+    check_dns_label(s, "name", 63)
+}
+
+fn check_flavor_name(s: &str) -> Result<(), NameError> {
+    check_dns_label(s, "flavor name", 20)
+}
+
+fn check_label_value(s: &str) -> Result<(), NameError> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    if s.len() > 63 {
+        return Err(NameError("label value must be at most 63 characters".into()));
+    }
+    if !re(&RE, "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$").is_match(s) {
+        return Err(NameError(
+            "label value must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Kubernetes label key: optional DNS-subdomain prefix (≤ 253) and `/`, then a name (≤ 63).
+fn check_label_key(s: &str) -> Result<(), NameError> {
+    static NAME: OnceLock<Regex> = OnceLock::new();
+    static PREFIX: OnceLock<Regex> = OnceLock::new();
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() || p.len() > 253 {
+            return Err(NameError("label key prefix must be 1 to 253 characters".into()));
+        }
+        if !re(&PREFIX, r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+            .is_match(p)
+        {
+            return Err(NameError("label key prefix must be a DNS subdomain".into()));
+        }
+    }
+    if name.is_empty() || name.len() > 63 {
+        return Err(NameError("label key name must be 1 to 63 characters".into()));
+    }
+    if !re(&NAME, "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$").is_match(name) {
+        return Err(NameError(
+            "label key name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit".into(),
+        ));
+    }
+    Ok(())
+}
+
+validated_string!(
+    /// A tenant id: `^[A-Za-z0-9._:-]{1,128}$`.
+    TenantId, check_tenant_id
+);
+validated_string!(
+    /// An object name (pool, cluster, node pool, load balancer): 1–63 characters of a DNS label.
+    ObjectName, check_object_name
+);
+validated_string!(
+    /// A flavor name: 1–20 characters of a DNS label.
+    FlavorName, check_flavor_name
+);
+validated_string!(
+    /// A Kubernetes label key.
+    LabelKey, check_label_key
+);
+validated_string!(
+    /// A Kubernetes label value (may be empty).
+    LabelValue, check_label_value
+);
+validated_string!(
+    /// An idempotency key of a create call: `^[A-Za-z0-9._:-]{1,64}$`.
+    RequestId, check_request_id
+);
+
+/// The label every object the substrate reconciler makes carries.
+pub const LABEL_SUBSTRATE_POOL: &str = "better-compute.dev/substrate-pool";
+/// The label naming a substrate node pool's flavor.
+pub const LABEL_FLAVOR: &str = "better-compute.dev/flavor";
+/// The managed-by label and its value.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY_VALUE: &str = "better-compute";
+/// The server-side-apply field manager.
+pub const FIELD_MANAGER: &str = "better-compute";
+/// Node-pool names starting with this are reserved for substrates.
+pub const RESERVED_NODE_POOL_PREFIX: &str = "bc-";
+/// The join Secret's name in a substrate namespace.
+pub const JOIN_SECRET_NAME: &str = "bcd-join";
+/// The ServiceAccount and DaemonSet name in a substrate namespace.
+pub const BCD_NAME: &str = "bcd";
+
+/// `bc-<pool>`: the created cluster's default name and the substrate namespace.
+/// At most 3 + 57 = 60 characters, so always a valid name.
+pub fn substrate_base_name(pool: &PoolId) -> ObjectName {
+    ObjectName(format!("bc-{}", pool.dashed()))
+}
+
+/// `bc-<pool>-<flavor>`: a substrate node pool's name (provider-side and ours). It can be
+/// longer than 63 characters for long pool ids; providers accept up to 255 for node pool
+/// names, so this is a plain string rather than an [`ObjectName`].
+pub fn substrate_node_pool_name(pool: &PoolId, flavor: &FlavorName) -> String {
+    format!("bc-{}-{}", pool.dashed(), flavor.as_str())
+}
+
+/// The substrate namespace (`bc-<pool>`), one per pool, so two pools can share a cluster.
+pub fn substrate_namespace(pool: &PoolId) -> String {
+    substrate_base_name(pool).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn tenant_ids() {
+        assert!(TenantId::parse("acme").is_ok());
+        assert!(TenantId::parse("acme:prod.eu-1_x").is_ok());
+        assert!(TenantId::parse("").is_err());
+        assert!(TenantId::parse("a b").is_err());
+        assert!(TenantId::parse(&"a".repeat(128)).is_ok());
+        assert!(TenantId::parse(&"a".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn object_and_flavor_names() {
+        assert!(ObjectName::parse("web-1").is_ok());
+        assert!(ObjectName::parse("-web").is_err());
+        assert!(ObjectName::parse("web-").is_err());
+        assert!(ObjectName::parse("Web").is_err());
+        assert!(ObjectName::parse(&"a".repeat(64)).is_err());
+        assert!(FlavorName::parse("gpu").is_ok());
+        assert!(FlavorName::parse(&"a".repeat(21)).is_err());
+    }
+
+    #[test]
+    fn labels() {
+        assert!(LabelKey::parse("better-compute.dev/substrate-pool").is_ok());
+        assert!(LabelKey::parse("tier").is_ok());
+        assert!(LabelKey::parse("/tier").is_err());
+        assert!(LabelKey::parse("Example.com/tier").is_err());
+        assert!(LabelKey::parse(&format!("{}/x", "a".repeat(254))).is_err());
+        assert!(LabelValue::parse("").is_ok());
+        assert!(LabelValue::parse("a_b.c-D").is_ok());
+        assert!(LabelValue::parse("_a").is_err());
+        assert!(LabelValue::parse(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn derived_names() {
+        let pool = PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap();
+        assert_eq!(substrate_base_name(&pool).as_str(), "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q");
+        assert_eq!(substrate_namespace(&pool), "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q");
+        let gpu = FlavorName::parse("gpu").unwrap();
+        assert_eq!(substrate_node_pool_name(&pool, &gpu), "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q-gpu");
+        // The pool id itself is a valid label value.
+        assert!(LabelValue::parse(pool.as_str()).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn tenant_regex_agrees(s in proptest::string::string_regex("[A-Za-z0-9._:-]{1,128}").unwrap()) {
+            prop_assert!(TenantId::parse(&s).is_ok());
+        }
+        #[test]
+        fn tenant_rejects_others(s in proptest::string::string_regex("[A-Za-z0-9._:-]{0,10}[ /#@!é][A-Za-z0-9]{0,5}").unwrap()) {
+            prop_assert!(TenantId::parse(&s).is_err());
+        }
+        #[test]
+        fn name_regex_agrees(s in proptest::string::string_regex("[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?").unwrap()) {
+            prop_assert!(ObjectName::parse(&s).is_ok());
+        }
+        #[test]
+        fn name_rejects_any_mismatch(s in proptest::string::string_regex("[-a-zA-Z0-9_.]{0,70}").unwrap()) {
+            let ok = s.len() <= 63 && regex::Regex::new("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap().is_match(&s);
+            prop_assert_eq!(ObjectName::parse(&s).is_ok(), ok);
+        }
+        #[test]
+        fn label_value_regex_agrees(s in proptest::string::string_regex("[-A-Za-z0-9_.]{0,70}").unwrap()) {
+            let ok = s.len() <= 63 && regex::Regex::new("^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$").unwrap().is_match(&s);
+            prop_assert_eq!(LabelValue::parse(&s).is_ok(), ok);
+        }
+        #[test]
+        fn request_id_regex_agrees(s in proptest::string::string_regex("[A-Za-z0-9._:-]{1,64}").unwrap()) {
+            prop_assert!(RequestId::parse(&s).is_ok());
+        }
+        #[test]
+        fn derived_names_are_valid(ms in 0u64..(1u64<<48), r in any::<u128>(), f in proptest::string::string_regex("[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?").unwrap()) {
+            let pool = PoolId::generate(ms, r);
+            let flavor = FlavorName::parse(&f).unwrap();
+            prop_assert!(ObjectName::parse(substrate_base_name(&pool).as_str()).is_ok());
+            let np = substrate_node_pool_name(&pool, &flavor);
+            prop_assert!(regex::Regex::new("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap().is_match(&np));
+        }
+    }
+}

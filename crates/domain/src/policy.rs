@@ -1,0 +1,244 @@
+//! The pool policy of SPEC §4, with its serde shape exactly as written there (camelCase,
+//! `cluster: {create}|{adopt}`, `count` xor `autoScale`, taints, `upgrades`).
+//!
+//! Invariant: deserializing accepts any well-typed document (unknown fields refused);
+//! the constraints are checked by [`crate::rules::policy::validate_policy`], which reports
+//! every violation with its JSON path instead of stopping at the first.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A pool's policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PoolPolicy {
+    /// The managed Kubernetes cluster behind the pool, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub substrate: Option<SubstratePolicy>,
+    /// The pool's flavors (1–16 when a substrate is set).
+    #[serde(default)]
+    pub flavors: Vec<Flavor>,
+    /// How upgrades treat active bookings.
+    #[serde(default)]
+    pub upgrades: UpgradePolicy,
+}
+
+/// The substrate part of a policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubstratePolicy {
+    /// Must be `kubernetes`.
+    pub kind: SubstrateKind,
+    /// A provider account id of the same tenant (checked as `acct_…` by the validator).
+    pub account: String,
+    /// Create a cluster, or adopt one.
+    pub cluster: ClusterPolicy,
+}
+
+/// The only substrate kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SubstrateKind {
+    /// A managed Kubernetes cluster.
+    Kubernetes,
+}
+
+/// Exactly one of `create` or `adopt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum ClusterPolicy {
+    /// Create a cluster at the provider.
+    Create(CreateClusterPolicy),
+    /// Adopt an existing cluster.
+    Adopt(AdoptClusterPolicy),
+}
+
+/// `cluster.create`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateClusterPolicy {
+    /// Provider region slug (required).
+    pub region: String,
+    /// An exact provider version slug, or `latest`.
+    #[serde(default = "latest")]
+    pub version: String,
+    /// High-availability control plane.
+    #[serde(default)]
+    pub high_availability: bool,
+    /// Cluster name; default `bc-<pool>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+fn latest() -> String {
+    VERSION_LATEST.to_owned()
+}
+
+/// The version keyword that means the provider's newest.
+pub const VERSION_LATEST: &str = "latest";
+
+/// `cluster.adopt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdoptClusterPolicy {
+    /// The provider's id of the cluster to adopt.
+    pub provider_cluster_id: String,
+}
+
+/// One flavor: a node size and its scale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Flavor {
+    /// Flavor name, unique in the pool (1–20 characters).
+    pub name: String,
+    /// Provider size slug.
+    pub size: String,
+    /// Fixed node count (1–512); exclusive with `autoScale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Autoscaling bounds; exclusive with `count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scale: Option<AutoScale>,
+    /// Node labels added to the pool's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Node taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// Autoscaling bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoScale {
+    /// Fewest nodes (0–512).
+    pub min: u32,
+    /// Most nodes (1–512, ≥ min).
+    pub max: u32,
+}
+
+/// A node taint.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    /// Taint key (a label key).
+    pub key: String,
+    /// Taint value (a label value).
+    #[serde(default)]
+    pub value: String,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// A taint's effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TaintEffect {
+    /// Do not schedule.
+    NoSchedule,
+    /// Prefer not to schedule.
+    PreferNoSchedule,
+    /// Evict running pods.
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// How an upgrade treats active bookings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UpgradePolicy {
+    /// Wait until the pool has no active bookings.
+    #[default]
+    Drain,
+    /// Upgrade at once.
+    Immediate,
+}
+
+/// A node pool's scale: a fixed count or autoscaling bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Scale {
+    /// A fixed node count.
+    Count(u32),
+    /// Autoscaling between bounds; the provider decides the count.
+    AutoScale(AutoScale),
+}
+
+impl Flavor {
+    /// The flavor's scale, when exactly one of `count`/`autoScale` is set.
+    pub fn scale(&self) -> Option<Scale> {
+        match (self.count, self.auto_scale) {
+            (Some(c), None) => Some(Scale::Count(c)),
+            (None, Some(a)) => Some(Scale::AutoScale(a)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC_EXAMPLE: &str = r#"{
+      "substrate": {
+        "kind": "kubernetes",
+        "account": "acct_01hq3k5v9x8y7z6w5v4t3s2r1q",
+        "cluster": { "create": { "region": "nyc1", "version": "latest", "highAvailability": false } }
+      },
+      "flavors": [ { "name": "cpu", "size": "s-2vcpu-4gb", "count": 3 },
+                   { "name": "gpu", "size": "gpu-h100x1-80gb", "autoScale": { "min": 0, "max": 4 } } ],
+      "upgrades": "drain"
+    }"#;
+
+    #[test]
+    fn spec_example_round_trips() {
+        let p: PoolPolicy = serde_json::from_str(SPEC_EXAMPLE).unwrap();
+        let s = p.substrate.as_ref().unwrap();
+        assert!(
+            matches!(&s.cluster, ClusterPolicy::Create(c) if c.region == "nyc1" && !c.high_availability)
+        );
+        assert_eq!(p.flavors[1].scale(), Some(Scale::AutoScale(AutoScale { min: 0, max: 4 })));
+        let back: PoolPolicy = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+    }
+
+    #[test]
+    fn defaults_and_adopt() {
+        let p: PoolPolicy = serde_json::from_str(
+            r#"{"substrate":{"kind":"kubernetes","account":"a","cluster":{"create":{"region":"nyc1"}}},"flavors":[]}"#,
+        )
+        .unwrap();
+        let ClusterPolicy::Create(c) = &p.substrate.unwrap().cluster else { panic!() };
+        assert_eq!(c.version, "latest");
+        assert_eq!(p.upgrades, UpgradePolicy::Drain);
+        let a: ClusterPolicy =
+            serde_json::from_str(r#"{"adopt":{"providerClusterId":"x"}}"#).unwrap();
+        assert_eq!(a, ClusterPolicy::Adopt(AdoptClusterPolicy { provider_cluster_id: "x".into() }));
+    }
+
+    #[test]
+    fn unknown_fields_and_both_modes_are_refused() {
+        assert!(serde_json::from_str::<PoolPolicy>(r#"{"flavours":[]}"#).is_err());
+        assert!(
+            serde_json::from_str::<ClusterPolicy>(
+                r#"{"create":{"region":"a"},"adopt":{"providerClusterId":"x"}}"#
+            )
+            .is_err()
+        );
+        assert!(
+            serde_json::from_str::<Flavor>(r#"{"name":"a","size":"s","count":1,"extra":1}"#)
+                .is_err()
+        );
+        assert!(serde_json::from_str::<Taint>(r#"{"key":"a","effect":"Sometimes"}"#).is_err());
+    }
+}

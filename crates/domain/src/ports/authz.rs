@@ -1,0 +1,94 @@
+//! The `Authorizer` port: decides whether a token's grants allow a permission on a
+//! concrete resource, given the resource's scope chain (leaf first, `compute-system` last).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Grant, Scope};
+
+/// The permissions of SPEC §3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Permission {
+    /// `compute:pools:read`.
+    #[serde(rename = "compute:pools:read")]
+    PoolsRead,
+    /// `compute:pools:manage`.
+    #[serde(rename = "compute:pools:manage")]
+    PoolsManage,
+    /// `compute:provider-accounts:read`.
+    #[serde(rename = "compute:provider-accounts:read")]
+    ProviderAccountsRead,
+    /// `compute:provider-accounts:manage`.
+    #[serde(rename = "compute:provider-accounts:manage")]
+    ProviderAccountsManage,
+    /// `compute:kubernetes:read`.
+    #[serde(rename = "compute:kubernetes:read")]
+    KubernetesRead,
+    /// `compute:kubernetes:manage`.
+    #[serde(rename = "compute:kubernetes:manage")]
+    KubernetesManage,
+    /// `compute:load-balancers:read`.
+    #[serde(rename = "compute:load-balancers:read")]
+    LoadBalancersRead,
+    /// `compute:load-balancers:manage`.
+    #[serde(rename = "compute:load-balancers:manage")]
+    LoadBalancersManage,
+    /// `compute:bookings:read`.
+    #[serde(rename = "compute:bookings:read")]
+    BookingsRead,
+    /// `compute:bookings:manage`.
+    #[serde(rename = "compute:bookings:manage")]
+    BookingsManage,
+    /// `compute:billing:read`.
+    #[serde(rename = "compute:billing:read")]
+    BillingRead,
+    /// `compute:events:read`.
+    #[serde(rename = "compute:events:read")]
+    EventsRead,
+    /// `compute:quotas:manage`.
+    #[serde(rename = "compute:quotas:manage")]
+    QuotasManage,
+}
+
+impl Permission {
+    /// The textual form, e.g. `compute:pools:read`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::PoolsRead => "compute:pools:read",
+            Permission::PoolsManage => "compute:pools:manage",
+            Permission::ProviderAccountsRead => "compute:provider-accounts:read",
+            Permission::ProviderAccountsManage => "compute:provider-accounts:manage",
+            Permission::KubernetesRead => "compute:kubernetes:read",
+            Permission::KubernetesManage => "compute:kubernetes:manage",
+            Permission::LoadBalancersRead => "compute:load-balancers:read",
+            Permission::LoadBalancersManage => "compute:load-balancers:manage",
+            Permission::BookingsRead => "compute:bookings:read",
+            Permission::BookingsManage => "compute:bookings:manage",
+            Permission::BillingRead => "compute:billing:read",
+            Permission::EventsRead => "compute:events:read",
+            Permission::QuotasManage => "compute:quotas:manage",
+        }
+    }
+}
+
+/// An authorization decision, with the grants that allowed it (for audit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed; the reasons name the deciding policies.
+    Allow(Vec<String>),
+    /// Denied.
+    Deny,
+}
+
+impl Decision {
+    /// Whether it allows.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Decision::Allow(_))
+    }
+}
+
+/// Decides permissions (implemented with Cedar in bc-api).
+pub trait Authorizer: Send + Sync {
+    /// Whether `grants` allow `permission` on the resource whose scope chain is `chain`
+    /// (leaf first, ending with `compute-system`).
+    fn authorize(&self, grants: &[Grant], permission: Permission, chain: &[Scope]) -> Decision;
+}

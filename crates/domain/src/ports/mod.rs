@@ -1,0 +1,23 @@
+//! The ports of DESIGN.md: traits the adapters implement and the core uses.
+//!
+//! Invariant: nothing here does I/O; every trait is object-safe so the composition root
+//! can hold `Arc<dyn …>` and tests can swap in the simulator's direct face.
+
+pub mod authz;
+pub mod clock;
+pub mod cluster;
+pub mod events;
+pub mod provider;
+pub mod secret;
+pub mod store;
+
+pub use authz::{Authorizer, Decision, Permission};
+pub use clock::{Clock, ManualClock};
+pub use cluster::{
+    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, DeleteOutcome, KubeObject,
+    ObjectKind, ObjectRef, OwnerLabel,
+};
+pub use events::{EventPublisher, PublishError};
+pub use provider::*;
+pub use secret::{SecretBox, SecretError};
+pub use store::*;

@@ -1,0 +1,399 @@
+//! The provider ports: `ProviderImpl` with `kubernetes()` and `load_balancers()`, and the
+//! `ProviderRegistry` that maps an account to its implementation.
+//!
+//! Invariant: adapters classify every failure once into [`ProviderError`]; the types here
+//! are provider-neutral (DigitalOcean is the first provider), and unknown provider states
+//! parse into `Unknown(..)` rather than failing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ProviderError;
+use crate::model::{
+    ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancerType,
+    ProviderAccount, SecretString, StickySessions,
+};
+use crate::policy::Taint;
+use crate::time::Timestamp;
+
+/// Result alias of the provider ports.
+pub type ProviderResult<T> = Result<T, ProviderError>;
+
+/// A provider cluster's state (DigitalOcean's `status.state`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProviderClusterState {
+    /// Being made.
+    Provisioning,
+    /// Up.
+    Running,
+    /// Up but unhealthy.
+    Degraded,
+    /// Failed.
+    Error,
+    /// Upgrading.
+    Upgrading,
+    /// Being deleted.
+    Deleting,
+    /// Deleted.
+    Deleted,
+    /// A state this adapter does not know.
+    Unknown(String),
+}
+
+/// A provider node's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProviderNodeState {
+    /// Being made.
+    Provisioning,
+    /// Up.
+    Running,
+    /// Being drained.
+    Draining,
+    /// Being deleted.
+    Deleting,
+    /// Unknown.
+    Unknown(String),
+}
+
+/// A node of a provider node pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderNode {
+    /// Provider id.
+    pub id: String,
+    /// Node (and Kubernetes Node) name; empty right after create.
+    pub name: String,
+    /// State.
+    pub state: ProviderNodeState,
+    /// Droplet id, once it exists.
+    pub droplet_id: Option<String>,
+}
+
+/// A provider node pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderNodePool {
+    /// Provider id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Size slug.
+    pub size: String,
+    /// Node count (the provider's, also when autoscaled).
+    pub count: u32,
+    /// Autoscaling on.
+    pub auto_scale: bool,
+    /// Autoscale minimum.
+    pub min_nodes: u32,
+    /// Autoscale maximum.
+    pub max_nodes: u32,
+    /// Labels (server-added ones included).
+    pub labels: BTreeMap<String, String>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// Tags, server-added ones stripped.
+    pub tags: Vec<String>,
+    /// Nodes.
+    pub nodes: Vec<ProviderNode>,
+}
+
+/// A provider cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderCluster {
+    /// Provider id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Region slug.
+    pub region: String,
+    /// Version slug.
+    pub version: String,
+    /// State.
+    pub state: ProviderClusterState,
+    /// The provider's status message.
+    pub message: Option<String>,
+    /// API endpoint, once provisioned.
+    pub endpoint: Option<String>,
+    /// HA control plane.
+    pub high_availability: bool,
+    /// Tags, server-added ones stripped.
+    pub tags: Vec<String>,
+    /// Node pools.
+    pub node_pools: Vec<ProviderNodePool>,
+    /// Created.
+    pub created_at: Option<Timestamp>,
+}
+
+/// What to ask for a node pool (create or update).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePoolRequest {
+    /// Name.
+    pub name: String,
+    /// Size slug (create only; immutable).
+    pub size: String,
+    /// Count (fixed) or initial count (autoscaled). `None` on update of an autoscaled
+    /// pool, so the provider's count is never reset.
+    pub count: Option<u32>,
+    /// Autoscale bounds.
+    pub auto_scale: Option<(u32, u32)>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// Tags.
+    pub tags: Vec<String>,
+}
+
+/// What to ask for a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateClusterRequest {
+    /// Name (recorded before the call, so a retry finds it).
+    pub name: String,
+    /// Region slug.
+    pub region: String,
+    /// Version slug or `latest`.
+    pub version: String,
+    /// HA control plane.
+    pub high_availability: bool,
+    /// Mode (a provider refuses modes it lacks).
+    pub mode: ClusterMode,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// First node pools.
+    pub node_pools: Vec<NodePoolRequest>,
+}
+
+/// A named provider object (associated resources).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamedResource {
+    /// Provider id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+}
+
+/// The resources a provider associates with a cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssociatedResources {
+    /// Load balancers.
+    pub load_balancers: Vec<NamedResource>,
+    /// Volumes.
+    pub volumes: Vec<NamedResource>,
+    /// Volume snapshots.
+    pub volume_snapshots: Vec<NamedResource>,
+}
+
+/// A version offered for clusters or upgrades.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KubernetesVersion {
+    /// Provider slug, e.g. `1.32.1-do.0`.
+    pub slug: String,
+    /// Kubernetes version, e.g. `1.32.1`.
+    pub kubernetes_version: String,
+}
+
+/// What a provider offers for new clusters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderOptions {
+    /// Region slugs.
+    pub regions: Vec<String>,
+    /// Versions, newest first.
+    pub versions: Vec<KubernetesVersion>,
+    /// Size slugs.
+    pub sizes: Vec<String>,
+}
+
+/// Credentials to reach a cluster's API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterCredentials {
+    /// The kubeconfig (YAML).
+    pub kubeconfig: SecretString,
+    /// When its token expires, if known.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// Static facts about a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderCapabilities {
+    /// Cluster modes it offers.
+    pub cluster_modes: Vec<ClusterMode>,
+}
+
+/// Managed Kubernetes at a provider.
+#[async_trait]
+pub trait KubernetesProvider: Send + Sync {
+    /// Every cluster of the account (all pages).
+    async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>>;
+    /// One cluster.
+    async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster>;
+    /// Creates a cluster.
+    async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster>;
+    /// Deletes a cluster only (associated resources stay).
+    async fn delete_cluster(&self, id: &str) -> ProviderResult<()>;
+    /// The resources the provider associates with a cluster.
+    async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources>;
+    /// Deletes a cluster and the listed associated resources only.
+    async fn delete_cluster_selective(
+        &self,
+        id: &str,
+        load_balancer_ids: &[String],
+    ) -> ProviderResult<()>;
+    /// A cluster's node pools.
+    async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>>;
+    /// One node pool.
+    async fn get_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+    ) -> ProviderResult<ProviderNodePool>;
+    /// Adds a node pool.
+    async fn create_node_pool(
+        &self,
+        cluster_id: &str,
+        req: &NodePoolRequest,
+    ) -> ProviderResult<ProviderNodePool>;
+    /// Changes a node pool (count, autoscale, labels, taints).
+    async fn update_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        req: &NodePoolRequest,
+    ) -> ProviderResult<ProviderNodePool>;
+    /// Removes a node pool.
+    async fn delete_node_pool(&self, cluster_id: &str, node_pool_id: &str) -> ProviderResult<()>;
+    /// Removes (or replaces) one node.
+    async fn delete_node(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        node_id: &str,
+        skip_drain: bool,
+        replace: bool,
+    ) -> ProviderResult<()>;
+    /// Versions a cluster may upgrade to (empty when up to date).
+    async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>>;
+    /// Starts an upgrade.
+    async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()>;
+    /// Regions, versions and sizes.
+    async fn options(&self) -> ProviderResult<ProviderOptions>;
+    /// A kubeconfig for the cluster (adapters cache it until near expiry).
+    async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials>;
+}
+
+/// A provider load balancer's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProviderLoadBalancerStatus {
+    /// Being made.
+    New,
+    /// Up.
+    Active,
+    /// Failed.
+    Errored,
+    /// Unknown.
+    Unknown(String),
+}
+
+/// Provider-resolved targets (our load balancer ids already mapped to provider ids).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProviderTargets {
+    /// A droplet tag.
+    Tag(String),
+    /// Droplet ids.
+    DropletIds(Vec<u64>),
+    /// Provider ids of regional load balancers (global only).
+    LoadBalancerIds(Vec<String>),
+}
+
+/// The whole desired provider object (updates replace it whole).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadBalancerRequest {
+    /// Name.
+    pub name: String,
+    /// Type.
+    pub kind: LoadBalancerType,
+    /// Region (regional).
+    pub region: Option<String>,
+    /// Forwarding rules (regional).
+    pub forwarding_rules: Vec<ForwardingRule>,
+    /// Health check.
+    pub health_check: HealthCheck,
+    /// Sticky sessions.
+    pub sticky_sessions: Option<StickySessions>,
+    /// Targets.
+    pub targets: ProviderTargets,
+    /// Size units (regional).
+    pub size_unit: Option<u32>,
+    /// Redirect HTTP to HTTPS.
+    pub redirect_http_to_https: bool,
+    /// Global settings.
+    pub global_settings: Option<GlobalSettings>,
+    /// Domains (global).
+    pub domains: Vec<Domain>,
+    /// Resource tags (create only).
+    pub tags: Vec<String>,
+}
+
+/// A provider load balancer as observed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderLoadBalancer {
+    /// Provider id.
+    pub id: String,
+    /// Status.
+    pub status: ProviderLoadBalancerStatus,
+    /// Public IPv4 once active.
+    pub ip: Option<String>,
+    /// What the provider holds, in request form (for diffing).
+    pub spec: LoadBalancerRequest,
+    /// Created.
+    pub created_at: Option<Timestamp>,
+}
+
+/// Load balancers at a provider.
+#[async_trait]
+pub trait LoadBalancerProvider: Send + Sync {
+    /// Every load balancer of the account (all pages).
+    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>>;
+    /// One load balancer.
+    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer>;
+    /// Creates one.
+    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer>;
+    /// Replaces one whole ("busy" answers are `Transient`).
+    async fn update(
+        &self,
+        id: &str,
+        req: &LoadBalancerRequest,
+    ) -> ProviderResult<ProviderLoadBalancer>;
+    /// Deletes one (`NotFound` when already gone).
+    async fn delete(&self, id: &str) -> ProviderResult<()>;
+}
+
+/// One provider account's API.
+#[async_trait]
+pub trait ProviderImpl: Send + Sync {
+    /// Static facts.
+    fn capabilities(&self) -> ProviderCapabilities;
+    /// Checks the account's credentials (`Unauthorized` when refused).
+    async fn check_credentials(&self) -> ProviderResult<()>;
+    /// Managed Kubernetes.
+    fn kubernetes(&self) -> &dyn KubernetesProvider;
+    /// Load balancers.
+    fn load_balancers(&self) -> &dyn LoadBalancerProvider;
+}
+
+/// Maps an account to its provider implementation.
+#[async_trait]
+pub trait ProviderRegistry: Send + Sync {
+    /// The implementation for `account` (opening its credentials).
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>>;
+    /// An implementation for credentials not stored yet (`providerAccounts.create`
+    /// checks the token before it stores it).
+    async fn provider_for_token(
+        &self,
+        provider: crate::model::ProviderKind,
+        token: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>>;
+}

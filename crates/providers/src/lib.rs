@@ -1,0 +1,1 @@
+//! bc-providers: provider adapters (DigitalOcean over reqwest, cluster access over kube).

@@ -1,0 +1,1 @@
+//! bc-reconcile: the reconcilers and their runtime. Not built yet: see the README.

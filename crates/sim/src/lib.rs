@@ -1,0 +1,1 @@
+//! bc-sim: one simulated cloud (DigitalOcean API, per-cluster Kubernetes API, simulated bcd).
