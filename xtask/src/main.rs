@@ -1,0 +1,561 @@
+//! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
+//! and NATS), the CI gate and the benchmarks. Std-only so that it builds in seconds.
+
+mod services;
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+
+use services::{Services, Wanted};
+
+/// Usage text printed by `cargo xtask help` and on argument errors.
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  test [--require-services] [-- <args for the test runner>]
+      Start a throwaway PostgreSQL and nats-server on loopback when their binaries are
+      present, export BC_TEST_POSTGRES_URL / BC_TEST_NATS_URL, run the workspace's tests
+      (cargo nextest if installed, plus doctests; else cargo test) and stop the servers.
+      --require-services: fail if a service cannot be started, and tell the tests
+      (BC_REQUIRE_SERVICES=1) that skipping is a failure.
+      Package selection in the extra args (-p NAME) replaces --workspace.
+  ci [-- <args for the test runner>]
+      cargo fmt --check, cargo clippy -D warnings, then test --require-services.
+  bench [NAME...] [-- <args for the benchmark>]
+      Run the named benchmarks (all that exist when none is named) in release mode,
+      with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available.
+  help
+      Print this text.";
+
+/// The benchmarks: name, package, and crate directory under `crates/` that holds
+/// `examples/bench.rs`.
+const BENCHES: &[Bench] = &[
+    Bench { name: "store", package: "bc-store", dir: "store" },
+    Bench { name: "sim", package: "bc-sim", dir: "sim" },
+];
+
+/// One benchmark: an example named `bench` in a crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bench {
+    /// Name given on the command line.
+    name: &'static str,
+    /// Cargo package that holds the example.
+    package: &'static str,
+    /// Directory of the crate under `crates/`.
+    dir: &'static str,
+}
+
+impl Bench {
+    /// Path of the example's source, relative to the workspace root.
+    fn example_path(&self) -> PathBuf {
+        Path::new("crates").join(self.dir).join("examples").join("bench.rs")
+    }
+}
+
+/// Options of the test task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TestArgs {
+    /// Fail when a service is missing, and tell the tests so.
+    require_services: bool,
+    /// Extra arguments for the test runner (after `--`).
+    extra: Vec<String>,
+}
+
+/// A parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Task {
+    /// `cargo xtask test`.
+    Test(TestArgs),
+    /// `cargo xtask ci`.
+    Ci(TestArgs),
+    /// `cargo xtask bench`.
+    Bench {
+        /// Benchmark names; empty means all that exist.
+        names: Vec<String>,
+        /// Arguments passed to each benchmark (after `--`).
+        args: Vec<String>,
+    },
+    /// `cargo xtask help`.
+    Help,
+}
+
+/// Parses the arguments after `cargo xtask`.
+fn parse_args(args: &[String]) -> Result<Task, String> {
+    let Some((task, rest)) = args.split_first() else {
+        return Err("no task given".into());
+    };
+    let (own, extra) = match rest.iter().position(|a| a == "--") {
+        Some(i) => (&rest[..i], rest[i + 1..].to_vec()),
+        None => (rest, Vec::new()),
+    };
+    match task.as_str() {
+        "test" | "ci" => {
+            let mut test = TestArgs { require_services: task == "ci", extra };
+            for arg in own {
+                match arg.as_str() {
+                    "--require-services" => test.require_services = true,
+                    other => {
+                        return Err(format!(
+                            "unknown argument `{other}` for `{task}` \
+                             (test runner arguments go after `--`)"
+                        ));
+                    }
+                }
+            }
+            Ok(if task == "ci" { Task::Ci(test) } else { Task::Test(test) })
+        }
+        "bench" => {
+            let mut names = Vec::new();
+            for arg in own {
+                if arg.starts_with('-') {
+                    return Err(format!(
+                        "unknown argument `{arg}` for `bench` (benchmark arguments go after `--`)"
+                    ));
+                }
+                if BENCHES.iter().all(|b| b.name != arg) {
+                    return Err(format!(
+                        "unknown benchmark `{arg}`; known: {}",
+                        BENCHES.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                names.push(arg.clone());
+            }
+            Ok(Task::Bench { names, args: extra })
+        }
+        "help" | "--help" | "-h" => Ok(Task::Help),
+        other => Err(format!("unknown task `{other}`")),
+    }
+}
+
+/// Tells whether runner arguments choose the packages themselves (`-p`, or their own
+/// `--workspace`); then xtask adds no `--workspace` (cargo ignores `-p` next to it and
+/// rejects it twice). Only arguments before an inner `--` count.
+fn selects_packages(extra: &[String]) -> bool {
+    extra.iter().take_while(|a| *a != "--").any(|a| {
+        a == "-p"
+            || a == "--package"
+            || a == "--workspace"
+            || a == "--all"
+            || a.starts_with("--package=")
+            || is_short_p_with_value(a)
+    })
+}
+
+/// Tells whether an argument is `-pNAME`.
+fn is_short_p_with_value(a: &str) -> bool {
+    a.len() > 2 && a.starts_with("-p") && !a.starts_with("--")
+}
+
+/// The package and feature selection within runner arguments, to reuse for the doctest run
+/// (the other runner arguments may be nextest-only). Packages for which `has_lib` says
+/// `false` are dropped (`cargo test --doc` refuses packages without a library); `None`
+/// when packages were selected but none of them has a library.
+fn selection_args(extra: &[String], has_lib: &dyn Fn(&str) -> bool) -> Option<Vec<String>> {
+    const WITH_VALUE: &[&str] = &["--exclude", "-F", "--features"];
+    const FLAGS: &[&str] =
+        &["--workspace", "--all", "--all-features", "--no-default-features", "--release"];
+    let mut out = Vec::new();
+    let (mut selected, mut kept) = (0, 0);
+    let mut iter = extra.iter().take_while(|a| *a != "--");
+    while let Some(arg) = iter.next() {
+        let package = if arg == "-p" || arg == "--package" {
+            Some(iter.next().cloned().unwrap_or_default())
+        } else if let Some(name) = arg.strip_prefix("--package=") {
+            Some(name.to_string())
+        } else if is_short_p_with_value(arg) {
+            Some(arg[2..].to_string())
+        } else {
+            None
+        };
+        if let Some(package) = package {
+            selected += 1;
+            if has_lib(&package) {
+                kept += 1;
+                out.push("-p".into());
+                out.push(package);
+            }
+        } else if WITH_VALUE.contains(&arg.as_str()) {
+            out.push(arg.clone());
+            if let Some(value) = iter.next() {
+                out.push(value.clone());
+            }
+        } else if FLAGS.contains(&arg.as_str())
+            || ["--exclude=", "--features="].iter().any(|p| arg.starts_with(p))
+        {
+            out.push(arg.clone());
+        }
+    }
+    (selected == 0 || kept > 0).then_some(out)
+}
+
+/// Tells whether a workspace package has a library target, judged from the members'
+/// manifests (`src/lib.rs` or a `[lib]` section); unknown packages count as having one.
+fn package_has_lib(root: &Path, package: &str) -> bool {
+    let member_dirs = ["crates", "bins"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(root.join(d)).ok())
+        .flat_map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()))
+        .chain([root.join("xtask")]);
+    for dir in member_dirs {
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else { continue };
+        if manifest_package_name(&manifest).as_deref() == Some(package) {
+            return dir.join("src/lib.rs").is_file()
+                || manifest.lines().any(|l| l.trim() == "[lib]");
+        }
+    }
+    true
+}
+
+/// The `name` of the `[package]` section of a Cargo manifest.
+fn manifest_package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(value) = line.strip_prefix("name") {
+            let value = value.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
+/// The cargo invocations (argument lists) that run the tests; `has_lib` tells which
+/// packages have a library (for the doctest run).
+fn test_commands(
+    nextest: bool,
+    extra: &[String],
+    has_lib: &dyn Fn(&str) -> bool,
+) -> Vec<Vec<String>> {
+    let scope: Vec<String> =
+        if selects_packages(extra) { Vec::new() } else { vec!["--workspace".into()] };
+    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    if nextest {
+        // Like cargo test, a selection without tests is not a failure.
+        let mut run = strings(&["nextest", "run"]);
+        run.extend(scope.iter().cloned());
+        run.extend(strings(&["--no-fail-fast", "--no-tests=warn"]));
+        run.extend(extra.iter().cloned());
+        let mut commands = vec![run];
+        // nextest does not run doctests.
+        if let Some(selection) = selection_args(extra, has_lib) {
+            let mut doc = strings(&["test"]);
+            doc.extend(scope);
+            doc.push("--doc".into());
+            doc.extend(selection);
+            commands.push(doc);
+        }
+        commands
+    } else {
+        let mut run = strings(&["test"]);
+        run.extend(scope);
+        run.push("--no-fail-fast".into());
+        run.extend(extra.iter().cloned());
+        vec![run]
+    }
+}
+
+/// Maps a child's exit status to this process's exit code (128+signal when killed).
+fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => 0,
+        (Some(c), _) => u8::try_from(c).ok().filter(|c| *c != 0).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(1),
+        (None, None) => 1,
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// A `cargo` command in the workspace root (the cargo that runs us, when known).
+fn cargo() -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Runs `cargo <args>` with the services' environment; returns its exit code.
+fn run_cargo(args: &[String], services: Option<&Services>) -> u8 {
+    eprintln!("xtask: running cargo {}", args.join(" "));
+    let mut cmd = cargo();
+    cmd.args(args);
+    if let Some(s) = services {
+        s.apply(&mut cmd);
+    }
+    match cmd.status() {
+        Ok(status) => exit_code(status),
+        Err(e) => {
+            eprintln!("xtask: cannot run cargo: {e}");
+            1
+        }
+    }
+}
+
+/// Tells whether `cargo nextest` is installed.
+fn has_nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// `cargo xtask test`: start services, run the tests, stop services, print a summary.
+fn run_tests(args: &TestArgs) -> u8 {
+    let mut services =
+        match Services::start(Wanted { postgres: true, nats: true }, args.require_services) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                return 1;
+            }
+        };
+    let nextest = has_nextest();
+    let mut results = Vec::new();
+    let mut code = 0;
+    let root = workspace_root();
+    let has_lib = |package: &str| package_has_lib(&root, package);
+    for cmd in test_commands(nextest, &args.extra, &has_lib) {
+        let c = run_cargo(&cmd, Some(&services));
+        results.push(format!(
+            "cargo {}: {}",
+            cmd.join(" "),
+            if c == 0 { "passed".to_string() } else { format!("FAILED (exit code {c})") }
+        ));
+        if code == 0 {
+            code = c;
+        }
+    }
+    let summary = std::mem::take(&mut services.summary);
+    services.stop();
+    drop(services);
+    eprintln!("xtask: summary");
+    for line in summary.iter().chain(&results) {
+        eprintln!("  {line}");
+    }
+    if args.require_services {
+        eprintln!("  services required (BC_REQUIRE_SERVICES=1)");
+    }
+    code
+}
+
+/// `cargo xtask ci`: formatting, lints, then the tests with services required.
+fn run_ci(args: &TestArgs) -> u8 {
+    let steps: [&[&str]; 2] = [
+        &["fmt", "--all", "--", "--check"],
+        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+    ];
+    for step in steps {
+        let step: Vec<String> = step.iter().map(|s| s.to_string()).collect();
+        let code = run_cargo(&step, None);
+        if code != 0 {
+            eprintln!("xtask ci: `cargo {}` failed (exit code {code})", step.join(" "));
+            return code;
+        }
+    }
+    run_tests(&TestArgs { require_services: true, extra: args.extra.clone() })
+}
+
+/// `cargo xtask bench`: run the chosen benchmarks with PostgreSQL available.
+fn run_benches(names: &[String], args: &[String]) -> u8 {
+    let root = workspace_root();
+    let chosen: Vec<Bench> = if names.is_empty() {
+        BENCHES.iter().copied().filter(|b| root.join(b.example_path()).is_file()).collect()
+    } else {
+        let mut chosen = Vec::new();
+        for name in names {
+            let Some(bench) = BENCHES.iter().find(|b| b.name == name) else {
+                eprintln!("xtask: unknown benchmark `{name}`");
+                return 1;
+            };
+            if !root.join(bench.example_path()).is_file() {
+                eprintln!(
+                    "xtask: benchmark `{name}` does not exist yet ({} is missing)",
+                    bench.example_path().display()
+                );
+                return 1;
+            }
+            chosen.push(*bench);
+        }
+        chosen
+    };
+    if chosen.is_empty() {
+        eprintln!(
+            "xtask: no benchmarks exist yet (looked for {})",
+            BENCHES
+                .iter()
+                .map(|b| b.example_path().display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return 0;
+    }
+    let mut services = match Services::start(Wanted { postgres: true, nats: false }, false) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return 1;
+        }
+    };
+    let mut code = 0;
+    for bench in &chosen {
+        let mut cmd: Vec<String> = ["run", "--release", "-p", bench.package, "--example", "bench"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if !args.is_empty() {
+            cmd.push("--".into());
+            cmd.extend(args.iter().cloned());
+        }
+        let c = run_cargo(&cmd, Some(&services));
+        if c != 0 {
+            eprintln!("xtask: benchmark `{}` failed (exit code {c})", bench.name);
+            if code == 0 {
+                code = c;
+            }
+        }
+    }
+    let summary = std::mem::take(&mut services.summary);
+    services.stop();
+    eprintln!("xtask: summary");
+    for line in &summary {
+        eprintln!("  {line}");
+    }
+    code
+}
+
+/// Entry point: parse the task and run it; services are stopped before exiting.
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let code = match parse_args(&args) {
+        Ok(Task::Test(test)) => run_tests(&test),
+        Ok(Task::Ci(test)) => run_ci(&test),
+        Ok(Task::Bench { names, args }) => run_benches(&names, &args),
+        Ok(Task::Help) => {
+            println!("{USAGE}");
+            0
+        }
+        Err(e) => {
+            eprintln!("xtask: {e}\n\n{USAGE}");
+            2
+        }
+    };
+    ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Turns string literals into owned arguments.
+    fn args(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_test_with_flags_and_extra_args() {
+        assert_eq!(
+            parse_args(&args(&["test", "--require-services", "--", "-p", "bc-store"])),
+            Ok(Task::Test(TestArgs { require_services: true, extra: args(&["-p", "bc-store"]) }))
+        );
+        assert_eq!(parse_args(&args(&["test"])), Ok(Task::Test(TestArgs::default())));
+        assert!(parse_args(&args(&["test", "-p", "x"])).is_err());
+        assert!(parse_args(&args(&[])).is_err());
+        assert!(parse_args(&args(&["frobnicate"])).is_err());
+    }
+
+    #[test]
+    fn ci_always_requires_services() {
+        assert_eq!(
+            parse_args(&args(&["ci"])),
+            Ok(Task::Ci(TestArgs { require_services: true, extra: vec![] }))
+        );
+    }
+
+    #[test]
+    fn parses_bench_names_and_rejects_unknown_ones() {
+        assert_eq!(
+            parse_args(&args(&["bench", "store", "--", "--quick"])),
+            Ok(Task::Bench { names: args(&["store"]), args: args(&["--quick"]) })
+        );
+        let err = parse_args(&args(&["bench", "nope"])).unwrap_err();
+        assert!(err.contains("store") && err.contains("sim"), "{err}");
+    }
+
+    /// Pretends every package has a library except `xtask`.
+    fn lib_unless_xtask(package: &str) -> bool {
+        package != "xtask"
+    }
+
+    #[test]
+    fn package_selection_replaces_workspace() {
+        let nextest = test_commands(true, &args(&["-p", "bc-testkit"]), &lib_unless_xtask);
+        assert_eq!(
+            nextest[0],
+            args(&["nextest", "run", "--no-fail-fast", "--no-tests=warn", "-p", "bc-testkit"])
+        );
+        assert_eq!(nextest[1], args(&["test", "--doc", "-p", "bc-testkit"]));
+        let plain = test_commands(
+            false,
+            &args(&["--package=bc-store", "--", "--nocapture"]),
+            &lib_unless_xtask,
+        );
+        assert_eq!(
+            plain,
+            vec![args(&["test", "--no-fail-fast", "--package=bc-store", "--", "--nocapture"])]
+        );
+        let all = test_commands(false, &[], &lib_unless_xtask);
+        assert_eq!(all, vec![args(&["test", "--workspace", "--no-fail-fast"])]);
+    }
+
+    #[test]
+    fn doctest_run_keeps_only_selection_args() {
+        let extra = args(&["--retries", "2", "-pbc-sim", "--features", "fake", "--", "-p", "x"]);
+        assert_eq!(
+            selection_args(&extra, &lib_unless_xtask),
+            Some(args(&["-p", "bc-sim", "--features", "fake"]))
+        );
+        let cmds = test_commands(true, &args(&["--retries", "2"]), &lib_unless_xtask);
+        assert_eq!(cmds[1], args(&["test", "--workspace", "--doc"]));
+        // A `-p` after the inner `--` belongs to the test binary, not to cargo.
+        assert!(!selects_packages(&args(&["--", "-p"])));
+        // The caller's own --workspace is not doubled.
+        let own =
+            test_commands(false, &args(&["--workspace", "--exclude", "x"]), &lib_unless_xtask);
+        assert_eq!(own[0], args(&["test", "--no-fail-fast", "--workspace", "--exclude", "x"]));
+    }
+
+    #[test]
+    fn doctest_run_drops_packages_without_a_library() {
+        let both = args(&["-p", "xtask", "--package", "bc-sim"]);
+        assert_eq!(selection_args(&both, &lib_unless_xtask), Some(args(&["-p", "bc-sim"])));
+        let only_bin = test_commands(true, &args(&["-p", "xtask"]), &lib_unless_xtask);
+        assert_eq!(only_bin.len(), 1, "no doctest run: {only_bin:?}");
+    }
+
+    #[test]
+    fn reads_package_names_from_manifests() {
+        let manifest = "[package]\nname = \"bc-x\"\n[dependencies]\nname = \"no\"\n";
+        assert_eq!(manifest_package_name(manifest).as_deref(), Some("bc-x"));
+        assert_eq!(manifest_package_name("[workspace]\nmembers = []\n"), None);
+        let root = workspace_root();
+        assert!(!package_has_lib(&root, "xtask"));
+        assert!(package_has_lib(&root, "bc-testkit"));
+    }
+
+    #[test]
+    fn bench_table_points_at_example_files() {
+        let store = BENCHES.iter().find(|b| b.name == "store").unwrap();
+        assert_eq!(store.package, "bc-store");
+        assert_eq!(store.example_path(), Path::new("crates/store/examples/bench.rs"));
+    }
+}
