@@ -1,1 +1,133 @@
-//! bc-sim: one simulated cloud (DigitalOcean API, per-cluster Kubernetes API, simulated bcd).
+//! bc-sim: one simulated cloud — a DigitalOcean API, a Kubernetes API per simulated
+//! cluster, and nodes running a simulated bcd — over one model with two faces: HTTP on
+//! loopback (`do_api` under `/v2`, `kube` under `/k8s/<cluster id>`) and a direct,
+//! in-memory face (`direct`) implementing the bc-domain provider and cluster ports.
+//!
+//! Invariant: there is one model. Both faces read and change the same [`SimState`], so a
+//! test that drives the direct face sees exactly what the HTTP face would serve; time
+//! comes from an injectable clock, so tests step it instead of sleeping.
+
+pub mod bcd;
+pub mod config;
+pub mod direct;
+pub mod do_api;
+pub mod kube;
+pub mod model;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bc_domain::ports::Clock;
+
+pub use config::SimConfig;
+
+/// A node as the cluster's Kubernetes API shows it: what `model` hands the `kube` face
+/// and the simulated bcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimNode {
+    /// Node name (also the Kubernetes Node name).
+    pub name: String,
+    /// `spec.providerID`, e.g. `digitalocean://<droplet id>`.
+    pub provider_id: String,
+    /// Labels: the node pool's labels plus the usual `kubernetes.io/hostname`,
+    /// `doks.digitalocean.com/node-pool`, … labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Taints of its node pool.
+    pub taints: Vec<bc_domain::policy::Taint>,
+    /// Whether the node is running (Ready).
+    pub ready: bool,
+}
+
+/// The shared state behind every face.
+pub struct SimState {
+    /// The cloud model (clusters, node pools, nodes, load balancers, rate limits…).
+    pub model: Mutex<model::Model>,
+    /// The Kubernetes objects of every simulated cluster.
+    pub kube: kube::KubeStore,
+    /// The clock that drives every transition.
+    pub clock: Arc<dyn Clock>,
+    /// Knobs.
+    pub config: SimConfig,
+    /// Where the HTTP faces listen, once started (used to build endpoints/kubeconfigs).
+    pub base_url: Mutex<Option<String>>,
+}
+
+impl SimState {
+    /// Locks the model (poisoning is ignored: the model stays usable after a test panic).
+    pub fn model(&self) -> MutexGuard<'_, model::Model> {
+        self.model.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The HTTP base URL (`http://127.0.0.1:PORT`), if the server runs.
+    pub fn base_url(&self) -> Option<String> {
+        self.base_url.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A simulated cloud.
+#[derive(Clone)]
+pub struct Sim {
+    state: Arc<SimState>,
+}
+
+impl Sim {
+    /// A new simulated cloud with its own model.
+    pub fn new(config: SimConfig, clock: Arc<dyn Clock>) -> Self {
+        let model = model::Model::new(&config);
+        Self {
+            state: Arc::new(SimState {
+                model: Mutex::new(model),
+                kube: kube::KubeStore::default(),
+                clock,
+                config,
+                base_url: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The shared state.
+    pub fn state(&self) -> &Arc<SimState> {
+        &self.state
+    }
+
+    /// The HTTP router of both faces: DigitalOcean under `/v2`, Kubernetes under
+    /// `/k8s/{cluster_id}`.
+    pub fn router(&self) -> axum::Router {
+        axum::Router::new()
+            .merge(do_api::router(self.state.clone()))
+            .nest("/k8s/{cluster_id}", kube::router(self.state.clone()))
+    }
+
+    /// Serves both faces on `addr` (use `127.0.0.1:0` in tests) in a background task and
+    /// returns the bound address. The task stops when the returned handle is dropped.
+    pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<SimServer> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        *self.state.base_url.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("http://{local}"));
+        let router = self.router();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(SimServer { addr: local, task })
+    }
+}
+
+/// A running HTTP server of the simulator; aborts on drop.
+pub struct SimServer {
+    /// The bound address.
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SimServer {
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,90 @@
+//! Simulator knobs: delays per transition, fault injection, rate limits, the account
+//! tokens it accepts.
+
+use std::time::Duration;
+
+/// How long transitions take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delays {
+    /// Cluster `provisioning` → `running`.
+    pub cluster_provision: Duration,
+    /// Node `provisioning` → `running`.
+    pub node_provision: Duration,
+    /// Node `draining`/`deleting` → removed.
+    pub node_delete: Duration,
+    /// Cluster `upgrading` → `running`.
+    pub cluster_upgrade: Duration,
+    /// Cluster `deleting` → gone.
+    pub cluster_delete: Duration,
+    /// Load balancer `new` → `active`, and a pending update → applied (busy window).
+    pub load_balancer_provision: Duration,
+}
+
+impl Delays {
+    /// Seconds-scale delays for tests and `bc-api dev`.
+    pub fn fast() -> Self {
+        let s = Duration::from_secs;
+        Self {
+            cluster_provision: s(2),
+            node_provision: s(1),
+            node_delete: s(1),
+            cluster_upgrade: s(2),
+            cluster_delete: s(1),
+            load_balancer_provision: s(1),
+        }
+    }
+    /// DigitalOcean-like delays (research/digitalocean.md §7).
+    pub fn realistic() -> Self {
+        let s = Duration::from_secs;
+        Self {
+            cluster_provision: s(6 * 60),
+            node_provision: s(3 * 60),
+            node_delete: s(60),
+            cluster_upgrade: s(8 * 60),
+            cluster_delete: s(30),
+            load_balancer_provision: s(2 * 60),
+        }
+    }
+}
+
+/// Rate limits per token (sliding windows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Requests per hour.
+    pub per_hour: u32,
+    /// Requests per minute (burst).
+    pub per_minute: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self { per_hour: 5000, per_minute: 250 }
+    }
+}
+
+/// The simulator's configuration.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Transition delays.
+    pub delays: Delays,
+    /// Rate limits.
+    pub rate_limits: RateLimits,
+    /// Bearer tokens the DigitalOcean face accepts (each is one account).
+    pub tokens: Vec<String>,
+    /// Whether simulated bcd agents may reach the server named in the join Secret.
+    pub bcd_reaches_server: bool,
+    /// Whether the direct face offers `autopilot` clusters (a provider flag).
+    pub offer_autopilot: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            delays: Delays::fast(),
+            rate_limits: RateLimits::default(),
+            tokens: vec!["dop_v1_simulated".to_owned()],
+            bcd_reaches_server: true,
+            offer_autopilot: false,
+        }
+    }
+}
