@@ -1,1 +1,19 @@
-//! bc-providers: provider adapters (DigitalOcean over reqwest, cluster access over kube).
+//! bc-providers: the adapters of the provider and cluster ports — DigitalOcean over
+//! reqwest (`digitalocean`) and cluster access over the `kube` crate (`kube`).
+//!
+//! Invariant: adapters only translate. Every provider failure is classified once, here,
+//! into `bc_domain::ProviderError`; no secret (token, kubeconfig) reaches a log line or
+//! an error message.
+
+pub mod digitalocean;
+pub mod kube;
+
+/// Installs ring as rustls's process-wide crypto provider. reqwest is built with
+/// `rustls-no-provider` (so no aws-lc), and panics at `Client::build` without one.
+/// Idempotent; call before building any HTTP client.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -1,0 +1,1 @@
+//! The DigitalOcean adapter (placeholder).

@@ -1,0 +1,1 @@
+//! The cluster access adapter over kube (placeholder).
