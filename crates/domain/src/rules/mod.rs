@@ -1,3 +1,8 @@
-//! The rules as pure functions: each takes what it decides on (and `now`) as arguments.
+//! The rules as pure functions: each takes what it decides on (and `now`) as arguments,
+//! so every decision the API and the reconcilers make is unit- and property-tested here,
+//! without I/O.
+//!
+//! Invariant: nothing in `rules` reads a clock, a store or a provider; the same inputs
+//! always give the same decision.
 
 pub mod policy;
