@@ -5,4 +5,6 @@
 //! Invariant: nothing in `rules` reads a clock, a store or a provider; the same inputs
 //! always give the same decision.
 
+pub mod billing;
 pub mod policy;
+pub mod quota;
