@@ -6,5 +6,7 @@
 //! always give the same decision.
 
 pub mod billing;
+pub mod join;
+pub mod plan;
 pub mod policy;
 pub mod quota;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, FieldViolation};
 use crate::id::ProviderAccountId;
-use crate::name::{FlavorName, LabelKey, LabelValue, ObjectName};
+use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName};
 use crate::policy::{ClusterPolicy, Flavor, PoolPolicy, SubstratePolicy, VERSION_LATEST};
 
 /// Most flavors a pool may have.
@@ -184,7 +184,7 @@ fn validate_flavor(f: &Flavor, path: &str, out: &mut Vec<FieldViolation>) {
             Ok(_) if is_reserved_label_key(key) => out.push(FieldViolation::new(
                 &lpath,
                 format!(
-                    "label keys under {RESERVED_LABEL_DOMAIN}/ are reserved: the system sets them on every node pool"
+                    "label keys under {RESERVED_LABEL_DOMAIN}/ and {LABEL_MANAGED_BY} are reserved: the system sets them on every node pool"
                 ),
             )),
             Ok(_) => {}
@@ -215,8 +215,12 @@ fn validate_flavor(f: &Flavor, path: &str, out: &mut Vec<FieldViolation>) {
     }
 }
 
-/// Whether a label key is one the system sets (`better-compute.dev/…` or a subdomain's).
+/// Whether a label key is one the system sets on substrate node pools:
+/// `better-compute.dev/…` (or a subdomain's), and `app.kubernetes.io/managed-by`.
 pub fn is_reserved_label_key(key: &str) -> bool {
+    if key == LABEL_MANAGED_BY {
+        return true;
+    }
     match key.split_once('/') {
         Some((prefix, _)) => {
             prefix == RESERVED_LABEL_DOMAIN
@@ -476,6 +480,8 @@ mod tests {
         f.labels.insert("x.better-compute.dev/y".into(), "x".into());
         f.labels.insert("notbetter-compute.dev/y".into(), "ok".into());
         f.labels.insert("example.com/team".into(), "web".into());
+        f.labels.insert("app.kubernetes.io/managed-by".into(), "me".into());
+        f.labels.insert("app.kubernetes.io/name".into(), "ok".into());
         f.taints = vec![
             Taint { key: "gpu".into(), value: "true".into(), effect: TaintEffect::NoSchedule },
             Taint { key: "gpu".into(), value: "x".into(), effect: TaintEffect::NoExecute },
@@ -486,6 +492,7 @@ mod tests {
         assert_eq!(
             fields(&v),
             vec![
+                r#"policy.flavors[0].labels["app.kubernetes.io/managed-by"]"#,
                 r#"policy.flavors[0].labels["bad key"]"#,
                 r#"policy.flavors[0].labels["better-compute.dev/flavor"]"#,
                 r#"policy.flavors[0].labels["tier"]"#,
@@ -495,8 +502,9 @@ mod tests {
                 "policy.flavors[0].taints[3].value",
             ]
         );
-        assert!(v[1].message.contains("reserved"), "{}", v[1].message);
-        assert!(v[4].message.contains("taints[0]"), "{}", v[4].message);
+        assert!(v[0].message.contains("reserved"), "{}", v[0].message);
+        assert!(v[2].message.contains("reserved"), "{}", v[2].message);
+        assert!(v[5].message.contains("taints[0]"), "{}", v[5].message);
     }
 
     #[test]
