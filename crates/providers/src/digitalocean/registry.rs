@@ -1,0 +1,113 @@
+//! The [`ProviderRegistry`] of DigitalOcean accounts: opens an account's sealed token and
+//! hands out one cached [`DigitalOcean`] per account.
+//!
+//! Invariant: every caller of an account gets the same instance — so the same token
+//! bucket and kubeconfig cache — until the account's sealed credentials change; the
+//! plaintext token lives only inside that instance's transport.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bc_domain::ProviderAccountId;
+use bc_domain::ProviderError;
+use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::ports::{Clock, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox};
+use serde::Deserialize;
+
+use super::{DigitalOcean, DigitalOceanConfig};
+
+/// The sealed credentials' plaintext.
+#[derive(Deserialize)]
+struct Credentials {
+    token: String,
+}
+
+struct Cached {
+    /// The ciphertext the instance was built from: a rotated token seals differently,
+    /// and then a new instance is built.
+    sealed: Vec<u8>,
+    provider: Arc<DigitalOcean>,
+}
+
+/// DigitalOcean accounts by id.
+pub struct DigitalOceanRegistry {
+    config: DigitalOceanConfig,
+    secret_box: Arc<dyn SecretBox>,
+    clock: Arc<dyn Clock>,
+    cache: Mutex<HashMap<ProviderAccountId, Cached>>,
+}
+
+impl std::fmt::Debug for DigitalOceanRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DigitalOceanRegistry").field("base_url", &self.config.base_url).finish()
+    }
+}
+
+impl DigitalOceanRegistry {
+    /// A registry talking to `base_url` (normally [`super::DEFAULT_BASE_URL`]) with the
+    /// default timeouts and budgets.
+    pub fn new(base_url: String, secret_box: Arc<dyn SecretBox>, clock: Arc<dyn Clock>) -> Self {
+        Self::with_config(DigitalOceanConfig::with_base_url(base_url), secret_box, clock)
+    }
+
+    /// A registry with explicit settings.
+    pub fn with_config(
+        config: DigitalOceanConfig,
+        secret_box: Arc<dyn SecretBox>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { config, secret_box, clock, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The concrete adapter of `account` (shared; same as `provider_for`), for callers
+    /// that need `invalidate_credentials` or the bucket.
+    pub fn digitalocean_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<DigitalOcean>> {
+        let ProviderKind::Digitalocean = account.provider;
+        let sealed = &account.credentials.0;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cache.get(&account.provider_account_id)
+            && c.sealed == *sealed
+        {
+            return Ok(c.provider.clone());
+        }
+        let id = account.provider_account_id.as_str();
+        let plain =
+            self.secret_box.open(sealed, id.as_bytes()).map_err(|_| ProviderError::Refused {
+                message: format!("credentials of account {id} could not be opened"),
+            })?;
+        // The parse error is not shown: serde's messages can quote the input.
+        let creds: Credentials =
+            serde_json::from_slice(&plain).map_err(|_| ProviderError::Refused {
+                message: format!("credentials of account {id} are not {{\"token\": …}}"),
+            })?;
+        let token = SecretString::new(creds.token);
+        let provider =
+            Arc::new(DigitalOcean::new(self.config.clone(), &token, self.clock.clone())?);
+        cache.insert(
+            account.provider_account_id.clone(),
+            Cached { sealed: sealed.clone(), provider: provider.clone() },
+        );
+        Ok(provider)
+    }
+}
+
+#[async_trait]
+impl ProviderRegistry for DigitalOceanRegistry {
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(self.digitalocean_for(account)?)
+    }
+
+    async fn provider_for_token(
+        &self,
+        provider: ProviderKind,
+        token: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        let ProviderKind::Digitalocean = provider;
+        // Not cached: the token is not an account yet (it is being checked).
+        Ok(Arc::new(DigitalOcean::new(self.config.clone(), token, self.clock.clone())?))
+    }
+}
