@@ -1,0 +1,196 @@
+//! How database errors become [`StoreError`]s, and the named retry wrapper every
+//! transaction runs in.
+//!
+//! Invariant: a retry re-runs the whole transaction from `BEGIN` (never a statement inside
+//! one), only for errors the database itself calls transient (SQLite busy/locked,
+//! PostgreSQL serialization failure or deadlock), a bounded number of times; everything
+//! else is classified once, here.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bc_domain::StoreError;
+use sea_orm::{DbErr, RuntimeErr, sqlx};
+
+/// Most attempts of one transaction (the first run included).
+const MAX_ATTEMPTS: u32 = 10;
+/// Upper bound of the random pause before a retry, growing with the attempt number.
+const BACKOFF_STEP_MS: u64 = 5;
+
+/// An error inside a transaction attempt: worth another attempt, or final.
+#[derive(Debug)]
+pub(crate) enum TxError {
+    /// The database asked us to try again (busy, serialization failure, deadlock).
+    Retry(String),
+    /// Final.
+    Fail(StoreError),
+}
+
+impl From<StoreError> for TxError {
+    fn from(e: StoreError) -> Self {
+        TxError::Fail(e)
+    }
+}
+
+impl From<DbErr> for TxError {
+    fn from(e: DbErr) -> Self {
+        match classify(&e) {
+            Class::Transient => TxError::Retry(e.to_string()),
+            _ => TxError::Fail(to_store_error(e)),
+        }
+    }
+}
+
+/// What kind of failure a database error is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// A unique or primary key refused the row.
+    Unique,
+    /// A foreign key found no parent row.
+    ForeignKey,
+    /// Busy / locked / serialization failure / deadlock: retry the transaction.
+    Transient,
+    /// The database cannot be reached.
+    Unavailable,
+    /// Anything else.
+    Other,
+}
+
+fn sqlx_error(e: &DbErr) -> Option<&sqlx::Error> {
+    match e {
+        DbErr::Conn(RuntimeErr::SqlxError(x))
+        | DbErr::Exec(RuntimeErr::SqlxError(x))
+        | DbErr::Query(RuntimeErr::SqlxError(x)) => Some(x),
+        _ => None,
+    }
+}
+
+/// Classifies by the database's own error code: SQLite's extended result codes (2067
+/// unique, 1555 primary key, 787 foreign key, primary code 5 busy / 6 locked) and
+/// PostgreSQL's SQLSTATEs (23505, 23503, 40001, 40P01).
+pub(crate) fn classify(e: &DbErr) -> Class {
+    if let DbErr::ConnectionAcquire(_) | DbErr::Conn(_) = e {
+        return Class::Unavailable;
+    }
+    let Some(x) = sqlx_error(e) else { return Class::Other };
+    match x {
+        sqlx::Error::Database(d) => {
+            let code = d.code().map(|c| c.into_owned()).unwrap_or_default();
+            match code.as_str() {
+                "23505" | "2067" | "1555" => Class::Unique,
+                "23503" | "787" => Class::ForeignKey,
+                "40001" | "40P01" => Class::Transient,
+                // Connection-class SQLSTATEs (admin shutdown, cannot connect now).
+                c if c.starts_with("08") || c == "57P01" || c == "57P03" => Class::Unavailable,
+                c => match c.parse::<u32>() {
+                    Ok(n) if matches!(n & 0xff, 5 | 6) => Class::Transient,
+                    _ => Class::Other,
+                },
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => Class::Unavailable,
+        _ => Class::Other,
+    }
+}
+
+/// A database error as a store error when no better context is known.
+pub(crate) fn to_store_error(e: DbErr) -> StoreError {
+    match classify(&e) {
+        Class::Unavailable => StoreError::Unavailable(e.to_string()),
+        Class::Unique => StoreError::AlreadyExists("row".into()),
+        Class::ForeignKey => StoreError::NotFound("referenced row".into()),
+        Class::Transient => StoreError::Unavailable(format!("database busy: {e}")),
+        Class::Other => StoreError::Internal(e.to_string()),
+    }
+}
+
+/// Maps a unique violation to `AlreadyExists(what)` and a foreign-key violation to
+/// `NotFound(parent)`, the two conflicts a caller can act on.
+pub(crate) fn conflict(what: impl FnOnce() -> String, parent: &str) -> impl FnOnce(DbErr) -> TxError {
+    move |e| match classify(&e) {
+        Class::Unique => TxError::Fail(StoreError::AlreadyExists(what())),
+        Class::ForeignKey => TxError::Fail(StoreError::NotFound(parent.to_owned())),
+        _ => TxError::from(e),
+    }
+}
+
+/// Runs `attempt` (one whole transaction) until it succeeds, fails for good, or
+/// [`MAX_ATTEMPTS`] transient failures happened; waits a small random pause between
+/// attempts so that colliding writers spread out. `name` labels the logs.
+pub(crate) async fn with_retry<T, F, Fut>(name: &'static str, mut attempt: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, TxError>>,
+{
+    let mut n = 0;
+    loop {
+        n += 1;
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(TxError::Fail(e)) => return Err(e),
+            Err(TxError::Retry(why)) if n >= MAX_ATTEMPTS => {
+                tracing::warn!(transaction = name, attempts = n, "giving up: {why}");
+                return Err(StoreError::Unavailable(format!(
+                    "{name}: database busy after {n} attempts"
+                )));
+            }
+            Err(TxError::Retry(why)) => {
+                tracing::debug!(transaction = name, attempt = n, "retrying: {why}");
+                let cap = BACKOFF_STEP_MS * u64::from(n);
+                tokio::time::sleep(Duration::from_millis(jitter(cap))).await;
+            }
+        }
+    }
+}
+
+/// A random number of milliseconds in `0..=cap`.
+fn jitter(cap: u64) -> u64 {
+    use rand::RngExt;
+    rand::rng().random_range(0..=cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn retries_transient_errors_then_gives_up() {
+        let mut calls = 0;
+        let r: Result<(), _> = with_retry("test", || {
+            calls += 1;
+            async { Err(TxError::Retry("busy".into())) }
+        })
+        .await;
+        assert!(matches!(r, Err(StoreError::Unavailable(_))));
+        assert_eq!(calls, MAX_ATTEMPTS);
+    }
+
+    #[tokio::test]
+    async fn does_not_retry_final_errors() {
+        let mut calls = 0;
+        let r: Result<(), _> = with_retry("test", || {
+            calls += 1;
+            async { Err(TxError::Fail(StoreError::Stale("pool".into()))) }
+        })
+        .await;
+        assert_eq!(r, Err(StoreError::Stale("pool".into())));
+        assert_eq!(calls, 1);
+    }
+
+    #[tokio::test]
+    async fn returns_the_first_success() {
+        let mut calls = 0;
+        let r = with_retry("test", || {
+            calls += 1;
+            let ok = calls == 3;
+            async move { if ok { Ok(7) } else { Err(TxError::Retry("busy".into())) } }
+        })
+        .await;
+        assert_eq!(r, Ok(7));
+        assert_eq!(calls, 3);
+    }
+}

@@ -1,0 +1,213 @@
+//! `SqlStore`: the connection pool, how it is opened on each backend, and the read
+//! helpers the repositories share.
+//!
+//! Invariant: every SQLite connection runs with foreign keys on and a busy timeout, a
+//! file database in WAL mode; an in-memory database has exactly one connection that is
+//! never closed, so every task sees the same database for the store's lifetime.
+
+use std::time::Duration;
+
+use bc_domain::StoreError;
+use bc_domain::ports::{Page, PageRequest};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    QueryResult, SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    Value,
+};
+use sea_orm_migration::MigratorTrait;
+
+use crate::error::{TxError, to_store_error};
+use crate::migration::Migrator;
+use crate::sql;
+
+/// How long a SQLite connection waits for another writer before reporting busy.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pooled connections to a SQLite file (one writer at a time, readers in parallel).
+const SQLITE_FILE_CONNECTIONS: u32 = 8;
+/// Pooled connections to PostgreSQL per store.
+const POSTGRES_CONNECTIONS: u32 = 10;
+
+/// The sea-orm adapter of the bc-domain `Store` port, on SQLite or PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pub(crate) db: DatabaseConnection,
+    pub(crate) backend: DbBackend,
+}
+
+impl SqlStore {
+    /// Opens `url` (`sqlite::memory:`, `sqlite://path?mode=rwc`, `postgres://…`) and runs
+    /// the migrations. Connection failures are `Unavailable`.
+    pub async fn connect(url: &str) -> Result<SqlStore, StoreError> {
+        let store = Self::connect_unmigrated(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens `url` without migrating (for `bc-api migrate` style tools and tests).
+    pub async fn connect_unmigrated(url: &str) -> Result<SqlStore, StoreError> {
+        let mut opts = ConnectOptions::new(url.to_owned());
+        opts.sqlx_logging(false).acquire_timeout(Duration::from_secs(30));
+        if url.starts_with("sqlite:") {
+            let memory = url.contains(":memory:") || url.contains("mode=memory");
+            opts.map_sqlx_sqlite_opts(move |o| {
+                let o = o.foreign_keys(true).busy_timeout(SQLITE_BUSY_TIMEOUT);
+                if memory {
+                    o
+                } else {
+                    // WAL lets readers run beside the one writer; NORMAL sync is durable
+                    // across application crashes, which is what WAL mode guarantees anyway.
+                    o.journal_mode(SqliteJournalMode::Wal).synchronous(SqliteSynchronous::Normal)
+                }
+            });
+            if memory {
+                // One connection that never idles out or expires: an in-memory database
+                // lives exactly as long as its connection.
+                opts.max_connections(1).min_connections(1).idle_timeout(None).max_lifetime(None);
+            } else {
+                opts.max_connections(SQLITE_FILE_CONNECTIONS);
+            }
+        } else {
+            opts.max_connections(POSTGRES_CONNECTIONS);
+        }
+        let db = Database::connect(opts).await.map_err(|e| match to_store_error(e) {
+            StoreError::Internal(m) => StoreError::Unavailable(m),
+            other => other,
+        })?;
+        let backend = db.get_database_backend();
+        Ok(SqlStore { db, backend })
+    }
+
+    /// Applies every pending migration (idempotent).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        Migrator::up(&self.db, None).await.map_err(to_store_error)
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> DbBackend {
+        self.backend
+    }
+
+    /// The underlying connection pool (for tools and tests; the ports are the API).
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Closes the pool.
+    pub async fn close(self) -> Result<(), StoreError> {
+        self.db.close().await.map_err(to_store_error)
+    }
+
+    /// Whether the database answers and every migration is applied.
+    pub(crate) async fn check_ready(&self) -> Result<(), StoreError> {
+        self.db.ping().await.map_err(to_store_error)?;
+        let pending = Migrator::get_pending_migrations(&self.db).await.map_err(to_store_error)?;
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(format!("{} migrations pending", pending.len())))
+        }
+    }
+
+    /// Starts a write transaction. SQLite gets `BEGIN IMMEDIATE`, so the write lock is
+    /// taken (waiting up to the busy timeout) before the first read; a deferred transaction
+    /// that read first could not upgrade after another writer committed.
+    pub(crate) async fn begin(&self) -> Result<DatabaseTransaction, TxError> {
+        let opts = TransactionOptions {
+            sqlite_transaction_mode: (self.backend == DbBackend::Sqlite)
+                .then_some(SqliteTransactionMode::Immediate),
+            ..Default::default()
+        };
+        Ok(self.db.begin_with_options(opts).await?)
+    }
+
+    /// Commits `txn` when `result` is `Ok`, rolls it back otherwise.
+    pub(crate) async fn finish<T>(
+        txn: DatabaseTransaction,
+        result: Result<T, TxError>,
+    ) -> Result<T, TxError> {
+        match result {
+            Ok(v) => {
+                txn.commit().await?;
+                Ok(v)
+            }
+            Err(e) => {
+                // The rollback's own failure changes nothing: the work is undone either way.
+                let _ = txn.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// A statement for this backend.
+    pub(crate) fn st(&self, text: &str, values: Vec<Value>) -> sea_orm::Statement {
+        sql::stmt(self.backend, text, values)
+    }
+
+    /// At most one row.
+    pub(crate) async fn one<T>(
+        &self,
+        text: &str,
+        values: Vec<Value>,
+        decode: fn(&QueryResult) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// All rows (callers bound them with `LIMIT` or a key).
+    pub(crate) async fn all<T>(
+        &self,
+        text: &str,
+        values: Vec<Value>,
+        decode: fn(&QueryResult) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = self.db.query_all_raw(self.st(text, values)).await.map_err(to_store_error)?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// A count.
+    pub(crate) async fn count(&self, text: &str, values: Vec<Value>) -> Result<u64, StoreError> {
+        let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
+        match row {
+            Some(r) => sql::Row(&r).u64("n"),
+            None => Ok(0),
+        }
+    }
+
+    /// One page: `base` is a query whose `WHERE` clause the page extends with
+    /// `AND <id_col> > ?`, ordered by `id_col`, fetching one extra row to know if more
+    /// remain.
+    pub(crate) async fn page<T>(
+        &self,
+        base: &str,
+        mut values: Vec<Value>,
+        id_col: &str,
+        page: &PageRequest,
+        decode: fn(&QueryResult) -> Result<T, StoreError>,
+        id_of: fn(&T) -> String,
+    ) -> Result<Page<T>, StoreError> {
+        // A zero limit would make paging impossible (no last id); treat it as one.
+        let limit = page.limit.max(1) as usize;
+        let mut text = base.to_owned();
+        if let Some(after) = &page.after {
+            text.push_str(&format!(" AND {id_col} > ?"));
+            values.push(sql::s(after));
+        }
+        text.push_str(&format!(" ORDER BY {id_col} LIMIT ?"));
+        values.push(Value::from(limit as i64 + 1));
+        let mut items = self.all(&text, values, decode).await?;
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let next_after = if more { items.last().map(id_of) } else { None };
+        Ok(Page { items, next_after })
+    }
+}
+
+/// Executes a statement in a transaction, returning rows affected.
+pub(crate) async fn exec(
+    txn: &impl ConnectionTrait,
+    st: sea_orm::Statement,
+) -> Result<u64, sea_orm::DbErr> {
+    Ok(txn.execute_raw(st).await?.rows_affected())
+}
