@@ -103,7 +103,10 @@ impl Sim {
     pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<SimServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        *self.state.base_url.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("http://{local}"));
+        let url = format!("http://{local}");
+        *self.state.base_url.lock().unwrap_or_else(|e| e.into_inner()) = Some(url.clone());
+        // Cluster endpoints and kubeconfig servers point at this listener.
+        self.state.model().set_base_url(Some(url));
         let router = self.router();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;

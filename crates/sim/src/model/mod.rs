@@ -1,14 +1,380 @@
-//! The cloud model (placeholder until the model lands).
+//! The cloud model: accounts (one per accepted token) holding clusters, node pools,
+//! nodes, load balancers, volumes and snapshots; request admission (auth, rate limits,
+//! injected faults, refusals, per-endpoint counters); and the clock-driven transitions.
+//!
+//! Invariant: the model never reads a clock. Every operation takes `now` and first calls
+//! [`Model::advance`], which applies every transition whose due time has passed (in due
+//! order, each next step due relative to the previous one), so a test stepping a
+//! `ManualClock` sees exactly the states a real client polling at those instants would.
+
+pub mod catalog;
+pub mod kubernetes;
+pub mod load_balancer;
+pub mod rate;
+pub mod routes;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bc_domain::Timestamp;
 
 use crate::SimConfig;
+use crate::config::RateLimits;
+
+pub use kubernetes::{
+    AssociatedResources, Cluster, ClusterCreate, ClusterState, ClusterUpdate, Credentials,
+    MaintenancePolicy, Node, NodePool, NodePoolSpec, NodeState, Selection, TaintSpec,
+};
+pub use load_balancer::{
+    Domain, Firewall, ForwardingRule, GlbSettings, HealthCheck, LbStatus, LbType, LoadBalancer,
+    LoadBalancerSpec, StickySessions,
+};
+pub use rate::RateHeaders;
+
+/// An error answer of the simulated API: status, DigitalOcean error id, message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// The error body's `id`, e.g. `not_found`.
+    pub id: &'static str,
+    /// The error body's `message`.
+    pub message: String,
+    /// `retry-after` seconds (burst rate limit and injected 429s).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: u16, id: &'static str, message: impl Into<String>) -> Self {
+        Self { status, id, message: message.into(), retry_after: None }
+    }
+    /// 400 `bad_request`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "bad_request", message)
+    }
+    /// 401 `unauthorized`.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "unauthorized", "Unable to authenticate you")
+    }
+    /// 403 `forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "forbidden", message)
+    }
+    /// 404 `not_found`.
+    pub fn not_found() -> Self {
+        Self::new(404, "not_found", "The resource you were accessing could not be found.")
+    }
+    /// 422 `unprocessable_entity`.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "unprocessable_entity", message)
+    }
+    /// 429 `too_many_requests`.
+    pub fn too_many_requests(retry_after: Option<u64>) -> Self {
+        Self { retry_after, ..Self::new(429, "too_many_requests", "API rate limit exceeded.") }
+    }
+    /// 500 `server_error`.
+    pub fn server_error() -> Self {
+        Self::new(500, "server_error", "Server was unable to give you a response.")
+    }
+}
+
+/// A failure injected for the next requests to one endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// 500 `server_error`.
+    ServerError,
+    /// 429 `too_many_requests` with `retry-after`.
+    TooManyRequests {
+        /// The `retry-after` seconds sent.
+        retry_after: u64,
+    },
+}
+
+/// The outcome of admitting one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The rate-limit headers to send (every response carries them).
+    pub rate: RateHeaders,
+    /// `Ok` when the request may proceed to its operation.
+    pub result: Result<(), ApiError>,
+}
+
+/// A volume or volume snapshot, injected by tests as a cluster's associated resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// The cluster it belongs to.
+    pub cluster_id: String,
+}
+
+/// One account: what one token sees.
+#[derive(Debug, Clone, Default)]
+pub struct Account {
+    /// Clusters, in creation order.
+    pub clusters: Vec<Cluster>,
+    /// Load balancers, in creation order.
+    pub load_balancers: Vec<LoadBalancer>,
+    /// Volumes.
+    pub volumes: Vec<Volume>,
+    /// Volume snapshots.
+    pub volume_snapshots: Vec<Volume>,
+    window: rate::RateWindow,
+}
+
+/// Id and address generators.
+#[derive(Debug, Clone)]
+pub(crate) struct Ids {
+    next_droplet: u64,
+    next_ip: u32,
+}
+
+impl Ids {
+    /// A random UUID (v4 layout).
+    pub(crate) fn uuid(&mut self) -> String {
+        let mut n: u128 = ulid::Ulid::generate().into();
+        // Mix the timestamp bits so ids created in one millisecond differ everywhere.
+        n ^= n.rotate_left(64);
+        n = (n & !(0xF << 76)) | (0x4 << 76);
+        n = (n & !(0x3 << 62)) | (0x2 << 62);
+        let h = format!("{n:032x}");
+        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    }
+    /// A fresh droplet id.
+    pub(crate) fn droplet(&mut self) -> u64 {
+        self.next_droplet += 1;
+        self.next_droplet
+    }
+    /// A fresh public IPv4 (counting up in 104.16.0.0/12-like space).
+    pub(crate) fn ipv4(&mut self) -> String {
+        self.next_ip += 1;
+        let n = self.next_ip;
+        format!("104.{}.{}.{}", 16 + (n >> 16) % 16, (n >> 8) & 0xFF, n & 0xFF)
+    }
+    /// A fresh public IPv6.
+    pub(crate) fn ipv6(&mut self) -> String {
+        self.next_ip += 1;
+        format!("2604:a880:400:d1::{:x}", self.next_ip)
+    }
+    /// A short random lowercase suffix for node names.
+    pub(crate) fn suffix(&mut self) -> String {
+        let n: u128 = ulid::Ulid::generate().into();
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let mut x = n ^ (n >> 64);
+        (0..5)
+            .map(|_| {
+                let c = alphabet[(x % 36) as usize] as char;
+                x /= 36;
+                c
+            })
+            .collect()
+    }
+}
+
+/// Transition delays as `time::Duration`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Delays {
+    pub(crate) cluster_provision: time::Duration,
+    pub(crate) node_provision: time::Duration,
+    pub(crate) node_delete: time::Duration,
+    pub(crate) cluster_upgrade: time::Duration,
+    pub(crate) cluster_delete: time::Duration,
+    pub(crate) load_balancer_provision: time::Duration,
+}
+
+fn dur(d: std::time::Duration) -> time::Duration {
+    time::Duration::milliseconds(i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2))
+}
 
 /// The simulated cloud's state.
-#[derive(Debug, Default)]
-pub struct Model {}
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub(crate) delays: Delays,
+    rate_limits: RateLimits,
+    pub(crate) accounts: BTreeMap<String, Account>,
+    pub(crate) ids: Ids,
+    base_url: Option<String>,
+    counters: BTreeMap<String, u64>,
+    faults: BTreeMap<String, VecDeque<Fault>>,
+    refusals: BTreeMap<String, String>,
+    pub(crate) brief_not_found: Option<time::Duration>,
+}
 
 impl Model {
-    /// An empty cloud.
-    pub fn new(_config: &SimConfig) -> Self {
-        Self {}
+    /// A cloud with one empty account per configured token.
+    pub fn new(config: &SimConfig) -> Self {
+        let d = &config.delays;
+        Self {
+            delays: Delays {
+                cluster_provision: dur(d.cluster_provision),
+                node_provision: dur(d.node_provision),
+                node_delete: dur(d.node_delete),
+                cluster_upgrade: dur(d.cluster_upgrade),
+                cluster_delete: dur(d.cluster_delete),
+                load_balancer_provision: dur(d.load_balancer_provision),
+            },
+            rate_limits: config.rate_limits.clone(),
+            accounts: config.tokens.iter().map(|t| (t.clone(), Account::default())).collect(),
+            ids: Ids { next_droplet: 400_000_000, next_ip: 0 },
+            base_url: None,
+            counters: BTreeMap::new(),
+            faults: BTreeMap::new(),
+            refusals: BTreeMap::new(),
+            brief_not_found: None,
+        }
+    }
+
+    /// Adds an account for `token` (no-op if it exists).
+    pub fn add_token(&mut self, token: &str) {
+        self.accounts.entry(token.to_owned()).or_default();
+    }
+
+    /// Whether `token` is an accepted account token.
+    pub fn accepts(&self, token: &str) -> bool {
+        self.accounts.contains_key(token)
+    }
+
+    /// Records where the HTTP faces listen; cluster endpoints and kubeconfig servers
+    /// become `{base_url}/k8s/{cluster_id}` (reachable, unlike the real
+    /// `https://<id>.k8s.ondigitalocean.com`).
+    pub fn set_base_url(&mut self, base_url: Option<String>) {
+        self.base_url = base_url;
+    }
+
+    /// The API endpoint of a cluster (its kubeconfig `server`).
+    pub fn cluster_endpoint(&self, cluster_id: &str) -> String {
+        match &self.base_url {
+            Some(b) => format!("{}/k8s/{cluster_id}", b.trim_end_matches('/')),
+            None => format!("https://{cluster_id}.k8s.ondigitalocean.com"),
+        }
+    }
+
+    // ----- admission -------------------------------------------------------------------
+
+    /// Admits one request to `route_key` (`"<METHOD> <template>"`, see [`routes::key`])
+    /// by `token`: counts it, authenticates it (401), applies the token's rate limits
+    /// (429), then injected faults (500/429) and refusals (422).
+    pub fn admit(&mut self, token: Option<&str>, route_key: &str, now: Timestamp) -> Admission {
+        *self.counters.entry(route_key.to_owned()).or_default() += 1;
+        let limits = self.rate_limits.clone();
+        let Some(account) = token.and_then(|t| self.accounts.get_mut(t)) else {
+            let rate = RateHeaders {
+                limit: limits.per_hour,
+                remaining: limits.per_hour,
+                reset: now.unix_ms() / 1000,
+            };
+            return Admission { rate, result: Err(ApiError::unauthorized()) };
+        };
+        let (rate, throttle) = account.window.admit(&limits, now);
+        let result = match throttle {
+            Some(rate::Throttle::Hourly) => Err(ApiError::too_many_requests(None)),
+            Some(rate::Throttle::Burst { retry_after }) => {
+                Err(ApiError::too_many_requests(Some(retry_after)))
+            }
+            None => self.injected(route_key),
+        };
+        Admission { rate, result }
+    }
+
+    fn injected(&mut self, route_key: &str) -> Result<(), ApiError> {
+        if let Some(q) = self.faults.get_mut(route_key)
+            && let Some(f) = q.pop_front()
+        {
+            return Err(match f {
+                Fault::ServerError => ApiError::server_error(),
+                Fault::TooManyRequests { retry_after } => {
+                    ApiError::too_many_requests(Some(retry_after))
+                }
+            });
+        }
+        if let Some(message) = self.refusals.get(route_key) {
+            return Err(ApiError::unprocessable(message.clone()));
+        }
+        Ok(())
+    }
+
+    // ----- fault injection and counters ------------------------------------------------
+
+    /// The next `n` requests to `route_key` fail with `fault` (queued after any already
+    /// injected).
+    pub fn inject_failures(&mut self, route_key: &str, n: usize, fault: Fault) {
+        let q = self.faults.entry(route_key.to_owned()).or_default();
+        q.extend(std::iter::repeat_n(fault, n));
+    }
+
+    /// Every request to `route_key` is refused with 422 and `message` until
+    /// [`Model::clear_refusal`].
+    pub fn refuse(&mut self, route_key: &str, message: &str) {
+        self.refusals.insert(route_key.to_owned(), message.to_owned());
+    }
+
+    /// Stops refusing `route_key`.
+    pub fn clear_refusal(&mut self, route_key: &str) {
+        self.refusals.remove(route_key);
+    }
+
+    /// Drops every injected failure and refusal.
+    pub fn clear_faults(&mut self) {
+        self.faults.clear();
+        self.refusals.clear();
+    }
+
+    /// For `window` after an object is created, GETs of that one object answer 404
+    /// (DigitalOcean's brief read-after-create gap, research §8.2). `None` turns it off.
+    pub fn set_brief_not_found(&mut self, window: Option<std::time::Duration>) {
+        self.brief_not_found = window.map(dur);
+    }
+
+    /// How many requests `route_key` received since the last reset.
+    pub fn request_count(&self, route_key: &str) -> u64 {
+        self.counters.get(route_key).copied().unwrap_or(0)
+    }
+
+    /// Every counter, by route key.
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        self.counters.clone()
+    }
+
+    /// Total requests over every route.
+    pub fn total_requests(&self) -> u64 {
+        self.counters.values().sum()
+    }
+
+    /// Zeroes every counter.
+    pub fn reset_request_counts(&mut self) {
+        self.counters.clear();
+    }
+
+    /// The current rate-limit headers of `token` (without counting a request).
+    pub fn rate_headers(&self, token: &str, now: Timestamp) -> Option<RateHeaders> {
+        self.accounts.get(token).map(|a| a.window.headers(&self.rate_limits, now))
+    }
+
+    // ----- time ------------------------------------------------------------------------
+
+    /// Applies every transition due at or before `now`.
+    pub fn advance(&mut self, now: Timestamp) {
+        let delays = self.delays;
+        let Self { accounts, ids, .. } = self;
+        for account in accounts.values_mut() {
+            kubernetes::advance_account(account, ids, &delays, now);
+            load_balancer::advance_account(account, ids, now);
+        }
+    }
+
+    /// The account of `token` (401 when unknown), after advancing to `now`.
+    pub(crate) fn account(
+        &mut self,
+        token: &str,
+        now: Timestamp,
+    ) -> Result<&mut Account, ApiError> {
+        self.advance(now);
+        self.accounts.get_mut(token).ok_or_else(ApiError::unauthorized)
+    }
+
+    /// Whether an object created at `created` is still in the brief-404 window.
+    pub(crate) fn hidden(&self, created: Timestamp, now: Timestamp) -> bool {
+        self.brief_not_found.is_some_and(|w| now - created < w)
     }
 }

@@ -1,0 +1,48 @@
+//! Route templates of the DigitalOcean face, shared by the HTTP router, the direct face,
+//! the request counters and fault injection.
+//!
+//! Invariant: a counter or fault key is always `"<METHOD> <template>"` built from these
+//! constants, so the HTTP face (which registers exactly these paths) and the direct face
+//! count and fail the same operation under the same key.
+
+/// `/v2/kubernetes/clusters`.
+pub const CLUSTERS: &str = "/v2/kubernetes/clusters";
+/// One cluster.
+pub const CLUSTER: &str = "/v2/kubernetes/clusters/{cluster_id}";
+/// Associated resources.
+pub const ASSOCIATED: &str =
+    "/v2/kubernetes/clusters/{cluster_id}/destroy_with_associated_resources";
+/// Delete with the listed associated resources.
+pub const ASSOCIATED_SELECTIVE: &str =
+    "/v2/kubernetes/clusters/{cluster_id}/destroy_with_associated_resources/selective";
+/// Delete with every associated resource.
+pub const ASSOCIATED_DANGEROUS: &str =
+    "/v2/kubernetes/clusters/{cluster_id}/destroy_with_associated_resources/dangerous";
+/// Kubeconfig.
+pub const KUBECONFIG: &str = "/v2/kubernetes/clusters/{cluster_id}/kubeconfig";
+/// Credentials.
+pub const CREDENTIALS: &str = "/v2/kubernetes/clusters/{cluster_id}/credentials";
+/// Available upgrades.
+pub const UPGRADES: &str = "/v2/kubernetes/clusters/{cluster_id}/upgrades";
+/// Start an upgrade.
+pub const UPGRADE: &str = "/v2/kubernetes/clusters/{cluster_id}/upgrade";
+/// Node pools of a cluster.
+pub const NODE_POOLS: &str = "/v2/kubernetes/clusters/{cluster_id}/node_pools";
+/// One node pool.
+pub const NODE_POOL: &str = "/v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}";
+/// One node.
+pub const NODE: &str =
+    "/v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}/nodes/{node_id}";
+/// Options.
+pub const OPTIONS: &str = "/v2/kubernetes/options";
+/// Load balancers.
+pub const LOAD_BALANCERS: &str = "/v2/load_balancers";
+/// One load balancer.
+pub const LOAD_BALANCER: &str = "/v2/load_balancers/{lb_id}";
+/// The key for requests no route matched.
+pub const UNMATCHED: &str = "(unmatched)";
+
+/// The counter/fault key of `method` on `template`, e.g. `POST /v2/kubernetes/clusters`.
+pub fn key(method: &str, template: &str) -> String {
+    format!("{method} {template}")
+}
