@@ -4,8 +4,21 @@
 //!
 //! Invariant: nothing in `rules` reads a clock, a store or a provider; the same inputs
 //! always give the same decision.
+//!
+//! - [`policy`]: pool policy and name validation with JSON paths, and which policy
+//!   changes are refused (SPEC §4).
+//! - [`quota`]: booking, releasing and setting quota units (SPEC §4, §11).
+//! - [`billing`]: usage lines exact to the second, and when a load balancer's billing
+//!   opens and closes (SPEC §11, §12).
+//! - [`join`]: `nodesListed`/`nodesJoined`/`waitingToJoin` and the 15-minute message
+//!   (SPEC §6).
+//! - [`plan`]: the flavor → provider node-pool plan that never touches the tenant's
+//!   pools (SPEC §6).
+//! - [`drain`]: the next upgrade step, drain waits, active bookings and the refusal of
+//!   bookings while a drain waits (SPEC §6, §10).
 
 pub mod billing;
+pub mod drain;
 pub mod join;
 pub mod plan;
 pub mod policy;
