@@ -158,6 +158,26 @@ fn sorted_taints(t: &[Taint]) -> Vec<&Taint> {
     v
 }
 
+/// Label-key domains providers and Kubernetes add on their own; an observed key under
+/// one of them that we do not want is the provider's, not a difference to undo (else an
+/// adapter reporting such labels would make every plan an update, forever).
+const PROVIDER_LABEL_DOMAINS: [&str; 3] = ["kubernetes.io", "k8s.io", "doks.digitalocean.com"];
+
+fn is_provider_label(key: &str) -> bool {
+    key.split_once('/').is_some_and(|(prefix, _)| {
+        PROVIDER_LABEL_DOMAINS
+            .iter()
+            .any(|d| prefix == *d || prefix.strip_suffix(d).is_some_and(|p| p.ends_with('.')))
+    })
+}
+
+/// Every desired label must be there with its value; an extra observed label is a
+/// difference (a label removed from the flavor) unless the provider added it.
+fn labels_differ(observed: &BTreeMap<String, String>, desired: &BTreeMap<String, String>) -> bool {
+    desired.iter().any(|(k, v)| observed.get(k) != Some(v))
+        || observed.keys().any(|k| !desired.contains_key(k) && !is_provider_label(k))
+}
+
 /// Whether an observed pool of ours differs from the desired one in anything an update
 /// can change. The count matters only for fixed-count pools. Tags: the desired ones must
 /// be present (providers add their own, which are not ours to remove).
@@ -169,7 +189,7 @@ fn needs_update(observed: &ProviderNodePool, desired: &NodePoolRequest) -> bool 
         }
     };
     scale_differs
-        || observed.labels != desired.labels
+        || labels_differ(&observed.labels, &desired.labels)
         || sorted_taints(&observed.taints) != sorted_taints(&desired.taints)
         || desired.tags.iter().any(|t| !observed.tags.contains(t))
 }
@@ -424,6 +444,14 @@ mod tests {
         let mut extra = base.clone();
         extra.labels.insert("old".into(), "x".into());
         assert_eq!(plan_node_pools(&p, std::slice::from_ref(&f), &[extra]).len(), 1);
+        // Provider-added labels are not ours to remove.
+        let mut provider = base.clone();
+        provider.labels.insert("doks.digitalocean.com/node-pool".into(), "x".into());
+        provider.labels.insert("node.kubernetes.io/instance-type".into(), "x".into());
+        assert!(plan_is_converged(&p, std::slice::from_ref(&f), &[provider]));
+        let mut lookalike = base.clone();
+        lookalike.labels.insert("notkubernetes.io/x".into(), "x".into());
+        assert!(!plan_is_converged(&p, std::slice::from_ref(&f), &[lookalike]));
         // Our tag lost (label kept, so still ours): put back; provider tags are no reason.
         let mut untagged = base.clone();
         untagged.tags = vec!["k8s".into()];
