@@ -56,7 +56,13 @@ impl Window {
 
     /// Milliseconds until one whole token is available (0 if one is).
     fn wait_ms(&self) -> i64 {
-        if self.tokens >= 1.0 { 0 } else { ((1.0 - self.tokens) / self.per_ms).ceil() as i64 }
+        if self.tokens >= 1.0 {
+            0
+        } else {
+            // The small slack keeps float rounding (1800000.0000001 ms) from adding a
+            // whole millisecond to an exact wait.
+            ((1.0 - self.tokens) / self.per_ms - 1e-6).ceil().max(0.0) as i64
+        }
     }
 }
 
