@@ -1,10 +1,481 @@
-//! The DigitalOcean v2 HTTP face (placeholder).
+//! The DigitalOcean v2 HTTP face (research/digitalocean.md §4.4, §5.2): DOKS clusters,
+//! node pools, nodes, options, upgrades, kubeconfig/credentials, associated resources,
+//! and load balancers, over the shared model.
+//!
+//! Invariant: every response — success, error, throttled or unknown route — passes the
+//! one `gate` middleware, so each carries `x-request-id` and the `ratelimit-*` headers,
+//! each error has the body `{id, message, request_id}`, and each request is counted
+//! under `"<METHOD> <route template>"` before anything else happens.
 
+pub mod render;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, MatchedPath, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
 use crate::SimState;
+use crate::model::{
+    ApiError, ClusterCreate, ClusterUpdate, LoadBalancerSpec, NodePoolSpec, Selection, catalog,
+    routes,
+};
+
+/// The authenticated caller (its account token), set by the gate for handlers.
+#[derive(Debug, Clone)]
+struct Caller(String);
+
+type Shared = Arc<SimState>;
+type Res = Result<Response, ApiError>;
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        // The gate renders the body, because only it knows the request id.
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut r = status.into_response();
+        r.extensions_mut().insert(self);
+        r
+    }
+}
+
+fn error_body(e: &ApiError, request_id: &str) -> Response {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({"id": e.id, "message": e.message, "request_id": request_id});
+    let mut r = (status, axum::Json(body)).into_response();
+    if let Some(s) = e.retry_after
+        && let Ok(v) = HeaderValue::from_str(&s.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
+}
+
+async fn gate(State(state): State<Shared>, mut req: Request, next: Next) -> Response {
+    let request_id = state.model().ids.uuid();
+    let template = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_else(|| routes::UNMATCHED.to_owned());
+    let key = routes::key(req.method().as_str(), &template);
+    let token = bearer(req.headers());
+    let now = state.clock.now();
+    let admission = state.model().admit(token.as_deref(), &key, now);
+    let mut resp = match (admission.result, token) {
+        (Ok(()), Some(token)) => {
+            req.extensions_mut().insert(Caller(token));
+            next.run(req).await
+        }
+        (Ok(()), None) => error_body(&ApiError::unauthorized(), &request_id),
+        (Err(e), _) => error_body(&e, &request_id),
+    };
+    if let Some(e) = resp.extensions_mut().remove::<ApiError>() {
+        resp = error_body(&e, &request_id);
+    }
+    let h = resp.headers_mut();
+    let mut set = |name: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(name, v);
+        }
+    };
+    set("x-request-id", request_id);
+    set("ratelimit-limit", admission.rate.limit.to_string());
+    set("ratelimit-remaining", admission.rate.remaining.to_string());
+    set("ratelimit-reset", admission.rate.reset.to_string());
+    resp
+}
+
+async fn unknown_route() -> ApiError {
+    ApiError::not_found()
+}
 
 /// The `/v2` routes.
-pub fn router(_state: Arc<SimState>) -> axum::Router {
-    axum::Router::new()
+pub fn router(state: Arc<SimState>) -> Router {
+    Router::new()
+        .route(routes::CLUSTERS, get(list_clusters).post(create_cluster))
+        .route(routes::CLUSTER, get(get_cluster).put(update_cluster).delete(delete_cluster))
+        .route(routes::ASSOCIATED, get(associated))
+        .route(routes::ASSOCIATED_SELECTIVE, delete(delete_selective))
+        .route(routes::ASSOCIATED_DANGEROUS, delete(delete_dangerous))
+        .route(routes::KUBECONFIG, get(kubeconfig))
+        .route(routes::CREDENTIALS, get(credentials))
+        .route(routes::UPGRADES, get(upgrades))
+        .route(routes::UPGRADE, axum::routing::post(upgrade))
+        .route(routes::NODE_POOLS, get(list_pools).post(create_pool))
+        .route(routes::NODE_POOL, get(get_pool).put(update_pool).delete(delete_pool))
+        .route(routes::NODE, delete(delete_node))
+        .route(routes::OPTIONS, get(options))
+        .route(routes::LOAD_BALANCERS, get(list_lbs).post(create_lb))
+        .route(routes::LOAD_BALANCER, get(get_lb).put(update_lb).delete(delete_lb))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(state.clone(), gate))
+        .with_state(state)
+}
+
+// ----- helpers ------------------------------------------------------------------------------
+
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error parsing request body: {e}")))
+}
+
+fn json(status: StatusCode, v: Value) -> Response {
+    (status, axum::Json(v)).into_response()
+}
+
+fn flag(q: &HashMap<String, String>, name: &str) -> bool {
+    q.get(name).is_some_and(|v| matches!(v.as_str(), "1" | "true" | "True" | "TRUE"))
+}
+
+fn expiry(q: &HashMap<String, String>) -> Option<u64> {
+    q.get("expiry_seconds").and_then(|v| v.parse().ok())
+}
+
+/// Slices `items` by `page`/`per_page` and builds `links` (full URLs, only the ones
+/// that make sense) and `meta`.
+fn paginate<T>(
+    items: Vec<T>,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> (Vec<T>, Value, Value) {
+    let total = items.len();
+    let per_page = q
+        .get("per_page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|v| *v >= 1)
+        .unwrap_or(20)
+        .min(200);
+    let page = q.get("page").and_then(|v| v.parse::<usize>().ok()).filter(|v| *v >= 1).unwrap_or(1);
+    let last = total.div_ceil(per_page).max(1);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let url = |p: usize| format!("http://{host}{}?page={p}&per_page={per_page}", uri.path());
+    let mut pages = serde_json::Map::new();
+    if page > 1 {
+        pages.insert("first".into(), json!(url(1)));
+        pages.insert("prev".into(), json!(url((page - 1).min(last))));
+    }
+    if page < last {
+        pages.insert("next".into(), json!(url(page + 1)));
+        pages.insert("last".into(), json!(url(last)));
+    }
+    let links = if pages.is_empty() { json!({}) } else { json!({"pages": pages}) };
+    let slice =
+        items.into_iter().skip((page - 1).saturating_mul(per_page)).take(per_page).collect();
+    (slice, links, json!({"total": total}))
+}
+
+// ----- clusters -----------------------------------------------------------------------------
+
+async fn list_clusters(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Res {
+    let now = s.clock.now();
+    let mut m = s.model();
+    let all = m.list_clusters(&t, now)?;
+    let (page, links, meta) = paginate(all, &q, &headers, &uri);
+    let items: Vec<Value> = page.iter().map(|c| render::cluster(c, &m)).collect();
+    Ok(json(StatusCode::OK, json!({"kubernetes_clusters": items, "links": links, "meta": meta})))
+}
+
+async fn create_cluster(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    b: Bytes,
+) -> Res {
+    let req: ClusterCreate = body(&b)?;
+    let now = s.clock.now();
+    let mut m = s.model();
+    let c = m.create_cluster(&t, req, now)?;
+    Ok(json(StatusCode::CREATED, json!({"kubernetes_cluster": render::cluster(&c, &m)})))
+}
+
+async fn get_cluster(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    let now = s.clock.now();
+    let mut m = s.model();
+    let c = m.get_cluster(&t, &id, now)?;
+    Ok(json(StatusCode::OK, json!({"kubernetes_cluster": render::cluster(&c, &m)})))
+}
+
+async fn update_cluster(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    let req: ClusterUpdate = body(&b)?;
+    let now = s.clock.now();
+    let mut m = s.model();
+    let c = m.update_cluster(&t, &id, req, now)?;
+    Ok(json(StatusCode::ACCEPTED, json!({"kubernetes_cluster": render::cluster(&c, &m)})))
+}
+
+async fn delete_cluster(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    s.model().delete_cluster(&t, &id, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn associated(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    let a = s.model().associated_resources(&t, &id, s.clock.now())?;
+    let named = |v: &[(String, String)]| -> Vec<Value> {
+        v.iter().map(|(id, name)| json!({"id": id, "name": name})).collect()
+    };
+    Ok(json(
+        StatusCode::OK,
+        json!({
+            "load_balancers": named(&a.load_balancers),
+            "volumes": named(&a.volumes),
+            "volume_snapshots": named(&a.volume_snapshots),
+        }),
+    ))
+}
+
+async fn delete_selective(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    let sel: Selection = body(&b)?;
+    s.model().delete_cluster_selective(&t, &id, &sel, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn delete_dangerous(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    s.model().delete_cluster_dangerous(&t, &id, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn kubeconfig(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Res {
+    let yaml = s.model().kubeconfig(&t, &id, expiry(&q), s.clock.now())?;
+    Ok(([(header::CONTENT_TYPE, "application/yaml")], Body::from(yaml)).into_response())
+}
+
+async fn credentials(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Res {
+    let c = s.model().credentials(&t, &id, expiry(&q), s.clock.now())?;
+    Ok(json(
+        StatusCode::OK,
+        json!({
+            "server": c.server,
+            "certificate_authority_data": c.certificate_authority_data,
+            "client_certificate_data": null,
+            "client_key_data": null,
+            "token": c.token,
+            "expires_at": c.expires_at.to_rfc3339(),
+        }),
+    ))
+}
+
+fn version_json(slug: &str) -> Value {
+    let kv = catalog::VersionSlug::parse(slug).map(|v| v.kubernetes_version()).unwrap_or_default();
+    json!({"slug": slug, "kubernetes_version": kv, "supported_features": catalog::SUPPORTED_FEATURES})
+}
+
+async fn upgrades(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    let v = s.model().upgrades(&t, &id, s.clock.now())?;
+    let list = if v.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(v.iter().map(|s| version_json(s)).collect())
+    };
+    Ok(json(StatusCode::OK, json!({"available_upgrade_versions": list})))
+}
+
+#[derive(serde::Deserialize)]
+struct UpgradeBody {
+    version: Option<String>,
+}
+
+async fn upgrade(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    let req: UpgradeBody = body(&b)?;
+    let version = req
+        .version
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| ApiError::unprocessable("version is required"))?;
+    s.model().upgrade_cluster(&t, &id, &version, s.clock.now())?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+async fn options(State(s): State<Shared>) -> Res {
+    let _ = s;
+    let regions: Vec<Value> =
+        catalog::REGIONS.iter().map(|(slug, name)| json!({"name": name, "slug": slug})).collect();
+    let sizes: Vec<Value> = catalog::SIZES.iter().map(|s| json!({"name": s, "slug": s})).collect();
+    let versions: Vec<Value> =
+        catalog::offered_versions().iter().map(|v| version_json(v)).collect();
+    Ok(json(
+        StatusCode::OK,
+        json!({"options": {"regions": regions, "versions": versions, "sizes": sizes}}),
+    ))
+}
+
+// ----- node pools ---------------------------------------------------------------------------
+
+async fn list_pools(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(cid): Path<String>,
+) -> Res {
+    let pools = s.model().list_node_pools(&t, &cid, s.clock.now())?;
+    let items: Vec<Value> = pools.iter().map(|p| render::node_pool(p, &cid)).collect();
+    Ok(json(StatusCode::OK, json!({"node_pools": items})))
+}
+
+async fn create_pool(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(cid): Path<String>,
+    b: Bytes,
+) -> Res {
+    let spec: NodePoolSpec = body(&b)?;
+    let p = s.model().create_node_pool(&t, &cid, spec, s.clock.now())?;
+    Ok(json(StatusCode::CREATED, json!({"node_pool": render::node_pool(&p, &cid)})))
+}
+
+async fn get_pool(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path((cid, pid)): Path<(String, String)>,
+) -> Res {
+    let p = s.model().get_node_pool(&t, &cid, &pid, s.clock.now())?;
+    Ok(json(StatusCode::OK, json!({"node_pool": render::node_pool(&p, &cid)})))
+}
+
+async fn update_pool(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path((cid, pid)): Path<(String, String)>,
+    b: Bytes,
+) -> Res {
+    let spec: NodePoolSpec = body(&b)?;
+    let p = s.model().update_node_pool(&t, &cid, &pid, spec, s.clock.now())?;
+    Ok(json(StatusCode::ACCEPTED, json!({"node_pool": render::node_pool(&p, &cid)})))
+}
+
+async fn delete_pool(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path((cid, pid)): Path<(String, String)>,
+) -> Res {
+    s.model().delete_node_pool(&t, &cid, &pid, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn delete_node(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path((cid, pid, nid)): Path<(String, String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Res {
+    let (skip, replace) = (flag(&q, "skip_drain"), flag(&q, "replace"));
+    s.model().delete_node(&t, &cid, &pid, &nid, skip, replace, s.clock.now())?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+// ----- load balancers -----------------------------------------------------------------------
+
+async fn list_lbs(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Res {
+    let all = s.model().list_load_balancers(&t, s.clock.now())?;
+    let (page, links, meta) = paginate(all, &q, &headers, &uri);
+    let items: Vec<Value> = page.iter().map(render::load_balancer).collect();
+    Ok(json(StatusCode::OK, json!({"load_balancers": items, "links": links, "meta": meta})))
+}
+
+async fn create_lb(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    b: Bytes,
+) -> Res {
+    let spec: LoadBalancerSpec = body(&b)?;
+    let l = s.model().create_load_balancer(&t, spec, s.clock.now())?;
+    Ok(json(StatusCode::ACCEPTED, json!({"load_balancer": render::load_balancer(&l)})))
+}
+
+async fn get_lb(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    let l = s.model().get_load_balancer(&t, &id, s.clock.now())?;
+    Ok(json(StatusCode::OK, json!({"load_balancer": render::load_balancer(&l)})))
+}
+
+async fn update_lb(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    let spec: LoadBalancerSpec = body(&b)?;
+    let l = s.model().update_load_balancer(&t, &id, spec, s.clock.now())?;
+    Ok(json(StatusCode::OK, json!({"load_balancer": render::load_balancer(&l)})))
+}
+
+async fn delete_lb(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    s.model().delete_load_balancer(&t, &id, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

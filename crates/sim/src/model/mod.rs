@@ -126,6 +126,7 @@ pub struct Account {
 /// Id and address generators.
 #[derive(Debug, Clone)]
 pub(crate) struct Ids {
+    counter: u64,
     next_droplet: u64,
     next_ip: u32,
 }
@@ -133,9 +134,13 @@ pub(crate) struct Ids {
 impl Ids {
     /// A random UUID (v4 layout).
     pub(crate) fn uuid(&mut self) -> String {
-        let mut n: u128 = ulid::Ulid::generate().into();
-        // Mix the timestamp bits so ids created in one millisecond differ everywhere.
-        n ^= n.rotate_left(64);
+        let r: u128 = ulid::Ulid::generate().into();
+        // The ULID's random bits mixed with a counter: unique within this process even
+        // when many ids are made in one millisecond, and no visible timestamp prefix.
+        self.counter += 1;
+        let a = splitmix64((r as u64) ^ self.counter);
+        let b = splitmix64(((r >> 64) as u64) ^ a.rotate_left(17));
+        let mut n = (u128::from(a) << 64) | u128::from(b);
         n = (n & !(0xF << 76)) | (0x4 << 76);
         n = (n & !(0x3 << 62)) | (0x2 << 62);
         let h = format!("{n:032x}");
@@ -159,9 +164,10 @@ impl Ids {
     }
     /// A short random lowercase suffix for node names.
     pub(crate) fn suffix(&mut self) -> String {
-        let n: u128 = ulid::Ulid::generate().into();
+        self.counter += 1;
+        let r: u128 = ulid::Ulid::generate().into();
         let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        let mut x = n ^ (n >> 64);
+        let mut x = splitmix64((r as u64) ^ self.counter);
         (0..5)
             .map(|_| {
                 let c = alphabet[(x % 36) as usize] as char;
@@ -170,6 +176,13 @@ impl Ids {
             })
             .collect()
     }
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Transition delays as `time::Duration`.
@@ -216,7 +229,7 @@ impl Model {
             },
             rate_limits: config.rate_limits.clone(),
             accounts: config.tokens.iter().map(|t| (t.clone(), Account::default())).collect(),
-            ids: Ids { next_droplet: 400_000_000, next_ip: 0 },
+            ids: Ids { counter: 0, next_droplet: 400_000_000, next_ip: 0 },
             base_url: None,
             counters: BTreeMap::new(),
             faults: BTreeMap::new(),

@@ -1,0 +1,62 @@
+//! `bc-sim`: serves the simulated cloud (DigitalOcean API + per-cluster Kubernetes APIs +
+//! simulated bcd agents) on a real socket with the wall clock, for `bc-api dev` and
+//! manual poking with curl.
+//!
+//! Invariant: thin — parse flags, build the `Sim`, serve, print where; no logic here.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bc_sim::config::Delays;
+use bc_sim::{Sim, SimConfig, SystemClock};
+use clap::{Parser, ValueEnum};
+
+/// Delay presets.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DelayPreset {
+    /// Seconds-scale transitions.
+    Fast,
+    /// DigitalOcean-like minutes.
+    Realistic,
+}
+
+/// Serve the simulated cloud.
+#[derive(Debug, Parser)]
+#[command(name = "bc-sim", about = "A simulated DigitalOcean API and per-cluster Kubernetes API")]
+struct Args {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8089")]
+    listen: SocketAddr,
+    /// Transition delays.
+    #[arg(long, value_enum, default_value = "fast")]
+    delays: DelayPreset,
+    /// Account token(s) the DigitalOcean face accepts (repeatable).
+    #[arg(long = "token", env = "BC_SIM_TOKEN")]
+    tokens: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse();
+    let mut config = SimConfig {
+        delays: match args.delays {
+            DelayPreset::Fast => Delays::fast(),
+            DelayPreset::Realistic => Delays::realistic(),
+        },
+        ..SimConfig::default()
+    };
+    if !args.tokens.is_empty() {
+        config.tokens = args.tokens;
+    }
+    let tokens = config.tokens.clone();
+    let sim = Sim::new(config, Arc::new(SystemClock));
+    let server = sim.serve(args.listen).await?;
+    let _bcd = bc_sim::bcd::spawn(sim.state().clone(), Duration::from_millis(500));
+    println!("DigitalOcean API: {}", server.url());
+    for t in &tokens {
+        println!("token: {t}");
+    }
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
