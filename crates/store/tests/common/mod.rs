@@ -1,0 +1,311 @@
+//! Test support of the store suite: a store per test on each backend (SQLite in memory,
+//! SQLite file, PostgreSQL with a fresh database), and record builders.
+//!
+//! Invariant: each test gets a database nobody else touches, so tests run in parallel
+//! without seeing each other's rows; the PostgreSQL variant skips (the testkit prints
+//! why) when no server was started, and fails when services are required.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bc_domain::id::{Id, IdKind};
+use bc_domain::model::*;
+use bc_domain::policy::{PoolPolicy, Scale, Taint, TaintEffect};
+use bc_domain::{ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
+use bc_domain::{ClusterId, NodePoolState};
+use bc_store::SqlStore;
+use sea_orm::{ConnectionTrait, Database};
+
+/// The backends the suite runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite::memory:` (one connection).
+    Memory,
+    /// A SQLite file in WAL mode (a pool of connections).
+    File,
+    /// PostgreSQL from `BC_TEST_POSTGRES_URL`.
+    Postgres,
+}
+
+/// Runs `test` against a fresh store on `backend`, then cleans up.
+pub async fn run<F, Fut>(backend: Backend, test: F)
+where
+    F: FnOnce(Arc<SqlStore>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    match backend {
+        Backend::Memory => {
+            let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("connect"));
+            test(store).await;
+        }
+        Backend::File => {
+            let dir = TempDir::new();
+            let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
+            let store = Arc::new(SqlStore::connect(&url).await.expect("connect"));
+            test(store.clone()).await;
+            if let Ok(s) = Arc::try_unwrap(store) {
+                let _ = s.close().await;
+            }
+        }
+        Backend::Postgres => {
+            let Some(url) = bc_testkit::postgres_url() else { return };
+            let name = bc_testkit::fresh_database_name("store");
+            let admin = Database::connect(url.as_str()).await.expect("connect to postgres");
+            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create db");
+            let store = Arc::new(
+                SqlStore::connect(&bc_testkit::with_database(&url, &name)).await.expect("connect"),
+            );
+            test(store.clone()).await;
+            if let Ok(s) = Arc::try_unwrap(store) {
+                let _ = s.close().await;
+            }
+            // Best effort: the server is throwaway anyway.
+            let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+            let _ = admin.close().await;
+        }
+    }
+}
+
+/// A unique directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory.
+    pub fn new() -> Self {
+        let p = std::env::temp_dir().join(bc_testkit::fresh_database_name("bc_store_test"));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Generates one `#[tokio::test]` per backend for each named async test function
+/// (`async fn name(store: Arc<SqlStore>)`), in modules `sqlite_memory`, `sqlite_file`,
+/// `postgres`.
+#[macro_export]
+macro_rules! suite {
+    ($($t:ident),* $(,)?) => {
+        mod sqlite_memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $t() { crate::common::run(crate::common::Backend::Memory, super::$t).await })*
+        }
+        mod sqlite_file {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $t() { crate::common::run(crate::common::Backend::File, super::$t).await })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $t() { crate::common::run(crate::common::Backend::Postgres, super::$t).await })*
+        }
+    };
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh id; ids made later sort later.
+pub fn id<K: IdKind>() -> Id<K> {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    Id::generate(1_764_000_000_000 + n, u128::from(n))
+}
+
+/// A fresh unique suffix.
+pub fn uniq() -> u64 {
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A time `ms` milliseconds after a fixed origin.
+pub fn t(ms: i64) -> Timestamp {
+    Timestamp::from_unix_ms(1_764_000_000_000 + ms)
+}
+
+/// A tenant id.
+pub fn tenant(s: &str) -> TenantId {
+    TenantId::parse(s).unwrap()
+}
+
+/// An object name.
+pub fn name(s: &str) -> ObjectName {
+    ObjectName::parse(s).unwrap()
+}
+
+/// An active pool of `tenant` named `n`.
+pub fn pool(tenant_id: &TenantId, n: &str) -> Pool {
+    Pool {
+        pool_id: id(),
+        tenant_id: tenant_id.clone(),
+        name: name(n),
+        policy: PoolPolicy::default(),
+        state: PoolState::Active,
+        generation: 1,
+        created_at: t(0),
+        updated_at: t(0),
+        archived_at: None,
+    }
+}
+
+/// A live provider account of `tenant` named `n`.
+pub fn account(tenant_id: &TenantId, n: &str) -> ProviderAccount {
+    ProviderAccount {
+        provider_account_id: id(),
+        tenant_id: tenant_id.clone(),
+        provider: ProviderKind::Digitalocean,
+        name: name(n),
+        credentials: SealedSecret(vec![0, 1, 2, 255]),
+        created_at: t(0),
+        deleted_at: None,
+    }
+}
+
+/// An observed status.
+pub fn status(state: ResourceState) -> ObservedStatus {
+    ObservedStatus { state, message: None, observed_generation: 0, updated_at: t(0) }
+}
+
+/// A pending created cluster in `acct`.
+pub fn cluster(acct: &ProviderAccount, n: &str) -> KubernetesCluster {
+    KubernetesCluster {
+        cluster_id: id(),
+        tenant_id: acct.tenant_id.clone(),
+        provider_account_id: acct.provider_account_id.clone(),
+        name: name(n),
+        region: "nyc1".into(),
+        desired_version: Some("1.33.1-do.0".into()),
+        high_availability: false,
+        mode: ClusterMode::Standard,
+        origin: ClusterOrigin::Created,
+        substrate_pool_ids: vec![],
+        generation: 1,
+        created_at: t(0),
+        provider_cluster_id: None,
+        version: None,
+        status: status(ResourceState::Pending),
+    }
+}
+
+/// A pending node pool of `c`.
+pub fn node_pool(c: &KubernetesCluster, n: &str) -> NodePool {
+    NodePool {
+        node_pool_id: id(),
+        cluster_id: c.cluster_id.clone(),
+        tenant_id: c.tenant_id.clone(),
+        name: n.into(),
+        size: "s-2vcpu-4gb".into(),
+        scale: Scale::Count(3),
+        labels: BTreeMap::from([("tier".to_string(), "web".to_string())]),
+        taints: vec![Taint { key: "gpu".into(), value: "yes".into(), effect: TaintEffect::NoSchedule }],
+        managed_by: None,
+        generation: 1,
+        created_at: t(0),
+        provider_node_pool_id: None,
+        nodes_listed: 0,
+        nodes_ready: 0,
+        state: NodePoolState::Pending,
+        message: None,
+        observed_generation: 0,
+        updated_at: t(0),
+    }
+}
+
+/// A regional load balancer spec.
+pub fn lb_spec() -> LoadBalancerSpec {
+    LoadBalancerSpec {
+        kind: LoadBalancerType::Regional,
+        region: Some("nyc1".into()),
+        forwarding_rules: vec![ForwardingRule {
+            entry_protocol: Protocol::Http,
+            entry_port: 80,
+            target_protocol: Protocol::Http,
+            target_port: 8080,
+            certificate_id: None,
+            tls_passthrough: false,
+        }],
+        health_check: HealthCheck::default(),
+        sticky_sessions: None,
+        targets: Targets { tag: Some("web".into()), droplet_ids: None, load_balancer_ids: None },
+        size_unit: Some(1),
+        redirect_http_to_https: false,
+        global_settings: None,
+        domains: None,
+    }
+}
+
+/// A pending load balancer on `pool` in `acct`.
+pub fn load_balancer(p: &Pool, acct: &ProviderAccount, n: &str) -> LoadBalancer {
+    LoadBalancer {
+        load_balancer_id: id(),
+        tenant_id: p.tenant_id.clone(),
+        pool_id: p.pool_id.clone(),
+        provider_account_id: acct.provider_account_id.clone(),
+        name: name(n),
+        spec: lb_spec(),
+        generation: 1,
+        created_at: t(0),
+        delete_requested: false,
+        provider_load_balancer_id: None,
+        ip: None,
+        status: status(ResourceState::Pending),
+        ready_at: None,
+        deleted_at: None,
+    }
+}
+
+/// A substrate of `p` in `acct`.
+pub fn substrate(p: &Pool, acct: &ProviderAccount, cluster_id: Option<ClusterId>) -> Substrate {
+    Substrate {
+        pool_id: p.pool_id.clone(),
+        tenant_id: p.tenant_id.clone(),
+        provider_account_id: acct.provider_account_id.clone(),
+        mode: SubstrateMode::Create,
+        cluster_id,
+        state: ResourceState::Provisioning,
+        message: Some("creating".into()),
+        nodes_listed: 3,
+        nodes_joined: 1,
+        waiting_to_join: Some(WaitingToJoin { nodes: 2, since: t(5) }),
+        upgrade: Some(UpgradeWait { version: "1.34.0-do.0".into(), since: t(6) }),
+        observed_generation: 1,
+        created_at: t(0),
+        updated_at: t(1),
+    }
+}
+
+/// A joined node of `pool_id`.
+pub fn node(pool_id: &PoolId, node_name: &str) -> Node {
+    Node {
+        node_id: id(),
+        pool_id: pool_id.clone(),
+        node_name: node_name.into(),
+        provider_node_id: Some("12345".into()),
+        bcd_version: "0.1.0".into(),
+        credential_hash: format!("hash-{}", uniq()),
+        joined_at: t(0),
+        last_heartbeat_at: None,
+    }
+}
+
+/// An event of `tenant_id` on `subject`.
+pub fn event(tenant_id: &TenantId, subject: &str) -> NewEvent {
+    NewEvent {
+        event_id: id(),
+        tenant_id: tenant_id.clone(),
+        subject: subject.into(),
+        kind: "vps.test".into(),
+        time: t(0),
+        data: serde_json::json!({"n": uniq()}),
+    }
+}
+
+/// An account id that exists nowhere.
+pub fn missing_account() -> ProviderAccountId {
+    id()
+}
