@@ -1,1 +1,353 @@
-//! placeholder
+//! The simulated bcd: on every running node that a DaemonSet would schedule onto (its
+//! `nodeSelector` matches the node's labels, its tolerations cover the node's
+//! NoSchedule/NoExecute taints), read the join token and server URL the DaemonSet maps
+//! from its Secret and call `POST {server}/api/compute/agents/join`, like the real agent.
+//!
+//! Invariant: a node calls only when its pod could really start (DaemonSet scheduled
+//! there, Secret and key present); once it has joined it does not call again until the
+//! Secret's token changes; a failed or unreachable join is retried on a later round.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bc_domain::policy::TaintEffect;
+use serde_json::{Value, json};
+
+use crate::kube::{Resource, Selector};
+use crate::{SimNode, SimState};
+
+/// Env var the DaemonSet maps the server's public URL to.
+pub const ENV_SERVER_URL: &str = "BCD_SERVER_URL";
+/// Env var the DaemonSet maps the join token to.
+pub const ENV_JOIN_TOKEN: &str = "BCD_JOIN_TOKEN";
+/// What the simulated agent reports as its version.
+pub const BCD_VERSION: &str = "sim";
+
+/// What one node's simulated bcd did so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JoinOutcome {
+    /// The DaemonSet (`namespace/name`) whose pod this is.
+    pub daemonset: String,
+    /// HTTP status of the last join call (`None`: none answered yet).
+    pub status: Option<u16>,
+    /// `nodeId` from the last successful answer.
+    pub node_id: Option<String>,
+    /// Join calls made.
+    pub attempts: u32,
+    /// Whether the last call succeeded (2xx) with the current token.
+    pub joined: bool,
+    /// Why the last round did not join: `unreachable`, a missing Secret, a transport
+    /// error, the server's answer…
+    pub last_error: Option<String>,
+    /// Fingerprint of the token the node joined with (never the token itself).
+    token_fingerprint: Option<u64>,
+}
+
+/// The env a bcd pod would start with, resolved from its DaemonSet and Secrets.
+struct PodEnv {
+    daemonset: String,
+    server_url: String,
+    join_token: String,
+}
+
+/// One join call to make.
+struct Planned {
+    cluster: String,
+    node: SimNode,
+    env: PodEnv,
+}
+
+/// One round: every scheduled bcd that has not joined (or whose token changed) calls
+/// the server once. Returns the number of join calls made.
+pub async fn run_once(state: &SimState) -> usize {
+    let planned = plan(state);
+    if planned.is_empty() {
+        return 0;
+    }
+    install_crypto_provider();
+    let client = match reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(15))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "simulated bcd cannot build an HTTP client");
+            return 0;
+        }
+    };
+    let mut calls = tokio::task::JoinSet::new();
+    for p in planned {
+        let client = client.clone();
+        calls.spawn(async move {
+            let result = join(&client, &p).await;
+            (p, result)
+        });
+    }
+    let mut made = 0;
+    while let Some(done) = calls.join_next().await {
+        let Ok((p, result)) = done else { continue };
+        made += 1;
+        let mut joins = state.kube.joins_mut();
+        let o = joins.entry((p.cluster.clone(), p.node.name.clone())).or_default();
+        o.daemonset = p.env.daemonset.clone();
+        o.attempts += 1;
+        match result {
+            Ok((status, body)) => {
+                o.status = Some(status);
+                let ok = (200..300).contains(&status);
+                o.joined = ok;
+                if ok {
+                    o.node_id = body.get("nodeId").and_then(Value::as_str).map(str::to_owned);
+                    o.token_fingerprint = Some(fingerprint(&p.env.join_token));
+                    o.last_error = None;
+                } else {
+                    o.token_fingerprint = None;
+                    o.last_error = Some(format!("join answered {status}"));
+                }
+            }
+            Err(e) => {
+                o.status = None;
+                o.joined = false;
+                o.token_fingerprint = None;
+                o.last_error = Some(e);
+            }
+        }
+    }
+    made
+}
+
+/// Runs [`run_once`] every `every` until the task is aborted.
+pub fn spawn(state: Arc<SimState>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            run_once(&state).await;
+        }
+    })
+}
+
+async fn join(client: &reqwest::Client, p: &Planned) -> Result<(u16, Value), String> {
+    let url = format!("{}/api/compute/agents/join", p.env.server_url.trim_end_matches('/'));
+    let body = json!({
+        "joinToken": p.env.join_token,
+        "nodeName": p.node.name,
+        "providerNodeId": p.node.provider_id,
+        "bcdVersion": BCD_VERSION,
+    });
+    let resp = client
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("join call failed: {}", e.without_url()))?;
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}
+
+/// Decides, without I/O, which nodes call this round, and records why others do not.
+fn plan(state: &SimState) -> Vec<Planned> {
+    let now = state.clock.now();
+    let mut planned = Vec::new();
+    for cluster in state.kube.cluster_ids() {
+        let daemonsets = state.kube.list(&cluster, Resource::DaemonSet, None, &Selector::default());
+        if daemonsets.is_empty() {
+            continue;
+        }
+        let nodes = {
+            let mut model = state.model();
+            model.advance(now);
+            if !model.cluster_is_running(&cluster, now) {
+                continue;
+            }
+            model.cluster_nodes(&cluster, now).unwrap_or_default()
+        };
+        for node in nodes.into_iter().filter(|n| n.ready) {
+            let Some(ds) = daemonsets.iter().find(|ds| schedules_onto(ds, &node)) else {
+                continue;
+            };
+            let key = (cluster.clone(), node.name.clone());
+            let env = pod_env(state, &cluster, ds);
+            let mut joins = state.kube.joins_mut();
+            let outcome = joins.entry(key).or_default();
+            outcome.daemonset = ds_name(ds);
+            let env = match env {
+                Ok(env) => env,
+                Err(why) => {
+                    // The pod cannot start (CreateContainerConfigError): nothing calls.
+                    outcome.last_error = Some(why);
+                    continue;
+                }
+            };
+            if outcome.joined && outcome.token_fingerprint == Some(fingerprint(&env.join_token)) {
+                continue;
+            }
+            if !state.config.bcd_reaches_server {
+                outcome.joined = false;
+                outcome.last_error = Some("unreachable".to_owned());
+                continue;
+            }
+            planned.push(Planned { cluster: cluster.clone(), node, env });
+        }
+    }
+    planned
+}
+
+fn ds_name(ds: &Value) -> String {
+    let s = |p: &str| ds.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// Whether the DaemonSet's pod would be scheduled onto `node`.
+pub fn schedules_onto(ds: &Value, node: &SimNode) -> bool {
+    let pod = ds.pointer("/spec/template/spec");
+    let selector_ok =
+        pod.and_then(|p| p.get("nodeSelector")).and_then(Value::as_object).is_none_or(|sel| {
+            sel.iter().all(|(k, v)| {
+                v.as_str().is_some_and(|v| node.labels.get(k).map(String::as_str) == Some(v))
+            })
+        });
+    if !selector_ok {
+        return false;
+    }
+    let tolerations: Vec<&Value> = pod
+        .and_then(|p| p.get("tolerations"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    node.taints
+        .iter()
+        .filter(|t| matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute))
+        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// Kubernetes toleration matching: an empty effect matches every effect; `Exists` with
+/// an empty key matches every taint; `Equal` (the default) needs key and value.
+fn tolerates(tol: &Value, taint: &bc_domain::policy::Taint) -> bool {
+    let s = |k: &str| tol.get(k).and_then(Value::as_str).unwrap_or_default();
+    let effect_ok = s("effect").is_empty() || s("effect") == taint.effect.as_str();
+    let key_ok = match s("operator") {
+        "Exists" => s("key").is_empty() || s("key") == taint.key,
+        "" | "Equal" => s("key") == taint.key && s("value") == taint.value,
+        _ => false,
+    };
+    effect_ok && key_ok
+}
+
+/// The env of the DaemonSet's first container that has both bcd variables, resolved
+/// from Secrets in the DaemonSet's namespace; an error says why the pod cannot start.
+fn pod_env(state: &SimState, cluster: &str, ds: &Value) -> Result<PodEnv, String> {
+    let ns = ds.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let pod = ds.pointer("/spec/template/spec").cloned().unwrap_or(Value::Null);
+    if let Some(sa) = pod.get("serviceAccountName").and_then(Value::as_str)
+        && state.kube.get(cluster, Resource::ServiceAccount, Some(ns), sa).is_err()
+    {
+        return Err(format!("serviceaccount {ns}/{sa} not found"));
+    }
+    let secret = |name: &str| state.kube.get(cluster, Resource::Secret, Some(ns), name).ok();
+    let containers = pod.get("containers").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut last_err = "no container maps BCD_SERVER_URL and BCD_JOIN_TOKEN".to_owned();
+    for c in &containers {
+        match container_env(c, &secret) {
+            Ok(env) => {
+                if let (Some(url), Some(tok)) = (env.get(ENV_SERVER_URL), env.get(ENV_JOIN_TOKEN)) {
+                    return Ok(PodEnv {
+                        daemonset: ds_name(ds),
+                        server_url: url.clone(),
+                        join_token: tok.clone(),
+                    });
+                }
+            }
+            Err(e) => last_err = e,
+        }
+    }
+    Err(last_err)
+}
+
+/// One container's env: `envFrom.secretRef`, then `env` (`value` or
+/// `valueFrom.secretKeyRef`), later entries winning as in Kubernetes.
+fn container_env(
+    c: &Value,
+    secret: &dyn Fn(&str) -> Option<Value>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut env = BTreeMap::new();
+    for from in c.get("envFrom").and_then(Value::as_array).into_iter().flatten() {
+        let Some(r) = from.get("secretRef") else { continue };
+        let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+        let optional = r.get("optional").and_then(Value::as_bool).unwrap_or(false);
+        let prefix = from.get("prefix").and_then(Value::as_str).unwrap_or_default();
+        match secret(name) {
+            Some(s) => {
+                for k in secret_keys(&s) {
+                    if let Some(v) = secret_value(&s, &k) {
+                        env.insert(format!("{prefix}{k}"), v);
+                    }
+                }
+            }
+            None if optional => {}
+            None => return Err(format!("secret {name:?} not found")),
+        }
+    }
+    for e in c.get("env").and_then(Value::as_array).into_iter().flatten() {
+        let Some(name) = e.get("name").and_then(Value::as_str) else { continue };
+        if let Some(v) = e.get("value").and_then(Value::as_str) {
+            env.insert(name.to_owned(), v.to_owned());
+            continue;
+        }
+        let Some(r) = e.pointer("/valueFrom/secretKeyRef") else { continue };
+        let sname = r.get("name").and_then(Value::as_str).unwrap_or_default();
+        let key = r.get("key").and_then(Value::as_str).unwrap_or_default();
+        let optional = r.get("optional").and_then(Value::as_bool).unwrap_or(false);
+        match secret(sname).and_then(|s| secret_value(&s, key)) {
+            Some(v) => {
+                env.insert(name.to_owned(), v);
+            }
+            None if optional => {}
+            None => return Err(format!("secret {sname:?} or its key {key:?} not found")),
+        }
+    }
+    Ok(env)
+}
+
+fn secret_keys(s: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = ["data", "stringData"]
+        .iter()
+        .filter_map(|f| s.get(*f).and_then(Value::as_object))
+        .flat_map(|m| m.keys().cloned())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// A Secret value: `stringData` as is, `data` base64-decoded.
+fn secret_value(s: &Value, key: &str) -> Option<String> {
+    if let Some(v) = s.pointer("/stringData").and_then(|d| d.get(key)).and_then(Value::as_str) {
+        return Some(v.to_owned());
+    }
+    let b64 = s.pointer("/data").and_then(|d| d.get(key)).and_then(Value::as_str)?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// reqwest is built without a bundled crypto provider; ring is installed once
+/// (an error means another provider is already installed, which is fine).
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A fingerprint to notice token changes without keeping the token in the outcome.
+fn fingerprint(token: &str) -> u64 {
+    token
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}

@@ -1,14 +1,313 @@
-//! The per-cluster Kubernetes HTTP face (placeholder).
+//! The Kubernetes API of every simulated cluster: an object store with server-side
+//! apply (`store`), its HTTP face under `/k8s/{cluster_id}` (`http`), and a direct face
+//! implementing the `ClusterApi` port without HTTP (`direct`).
+//!
+//! Invariant: both faces go through the same gate ([`KubeStore::gate`]: cluster present,
+//! bearer token right, cluster running) and the same store, so they answer alike; every
+//! error is a metav1 Status with `reason` set (research/kube-wire.md).
 
-use std::sync::Arc;
+pub mod direct;
+pub mod error;
+pub mod fields;
+mod http;
+pub mod selector;
+pub mod store;
 
-use crate::SimState;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Kubernetes objects of every simulated cluster.
+use bc_domain::ports::ObjectKind;
+use bc_domain::time::Timestamp;
+use serde_json::{Value, json};
+
+pub use error::KubeError;
+pub use selector::Selector;
+pub use store::{Applied, ApplyRequest, Deleted};
+
+use crate::bcd::JoinOutcome;
+use crate::{SimNode, SimState};
+
+/// The resources the simulated API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    /// `v1` Namespace.
+    Namespace,
+    /// `v1` Secret.
+    Secret,
+    /// `v1` ServiceAccount.
+    ServiceAccount,
+    /// `apps/v1` DaemonSet.
+    DaemonSet,
+    /// `v1` Node (read-only; from the model).
+    Node,
+}
+
+impl Resource {
+    /// The URL plural.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Resource::Namespace => "namespaces",
+            Resource::Secret => "secrets",
+            Resource::ServiceAccount => "serviceaccounts",
+            Resource::DaemonSet => "daemonsets",
+            Resource::Node => "nodes",
+        }
+    }
+    /// `kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Resource::Namespace => "Namespace",
+            Resource::Secret => "Secret",
+            Resource::ServiceAccount => "ServiceAccount",
+            Resource::DaemonSet => "DaemonSet",
+            Resource::Node => "Node",
+        }
+    }
+    /// `apiVersion`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Resource::DaemonSet => "apps/v1",
+            _ => "v1",
+        }
+    }
+    /// Whether objects live in a namespace.
+    pub fn namespaced(self) -> bool {
+        matches!(self, Resource::Secret | Resource::ServiceAccount | Resource::DaemonSet)
+    }
+    /// The resource of a port object kind.
+    pub fn of(kind: ObjectKind) -> Self {
+        match kind {
+            ObjectKind::Namespace => Resource::Namespace,
+            ObjectKind::Secret => Resource::Secret,
+            ObjectKind::ServiceAccount => Resource::ServiceAccount,
+            ObjectKind::DaemonSet => Resource::DaemonSet,
+        }
+    }
+    /// The resource of an `apiVersion`/`kind` pair.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
+        [
+            Resource::Namespace,
+            Resource::Secret,
+            Resource::ServiceAccount,
+            Resource::DaemonSet,
+            Resource::Node,
+        ]
+        .into_iter()
+        .find(|r| r.api_version() == api_version && r.kind() == kind)
+    }
+}
+
+/// Kubernetes `Time`: RFC 3339 in whole seconds, as the apiserver writes it.
+pub fn kube_time(t: Timestamp) -> String {
+    let s = t.to_rfc3339();
+    format!("{}Z", &s[..19])
+}
+
+/// What the gate learned about a cluster it let a request through to.
+#[derive(Debug, Clone)]
+pub struct ClusterView {
+    /// The cluster's nodes.
+    pub nodes: Vec<SimNode>,
+}
+
+/// Kubernetes objects of every simulated cluster, and what the simulated bcd did.
 #[derive(Debug, Default)]
-pub struct KubeStore {}
+pub struct KubeStore {
+    objects: Mutex<store::Objects>,
+    joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
+}
+
+impl KubeStore {
+    fn objects(&self) -> MutexGuard<'_, store::Objects> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn joins_mut(&self) -> MutexGuard<'_, BTreeMap<(String, String), JoinOutcome>> {
+        self.joins.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets a request at `cluster_id` through, or says why not: 404 NotFound when the
+    /// cluster does not exist, 401 Unauthorized when `bearer` is not its token, 503
+    /// ServiceUnavailable while it is not running. Advances the model to now first.
+    pub fn gate(
+        state: &SimState,
+        cluster_id: &str,
+        bearer: Option<&str>,
+    ) -> Result<ClusterView, KubeError> {
+        let now = state.clock.now();
+        let mut model = state.model();
+        model.advance(now);
+        let Some(token) = model.cluster_api_token(cluster_id) else {
+            return Err(KubeError::new(
+                404,
+                "NotFound",
+                format!("cluster \"{cluster_id}\" not found"),
+            ));
+        };
+        if bearer != Some(token.as_str()) {
+            return Err(KubeError::unauthorized());
+        }
+        // A cluster that is gone (deleted) answers like an unknown one.
+        let Some(nodes) = model.cluster_nodes(cluster_id, now) else {
+            return Err(KubeError::new(
+                404,
+                "NotFound",
+                format!("cluster \"{cluster_id}\" not found"),
+            ));
+        };
+        if !model.cluster_is_running(cluster_id, now) {
+            return Err(KubeError::new(
+                503,
+                "ServiceUnavailable",
+                format!("the API of cluster \"{cluster_id}\" is not available yet"),
+            ));
+        }
+        Ok(ClusterView { nodes })
+    }
+
+    /// One object (`Node`s are not here: they come from the model).
+    pub fn get(
+        &self,
+        cluster_id: &str,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        self.objects().get(cluster_id, resource, namespace, name)
+    }
+
+    /// One object of a port kind, if present.
+    pub fn get_object(
+        &self,
+        cluster_id: &str,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        self.get(cluster_id, Resource::of(kind), namespace, name).ok()
+    }
+
+    /// Objects of a resource, in one namespace (`None`: all), matching `selector`.
+    pub fn list(
+        &self,
+        cluster_id: &str,
+        resource: Resource,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Vec<Value> {
+        self.objects().list(cluster_id, resource, namespace, selector)
+    }
+
+    /// The current resource version of the store (list `metadata.resourceVersion`).
+    pub fn resource_version(&self) -> u64 {
+        self.objects().resource_version()
+    }
+
+    /// Server-side apply into a cluster's objects.
+    pub fn apply(
+        &self,
+        cluster_id: &str,
+        req: &ApplyRequest<'_>,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        self.objects().apply(cluster_id, req, now)
+    }
+
+    /// Applies a full manifest (its `apiVersion`, `kind`, `metadata.name` and
+    /// `metadata.namespace` say where) as `manager` — e.g. a "foreign" Namespace made by
+    /// `kubectl` without our label.
+    pub fn apply_manifest(
+        &self,
+        cluster_id: &str,
+        manager: &str,
+        manifest: &Value,
+        force: bool,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        let s = |p: &str| manifest.pointer(p).and_then(Value::as_str);
+        let resource =
+            Resource::from_type(s("/apiVersion").unwrap_or(""), s("/kind").unwrap_or(""))
+                .filter(|r| *r != Resource::Node)
+                .ok_or_else(|| KubeError::bad_request("unsupported apiVersion/kind"))?;
+        let name = s("/metadata/name").ok_or_else(|| KubeError::bad_request("no metadata.name"))?;
+        self.apply(
+            cluster_id,
+            &ApplyRequest {
+                resource,
+                namespace: s("/metadata/namespace"),
+                name,
+                body: manifest,
+                manager,
+                force,
+            },
+            now,
+        )
+    }
+
+    /// Deletes an object.
+    pub fn delete(
+        &self,
+        cluster_id: &str,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<Deleted, KubeError> {
+        self.objects().delete(cluster_id, resource, namespace, name, now)
+    }
+
+    /// The clusters that hold objects.
+    pub fn cluster_ids(&self) -> Vec<String> {
+        self.objects().cluster_ids()
+    }
+
+    /// What each simulated bcd did, per (cluster id, node name).
+    pub fn join_outcomes(&self) -> BTreeMap<(String, String), JoinOutcome> {
+        self.joins_mut().clone()
+    }
+}
+
+/// A Node object as the API shows it.
+pub fn node_json(n: &SimNode, resource_version: u64) -> Value {
+    let taints: Vec<Value> = n
+        .taints
+        .iter()
+        .map(|t| {
+            let mut v = json!({"key": t.key, "effect": t.effect.as_str()});
+            if !t.value.is_empty() {
+                v["value"] = json!(t.value);
+            }
+            v
+        })
+        .collect();
+    let (status, reason) =
+        if n.ready { ("True", "KubeletReady") } else { ("False", "KubeletNotReady") };
+    let mut spec = json!({"providerID": n.provider_id});
+    if !taints.is_empty() {
+        spec["taints"] = Value::Array(taints);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": n.name,
+            "uid": format!("5e1a0000-0000-4000-9000-{:012x}", fnv(&n.provider_id) & 0xffff_ffff_ffff),
+            "resourceVersion": resource_version.to_string(),
+            "labels": n.labels,
+        },
+        "spec": spec,
+        "status": {
+            "conditions": [{"type": "Ready", "status": status, "reason": reason}],
+        },
+    })
+}
+
+/// A stable hash for derived ids (not for security).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
 
 /// The routes under `/k8s/{cluster_id}`.
-pub fn router(_state: Arc<SimState>) -> axum::Router {
-    axum::Router::new()
+pub fn router(state: Arc<SimState>) -> axum::Router {
+    http::router(state)
 }

@@ -1,0 +1,109 @@
+//! metav1 `Status` errors of the simulated Kubernetes API.
+//!
+//! Invariant: every error carries `reason` (kube 5 decides not-found and conflict on
+//! `reason` alone, research/kube-wire.md) and the HTTP status equals `code`.
+
+use serde_json::{Value, json};
+
+/// One `details.causes[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// e.g. `FieldManagerConflict`.
+    pub reason: String,
+    /// Human-readable.
+    pub message: String,
+    /// e.g. `.data.k`.
+    pub field: String,
+}
+
+/// A failed Kubernetes API call, rendered as a metav1 Status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct KubeError {
+    /// HTTP status and `code`.
+    pub code: u16,
+    /// `reason`, e.g. `NotFound`, `Conflict`, `Unauthorized`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// `details` (boxed: errors travel in `Result`s and should stay small).
+    pub details: Box<Details>,
+}
+
+/// `details` of a Status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
+    /// `details.name`.
+    pub name: Option<String>,
+    /// `details.kind` (the resource plural, as the apiserver writes it).
+    pub kind: Option<String>,
+    /// `details.causes`.
+    pub causes: Vec<Cause>,
+}
+
+impl KubeError {
+    /// A bare error.
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self { code, reason: reason.to_owned(), message: message.into(), details: Box::default() }
+    }
+
+    /// Adds `details.name`/`details.kind`.
+    pub fn on(mut self, plural: &str, name: &str) -> Self {
+        self.details.kind = Some(plural.to_owned());
+        self.details.name = Some(name.to_owned());
+        self
+    }
+
+    /// 404 `<plural> "<name>" not found`.
+    pub fn not_found(plural: &str, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{plural} \"{name}\" not found")).on(plural, name)
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// Whether this is a 404 NotFound.
+    pub fn is_not_found(&self) -> bool {
+        self.reason == "NotFound"
+    }
+
+    /// The Status JSON body.
+    pub fn to_status(&self) -> Value {
+        let mut details = serde_json::Map::new();
+        if let Some(n) = &self.details.name {
+            details.insert("name".into(), json!(n));
+        }
+        if let Some(k) = &self.details.kind {
+            details.insert("kind".into(), json!(k));
+        }
+        if !self.details.causes.is_empty() {
+            let causes: Vec<Value> = self
+                .details
+                .causes
+                .iter()
+                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .collect();
+            details.insert("causes".into(), Value::Array(causes));
+        }
+        let mut v = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if !details.is_empty() {
+            v["details"] = Value::Object(details);
+        }
+        v
+    }
+}

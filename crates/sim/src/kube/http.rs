@@ -1,0 +1,284 @@
+//! The HTTP face of the simulated Kubernetes API (routes relative to `/k8s/{cluster_id}`),
+//! shaped after what the `kube` 5 client sends and accepts (research/kube-wire.md).
+//!
+//! Invariant: every answer is JSON, and every error — including unknown routes and
+//! methods — is a metav1 Status with `reason` set and HTTP status equal to `code`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde_json::{Value, json};
+
+use super::{KubeError, KubeStore, Resource, Selector, node_json};
+use crate::SimState;
+
+type Params = HashMap<String, String>;
+type QueryResult = Result<Query<HashMap<String, String>>, QueryRejection>;
+
+/// The routes; `cluster_id` comes from the enclosing nest.
+pub(super) fn router(state: Arc<SimState>) -> Router {
+    Router::new()
+        .route("/api/v1/namespaces", any(namespaces))
+        .route("/api/v1/namespaces/{ns}", any(namespace))
+        .route("/api/v1/namespaces/{ns}/{plural}", any(core_collection))
+        .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(core_item))
+        .route("/api/v1/nodes", any(nodes))
+        .route("/api/v1/nodes/{name}", any(node))
+        .route("/apis/apps/v1/namespaces/{ns}/daemonsets", any(daemonsets))
+        .route("/apis/apps/v1/namespaces/{ns}/daemonsets/{name}", any(daemonset))
+        .fallback(unknown_route)
+        .with_state(state)
+}
+
+/// The request's parts every handler passes on.
+struct Call {
+    state: Arc<SimState>,
+    params: Params,
+    method: Method,
+    headers: HeaderMap,
+    query: QueryResult,
+    body: Bytes,
+}
+
+fn respond(code: u16, body: &Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn error(e: &KubeError) -> Response {
+    respond(e.code, &e.to_status())
+}
+
+async fn unknown_route(method: Method, uri: axum::http::Uri) -> Response {
+    error(&KubeError::new(
+        404,
+        "NotFound",
+        format!("the server could not find the requested resource ({method} {})", uri.path()),
+    ))
+}
+
+fn method_not_allowed(method: &Method) -> Response {
+    error(&KubeError::new(
+        405,
+        "MethodNotAllowed",
+        format!("the server does not allow this method on the requested resource ({method})"),
+    ))
+}
+
+impl Call {
+    fn cluster(&self) -> &str {
+        self.params.get("cluster_id").map(String::as_str).unwrap_or_default()
+    }
+
+    fn param(&self, name: &str) -> Option<&str> {
+        self.params.get(name).map(String::as_str)
+    }
+
+    fn bearer(&self) -> Option<&str> {
+        self.headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+    }
+
+    fn query(&self) -> Result<&HashMap<String, String>, KubeError> {
+        self.query
+            .as_ref()
+            .map(|q| &q.0)
+            .map_err(|e| KubeError::bad_request(format!("invalid query: {e}")))
+    }
+
+    fn selector(&self) -> Result<Selector, KubeError> {
+        let q = self.query()?;
+        if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+            return Err(KubeError::bad_request("watch is not supported by the simulator"));
+        }
+        Selector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())
+            .map_err(|e| KubeError::bad_request(format!("unable to parse requirement: {e}")))
+    }
+
+    fn gate(&self) -> Result<super::ClusterView, KubeError> {
+        KubeStore::gate(&self.state, self.cluster(), self.bearer())
+    }
+
+    /// GET on a collection of stored objects.
+    fn list(&self, resource: Resource, namespace: Option<&str>) -> Result<Response, KubeError> {
+        self.gate()?;
+        let selector = self.selector()?;
+        let kube = &self.state.kube;
+        let items = kube.list(self.cluster(), resource, namespace, &selector);
+        Ok(respond(200, &list_body(resource, kube.resource_version(), items)))
+    }
+
+    /// GET, PATCH (apply) or DELETE on one stored object.
+    fn item(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Response, KubeError> {
+        self.gate()?;
+        let kube = &self.state.kube;
+        let cluster = self.cluster();
+        match self.method {
+            Method::GET => Ok(respond(200, &kube.get(cluster, resource, namespace, name)?)),
+            Method::PATCH => {
+                let content_type = self
+                    .headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                if !content_type.starts_with("application/apply-patch+yaml") {
+                    return Err(KubeError::new(
+                        415,
+                        "UnsupportedMediaType",
+                        format!(
+                            "the simulator supports only server-side apply (application/apply-patch+yaml), not {content_type:?}"
+                        ),
+                    ));
+                }
+                // kube sends JSON, which is valid YAML; the Json extractor would reject
+                // the content type, hence the raw body.
+                let body: Value = serde_json::from_slice(&self.body).map_err(|e| {
+                    KubeError::bad_request(format!("the apply body is not JSON: {e}"))
+                })?;
+                let q = self.query()?;
+                let manager = q.get("fieldManager").map(String::as_str).unwrap_or_default();
+                let force = q.get("force").is_some_and(|f| f == "true");
+                let applied = kube.apply(
+                    cluster,
+                    &super::ApplyRequest { resource, namespace, name, body: &body, manager, force },
+                    self.state.clock.now(),
+                )?;
+                Ok(respond(if applied.created { 201 } else { 200 }, &applied.object))
+            }
+            Method::DELETE => {
+                match kube.delete(cluster, resource, namespace, name, self.state.clock.now())? {
+                    super::Deleted::Object(o) | super::Deleted::Status(o) => Ok(respond(200, &o)),
+                }
+            }
+            _ => Ok(method_not_allowed(&self.method)),
+        }
+    }
+}
+
+fn list_body(resource: Resource, rv: u64, items: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": resource.api_version(),
+        "kind": format!("{}List", resource.kind()),
+        "metadata": {"resourceVersion": rv.to_string()},
+        "items": items,
+    })
+}
+
+fn run(f: impl FnOnce() -> Result<Response, KubeError>) -> Response {
+    f().unwrap_or_else(|e| error(&e))
+}
+
+macro_rules! handler {
+    ($name:ident, |$call:ident| $body:expr) => {
+        async fn $name(
+            State(state): State<Arc<SimState>>,
+            Path(params): Path<Params>,
+            method: Method,
+            headers: HeaderMap,
+            query: QueryResult,
+            body: Bytes,
+        ) -> Response {
+            let $call = Call { state, params, method, headers, query, body };
+            run(|| $body)
+        }
+    };
+}
+
+handler!(namespaces, |c| {
+    if c.method != Method::GET {
+        return Ok(method_not_allowed(&c.method));
+    }
+    c.list(Resource::Namespace, None)
+});
+
+handler!(namespace, |c| {
+    let name = c.param("ns").unwrap_or_default().to_owned();
+    c.item(Resource::Namespace, None, &name)
+});
+
+fn core_resource(plural: &str) -> Result<Resource, KubeError> {
+    match plural {
+        "secrets" => Ok(Resource::Secret),
+        "serviceaccounts" => Ok(Resource::ServiceAccount),
+        other => Err(KubeError::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({other})"),
+        )),
+    }
+}
+
+handler!(core_collection, |c| {
+    let resource = core_resource(c.param("plural").unwrap_or_default())?;
+    if c.method != Method::GET {
+        return Ok(method_not_allowed(&c.method));
+    }
+    let ns = c.param("ns").map(str::to_owned);
+    c.list(resource, ns.as_deref())
+});
+
+handler!(core_item, |c| {
+    let resource = core_resource(c.param("plural").unwrap_or_default())?;
+    let ns = c.param("ns").map(str::to_owned);
+    let name = c.param("name").unwrap_or_default().to_owned();
+    c.item(resource, ns.as_deref(), &name)
+});
+
+handler!(daemonsets, |c| {
+    if c.method != Method::GET {
+        return Ok(method_not_allowed(&c.method));
+    }
+    let ns = c.param("ns").map(str::to_owned);
+    c.list(Resource::DaemonSet, ns.as_deref())
+});
+
+handler!(daemonset, |c| {
+    let ns = c.param("ns").map(str::to_owned);
+    let name = c.param("name").unwrap_or_default().to_owned();
+    c.item(Resource::DaemonSet, ns.as_deref(), &name)
+});
+
+handler!(nodes, |c| {
+    if c.method != Method::GET {
+        return Ok(method_not_allowed(&c.method));
+    }
+    let view = c.gate()?;
+    let selector = c.selector()?;
+    let rv = c.state.kube.resource_version();
+    let items: Vec<Value> = view
+        .nodes
+        .iter()
+        .filter(|n| selector.matches(&n.labels))
+        .map(|n| node_json(n, rv))
+        .collect();
+    Ok(respond(200, &list_body(Resource::Node, rv, items)))
+});
+
+handler!(node, |c| {
+    if c.method != Method::GET {
+        return Ok(method_not_allowed(&c.method));
+    }
+    let view = c.gate()?;
+    let name = c.param("name").unwrap_or_default();
+    let rv = c.state.kube.resource_version();
+    view.nodes
+        .iter()
+        .find(|n| n.name == name)
+        .map(|n| respond(200, &node_json(n, rv)))
+        .ok_or_else(|| KubeError::not_found("nodes", name))
+});
