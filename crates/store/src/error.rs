@@ -110,7 +110,10 @@ pub(crate) fn to_store_error(e: DbErr) -> StoreError {
 
 /// Maps a unique violation to `AlreadyExists(what)` and a foreign-key violation to
 /// `NotFound(parent)`, the two conflicts a caller can act on.
-pub(crate) fn conflict(what: impl FnOnce() -> String, parent: &str) -> impl FnOnce(DbErr) -> TxError {
+pub(crate) fn conflict(
+    what: impl FnOnce() -> String,
+    parent: &str,
+) -> impl FnOnce(DbErr) -> TxError {
     move |e| match classify(&e) {
         Class::Unique => TxError::Fail(StoreError::AlreadyExists(what())),
         Class::ForeignKey => TxError::Fail(StoreError::NotFound(parent.to_owned())),
@@ -121,7 +124,10 @@ pub(crate) fn conflict(what: impl FnOnce() -> String, parent: &str) -> impl FnOn
 /// Runs `attempt` (one whole transaction) until it succeeds, fails for good, or
 /// [`MAX_ATTEMPTS`] transient failures happened; waits a small random pause between
 /// attempts so that colliding writers spread out. `name` labels the logs.
-pub(crate) async fn with_retry<T, F, Fut>(name: &'static str, mut attempt: F) -> Result<T, StoreError>
+pub(crate) async fn with_retry<T, F, Fut>(
+    name: &'static str,
+    mut attempt: F,
+) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, TxError>>,

@@ -36,9 +36,8 @@ impl WorkQueue for SqlStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let mut filter = String::from(
-            "not_before <= ? AND (lease_until IS NULL OR lease_until < ?)",
-        );
+        let mut filter =
+            String::from("not_before <= ? AND (lease_until IS NULL OR lease_until < ?)");
         let mut inner = vec![ts(now), ts(now)];
         if !kinds.is_empty() {
             filter.push_str(&format!(" AND kind IN ({})", placeholders(kinds.len())));
@@ -160,7 +159,9 @@ impl WorkQueue for SqlStore {
 impl SqlStore {
     /// Runs a single conditional update; whether it touched a row.
     async fn touch(&self, name: &'static str, st: sea_orm::Statement) -> StoreResult<bool> {
-        with_retry(name, || async { Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0) })
-            .await
+        with_retry(name, || async {
+            Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
+        })
+        .await
     }
 }

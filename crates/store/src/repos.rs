@@ -240,9 +240,8 @@ impl AgentRepo for SqlStore {
     }
 
     async fn node_find_by_credential_hash(&self, hash: &str) -> StoreResult<Option<Node>> {
-        let q = format!(
-            "SELECT {NODE} FROM nodes WHERE credential_hash = ? ORDER BY node_id LIMIT 1"
-        );
+        let q =
+            format!("SELECT {NODE} FROM nodes WHERE credential_hash = ? ORDER BY node_id LIMIT 1");
         self.one(&q, vec![s(hash)], rows::node).await
     }
 

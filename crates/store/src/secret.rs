@@ -140,7 +140,10 @@ mod tests {
     #[test]
     fn refuses_bad_keys() {
         assert!(matches!(AeadSecretBox::new(&[0u8; 31]), Err(SecretError::Config(_))));
-        assert!(matches!(AeadSecretBox::from_base64_key("not base64!"), Err(SecretError::Config(_))));
+        assert!(matches!(
+            AeadSecretBox::from_base64_key("not base64!"),
+            Err(SecretError::Config(_))
+        ));
         assert!(!format!("{:?}", boxed()).contains("key:"));
     }
 }

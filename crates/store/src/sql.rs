@@ -153,7 +153,8 @@ impl Row<'_> {
     }
     /// A serde unit enum stored by its wire name.
     pub(crate) fn enumv<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
-        serde_json::from_value(serde_json::Value::String(self.string(col)?)).map_err(|e| bad(col, e))
+        serde_json::from_value(serde_json::Value::String(self.string(col)?))
+            .map_err(|e| bad(col, e))
     }
 }
 

@@ -12,8 +12,7 @@ use bc_domain::ports::{Page, PageRequest};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
-    QueryResult, SqliteTransactionMode, TransactionOptions, TransactionTrait,
-    Value,
+    QueryResult, SqliteTransactionMode, TransactionOptions, TransactionTrait, Value,
 };
 use sea_orm_migration::MigratorTrait;
 

@@ -44,7 +44,8 @@ impl SqlStore {
         }
         let mut event_seqs = Vec::with_capacity(uow.events.len());
         if !uow.events.is_empty() && self.backend == DbBackend::Postgres {
-            let lock = self.st("SELECT pg_advisory_xact_lock(?)", vec![Value::from(EVENT_LOCK_KEY)]);
+            let lock =
+                self.st("SELECT pg_advisory_xact_lock(?)", vec![Value::from(EVENT_LOCK_KEY)]);
             exec(txn, lock).await?;
         }
         for e in &uow.events {
@@ -57,7 +58,14 @@ impl SqlStore {
         let st = self.st(
             "INSERT INTO events (event_id, tenant_id, subject, kind, time_ms, data) \
              VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            vec![s(&e.event_id), s(&e.tenant_id), s(&e.subject), s(&e.kind), ts(e.time), json(&e.data)?],
+            vec![
+                s(&e.event_id),
+                s(&e.tenant_id),
+                s(&e.subject),
+                s(&e.kind),
+                ts(e.time),
+                json(&e.data)?,
+            ],
         );
         let row = txn
             .query_one_raw(st)
@@ -270,7 +278,8 @@ impl SqlStore {
                 let what = || format!("cluster {} in account {}", c.name, c.provider_account_id);
                 let n = exec(txn, st).await.map_err(conflict(what, "cluster"))?;
                 let id = c.cluster_id.as_str();
-                self.cas_outcome(txn, n, "kubernetes_clusters", "cluster_id", id, "cluster").await?;
+                self.cas_outcome(txn, n, "kubernetes_clusters", "cluster_id", id, "cluster")
+                    .await?;
             }
             Write::SetClusterStatus { cluster_id, provider_cluster_id, version, status } => {
                 let st = self.st(
@@ -619,7 +628,8 @@ impl SqlStore {
         if n > 0 {
             return Ok(());
         }
-        let st = self.st(&format!("SELECT 1 AS present FROM {table} WHERE {id_col} = ?"), vec![s(id)]);
+        let st =
+            self.st(&format!("SELECT 1 AS present FROM {table} WHERE {id_col} = ?"), vec![s(id)]);
         match txn.query_one_raw(st).await? {
             Some(_) => Err(StoreError::Stale(format!("{noun} {id}")).into()),
             None => Err(StoreError::NotFound(format!("{noun} {id}")).into()),

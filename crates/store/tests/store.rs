@@ -136,7 +136,8 @@ async fn pool_updates_are_compare_and_swap(s: S) {
     next.generation = 2;
     next.policy.upgrades = UpgradePolicy::Immediate;
     next.updated_at = t(5);
-    let stale = s.commit(one(Write::UpdatePool { pool: next.clone(), expected_generation: 7 })).await;
+    let stale =
+        s.commit(one(Write::UpdatePool { pool: next.clone(), expected_generation: 7 })).await;
     assert!(matches!(stale, Err(StoreError::Stale(_))), "{stale:?}");
     let mut ghost = next.clone();
     ghost.pool_id = id();
@@ -176,10 +177,16 @@ async fn quotas_book_and_release(s: S) {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(s.quota_get(&p.pool_id, r).await.unwrap(), Some(Quota { resource: r, limit: 2, used: 2 }));
+    assert_eq!(
+        s.quota_get(&p.pool_id, r).await.unwrap(),
+        Some(Quota { resource: r, limit: 2, used: 2 })
+    );
     // Raising the limit keeps `used`.
     ok(&s, one(Write::SetQuota { pool_id: p.pool_id.clone(), resource: r, limit: 5 })).await;
-    assert_eq!(s.quota_list(&p.pool_id).await.unwrap(), vec![Quota { resource: r, limit: 5, used: 2 }]);
+    assert_eq!(
+        s.quota_list(&p.pool_id).await.unwrap(),
+        vec![Quota { resource: r, limit: 5, used: 2 }]
+    );
     for _ in 0..4 {
         ok(&s, release()).await;
     }
@@ -193,7 +200,13 @@ async fn accounts_live_names_and_soft_delete(s: S) {
     let acme = tenant("acme");
     let a = account(&acme, "main");
     let b = account(&acme, "spare");
-    ok(&s, UnitOfWork::new().write(Write::InsertAccount(a.clone())).write(Write::InsertAccount(b.clone()))).await;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertAccount(a.clone()))
+            .write(Write::InsertAccount(b.clone())),
+    )
+    .await;
     assert_eq!(s.account_get(&a.provider_account_id).await.unwrap(), Some(a.clone()));
     let dup = s.commit(one(Write::InsertAccount(account(&acme, "main")))).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
@@ -215,7 +228,9 @@ async fn accounts_live_names_and_soft_delete(s: S) {
     assert_eq!(got.deleted_at, Some(t(9)));
     assert_eq!(s.account_list(&acme, &PageRequest::first(10)).await.unwrap().items, vec![b]);
     ok(&s, one(Write::InsertAccount(account(&acme, "main")))).await;
-    let missing = s.commit(one(Write::DeleteAccount { provider_account_id: missing_account(), at: t(1) })).await;
+    let missing = s
+        .commit(one(Write::DeleteAccount { provider_account_id: missing_account(), at: t(1) }))
+        .await;
     assert!(matches!(missing, Err(StoreError::NotFound(_))));
 }
 
@@ -225,11 +240,15 @@ async fn substrates_put_and_list_by_cluster(s: S) {
     let p1 = pool(&acme, "one");
     let p2 = pool(&acme, "two");
     let c = cluster(&a, "bc-one");
-    ok(&s, UnitOfWork::new()
-        .write(Write::InsertAccount(a.clone()))
-        .write(Write::InsertPool(p1.clone()))
-        .write(Write::InsertPool(p2.clone()))
-        .write(Write::InsertCluster(c.clone()))).await;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertAccount(a.clone()))
+            .write(Write::InsertPool(p1.clone()))
+            .write(Write::InsertPool(p2.clone()))
+            .write(Write::InsertCluster(c.clone())),
+    )
+    .await;
     let mut s1 = substrate(&p1, &a, None);
     s1.waiting_to_join = None;
     s1.upgrade = None;
@@ -239,12 +258,21 @@ async fn substrates_put_and_list_by_cluster(s: S) {
     // Replace: now on the cluster, with the optional parts set.
     let s1b = substrate(&p1, &a, Some(c.cluster_id.clone()));
     let s2 = substrate(&p2, &a, Some(c.cluster_id.clone()));
-    ok(&s, UnitOfWork::new().write(Write::PutSubstrate(s1b.clone())).write(Write::PutSubstrate(s2.clone()))).await;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::PutSubstrate(s1b.clone()))
+            .write(Write::PutSubstrate(s2.clone())),
+    )
+    .await;
     assert_eq!(s.substrate_get(&p1.pool_id).await.unwrap(), Some(s1b.clone()));
     assert_eq!(s.substrate_list_by_cluster(&c.cluster_id).await.unwrap(), vec![s1b, s2]);
     assert_eq!(s.substrate_get(&id()).await.unwrap(), None);
     let orphan = substrate(&pool(&acme, "ghost"), &a, None);
-    assert!(matches!(s.commit(one(Write::PutSubstrate(orphan))).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::PutSubstrate(orphan))).await,
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 async fn clusters_desired_and_observed(s: S) {
@@ -253,22 +281,33 @@ async fn clusters_desired_and_observed(s: S) {
     let b = account(&acme, "spare");
     let c1 = cluster(&a, "alpha");
     let c2 = cluster(&b, "beta");
-    ok(&s, UnitOfWork::new()
-        .write(Write::InsertAccount(a.clone()))
-        .write(Write::InsertAccount(b.clone()))
-        .write(Write::InsertCluster(c1.clone()))
-        .write(Write::InsertCluster(c2.clone()))).await;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertAccount(a.clone()))
+            .write(Write::InsertAccount(b.clone()))
+            .write(Write::InsertCluster(c1.clone()))
+            .write(Write::InsertCluster(c2.clone())),
+    )
+    .await;
     assert_eq!(s.cluster_get(&c1.cluster_id).await.unwrap(), Some(c1.clone()));
     let dup = s.commit(one(Write::InsertCluster(cluster(&a, "alpha")))).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
     let orphan = cluster(&account(&acme, "ghost"), "x");
-    assert!(matches!(s.commit(one(Write::InsertCluster(orphan))).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::InsertCluster(orphan))).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     let all = s.cluster_list(&acme, None, &PageRequest::first(10)).await.unwrap();
     assert_eq!(all.items, vec![c1.clone(), c2.clone()]);
-    let of_b = s.cluster_list(&acme, Some(&b.provider_account_id), &PageRequest::first(10)).await.unwrap();
+    let of_b =
+        s.cluster_list(&acme, Some(&b.provider_account_id), &PageRequest::first(10)).await.unwrap();
     assert_eq!(of_b.items, vec![c2.clone()]);
-    assert_eq!(s.cluster_list(&tenant("other"), None, &PageRequest::first(10)).await.unwrap().items, vec![]);
+    assert_eq!(
+        s.cluster_list(&tenant("other"), None, &PageRequest::first(10)).await.unwrap().items,
+        vec![]
+    );
 
     // Desired fields under CAS.
     let mut d = c1.clone();
@@ -276,7 +315,8 @@ async fn clusters_desired_and_observed(s: S) {
     d.desired_version = Some("1.34.0-do.0".into());
     d.substrate_pool_ids = vec![id(), id()];
     d.generation = 2;
-    let stale = s.commit(one(Write::UpdateCluster { cluster: d.clone(), expected_generation: 5 })).await;
+    let stale =
+        s.commit(one(Write::UpdateCluster { cluster: d.clone(), expected_generation: 5 })).await;
     assert!(matches!(stale, Err(StoreError::Stale(_))));
     let mut ghost = d.clone();
     ghost.cluster_id = id();
@@ -288,23 +328,73 @@ async fn clusters_desired_and_observed(s: S) {
     assert_eq!(s.cluster_get(&c1.cluster_id).await.unwrap(), Some(d.clone()));
 
     // Observed fields only; the provider id, once known, is not erased.
-    let st = ObservedStatus { state: ResourceState::Ready, message: Some("ok".into()), observed_generation: 2, updated_at: t(20) };
-    ok(&s, one(Write::SetClusterStatus { cluster_id: c1.cluster_id.clone(), provider_cluster_id: Some("do-1".into()), version: Some("1.34.0-do.0".into()), status: st.clone() })).await;
-    ok(&s, one(Write::SetClusterStatus { cluster_id: c1.cluster_id.clone(), provider_cluster_id: None, version: None, status: st.clone() })).await;
+    let st = ObservedStatus {
+        state: ResourceState::Ready,
+        message: Some("ok".into()),
+        observed_generation: 2,
+        updated_at: t(20),
+    };
+    ok(
+        &s,
+        one(Write::SetClusterStatus {
+            cluster_id: c1.cluster_id.clone(),
+            provider_cluster_id: Some("do-1".into()),
+            version: Some("1.34.0-do.0".into()),
+            status: st.clone(),
+        }),
+    )
+    .await;
+    ok(
+        &s,
+        one(Write::SetClusterStatus {
+            cluster_id: c1.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status: st.clone(),
+        }),
+    )
+    .await;
     let got = s.cluster_get(&c1.cluster_id).await.unwrap().unwrap();
-    assert_eq!((got.provider_cluster_id.as_deref(), got.version.as_deref()), (Some("do-1"), Some("1.34.0-do.0")));
+    assert_eq!(
+        (got.provider_cluster_id.as_deref(), got.version.as_deref()),
+        (Some("do-1"), Some("1.34.0-do.0"))
+    );
     assert_eq!((got.status.clone(), got.generation, got.name.clone()), (st, 2, name("alpha2")));
-    assert_eq!(s.cluster_find_by_provider_id(&a.provider_account_id, "do-1").await.unwrap(), Some(got));
+    assert_eq!(
+        s.cluster_find_by_provider_id(&a.provider_account_id, "do-1").await.unwrap(),
+        Some(got)
+    );
     assert_eq!(s.cluster_find_by_provider_id(&b.provider_account_id, "do-1").await.unwrap(), None);
     assert_eq!(s.cluster_count_live_by_account(&a.provider_account_id).await.unwrap(), 1);
 
     // Deleted: not live, not found by provider id, and the name is free again.
-    let gone = ObservedStatus { state: ResourceState::Deleted, message: None, observed_generation: 2, updated_at: t(30) };
-    ok(&s, one(Write::SetClusterStatus { cluster_id: c1.cluster_id.clone(), provider_cluster_id: None, version: None, status: gone })).await;
+    let gone = ObservedStatus {
+        state: ResourceState::Deleted,
+        message: None,
+        observed_generation: 2,
+        updated_at: t(30),
+    };
+    ok(
+        &s,
+        one(Write::SetClusterStatus {
+            cluster_id: c1.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status: gone,
+        }),
+    )
+    .await;
     assert_eq!(s.cluster_count_live_by_account(&a.provider_account_id).await.unwrap(), 0);
     assert_eq!(s.cluster_find_by_provider_id(&a.provider_account_id, "do-1").await.unwrap(), None);
     ok(&s, one(Write::InsertCluster(cluster(&a, "alpha2")))).await;
-    let missing = s.commit(one(Write::SetClusterStatus { cluster_id: id(), provider_cluster_id: None, version: None, status: status(ResourceState::Ready) })).await;
+    let missing = s
+        .commit(one(Write::SetClusterStatus {
+            cluster_id: id(),
+            provider_cluster_id: None,
+            version: None,
+            status: status(ResourceState::Ready),
+        }))
+        .await;
     assert!(matches!(missing, Err(StoreError::NotFound(_))));
 }
 
@@ -317,23 +407,33 @@ async fn node_pools_desired_and_observed(s: S) {
     let mut n2 = node_pool(&c, "gpu");
     n2.managed_by = Some(id());
     n2.scale = Scale::AutoScale(AutoScale { min: 0, max: 4 });
-    ok(&s, UnitOfWork::new()
-        .write(Write::InsertAccount(a.clone()))
-        .write(Write::InsertCluster(c.clone()))
-        .write(Write::InsertCluster(other.clone()))
-        .write(Write::InsertNodePool(n1.clone()))
-        .write(Write::InsertNodePool(n2.clone()))
-        .write(Write::InsertNodePool(node_pool(&other, "cpu")))).await;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertAccount(a.clone()))
+            .write(Write::InsertCluster(c.clone()))
+            .write(Write::InsertCluster(other.clone()))
+            .write(Write::InsertNodePool(n1.clone()))
+            .write(Write::InsertNodePool(n2.clone()))
+            .write(Write::InsertNodePool(node_pool(&other, "cpu"))),
+    )
+    .await;
     assert_eq!(s.node_pool_get(&n2.node_pool_id).await.unwrap(), Some(n2.clone()));
     let dup = s.commit(one(Write::InsertNodePool(node_pool(&c, "cpu")))).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
     let mut orphan = node_pool(&c, "x");
     orphan.cluster_id = id();
-    assert!(matches!(s.commit(one(Write::InsertNodePool(orphan))).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::InsertNodePool(orphan))).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     let p1 = s.node_pool_list_by_cluster(&c.cluster_id, &PageRequest::first(1)).await.unwrap();
     assert_eq!(p1.items, vec![n1.clone()]);
-    let p2 = s.node_pool_list_by_cluster(&c.cluster_id, &PageRequest { after: p1.next_after, limit: 1 }).await.unwrap();
+    let p2 = s
+        .node_pool_list_by_cluster(&c.cluster_id, &PageRequest { after: p1.next_after, limit: 1 })
+        .await
+        .unwrap();
     assert_eq!((p2.items, p2.next_after), (vec![n2.clone()], None));
 
     let mut d = n1.clone();
@@ -368,7 +468,10 @@ async fn node_pools_desired_and_observed(s: S) {
     ok(&s, one(status(NodePoolState::Updating, 0))).await;
     let got = s.node_pool_get(&n1.node_pool_id).await.unwrap().unwrap();
     assert_eq!(got.provider_node_pool_id.as_deref(), Some("np-1"));
-    assert_eq!((got.state, got.nodes_listed, got.observed_generation, got.updated_at), (NodePoolState::Updating, 0, 2, t(40)));
+    assert_eq!(
+        (got.state, got.nodes_listed, got.observed_generation, got.updated_at),
+        (NodePoolState::Updating, 0, 2, t(40))
+    );
     assert_eq!((got.scale, got.generation), (Scale::Count(5), 2));
     ok(&s, one(status(NodePoolState::Deleted, 0))).await;
     ok(&s, one(Write::InsertNodePool(node_pool(&c, "cpu")))).await;
@@ -389,7 +492,12 @@ async fn load_balancers_filters_and_status(s: S) {
     let l2 = load_balancer(&q, &a, "back");
     let l3 = load_balancer(&p, &b, "front");
     let mut uow = UnitOfWork::new();
-    for w in [Write::InsertAccount(a.clone()), Write::InsertAccount(b.clone()), Write::InsertPool(p.clone()), Write::InsertPool(q.clone())] {
+    for w in [
+        Write::InsertAccount(a.clone()),
+        Write::InsertAccount(b.clone()),
+        Write::InsertPool(p.clone()),
+        Write::InsertPool(q.clone()),
+    ] {
         uow = uow.write(w);
     }
     for l in [&l1, &l2, &l3] {
@@ -400,7 +508,10 @@ async fn load_balancers_filters_and_status(s: S) {
     let dup = s.commit(one(Write::InsertLoadBalancer(load_balancer(&p, &a, "front")))).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
     let orphan = load_balancer(&pool(&acme, "ghost"), &a, "x");
-    assert!(matches!(s.commit(one(Write::InsertLoadBalancer(orphan))).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::InsertLoadBalancer(orphan))).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     let list = |f: LoadBalancerFilter| {
         let s = s.clone();
@@ -408,12 +519,23 @@ async fn load_balancers_filters_and_status(s: S) {
         async move { s.load_balancer_list(&acme, &f, &PageRequest::first(10)).await.unwrap().items }
     };
     assert_eq!(list(LoadBalancerFilter::default()).await, vec![l1.clone(), l2.clone(), l3.clone()]);
-    assert_eq!(list(LoadBalancerFilter { pool_id: Some(p.pool_id.clone()), ..Default::default() }).await, vec![l1.clone(), l3.clone()]);
     assert_eq!(
-        list(LoadBalancerFilter { pool_id: Some(p.pool_id.clone()), provider_account_id: Some(a.provider_account_id.clone()), include_deleted: false }).await,
+        list(LoadBalancerFilter { pool_id: Some(p.pool_id.clone()), ..Default::default() }).await,
+        vec![l1.clone(), l3.clone()]
+    );
+    assert_eq!(
+        list(LoadBalancerFilter {
+            pool_id: Some(p.pool_id.clone()),
+            provider_account_id: Some(a.provider_account_id.clone()),
+            include_deleted: false
+        })
+        .await,
         vec![l1.clone()]
     );
-    let page = s.load_balancer_list(&acme, &LoadBalancerFilter::default(), &PageRequest::first(2)).await.unwrap();
+    let page = s
+        .load_balancer_list(&acme, &LoadBalancerFilter::default(), &PageRequest::first(2))
+        .await
+        .unwrap();
     assert_eq!(page.next_after.as_deref(), Some(l2.load_balancer_id.as_str()));
 
     let mut d = l1.clone();
@@ -421,23 +543,34 @@ async fn load_balancers_filters_and_status(s: S) {
     d.delete_requested = true;
     d.generation = 2;
     assert!(matches!(
-        s.commit(one(Write::UpdateLoadBalancer { load_balancer: d.clone(), expected_generation: 9 })).await,
+        s.commit(one(Write::UpdateLoadBalancer {
+            load_balancer: d.clone(),
+            expected_generation: 9
+        }))
+        .await,
         Err(StoreError::Stale(_))
     ));
     let mut ghost = d.clone();
     ghost.load_balancer_id = id();
     assert!(matches!(
-        s.commit(one(Write::UpdateLoadBalancer { load_balancer: ghost, expected_generation: 1 })).await,
+        s.commit(one(Write::UpdateLoadBalancer { load_balancer: ghost, expected_generation: 1 }))
+            .await,
         Err(StoreError::NotFound(_))
     ));
-    ok(&s, one(Write::UpdateLoadBalancer { load_balancer: d.clone(), expected_generation: 1 })).await;
+    ok(&s, one(Write::UpdateLoadBalancer { load_balancer: d.clone(), expected_generation: 1 }))
+        .await;
     assert_eq!(s.load_balancer_get(&l1.load_balancer_id).await.unwrap(), Some(d.clone()));
 
     let set = |st, ready_at, deleted_at| Write::SetLoadBalancerStatus {
         load_balancer_id: l1.load_balancer_id.clone(),
         provider_load_balancer_id: Some("lb-do-1".into()),
         ip: Some("203.0.113.7".into()),
-        status: ObservedStatus { state: st, message: None, observed_generation: 2, updated_at: t(50) },
+        status: ObservedStatus {
+            state: st,
+            message: None,
+            observed_generation: 2,
+            updated_at: t(50),
+        },
         ready_at,
         deleted_at,
     };
@@ -445,15 +578,25 @@ async fn load_balancers_filters_and_status(s: S) {
     ok(&s, one(set(ResourceState::Ready, Some(t(60)), None))).await;
     let got = s.load_balancer_get(&l1.load_balancer_id).await.unwrap().unwrap();
     assert_eq!(got.ready_at, Some(t(50)), "first ready is kept");
-    assert_eq!((got.ip.as_deref(), got.status.state, got.spec.size_unit), (Some("203.0.113.7"), ResourceState::Ready, Some(3)));
-    assert_eq!(s.load_balancer_find_by_provider_id(&a.provider_account_id, "lb-do-1").await.unwrap(), Some(got));
-    assert_eq!(s.load_balancer_find_by_provider_id(&b.provider_account_id, "lb-do-1").await.unwrap(), None);
+    assert_eq!(
+        (got.ip.as_deref(), got.status.state, got.spec.size_unit),
+        (Some("203.0.113.7"), ResourceState::Ready, Some(3))
+    );
+    assert_eq!(
+        s.load_balancer_find_by_provider_id(&a.provider_account_id, "lb-do-1").await.unwrap(),
+        Some(got)
+    );
+    assert_eq!(
+        s.load_balancer_find_by_provider_id(&b.provider_account_id, "lb-do-1").await.unwrap(),
+        None
+    );
     assert_eq!(s.load_balancer_count_live_by_account(&a.provider_account_id).await.unwrap(), 2);
 
     ok(&s, one(set(ResourceState::Deleted, None, Some(t(70))))).await;
     assert_eq!(s.load_balancer_count_live_by_account(&a.provider_account_id).await.unwrap(), 1);
     assert_eq!(list(LoadBalancerFilter::default()).await, vec![l2.clone(), l3.clone()]);
-    let with_deleted = list(LoadBalancerFilter { include_deleted: true, ..Default::default() }).await;
+    let with_deleted =
+        list(LoadBalancerFilter { include_deleted: true, ..Default::default() }).await;
     assert_eq!(with_deleted.len(), 3);
     assert_eq!(with_deleted[0].deleted_at, Some(t(70)));
     // The name is free again in the account.
@@ -471,14 +614,21 @@ async fn nodes_and_tokens(s: S) {
     ok(&s, one(Write::InsertPool(p.clone()))).await;
     let n1 = node(&p.pool_id, "node-a");
     let n2 = node(&p.pool_id, "node-b");
-    ok(&s, UnitOfWork::new().write(Write::PutNode(n1.clone())).write(Write::PutNode(n2.clone()))).await;
+    ok(&s, UnitOfWork::new().write(Write::PutNode(n1.clone())).write(Write::PutNode(n2.clone())))
+        .await;
     assert_eq!(s.node_get(&n1.node_id).await.unwrap(), Some(n1.clone()));
     assert_eq!(s.node_find_by_name(&p.pool_id, "node-b").await.unwrap(), Some(n2.clone()));
     assert_eq!(s.node_find_by_name(&p.pool_id, "node-c").await.unwrap(), None);
-    assert_eq!(s.node_find_by_credential_hash(&n1.credential_hash).await.unwrap(), Some(n1.clone()));
+    assert_eq!(
+        s.node_find_by_credential_hash(&n1.credential_hash).await.unwrap(),
+        Some(n1.clone())
+    );
     assert_eq!(s.node_find_by_credential_hash("nope").await.unwrap(), None);
     let page = s.node_list_by_pool(&p.pool_id, &PageRequest::first(1)).await.unwrap();
-    assert_eq!((page.items, page.next_after.as_deref()), (vec![n1.clone()], Some(n1.node_id.as_str())));
+    assert_eq!(
+        (page.items, page.next_after.as_deref()),
+        (vec![n1.clone()], Some(n1.node_id.as_str()))
+    );
 
     // Re-join replaces the node of that name.
     let mut rejoin = node(&p.pool_id, "node-a");
@@ -486,16 +636,36 @@ async fn nodes_and_tokens(s: S) {
     ok(&s, one(Write::PutNode(rejoin.clone()))).await;
     assert_eq!(s.node_find_by_name(&p.pool_id, "node-a").await.unwrap(), Some(rejoin.clone()));
     assert_eq!(s.node_get(&n1.node_id).await.unwrap(), None);
-    assert!(matches!(s.commit(one(Write::PutNode(node(&id(), "x")))).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::PutNode(node(&id(), "x")))).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     ok(&s, one(Write::Heartbeat { node_id: rejoin.node_id.clone(), at: t(77) })).await;
     assert_eq!(s.node_get(&rejoin.node_id).await.unwrap().unwrap().last_heartbeat_at, Some(t(77)));
-    assert!(matches!(s.commit(one(Write::Heartbeat { node_id: id(), at: t(1) })).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::Heartbeat { node_id: id(), at: t(1) })).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     // Join tokens: live ones are found; revocation hides every live one of the pool.
-    let jt = |h: &str| JoinToken { pool_id: p.pool_id.clone(), token_hash: h.into(), created_at: t(0), revoked_at: None };
-    ok(&s, UnitOfWork::new().write(Write::InsertJoinToken(jt("j1"))).write(Write::InsertJoinToken(jt("j2")))).await;
-    assert!(matches!(s.commit(one(Write::InsertJoinToken(jt("j1")))).await, Err(StoreError::AlreadyExists(_))));
+    let jt = |h: &str| JoinToken {
+        pool_id: p.pool_id.clone(),
+        token_hash: h.into(),
+        created_at: t(0),
+        revoked_at: None,
+    };
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertJoinToken(jt("j1")))
+            .write(Write::InsertJoinToken(jt("j2"))),
+    )
+    .await;
+    assert!(matches!(
+        s.commit(one(Write::InsertJoinToken(jt("j1")))).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
     assert_eq!(s.join_token_find("j2").await.unwrap(), Some(jt("j2")));
     ok(&s, one(Write::RevokeJoinTokens { pool_id: p.pool_id.clone(), at: t(3) })).await;
     assert_eq!(s.join_token_find("j1").await.unwrap(), None);
@@ -509,7 +679,11 @@ async fn nodes_and_tokens(s: S) {
         token_hash: "h1".into(),
         grants: vec![
             Grant { role: Role::Operator, scope: Scope::System, tenant_id: None },
-            Grant { role: Role::Viewer, scope: Scope::Pool(p.pool_id.clone()), tenant_id: Some(acme.clone()) },
+            Grant {
+                role: Role::Viewer,
+                scope: Scope::Pool(p.pool_id.clone()),
+                tenant_id: Some(acme.clone()),
+            },
         ],
         created_at: t(0),
         revoked_at: None,
@@ -517,13 +691,19 @@ async fn nodes_and_tokens(s: S) {
     ok(&s, one(Write::InsertApiToken(tok.clone()))).await;
     let mut same_hash = tok.clone();
     same_hash.token_id = id();
-    assert!(matches!(s.commit(one(Write::InsertApiToken(same_hash))).await, Err(StoreError::AlreadyExists(_))));
+    assert!(matches!(
+        s.commit(one(Write::InsertApiToken(same_hash))).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
     assert_eq!(s.api_token_find("h1").await.unwrap(), Some(tok.clone()));
     assert_eq!(s.api_token_get(&tok.token_id).await.unwrap(), Some(tok.clone()));
     ok(&s, one(Write::RevokeApiToken { token_id: tok.token_id.clone(), at: t(4) })).await;
     ok(&s, one(Write::RevokeApiToken { token_id: tok.token_id.clone(), at: t(8) })).await;
     assert_eq!(s.api_token_find("h1").await.unwrap().unwrap().revoked_at, Some(t(4)));
-    assert!(matches!(s.commit(one(Write::RevokeApiToken { token_id: id(), at: t(1) })).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::RevokeApiToken { token_id: id(), at: t(1) })).await,
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 async fn bookings_count_active(s: S) {
@@ -546,10 +726,16 @@ async fn bookings_count_active(s: S) {
     for x in [&open, &until_100, &ended] {
         ok(&s, one(Write::InsertBooking(x.clone()))).await;
     }
-    assert!(matches!(s.commit(one(Write::InsertBooking(open.clone()))).await, Err(StoreError::AlreadyExists(_))));
+    assert!(matches!(
+        s.commit(one(Write::InsertBooking(open.clone()))).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
     let mut orphan = b(None);
     orphan.pool_id = id();
-    assert!(matches!(s.commit(one(Write::InsertBooking(orphan))).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::InsertBooking(orphan))).await,
+        Err(StoreError::NotFound(_))
+    ));
     ok(&s, one(Write::EndBooking { booking_id: ended.booking_id.clone(), at: t(10) })).await;
     ok(&s, one(Write::EndBooking { booking_id: ended.booking_id.clone(), at: t(20) })).await;
     let got = s.booking_get(&ended.booking_id).await.unwrap().unwrap();
@@ -560,7 +746,10 @@ async fn bookings_count_active(s: S) {
     assert_eq!(all.items.len(), 3);
     assert_eq!(all.items[0], open);
     assert_eq!(s.booking_get(&id()).await.unwrap(), None);
-    assert!(matches!(s.commit(one(Write::EndBooking { booking_id: id(), at: t(1) })).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.commit(one(Write::EndBooking { booking_id: id(), at: t(1) })).await,
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 async fn billing_intervals_are_idempotent(s: S) {
@@ -580,7 +769,11 @@ async fn billing_intervals_are_idempotent(s: S) {
     let mut other_meter = iv("lb_a", t(0));
     other_meter.meter = "other.meter".into();
     ok(&s, one(Write::OpenBilling(other_meter))).await;
-    let close = Write::CloseBilling { meter: METER_LOAD_BALANCER_HOURS.into(), resource: "lb_a".into(), at: t(100) };
+    let close = Write::CloseBilling {
+        meter: METER_LOAD_BALANCER_HOURS.into(),
+        resource: "lb_a".into(),
+        at: t(100),
+    };
     ok(&s, one(close.clone())).await;
     ok(&s, one(close)).await; // nothing open any more: no-op
     ok(&s, one(Write::OpenBilling(iv("lb_a", t(200))))).await;
@@ -607,15 +800,38 @@ async fn events_and_idempotency(s: S) {
     let c2 = ok(&s, UnitOfWork::new().event(e3.clone())).await;
     assert_eq!(c.event_seqs.len(), 2);
     assert!(c.event_seqs[0] < c.event_seqs[1] && c.event_seqs[1] < c2.event_seqs[0]);
-    let stored = |e: &NewEvent, seq| Event { event_id: e.event_id.clone(), seq, tenant_id: e.tenant_id.clone(), subject: e.subject.clone(), kind: e.kind.clone(), time: e.time, data: e.data.clone() };
-    assert_eq!(s.event_list(&acme, None, 0, 10).await.unwrap(), vec![stored(&e1, c.event_seqs[0]), stored(&e2, c.event_seqs[1])]);
-    assert_eq!(s.event_list(&acme, Some("compute.pools.b"), 0, 10).await.unwrap(), vec![stored(&e2, c.event_seqs[1])]);
+    let stored = |e: &NewEvent, seq| Event {
+        event_id: e.event_id.clone(),
+        seq,
+        tenant_id: e.tenant_id.clone(),
+        subject: e.subject.clone(),
+        kind: e.kind.clone(),
+        time: e.time,
+        data: e.data.clone(),
+    };
+    assert_eq!(
+        s.event_list(&acme, None, 0, 10).await.unwrap(),
+        vec![stored(&e1, c.event_seqs[0]), stored(&e2, c.event_seqs[1])]
+    );
+    assert_eq!(
+        s.event_list(&acme, Some("compute.pools.b"), 0, 10).await.unwrap(),
+        vec![stored(&e2, c.event_seqs[1])]
+    );
     assert_eq!(s.event_list(&acme, None, c.event_seqs[0], 10).await.unwrap().len(), 1);
     assert_eq!(s.event_list(&acme, None, 0, 1).await.unwrap().len(), 1);
     let all = s.event_list_all(0, 10).await.unwrap();
-    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![c.event_seqs[0], c.event_seqs[1], c2.event_seqs[0]]);
-    assert_eq!(s.event_list_all(c.event_seqs[1], 10).await.unwrap(), vec![stored(&e3, c2.event_seqs[0])]);
-    assert!(matches!(s.commit(UnitOfWork::new().event(e1.clone())).await, Err(StoreError::AlreadyExists(_))));
+    assert_eq!(
+        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![c.event_seqs[0], c.event_seqs[1], c2.event_seqs[0]]
+    );
+    assert_eq!(
+        s.event_list_all(c.event_seqs[1], 10).await.unwrap(),
+        vec![stored(&e3, c2.event_seqs[0])]
+    );
+    assert!(matches!(
+        s.commit(UnitOfWork::new().event(e1.clone())).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
 
     let rec = |rid: &str, at| IdempotencyRecord {
         tenant_id: acme.clone(),
@@ -625,9 +841,21 @@ async fn events_and_idempotency(s: S) {
         response: serde_json::json!({"poolId": "pool_x", "n": [1, 2]}),
         created_at: at,
     };
-    ok(&s, UnitOfWork::new().write(Write::PutIdempotency(rec("r1", t(0)))).write(Write::PutIdempotency(rec("r2", t(100))))).await;
-    assert!(matches!(s.commit(one(Write::PutIdempotency(rec("r1", t(5))))).await, Err(StoreError::AlreadyExists(_))));
-    assert_eq!(s.idempotency_get(&acme, "pools.create", "r1").await.unwrap(), Some(rec("r1", t(0))));
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::PutIdempotency(rec("r1", t(0))))
+            .write(Write::PutIdempotency(rec("r2", t(100)))),
+    )
+    .await;
+    assert!(matches!(
+        s.commit(one(Write::PutIdempotency(rec("r1", t(5))))).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
+    assert_eq!(
+        s.idempotency_get(&acme, "pools.create", "r1").await.unwrap(),
+        Some(rec("r1", t(0)))
+    );
     assert_eq!(s.idempotency_get(&other, "pools.create", "r1").await.unwrap(), None);
     assert_eq!(s.idempotency_purge(t(50)).await.unwrap(), 1);
     assert_eq!(s.idempotency_get(&acme, "pools.create", "r1").await.unwrap(), None);
@@ -644,7 +872,11 @@ async fn failed_unit_of_work_leaves_nothing(s: S) {
     stale.generation = 9;
     let uow = UnitOfWork::new()
         .write(Write::InsertPool(fresh.clone()))
-        .write(Write::SetQuota { pool_id: p.pool_id.clone(), resource: QuotaResource::LoadBalancers, limit: 3 })
+        .write(Write::SetQuota {
+            pool_id: p.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+            limit: 3,
+        })
         .write(Write::UpdatePool { pool: stale, expected_generation: 5 })
         .event(ev.clone())
         .enqueue("kubernetes.substrates", fresh.pool_id.as_str(), t(0));
@@ -662,10 +894,11 @@ async fn failed_unit_of_work_leaves_nothing(s: S) {
 
     // And the same unit, valid, lands whole.
     let ev2 = event(&acme, "compute.pools.db");
-    let uow = UnitOfWork::new()
-        .write(Write::InsertPool(fresh.clone()))
-        .event(ev2.clone())
-        .enqueue("kubernetes.substrates", fresh.pool_id.as_str(), t(0));
+    let uow = UnitOfWork::new().write(Write::InsertPool(fresh.clone())).event(ev2.clone()).enqueue(
+        "kubernetes.substrates",
+        fresh.pool_id.as_str(),
+        t(0),
+    );
     let c = ok(&s, uow).await;
     assert!(s.pool_get(&fresh.pool_id).await.unwrap().is_some());
     assert_eq!(s.event_list_all(c.event_seqs[0] - 1, 10).await.unwrap()[0].event_id, ev2.event_id);
@@ -680,7 +913,9 @@ async fn queue_lifecycle(s: S) {
     s.enqueue(enq("a", t(5))).await.unwrap(); // earlier wins
     s.enqueue(enq("a", t(50))).await.unwrap(); // later does not move it
     s.enqueue(enq("b", t(20))).await.unwrap();
-    s.enqueue(Enqueue { kind: "vps.provider-resources".into(), key: "a".into(), not_before: t(0) }).await.unwrap();
+    s.enqueue(Enqueue { kind: "vps.provider-resources".into(), key: "a".into(), not_before: t(0) })
+        .await
+        .unwrap();
     let a = s.work_get(K, "a").await.unwrap().unwrap();
     assert_eq!((a.not_before, a.attempts, a.lease_owner.clone()), (t(5), 0, None));
     assert_eq!(s.work_get(K, "zzz").await.unwrap(), None);
@@ -691,12 +926,18 @@ async fn queue_lifecycle(s: S) {
     assert_eq!(s.claim("r1", &kinds, 0, t(100), t(1000)).await.unwrap(), vec![]);
     let got = s.claim("r1", &kinds, 1, t(100), t(1000)).await.unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].key.as_str(), got[0].lease_owner.as_deref(), got[0].lease_until), ("a", Some("r1"), Some(t(1000))));
+    assert_eq!(
+        (got[0].key.as_str(), got[0].lease_owner.as_deref(), got[0].lease_until),
+        ("a", Some("r1"), Some(t(1000)))
+    );
     let got = s.claim("r2", &kinds, 10, t(100), t(1000)).await.unwrap();
     assert_eq!(got.iter().map(|w| w.key.as_str()).collect::<Vec<_>>(), vec!["b"]);
     // All kinds when none is named.
     let got = s.claim("r3", &[], 10, t(100), t(1000)).await.unwrap();
-    assert_eq!(got.iter().map(|w| w.kind.as_str()).collect::<Vec<_>>(), vec!["vps.provider-resources"]);
+    assert_eq!(
+        got.iter().map(|w| w.kind.as_str()).collect::<Vec<_>>(),
+        vec!["vps.provider-resources"]
+    );
 
     // Only the holder may act.
     assert!(!s.complete(K, "a", "r2").await.unwrap());
@@ -709,7 +950,10 @@ async fn queue_lifecycle(s: S) {
     // Fail: attempts + 1, error kept, due at retry time, lease dropped.
     assert!(s.fail(K, "a", "r1", "provider said no", t(300)).await.unwrap());
     let a = s.work_get(K, "a").await.unwrap().unwrap();
-    assert_eq!((a.attempts, a.last_error.as_deref(), a.not_before, a.lease_owner, a.lease_until), (1, Some("provider said no"), t(300), None, None));
+    assert_eq!(
+        (a.attempts, a.last_error.as_deref(), a.not_before, a.lease_owner, a.lease_until),
+        (1, Some("provider said no"), t(300), None, None)
+    );
     assert!(!s.complete(K, "a", "r1").await.unwrap(), "the lease is gone");
     assert_eq!(s.claim("r1", &kinds, 10, t(299), t(1000)).await.unwrap(), vec![]);
     assert_eq!(s.claim("r1", &kinds, 10, t(300), t(1000)).await.unwrap().len(), 1);
@@ -813,7 +1057,15 @@ async fn concurrent_quota_bookings_never_overbook(s: S) {
     let acme = tenant("acme");
     let p = pool(&acme, "web");
     let r = QuotaResource::LoadBalancers;
-    ok(&s, UnitOfWork::new().write(Write::InsertPool(p.clone())).write(Write::SetQuota { pool_id: p.pool_id.clone(), resource: r, limit: 10 })).await;
+    ok(
+        &s,
+        UnitOfWork::new().write(Write::InsertPool(p.clone())).write(Write::SetQuota {
+            pool_id: p.pool_id.clone(),
+            resource: r,
+            limit: 10,
+        }),
+    )
+    .await;
     let mut tasks = Vec::new();
     for _ in 0..50 {
         let s = s.clone();
@@ -852,7 +1104,9 @@ async fn concurrent_cas_has_one_winner(s: S) {
             taints: vec![],
         }];
         tasks.push(tokio::spawn(async move {
-            let r = s.commit(one(Write::UpdatePool { pool: next.clone(), expected_generation: 1 })).await;
+            let r = s
+                .commit(one(Write::UpdatePool { pool: next.clone(), expected_generation: 1 }))
+                .await;
             (r, next)
         }));
     }

@@ -159,8 +159,7 @@ impl MigrationTrait for Migration {
             &["provider_account_id", "provider_load_balancer_id"],
         ))
         .await?;
-        m.create_index(index(t, "account_deleted", &["provider_account_id", "deleted_at"]))
-            .await?;
+        m.create_index(index(t, "account_deleted", &["provider_account_id", "deleted_at"])).await?;
         Ok(())
     }
 

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bc_domain::id::{Id, IdKind};
 use bc_domain::model::*;
 use bc_domain::policy::{PoolPolicy, Scale, Taint, TaintEffect};
-use bc_domain::{ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
 use bc_domain::{ClusterId, NodePoolState};
+use bc_domain::{ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
 use bc_store::SqlStore;
 use sea_orm::{ConnectionTrait, Database};
 
@@ -65,7 +65,9 @@ where
                 let _ = s.close().await;
             }
             // Best effort: the server is throwaway anyway.
-            let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+            let _ = admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await;
             let _ = admin.close().await;
         }
     }
@@ -97,15 +99,15 @@ macro_rules! suite {
     ($($t:ident),* $(,)?) => {
         mod sqlite_memory {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $t() { crate::common::run(crate::common::Backend::Memory, super::$t).await })*
+            async fn $t() { $crate::common::run($crate::common::Backend::Memory, super::$t).await })*
         }
         mod sqlite_file {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $t() { crate::common::run(crate::common::Backend::File, super::$t).await })*
+            async fn $t() { $crate::common::run($crate::common::Backend::File, super::$t).await })*
         }
         mod postgres {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $t() { crate::common::run(crate::common::Backend::Postgres, super::$t).await })*
+            async fn $t() { $crate::common::run($crate::common::Backend::Postgres, super::$t).await })*
         }
     };
 }
@@ -202,7 +204,11 @@ pub fn node_pool(c: &KubernetesCluster, n: &str) -> NodePool {
         size: "s-2vcpu-4gb".into(),
         scale: Scale::Count(3),
         labels: BTreeMap::from([("tier".to_string(), "web".to_string())]),
-        taints: vec![Taint { key: "gpu".into(), value: "yes".into(), effect: TaintEffect::NoSchedule }],
+        taints: vec![Taint {
+            key: "gpu".into(),
+            value: "yes".into(),
+            effect: TaintEffect::NoSchedule,
+        }],
         managed_by: None,
         generation: 1,
         created_at: t(0),
