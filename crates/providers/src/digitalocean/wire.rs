@@ -896,9 +896,9 @@ pub(crate) fn load_balancer_body(req: &LoadBalancerRequest) -> Value {
             .collect();
         body.insert("domains".into(), Value::Array(domains));
     }
-    let tags: Vec<&str> =
-        req.tags.iter().map(String::as_str).filter(|t| !is_server_tag(t)).collect();
-    body.insert("tags".into(), json!(tags));
+    // Sent as asked: DigitalOcean adds no tags to load balancers, and `k8s:<cluster id>`
+    // is how a caller associates one with a cluster (destroy_with_associated_resources).
+    body.insert("tags".into(), json!(req.tags));
     Value::Object(body)
 }
 

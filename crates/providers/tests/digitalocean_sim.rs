@@ -1,0 +1,453 @@
+//! The DigitalOcean adapter against the simulator's HTTP face over loopback: every port
+//! operation, and every error class the simulator can produce (401, 404, 422, busy 403,
+//! 429 with `retry-after` and with only `ratelimit-reset`, 500), with time stepped on a
+//! shared `ManualClock`.
+//!
+//! Invariant kept: what the adapter reports is what the simulated cloud holds, and the
+//! number of provider calls is what the budget rules say (asserted by the simulator's
+//! per-route counters, never by timing).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bc_domain::ProviderError;
+use bc_domain::Timestamp;
+use bc_domain::model::{
+    ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancerType, Protocol,
+    SecretString,
+};
+use bc_domain::ports::{
+    CreateClusterRequest, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
+    ManualClock, NodePoolRequest, ProviderClusterState, ProviderLoadBalancerStatus,
+    ProviderNodeState, ProviderTargets,
+};
+use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig, RateLimitConfig};
+use bc_sim::model::{ClusterState, Fault, routes};
+use bc_sim::{Sim, SimConfig, SimServer};
+
+const TOKEN: &str = "dop_v1_simulated";
+
+struct World {
+    sim: Sim,
+    server: SimServer,
+    clock: Arc<ManualClock>,
+}
+
+impl World {
+    async fn new(config: SimConfig) -> Self {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
+        let sim = Sim::new(config, clock.clone());
+        let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        Self { sim, server, clock }
+    }
+
+    fn config(&self) -> DigitalOceanConfig {
+        DigitalOceanConfig {
+            // Never sleep in tests: report the wait instead.
+            rate_limit: RateLimitConfig { max_wait: Duration::ZERO, ..RateLimitConfig::default() },
+            ..DigitalOceanConfig::with_base_url(self.server.url())
+        }
+    }
+
+    fn adapter(&self) -> DigitalOcean {
+        self.adapter_with(self.config(), TOKEN)
+    }
+
+    fn adapter_with(&self, config: DigitalOceanConfig, token: &str) -> DigitalOcean {
+        DigitalOcean::new(config, &SecretString::new(token), self.clock.clone()).unwrap()
+    }
+
+    fn count(&self, method: &str, template: &str) -> u64 {
+        self.sim.state().model().request_count(&routes::key(method, template))
+    }
+
+    fn step(&self, secs: i64) {
+        self.clock.advance(time::Duration::seconds(secs));
+    }
+}
+
+fn pool(name: &str, count: u32) -> NodePoolRequest {
+    NodePoolRequest {
+        name: name.into(),
+        size: "s-1vcpu-2gb".into(),
+        count: Some(count),
+        auto_scale: None,
+        labels: [("bc/pool".to_owned(), name.to_owned())].into(),
+        taints: vec![],
+        tags: vec!["bc".into()],
+    }
+}
+
+fn cluster_request(name: &str) -> CreateClusterRequest {
+    CreateClusterRequest {
+        name: name.into(),
+        region: "nyc1".into(),
+        version: "latest".into(),
+        high_availability: false,
+        mode: ClusterMode::Standard,
+        tags: vec!["bc".into()],
+        node_pools: vec![pool("alpha", 2), pool("beta", 1)],
+    }
+}
+
+fn lb_request(name: &str) -> LoadBalancerRequest {
+    LoadBalancerRequest {
+        name: name.into(),
+        kind: LoadBalancerType::Regional,
+        region: Some("nyc1".into()),
+        forwarding_rules: vec![ForwardingRule {
+            entry_protocol: Protocol::Http,
+            entry_port: 80,
+            target_protocol: Protocol::Http,
+            target_port: 8080,
+            certificate_id: None,
+            tls_passthrough: false,
+        }],
+        health_check: HealthCheck { port: 8080, path: "/healthz".into(), ..HealthCheck::default() },
+        sticky_sessions: None,
+        targets: ProviderTargets::DropletIds(vec![101, 102]),
+        size_unit: Some(1),
+        redirect_http_to_https: false,
+        global_settings: None,
+        domains: vec![],
+        tags: vec![],
+    }
+}
+
+#[tokio::test]
+async fn cluster_lifecycle_through_every_kubernetes_operation() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+
+    let options = a.options().await.unwrap();
+    assert!(options.regions.contains(&"nyc1".to_owned()));
+    assert!(options.sizes.contains(&"s-1vcpu-2gb".to_owned()));
+    assert!(!options.versions.is_empty());
+
+    let created = a.create_cluster(&cluster_request("bc-one")).await.unwrap();
+    assert_eq!(created.state, ProviderClusterState::Provisioning);
+    assert_eq!(created.endpoint, None);
+    assert_eq!(created.tags, vec!["bc"], "k8s and k8s:<id> are stripped");
+    assert_eq!(created.node_pools.len(), 2);
+    assert!(created.node_pools.iter().all(|p| p.tags == vec!["bc"]));
+    let id = created.id.clone();
+
+    // Not provisioned yet: no kubeconfig.
+    assert_eq!(a.credentials(&id).await.unwrap_err(), ProviderError::NotFound);
+
+    w.step(5);
+    let c = a.get_cluster(&id).await.unwrap();
+    assert_eq!(c.state, ProviderClusterState::Running);
+    assert!(c.endpoint.is_some());
+    assert!(c.created_at.is_some());
+    let nodes: Vec<_> = c.node_pools.iter().flat_map(|p| &p.nodes).collect();
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(|n| n.state == ProviderNodeState::Running && !n.name.is_empty()));
+    assert!(nodes.iter().all(|n| n.droplet_id.is_some()));
+
+    let listed = a.list_clusters().await.unwrap();
+    assert_eq!(listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+
+    // Node pools: list, get, create, update, delete node, delete pool.
+    let pools = a.list_node_pools(&id).await.unwrap();
+    assert_eq!(pools.len(), 2);
+    let alpha = pools.iter().find(|p| p.name == "alpha").unwrap().clone();
+    assert_eq!(a.get_node_pool(&id, &alpha.id).await.unwrap().count, 2);
+    assert_eq!(alpha.labels.get("bc/pool").map(String::as_str), Some("alpha"));
+
+    let gamma = a
+        .create_node_pool(
+            &id,
+            &NodePoolRequest { count: None, auto_scale: Some((1, 3)), ..pool("gamma", 0) },
+        )
+        .await
+        .unwrap();
+    assert!(gamma.auto_scale);
+    assert_eq!((gamma.count, gamma.min_nodes, gamma.max_nodes), (1, 1, 3));
+
+    let resized = a.update_node_pool(&id, &alpha.id, &pool("alpha", 3)).await.unwrap();
+    assert_eq!(resized.count, 3);
+    // An autoscaled pool updated without a count keeps the provider's count.
+    let g2 = a
+        .update_node_pool(
+            &id,
+            &gamma.id,
+            &NodePoolRequest { count: None, auto_scale: Some((1, 5)), ..pool("gamma", 0) },
+        )
+        .await
+        .unwrap();
+    assert_eq!((g2.count, g2.max_nodes), (1, 5));
+
+    let node = alpha.nodes[0].id.clone();
+    a.delete_node(&id, &alpha.id, &node, true, true).await.unwrap();
+    let after = a.get_node_pool(&id, &alpha.id).await.unwrap();
+    assert_eq!(after.count, 3, "replace keeps the count");
+    let beta = pools.iter().find(|p| p.name == "beta").unwrap();
+    a.delete_node(&id, &beta.id, &beta.nodes[0].id, false, false).await.unwrap();
+    assert_eq!(a.get_node_pool(&id, &beta.id).await.unwrap().count, 0, "no replace shrinks");
+
+    a.delete_node_pool(&id, &gamma.id).await.unwrap();
+    w.step(10);
+    assert_eq!(a.get_node_pool(&id, &gamma.id).await.unwrap_err(), ProviderError::NotFound);
+
+    // Upgrades: from an older patch there is a path; upgrade and watch it run.
+    assert!(w.sim.state().model().force_cluster_version(&id, "1.32.5-do.0"));
+    let ups = a.available_upgrades(&id).await.unwrap();
+    assert!(ups.iter().any(|v| v.slug == "1.32.6-do.1"), "{ups:?}");
+    a.upgrade_cluster(&id, "1.32.6-do.1").await.unwrap();
+    assert_eq!(a.get_cluster(&id).await.unwrap().state, ProviderClusterState::Upgrading);
+    w.step(5);
+    let up = a.get_cluster(&id).await.unwrap();
+    assert_eq!((up.state, up.version.as_str()), (ProviderClusterState::Running, "1.32.6-do.1"));
+    // An invalid path is refused with the provider's message passed through.
+    let e = a.upgrade_cluster(&id, "1.31.9-do.0").await.unwrap_err();
+    assert!(matches!(&e, ProviderError::Refused { message } if message.contains("422")), "{e:?}");
+
+    // Kubeconfig: YAML passed through, minted once and reused.
+    let creds = a.credentials(&id).await.unwrap();
+    assert!(creds.kubeconfig.expose().contains("kind: Config"));
+    assert!(creds.kubeconfig.expose().contains(&format!("/k8s/{id}")));
+    a.credentials(&id).await.unwrap();
+    assert_eq!(w.count("GET", routes::KUBECONFIG), 2, "one 404 before running, then one mint");
+
+    // Associated resources: an LB tagged k8s:<id> is listed and deleted selectively.
+    let lb = a
+        .create(&LoadBalancerRequest { tags: vec![format!("k8s:{id}")], ..lb_request("svc") })
+        .await
+        .unwrap();
+    let keep = a.create(&lb_request("keep")).await.unwrap();
+    let assoc = a.associated_resources(&id).await.unwrap();
+    assert_eq!(
+        assoc.load_balancers.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [lb.id.as_str()]
+    );
+    a.delete_cluster_selective(&id, std::slice::from_ref(&lb.id)).await.unwrap();
+    assert_eq!(a.get(&lb.id).await.unwrap_err(), ProviderError::NotFound);
+    assert!(a.get(&keep.id).await.is_ok());
+    w.step(5);
+    assert_eq!(a.get_cluster(&id).await.unwrap_err(), ProviderError::NotFound);
+}
+
+#[tokio::test]
+async fn plain_delete_leaves_the_cluster_gone_and_404s_are_not_found() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    let c = a.create_cluster(&cluster_request("bc-two")).await.unwrap();
+    w.step(5);
+    a.delete_cluster(&c.id).await.unwrap();
+    w.step(5);
+    assert_eq!(a.get_cluster(&c.id).await.unwrap_err(), ProviderError::NotFound);
+    assert_eq!(a.delete_cluster(&c.id).await.unwrap_err(), ProviderError::NotFound);
+    assert_eq!(a.get_cluster("no-such-cluster").await.unwrap_err(), ProviderError::NotFound);
+    assert_eq!(a.list_node_pools("no-such-cluster").await.unwrap_err(), ProviderError::NotFound);
+}
+
+#[tokio::test]
+async fn forced_error_state_is_reported_with_its_message() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    let c = a.create_cluster(&cluster_request("bc-err")).await.unwrap();
+    assert!(w.sim.state().model().force_cluster_state(
+        &c.id,
+        ClusterState::Error,
+        "droplet limit exceeded"
+    ));
+    let got = a.get_cluster(&c.id).await.unwrap();
+    assert_eq!(got.state, ProviderClusterState::Error);
+    assert_eq!(got.message.as_deref(), Some("droplet limit exceeded"));
+}
+
+#[tokio::test]
+async fn load_balancer_lifecycle_with_busy_update() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    let lb = a.create(&lb_request("web")).await.unwrap();
+    assert_eq!(lb.status, ProviderLoadBalancerStatus::New);
+    assert_eq!(lb.ip, None);
+    assert_eq!(lb.spec, lb_request("web"), "what came back diffs equal to what was asked");
+
+    // Still applying the create: a PUT is refused as busy, which is retryable.
+    let mut changed = lb_request("web");
+    changed.targets = ProviderTargets::Tag("web-backends".into());
+    changed.size_unit = Some(2);
+    let e = a.update(&lb.id, &changed).await.unwrap_err();
+    assert!(matches!(&e, ProviderError::Transient { message } if message.contains("403")), "{e:?}");
+    assert!(e.is_retryable());
+
+    w.step(2);
+    let active = a.get(&lb.id).await.unwrap();
+    assert_eq!(active.status, ProviderLoadBalancerStatus::Active);
+    assert!(active.ip.is_some());
+
+    let updated = a.update(&lb.id, &changed).await.unwrap();
+    assert_eq!(updated.spec, changed, "the whole object was replaced");
+    assert_eq!(updated.ip, active.ip);
+
+    // A duplicate name is refused with the provider's message passed through.
+    let e = a.create(&lb_request("web")).await.unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::Refused { message } if message.contains("name is not unique")),
+        "{e:?}"
+    );
+
+    a.delete(&lb.id).await.unwrap();
+    assert_eq!(a.get(&lb.id).await.unwrap_err(), ProviderError::NotFound);
+    assert_eq!(a.delete(&lb.id).await.unwrap_err(), ProviderError::NotFound);
+}
+
+#[tokio::test]
+async fn global_load_balancer_round_trips() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    let regional = a.create(&lb_request("r1")).await.unwrap();
+    let req = LoadBalancerRequest {
+        name: "g1".into(),
+        kind: LoadBalancerType::Global,
+        region: None,
+        forwarding_rules: vec![],
+        health_check: HealthCheck::default(),
+        sticky_sessions: None,
+        targets: ProviderTargets::LoadBalancerIds(vec![regional.id.clone()]),
+        size_unit: None,
+        redirect_http_to_https: true,
+        global_settings: Some(GlobalSettings {
+            target_protocol: Protocol::Http,
+            target_port: 80,
+            cdn: true,
+            region_priorities: Some([("nyc1".to_owned(), 1)].into()),
+            failover_threshold: Some(50),
+        }),
+        domains: vec![Domain {
+            name: "app.example.com".into(),
+            is_managed: true,
+            certificate_id: None,
+        }],
+        tags: vec![],
+    };
+    let g = a.create(&req).await.unwrap();
+    assert_eq!(g.spec, req);
+    w.step(2);
+    assert_eq!(a.get(&g.id).await.unwrap().status, ProviderLoadBalancerStatus::Active);
+}
+
+#[tokio::test]
+async fn list_reads_every_page() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    for i in 0..45 {
+        a.create(&lb_request(&format!("lb-{i:02}"))).await.unwrap();
+    }
+    // Default page size 200: one call.
+    assert_eq!(a.list().await.unwrap().len(), 45);
+    assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 1);
+    // Page size 20: three calls, every object once, in order.
+    let small = w.adapter_with(DigitalOceanConfig { per_page: 20, ..w.config() }, TOKEN);
+    let all = small.list().await.unwrap();
+    assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 4);
+    let names: Vec<_> = all.iter().map(|l| l.spec.name.clone()).collect();
+    let expected: Vec<_> = (0..45).map(|i| format!("lb-{i:02}")).collect();
+    assert_eq!(names, expected);
+
+    // Clusters page the same way.
+    for i in 0..3 {
+        a.create_cluster(&cluster_request(&format!("c-{i}"))).await.unwrap();
+    }
+    let tiny = w.adapter_with(DigitalOceanConfig { per_page: 2, ..w.config() }, TOKEN);
+    assert_eq!(tiny.list_clusters().await.unwrap().len(), 3);
+    assert_eq!(w.count("GET", routes::CLUSTERS), 2);
+}
+
+#[tokio::test]
+async fn wrong_token_is_unauthorized() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter_with(w.config(), "dop_v1_not_this_one");
+    assert_eq!(a.list_clusters().await.unwrap_err(), ProviderError::Unauthorized);
+    assert_eq!(a.get("x").await.unwrap_err(), ProviderError::Unauthorized);
+}
+
+#[tokio::test]
+async fn injected_429_pauses_every_caller_for_retry_after() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    let lb = a.create(&lb_request("web")).await.unwrap();
+    w.sim.state().model().inject_failures(
+        &routes::key("GET", routes::LOAD_BALANCER),
+        1,
+        Fault::TooManyRequests { retry_after: 7 },
+    );
+    assert_eq!(
+        a.get(&lb.id).await.unwrap_err(),
+        ProviderError::RateLimited { retry_after_ms: 7_000 }
+    );
+    // Another operation of the same account waits too, without a request.
+    let before = w.sim.state().model().total_requests();
+    assert!(matches!(a.list().await, Err(ProviderError::RateLimited { .. })));
+    assert_eq!(w.sim.state().model().total_requests(), before);
+    w.step(7);
+    assert!(a.get(&lb.id).await.is_ok());
+}
+
+#[tokio::test]
+async fn hourly_limit_429_carries_only_ratelimit_reset() {
+    let mut config = SimConfig::default();
+    config.rate_limits.per_hour = 3;
+    let w = World::new(config).await;
+    // The first adapter learns from the headers and stops by itself after the third call.
+    let a = w.adapter();
+    for _ in 0..3 {
+        a.options().await.unwrap();
+    }
+    w.step(10);
+    let e = a.options().await.unwrap_err();
+    let ProviderError::RateLimited { retry_after_ms } = e else { panic!("{e:?}") };
+    assert_eq!(retry_after_ms, 3_590_000, "until the oldest request ages out");
+    assert_eq!(w.count("GET", routes::OPTIONS), 3, "paused locally, no fourth call");
+
+    // A second client of the token (its own bucket, no headers seen yet) gets the
+    // provider's 429, which has no retry-after: the wait comes from ratelimit-reset.
+    let b = w.adapter();
+    assert_eq!(
+        b.options().await.unwrap_err(),
+        ProviderError::RateLimited { retry_after_ms: 3_590_000 }
+    );
+    assert_eq!(w.count("GET", routes::OPTIONS), 4);
+    w.step(3_590);
+    assert!(b.options().await.is_ok());
+}
+
+#[tokio::test]
+async fn burst_limit_429_carries_retry_after() {
+    let mut config = SimConfig::default();
+    config.rate_limits.per_minute = 2;
+    let w = World::new(config).await;
+    // A generous local budget, so the provider's burst limit is what trips.
+    let a = w.adapter();
+    a.options().await.unwrap();
+    w.step(20);
+    a.options().await.unwrap();
+    let e = a.options().await.unwrap_err();
+    assert_eq!(e, ProviderError::RateLimited { retry_after_ms: 40_000 });
+    w.step(40);
+    assert!(a.options().await.is_ok());
+}
+
+#[tokio::test]
+async fn server_errors_are_transient_and_refusals_pass_the_message() {
+    let w = World::new(SimConfig::default()).await;
+    let a = w.adapter();
+    let key = routes::key("POST", routes::CLUSTERS);
+    w.sim.state().model().inject_failures(&key, 1, Fault::ServerError);
+    let e = a.create_cluster(&cluster_request("bc-x")).await.unwrap_err();
+    assert!(matches!(&e, ProviderError::Transient { message } if message.contains("500")), "{e:?}");
+    w.sim.state().model().refuse(&key, "cluster limit reached for this account");
+    let e = a.create_cluster(&cluster_request("bc-x")).await.unwrap_err();
+    let ProviderError::Refused { message } = &e else { panic!("{e:?}") };
+    assert!(message.starts_with("POST /v2/kubernetes/clusters: 422 (request \""), "{message}");
+    assert!(message.ends_with("cluster limit reached for this account"), "{message}");
+    assert!(!message.contains(TOKEN));
+    w.sim.state().model().clear_faults();
+    // Validation refusals of the simulated cloud pass through too.
+    let bad = CreateClusterRequest { region: "mars1".into(), ..cluster_request("bc-y") };
+    let e = a.create_cluster(&bad).await.unwrap_err();
+    assert!(matches!(&e, ProviderError::Refused { message } if message.contains("mars1")), "{e:?}");
+}
