@@ -388,6 +388,32 @@ async fn kubeconfig_is_cached_until_near_expiry_and_after_invalidation_refetched
 }
 
 #[tokio::test]
+async fn concurrent_first_callers_share_one_kubeconfig_mint() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/kubernetes/clusters/c1/kubeconfig"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string("kind: Config\n")
+                .set_delay(Duration::from_millis(50)),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let clock = clock();
+    let a = Arc::new(adapter(&server, &clock));
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let a = a.clone();
+            tokio::spawn(async move { a.credentials("c1").await })
+        })
+        .collect();
+    for c in calls {
+        assert_eq!(c.await.unwrap().unwrap().kubeconfig.expose(), "kind: Config\n");
+    }
+}
+
+#[tokio::test]
 async fn load_balancer_update_puts_the_whole_object() {
     let server = MockServer::start().await;
     Mock::given(method("PUT"))

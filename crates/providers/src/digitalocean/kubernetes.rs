@@ -232,6 +232,11 @@ impl KubernetesProvider for DigitalOcean {
     }
 
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
+        if let Some(c) = self.cached_credentials(cluster_id, self.transport.clock().now()) {
+            return Ok(c);
+        }
+        let _minting = self.minting.lock().await;
+        // Someone may have minted while we waited for the lock.
         let now = self.transport.clock().now();
         if let Some(c) = self.cached_credentials(cluster_id, now) {
             return Ok(c);

@@ -86,6 +86,9 @@ pub struct DigitalOcean {
     transport: Transport,
     config: DigitalOceanConfig,
     credentials: Mutex<HashMap<String, CredentialCache>>,
+    /// Held while a kubeconfig is minted, so concurrent first callers of a cluster wait
+    /// for one mint instead of each minting their own.
+    minting: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for DigitalOcean {
@@ -122,7 +125,12 @@ impl DigitalOcean {
             bucket,
             clock,
         )?;
-        Ok(Self { transport, config, credentials: Mutex::new(HashMap::new()) })
+        Ok(Self {
+            transport,
+            config,
+            credentials: Mutex::new(HashMap::new()),
+            minting: tokio::sync::Mutex::new(()),
+        })
     }
 
     /// The account's token bucket (for inspection and for sharing).
