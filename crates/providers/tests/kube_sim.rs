@@ -1,0 +1,374 @@
+//! `KubeClusterApi` (the real `kube` 5 client) against the simulator's Kubernetes face
+//! over loopback HTTP, connected with the kubeconfig the simulated DigitalOcean serves —
+//! whose `server` carries the `/k8s/<cluster id>` path prefix.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bc_domain::model::SecretString;
+use bc_domain::name::{FIELD_MANAGER, LABEL_SUBSTRATE_POOL};
+use bc_domain::ports::{
+    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, DeleteOutcome, KubeObject, ObjectKind,
+    ObjectRef, OwnerLabel,
+};
+use bc_domain::ports::{Clock, ManualClock};
+use bc_domain::time::Timestamp;
+use bc_providers::kube::{KubeClusterApi, classify};
+use bc_sim::model::{ClusterCreate, NodePoolSpec};
+use bc_sim::{Sim, SimConfig, SimServer};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const ACCOUNT: &str = "dop_v1_simulated";
+
+/// Every kube call is bounded: a hanging simulator fails the test instead of hanging it.
+async fn bounded<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), f).await.expect("kube call timed out")
+}
+
+struct Env {
+    _server: SimServer,
+    sim: Sim,
+    clock: Arc<ManualClock>,
+    id: String,
+    kubeconfig: SecretString,
+}
+
+fn spec(name: &str, count: i64, labels: &[(&str, &str)]) -> NodePoolSpec {
+    NodePoolSpec {
+        name: Some(name.into()),
+        size: Some("s-2vcpu-4gb".into()),
+        count: Some(count),
+        labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
+        ..Default::default()
+    }
+}
+
+/// A served simulator with a running cluster (pools `bc-p1` with our label and two
+/// nodes, `own` with one node) and its kubeconfig.
+async fn setup() -> Env {
+    bc_providers::install_crypto_provider();
+    let clock =
+        Arc::new(ManualClock::new(Timestamp::parse_rfc3339("2026-12-02T12:00:00Z").unwrap()));
+    let sim = Sim::new(SimConfig::default(), clock.clone());
+    let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let c = sim
+        .state()
+        .model()
+        .create_cluster(
+            ACCOUNT,
+            ClusterCreate {
+                name: Some("c1".into()),
+                region: Some("nyc1".into()),
+                version: Some("latest".into()),
+                node_pools: Some(vec![
+                    spec("bc-p1", 2, &[(LABEL_SUBSTRATE_POOL, "p1"), ("tier", "a")]),
+                    spec("own", 1, &[("tier", "b")]),
+                ]),
+                ..Default::default()
+            },
+            clock.now(),
+        )
+        .unwrap();
+    clock.advance(time::Duration::seconds(60));
+    let kubeconfig = sim.state().model().kubeconfig(ACCOUNT, &c.id, None, clock.now()).unwrap();
+    assert!(kubeconfig.contains(&format!("/k8s/{}", c.id)), "server carries the path prefix");
+    Env { _server: server, sim, clock, id: c.id, kubeconfig: SecretString::new(kubeconfig) }
+}
+
+impl Env {
+    async fn client(&self) -> Arc<dyn ClusterClient> {
+        bounded(KubeClusterApi::new().connect(&self.kubeconfig)).await.unwrap()
+    }
+    fn stored(&self, kind: ObjectKind, ns: Option<&str>, name: &str) -> Option<Value> {
+        self.sim.state().kube.get_object(&self.id, kind, ns, name)
+    }
+    fn rv(&self, kind: ObjectKind, ns: Option<&str>, name: &str) -> String {
+        self.stored(kind, ns, name).unwrap()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+    /// A raw kube client on the same kubeconfig, for typed reads and unforced applies.
+    async fn raw(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::from_yaml(self.kubeconfig.expose()).unwrap();
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .unwrap();
+        config.proxy_url = None;
+        config.default_retry = false;
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+fn owner(pool: &str) -> OwnerLabel {
+    OwnerLabel { key: LABEL_SUBSTRATE_POOL.into(), value: pool.into() }
+}
+
+fn obj(kind: ObjectKind, ns: Option<&str>, name: &str) -> ObjectRef {
+    ObjectRef { kind, namespace: ns.map(str::to_owned), name: name.into() }
+}
+
+fn namespace(name: &str, pool: &str) -> KubeObject {
+    KubeObject {
+        object: obj(ObjectKind::Namespace, None, name),
+        manifest: json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":name,
+            "labels":{LABEL_SUBSTRATE_POOL:pool,"app.kubernetes.io/managed-by":"better-compute"}}}),
+    }
+}
+
+fn daemonset(ns: &str, pool: &str, image: &str) -> KubeObject {
+    let env = |name: &str, key: &str| json!({"name":name,"valueFrom":{"secretKeyRef":{"name":"bcd-join","key":key}}});
+    KubeObject {
+        object: obj(ObjectKind::DaemonSet, Some(ns), "bcd"),
+        manifest: json!({"apiVersion":"apps/v1","kind":"DaemonSet",
+            "metadata":{"name":"bcd","namespace":ns,"labels":{LABEL_SUBSTRATE_POOL:pool}},
+            "spec":{"selector":{"matchLabels":{"app":"bcd"}},"template":{"metadata":{"labels":{"app":"bcd"}},"spec":{
+                "serviceAccountName":"bcd","nodeSelector":{LABEL_SUBSTRATE_POOL:pool},
+                "containers":[{"name":"bcd","image":image,"env":[env("BCD_SERVER_URL","serverUrl"),env("BCD_JOIN_TOKEN","joinToken")]}]}}}}),
+    }
+}
+
+#[tokio::test]
+async fn path_prefixed_server_apply_create_then_no_op_then_change() {
+    let env = setup().await;
+    let c = env.client().await;
+    let ns = namespace("bc-p1", "p1");
+    assert_eq!(
+        bounded(c.get_labels(&ns.object)).await.unwrap(),
+        None,
+        "get_opt of a missing object"
+    );
+    assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
+    let rv = env.rv(ObjectKind::Namespace, None, "bc-p1");
+    assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Applied);
+    assert_eq!(env.rv(ObjectKind::Namespace, None, "bc-p1"), rv, "re-apply changed nothing");
+    let labels = bounded(c.get_labels(&ns.object)).await.unwrap().unwrap();
+    assert_eq!(labels.get(LABEL_SUBSTRATE_POOL).map(String::as_str), Some("p1"));
+
+    // Secret with stringData, ServiceAccount, DaemonSet: typed reads parse what we serve.
+    let secret = KubeObject {
+        object: obj(ObjectKind::Secret, Some("bc-p1"), "bcd-join"),
+        manifest: json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"bcd-join","namespace":"bc-p1",
+            "labels":{LABEL_SUBSTRATE_POOL:"p1"}},"stringData":{"joinToken":"t","serverUrl":"http://x"}}),
+    };
+    assert_eq!(bounded(c.apply_owned(&secret, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
+    let sa = KubeObject {
+        object: obj(ObjectKind::ServiceAccount, Some("bc-p1"), "bcd"),
+        manifest: json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bcd","namespace":"bc-p1","labels":{LABEL_SUBSTRATE_POOL:"p1"}}}),
+    };
+    assert_eq!(bounded(c.apply_owned(&sa, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
+    let ds = daemonset("bc-p1", "p1", "bcd:1");
+    assert_eq!(bounded(c.apply_owned(&ds, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
+    let rv = env.rv(ObjectKind::DaemonSet, Some("bc-p1"), "bcd");
+    assert_eq!(
+        bounded(c.apply_owned(&daemonset("bc-p1", "p1", "bcd:2"), &owner("p1"))).await.unwrap(),
+        ApplyOutcome::Applied
+    );
+    assert_ne!(env.rv(ObjectKind::DaemonSet, Some("bc-p1"), "bcd"), rv, "a change bumps it");
+
+    let raw = env.raw().await;
+    let typed: DaemonSet =
+        bounded(Api::<DaemonSet>::namespaced(raw.clone(), "bc-p1").get("bcd")).await.unwrap();
+    let image = typed.spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("bcd:2"));
+    assert_eq!(typed.metadata.generation, Some(2));
+    let managed = typed.metadata.managed_fields.unwrap();
+    assert_eq!(managed[0].manager.as_deref(), Some(FIELD_MANAGER));
+    let s: Secret =
+        bounded(Api::<Secret>::namespaced(raw.clone(), "bc-p1").get("bcd-join")).await.unwrap();
+    assert_eq!(s.data.unwrap()["joinToken"].0, b"t".to_vec());
+    let n: Namespace = bounded(Api::<Namespace>::all(raw).get("bc-p1")).await.unwrap();
+    assert_eq!(n.status.unwrap().phase.as_deref(), Some("Active"));
+}
+
+#[tokio::test]
+async fn foreign_objects_are_reported_and_never_touched() {
+    let env = setup().await;
+    let c = env.client().await;
+    let now = env.clock.now();
+    // Made by kubectl without our label.
+    env.sim
+        .state()
+        .kube
+        .apply_manifest(&env.id, "kubectl", &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bc-p1","labels":{"team":"x"}}}), false, now)
+        .unwrap();
+    let rv = env.rv(ObjectKind::Namespace, None, "bc-p1");
+    let ns = namespace("bc-p1", "p1");
+    assert_eq!(
+        bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(),
+        ApplyOutcome::Foreign { owner: None }
+    );
+    assert_eq!(env.rv(ObjectKind::Namespace, None, "bc-p1"), rv, "not patched");
+    assert_eq!(
+        bounded(c.delete_owned(&ns.object, &owner("p1"))).await.unwrap(),
+        DeleteOutcome::Foreign { owner: None }
+    );
+    assert!(env.stored(ObjectKind::Namespace, None, "bc-p1").is_some(), "not deleted");
+
+    // Another pool's object.
+    assert_eq!(
+        bounded(c.apply_owned(&namespace("bc-p2", "p2"), &owner("p2"))).await.unwrap(),
+        ApplyOutcome::Created
+    );
+    assert_eq!(
+        bounded(c.apply_owned(&namespace("bc-p2", "p1"), &owner("p1"))).await.unwrap(),
+        ApplyOutcome::Foreign { owner: Some("p2".into()) }
+    );
+    assert_eq!(
+        bounded(c.delete_owned(&obj(ObjectKind::Namespace, None, "bc-p2"), &owner("p1")))
+            .await
+            .unwrap(),
+        DeleteOutcome::Foreign { owner: Some("p2".into()) }
+    );
+
+    // Ours: deleted, then absent.
+    assert_eq!(
+        bounded(c.delete_owned(&obj(ObjectKind::Namespace, None, "bc-p2"), &owner("p2")))
+            .await
+            .unwrap(),
+        DeleteOutcome::Deleted
+    );
+    assert!(env.stored(ObjectKind::Namespace, None, "bc-p2").is_none());
+    assert_eq!(
+        bounded(c.delete_owned(&obj(ObjectKind::Namespace, None, "bc-p2"), &owner("p2")))
+            .await
+            .unwrap(),
+        DeleteOutcome::Absent
+    );
+    // A namespaced delete (Success Status branch).
+    assert_eq!(
+        bounded(c.apply_owned(&namespace("bc-p3", "p3"), &owner("p3"))).await.unwrap(),
+        ApplyOutcome::Created
+    );
+    let sa = KubeObject {
+        object: obj(ObjectKind::ServiceAccount, Some("bc-p3"), "bcd"),
+        manifest: json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bcd","namespace":"bc-p3","labels":{LABEL_SUBSTRATE_POOL:"p3"}}}),
+    };
+    assert_eq!(bounded(c.apply_owned(&sa, &owner("p3"))).await.unwrap(), ApplyOutcome::Created);
+    assert_eq!(
+        bounded(c.delete_owned(&sa.object, &owner("p3"))).await.unwrap(),
+        DeleteOutcome::Deleted
+    );
+}
+
+#[tokio::test]
+async fn unforced_apply_against_another_manager_is_a_conflict() {
+    let env = setup().await;
+    let now = env.clock.now();
+    let kube = &env.sim.state().kube;
+    kube.apply_manifest(
+        &env.id,
+        "kubectl",
+        &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}}),
+        false,
+        now,
+    )
+    .unwrap();
+    kube.apply_manifest(&env.id, "kubectl", &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eA=="}}), false, now).unwrap();
+    let raw = env.raw().await;
+    let api = Api::<Secret>::namespaced(raw, "n");
+    let patch = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}});
+    let err = bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch)))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else { panic!("{err:?}") };
+    assert!(status.is_conflict());
+    assert_eq!(status.code, 409);
+    let causes = &status.details.as_ref().unwrap().causes;
+    assert_eq!(causes[0].field, ".data.k");
+    assert_eq!(causes[0].reason, "FieldManagerConflict");
+    assert!(matches!(classify(&err), ClusterError::Conflict(_)));
+    let ok =
+        bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)))
+            .await
+            .unwrap();
+    assert_eq!(ok.data.unwrap()["k"].0, b"y".to_vec());
+}
+
+#[tokio::test]
+async fn list_nodes_by_label_selector() {
+    let env = setup().await;
+    let c = env.client().await;
+    let names = |sel: &'static str| {
+        let c = c.clone();
+        async move {
+            let mut v: Vec<String> =
+                bounded(c.list_nodes(sel)).await.unwrap().into_iter().map(|n| n.name).collect();
+            v.sort();
+            v
+        }
+    };
+    let all = names("").await;
+    assert_eq!(all.len(), 3);
+    let ours = names("better-compute.dev/substrate-pool=p1").await;
+    assert_eq!(ours.len(), 2);
+    assert_eq!(names("better-compute.dev/substrate-pool in (p1,p9)").await, ours);
+    assert_eq!(names("better-compute.dev/substrate-pool notin (p1)").await.len(), 1);
+    assert_eq!(names("better-compute.dev/substrate-pool").await, ours);
+    assert_eq!(names("!better-compute.dev/substrate-pool").await.len(), 1);
+    assert_eq!(names("tier=a,better-compute.dev/substrate-pool!=p2").await, ours);
+    let nodes = bounded(c.list_nodes("tier=a")).await.unwrap();
+    assert!(
+        nodes.iter().all(|n| n.ready
+            && n.provider_id.as_deref().is_some_and(|p| p.starts_with("digitalocean://")))
+    );
+    let err = bounded(c.list_nodes("tier in (a")).await.unwrap_err();
+    assert!(matches!(err, ClusterError::Refused(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn errors_are_classified_without_leaking_credentials() {
+    let env = setup().await;
+    let token = env.sim.state().model().cluster_api_token(&env.id).unwrap();
+    // Wrong token: 401 Unauthorized → Refused.
+    let bad = SecretString::new(env.kubeconfig.expose().replace(&token, "wrong-token"));
+    let c = bounded(KubeClusterApi::new().connect(&bad)).await.unwrap();
+    let err = bounded(c.list_nodes("")).await.unwrap_err();
+    assert!(matches!(err, ClusterError::Refused(_)), "{err:?}");
+    assert!(!err.to_string().contains("wrong-token"));
+
+    // Not a kubeconfig: Credentials, without quoting it.
+    let junk = SecretString::new(format!("{token}: [unbalanced"));
+    let err = bounded(KubeClusterApi::new().connect(&junk)).await.err().unwrap();
+    assert!(matches!(err, ClusterError::Credentials(_)));
+    assert!(!err.to_string().contains(&token));
+
+    // A cluster whose API is not up yet answers 503: Unreachable at once (no retry loop).
+    let c2 = env
+        .sim
+        .state()
+        .model()
+        .create_cluster(
+            ACCOUNT,
+            ClusterCreate {
+                name: Some("c2".into()),
+                region: Some("nyc1".into()),
+                version: Some("latest".into()),
+                node_pools: Some(vec![spec("p", 1, &[])]),
+                ..Default::default()
+            },
+            env.clock.now(),
+        )
+        .unwrap();
+    let tok2 = env.sim.state().model().cluster_api_token(&c2.id).unwrap();
+    let kc2 =
+        SecretString::new(env.kubeconfig.expose().replace(&env.id, &c2.id).replace(&token, &tok2));
+    let c = bounded(KubeClusterApi::new().connect(&kc2)).await.unwrap();
+    let err = bounded(c.get_labels(&obj(ObjectKind::Namespace, None, "x"))).await.unwrap_err();
+    assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
+    assert!(!err.to_string().contains(&tok2));
+
+    // Nothing listening: Unreachable.
+    let dead = SecretString::new(
+        env.kubeconfig.expose().replace(&env._server.url(), "http://127.0.0.1:9"),
+    );
+    let c = bounded(KubeClusterApi::new().connect(&dead)).await.unwrap();
+    let err = bounded(c.list_nodes("")).await.unwrap_err();
+    assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
+    assert!(!err.to_string().contains(&token));
+}
