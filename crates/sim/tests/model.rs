@@ -467,7 +467,6 @@ fn load_balancer_validation_422s() {
     assert_eq!(e(json!({"name": "a", "region": "nyc1", "forwarding_rules": [{"entry_protocol": "udp", "entry_port": 53, "target_protocol": "tcp", "target_port": 53}]})).status, 422);
     assert_eq!(e(json!({"name": "a", "region": "nyc1", "forwarding_rules": rule, "http_idle_timeout_seconds": 5})).status, 422);
     assert_eq!(e(json!({"name": "a", "region": "nyc1", "forwarding_rules": rule, "size": "lb-small", "size_unit": 1})).status, 422);
-    drop(e);
     m.create_load_balancer(T, regional("dup"), now).unwrap();
     let dup = m.create_load_balancer(T, regional("dup"), now).unwrap_err();
     assert_eq!((dup.status, dup.message.as_str()), (422, "name is not unique"));

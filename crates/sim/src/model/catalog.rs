@@ -76,7 +76,7 @@ impl VersionSlug {
 fn known() -> Vec<(VersionSlug, &'static str)> {
     let mut v: Vec<_> =
         VERSIONS.iter().filter_map(|s| VersionSlug::parse(s).map(|p| (p, *s))).collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0));
+    v.sort_by_key(|a| std::cmp::Reverse(a.0));
     v
 }
 
@@ -147,7 +147,7 @@ pub fn upgrades_from(current: &str) -> Vec<&'static str> {
             v.minor == cur.minor || (at_latest_patch && v.minor == cur.minor + 1)
         })
         .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|a| a.0);
     out.into_iter().map(|(_, s)| s).collect()
 }
 
