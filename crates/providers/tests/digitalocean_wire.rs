@@ -569,6 +569,29 @@ async fn every_error_class_over_http() {
 }
 
 #[tokio::test]
+async fn a_token_echoed_by_the_server_is_scrubbed_from_messages() {
+    let server = MockServer::start().await;
+    let echo = format!("bad request; you sent Authorization: Bearer {TOKEN}");
+    Mock::given(method("GET"))
+        .and(path("/v2/load_balancers/echo422"))
+        .respond_with(error_response(422, "unprocessable_entity", &echo))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/v2/load_balancers/echo502"))
+        .respond_with(ResponseTemplate::new(502).set_body_string(format!("<html>{TOKEN}</html>")))
+        .mount(&server)
+        .await;
+    let clock = clock();
+    let a = adapter(&server, &clock);
+    for id in ["echo422", "echo502"] {
+        let e = a.get(id).await.unwrap_err();
+        assert_no_token(&e);
+        assert!(format!("{e}").contains("[redacted]"), "{e}");
+    }
+}
+
+#[tokio::test]
 async fn a_429_pauses_the_account_for_retry_after() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))

@@ -248,4 +248,44 @@ mod tests {
         assert!(matches!(b.try_acquire(t(10_000)), Acquire::Granted(_)));
         assert!(matches!(b.try_acquire(t(0)), Acquire::Denied(_)));
     }
+
+    proptest::proptest! {
+        /// However requests and time interleave, no window hands out more than its
+        /// capacity plus what it refilled since the start.
+        #[test]
+        fn grants_never_exceed_capacity_plus_refill(
+            steps in proptest::collection::vec((0i64..5_000, 1usize..8), 1..200),
+            per_minute in 1u32..300,
+            per_hour in 1u32..6000,
+        ) {
+            let mut b = TokenBucket::new(&cfg(per_minute, per_hour, 0), t(0));
+            let (mut now, mut granted) = (0i64, 0u64);
+            for (advance, tries) in steps {
+                now += advance;
+                for _ in 0..tries {
+                    if let Acquire::Granted(w) = b.try_acquire(t(now)) {
+                        proptest::prop_assert_eq!(w, Duration::ZERO);
+                        granted += 1;
+                    }
+                }
+                let minute_cap = f64::from(per_minute) * (1.0 + now as f64 / 60_000.0);
+                let hour_cap = f64::from(per_hour) * (1.0 + now as f64 / 3_600_000.0);
+                proptest::prop_assert!(granted as f64 <= minute_cap.min(hour_cap) + 1e-6);
+            }
+        }
+
+        /// While paused, nothing is granted; with `max_wait` zero, a denial's wait is
+        /// never zero.
+        #[test]
+        fn paused_bucket_grants_nothing(pause_ms in 1i64..600_000, probes in proptest::collection::vec(0i64..600_000, 1..50)) {
+            let mut b = TokenBucket::new(&cfg(250, 5000, 0), t(0));
+            b.pause_until(t(pause_ms));
+            for p in probes {
+                match b.try_acquire(t(p.min(pause_ms - 1))) {
+                    Acquire::Granted(_) => proptest::prop_assert!(false, "granted while paused"),
+                    Acquire::Denied(w) => proptest::prop_assert!(!w.is_zero()),
+                }
+            }
+        }
+    }
 }

@@ -28,8 +28,8 @@ const BUSY_MARKER: &str = "can't be updated while it processes previous actions"
 /// The bucket of one account, shared by every caller of that account.
 pub type SharedBucket = Arc<Mutex<TokenBucket>>;
 
-/// A response that passed classification (2xx).
-#[derive(Debug)]
+/// A response that passed classification (2xx). Not `Debug`: the body may be a
+/// kubeconfig.
 pub(crate) struct Reply {
     pub status: StatusCode,
     pub body: String,
@@ -57,6 +57,8 @@ pub(crate) struct Transport {
     client: reqwest::Client,
     base_url: String,
     auth: HeaderValue,
+    /// Kept only to scrub it from error messages (see `send`).
+    token: SecretString,
     bucket: SharedBucket,
     clock: Arc<dyn Clock>,
     max_wait: Duration,
@@ -95,6 +97,7 @@ impl Transport {
             client,
             base_url: base_url.trim_end_matches('/').to_owned(),
             auth,
+            token: token.clone(),
             bucket,
             clock,
             max_wait: rate_limit.max_wait,
@@ -173,7 +176,10 @@ impl Transport {
         if status.is_success() {
             return Ok(Reply { status, body: text });
         }
-        let error = classify(&method, path, status.as_u16(), &headers, &text, now);
+        let error = scrub(
+            classify(&method, path, status.as_u16(), &headers, &text, now),
+            self.token.expose(),
+        );
         tracing::debug!(%method, path, status = status.as_u16(), error = %error, "DigitalOcean request failed");
         Err(error)
     }
@@ -274,6 +280,22 @@ pub(crate) fn classify(
         403 if provider_message.contains(BUSY_MARKER) => ProviderError::Transient { message },
         400..=499 => ProviderError::Refused { message },
         _ => ProviderError::Transient { message },
+    }
+}
+
+/// Removes the token from a message, in case a proxy or debugging server echoed the
+/// request headers into its error body (the message quotes the body).
+fn scrub(e: ProviderError, token: &str) -> ProviderError {
+    if token.is_empty() {
+        return e;
+    }
+    let clean = |m: String| m.replace(token, "[redacted]");
+    match e {
+        ProviderError::Refused { message } => ProviderError::Refused { message: clean(message) },
+        ProviderError::Transient { message } => {
+            ProviderError::Transient { message: clean(message) }
+        }
+        other => other,
     }
 }
 
