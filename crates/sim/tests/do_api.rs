@@ -544,3 +544,56 @@ async fn associated_resources_over_http() {
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn droplets_and_rules_endpoints_and_list_lag() {
+    let h = Harness::new(SimConfig::default()).await;
+    let mut tagged = lb_body("tagged");
+    tagged["droplet_ids"] = json!([]);
+    tagged["tag"] = json!("web");
+    let (_, v) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(tagged)).await;
+    let tagged_id = v["load_balancer"]["id"].as_str().unwrap().to_owned();
+    let (_, v) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("ids"))).await;
+    let ids_id = v["load_balancer"]["id"].as_str().unwrap().to_owned();
+    h.step(1);
+    let (s, v) = h
+        .json(
+            Method::POST,
+            &format!("/v2/load_balancers/{tagged_id}/droplets"),
+            Some(json!({"droplet_ids": [5]})),
+        )
+        .await;
+    assert_error(s, &v, 422, "unprocessable_entity");
+    let r = h
+        .call(
+            Method::POST,
+            &format!("/v2/load_balancers/{ids_id}/droplets"),
+            Some(T),
+            Some(json!({"droplet_ids": [5]})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    h.step(1);
+    let rule = json!({"forwarding_rules": [{"entry_protocol": "tcp", "entry_port": 5432, "target_protocol": "tcp", "target_port": 5432}]});
+    let r = h
+        .call(
+            Method::POST,
+            &format!("/v2/load_balancers/{ids_id}/forwarding_rules"),
+            Some(T),
+            Some(rule),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let (_, v) = h.json(Method::GET, &format!("/v2/load_balancers/{ids_id}"), None).await;
+    assert_eq!(v["load_balancer"]["droplet_ids"], json!([1, 5]));
+    assert_eq!(v["load_balancer"]["forwarding_rules"].as_array().unwrap().len(), 2);
+
+    // Eventual list consistency: a fresh object is missing from lists for a while.
+    h.sim.state().model().set_list_lag(Some(std::time::Duration::from_secs(1)));
+    let (_, _) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("late"))).await;
+    let (_, v) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
+    assert_eq!(v["meta"]["total"], 2);
+    h.step(1);
+    let (_, v) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
+    assert_eq!(v["meta"]["total"], 3);
+}

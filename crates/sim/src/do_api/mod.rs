@@ -120,6 +120,11 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route(routes::OPTIONS, get(options))
         .route(routes::LOAD_BALANCERS, get(list_lbs).post(create_lb))
         .route(routes::LOAD_BALANCER, get(get_lb).put(update_lb).delete(delete_lb))
+        .route(
+            routes::LOAD_BALANCER_DROPLETS,
+            axum::routing::post(add_droplets).delete(remove_droplets),
+        )
+        .route(routes::LOAD_BALANCER_RULES, axum::routing::post(add_rules).delete(remove_rules))
         .fallback(unknown_route)
         .method_not_allowed_fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), gate))
@@ -478,4 +483,64 @@ async fn delete_lb(
 ) -> Res {
     s.model().delete_load_balancer(&t, &id, s.clock.now())?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct DropletsBody {
+    #[serde(default)]
+    droplet_ids: Vec<u64>,
+}
+
+#[derive(serde::Deserialize)]
+struct RulesBody {
+    #[serde(default)]
+    forwarding_rules: Vec<crate::model::ForwardingRule>,
+}
+
+async fn droplets(s: Shared, t: String, id: String, b: Bytes, add: bool) -> Res {
+    let req: DropletsBody = body(&b)?;
+    s.model().load_balancer_droplets(&t, &id, &req.droplet_ids, add, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn add_droplets(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    droplets(s, t, id, b, true).await
+}
+
+async fn remove_droplets(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    droplets(s, t, id, b, false).await
+}
+
+async fn rules(s: Shared, t: String, id: String, b: Bytes, add: bool) -> Res {
+    let req: RulesBody = body(&b)?;
+    s.model().load_balancer_rules(&t, &id, &req.forwarding_rules, add, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn add_rules(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    rules(s, t, id, b, true).await
+}
+
+async fn remove_rules(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+    b: Bytes,
+) -> Res {
+    rules(s, t, id, b, false).await
 }

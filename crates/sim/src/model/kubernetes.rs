@@ -699,7 +699,8 @@ impl Model {
 
     /// Every cluster of the account, in creation order.
     pub fn list_clusters(&mut self, token: &str, now: Timestamp) -> Result<Vec<Cluster>, ApiError> {
-        Ok(self.account(token, now)?.clusters.clone())
+        let all = self.account(token, now)?.clusters.clone();
+        Ok(all.into_iter().filter(|c| !self.lagging(c.created_at, now)).collect())
     }
 
     /// Creates a cluster (`provisioning`; nodes `provisioning` with empty names).

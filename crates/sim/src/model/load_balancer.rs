@@ -401,6 +401,40 @@ fn one_of(
         .ok_or_else(|| bad(format!("invalid {field} {v:?}: must be one of {}", allowed.join(", "))))
 }
 
+fn validate_rules(given: &[ForwardingRule], kind: LbType) -> Result<Vec<ForwardingRule>, ApiError> {
+    let mut rules = Vec::new();
+    for r in given.iter().cloned() {
+        let entry_protocol = one_of(
+            Some(&r.entry_protocol),
+            "",
+            &["http", "https", "http2", "http3", "tcp", "udp"],
+            "entry_protocol",
+        )?;
+        let target_protocol = one_of(
+            Some(&r.target_protocol),
+            "",
+            &["http", "https", "http2", "tcp", "udp"],
+            "target_protocol",
+        )?;
+        for (p, f) in [(r.entry_port, "entry_port"), (r.target_port, "target_port")] {
+            if !(1..=65535).contains(&p) {
+                return Err(bad(format!("{f} must be between 1 and 65535")));
+            }
+        }
+        if (50053..=50055).contains(&r.entry_port) {
+            return Err(bad(format!("entry_port {} is reserved", r.entry_port)));
+        }
+        if (entry_protocol == "udp") != (target_protocol == "udp") {
+            return Err(bad("udp forwarding rules must have udp on both sides"));
+        }
+        if kind == LbType::RegionalNetwork && !matches!(entry_protocol.as_str(), "tcp" | "udp") {
+            return Err(bad("REGIONAL_NETWORK load balancers forward tcp and udp only"));
+        }
+        rules.push(ForwardingRule { entry_protocol, target_protocol, ..r });
+    }
+    Ok(rules)
+}
+
 fn region_slug(v: &Option<serde_json::Value>) -> Option<String> {
     match v {
         Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -497,36 +531,7 @@ fn resolve(
         if given.is_empty() {
             return Err(bad("at least one forwarding rule is required"));
         }
-        for r in given {
-            let entry_protocol = one_of(
-                Some(&r.entry_protocol),
-                "",
-                &["http", "https", "http2", "http3", "tcp", "udp"],
-                "entry_protocol",
-            )?;
-            let target_protocol = one_of(
-                Some(&r.target_protocol),
-                "",
-                &["http", "https", "http2", "tcp", "udp"],
-                "target_protocol",
-            )?;
-            for (p, f) in [(r.entry_port, "entry_port"), (r.target_port, "target_port")] {
-                if !(1..=65535).contains(&p) {
-                    return Err(bad(format!("{f} must be between 1 and 65535")));
-                }
-            }
-            if (50053..=50055).contains(&r.entry_port) {
-                return Err(bad(format!("entry_port {} is reserved", r.entry_port)));
-            }
-            if (entry_protocol == "udp") != (target_protocol == "udp") {
-                return Err(bad("udp forwarding rules must have udp on both sides"));
-            }
-            if kind == LbType::RegionalNetwork && !matches!(entry_protocol.as_str(), "tcp" | "udp")
-            {
-                return Err(bad("REGIONAL_NETWORK load balancers forward tcp and udp only"));
-            }
-            rules.push(ForwardingRule { entry_protocol, target_protocol, ..r });
-        }
+        rules = validate_rules(&given, kind)?;
     }
     let hc = spec.health_check.clone().unwrap_or_default();
     let d = HealthCheck::default();
@@ -706,7 +711,8 @@ impl Model {
         token: &str,
         now: Timestamp,
     ) -> Result<Vec<LoadBalancer>, ApiError> {
-        Ok(self.account(token, now)?.load_balancers.clone())
+        let all = self.account(token, now)?.load_balancers.clone();
+        Ok(all.into_iter().filter(|l| !self.lagging(l.created_at, now)).collect())
     }
 
     /// Creates a load balancer (`new`, no ip yet; `active` after the provision delay).
@@ -828,6 +834,103 @@ impl Model {
             *slot = lb.clone();
         }
         Ok(lb)
+    }
+
+    fn lb_change(
+        &mut self,
+        token: &str,
+        id: &str,
+        now: Timestamp,
+        change: impl FnOnce(&mut LoadBalancer) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        let delay = self.delays.load_balancer_provision;
+        let account = self.account(token, now)?;
+        let l = account
+            .load_balancers
+            .iter_mut()
+            .find(|l| l.id == id)
+            .ok_or_else(ApiError::not_found)?;
+        if l.busy_until.is_some_and(|b| b > now) {
+            return Err(ApiError::forbidden(
+                "Load Balancer can't be updated while it processes previous actions",
+            ));
+        }
+        change(l)?;
+        l.busy_until = Some(now + delay);
+        Ok(())
+    }
+
+    /// `POST /v2/load_balancers/{id}/droplets` (`add`) or `DELETE` (remove): 422 on a
+    /// tag-based load balancer.
+    pub fn load_balancer_droplets(
+        &mut self,
+        token: &str,
+        id: &str,
+        droplet_ids: &[u64],
+        add: bool,
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        self.lb_change(token, id, now, |l| {
+            if !l.tag.is_empty() {
+                return Err(bad(
+                    "droplets cannot be added to or removed from a load balancer that uses a tag",
+                ));
+            }
+            if !l.target_load_balancer_ids.is_empty() {
+                return Err(bad(
+                    "all backends must be of one kind: this load balancer targets load balancers",
+                ));
+            }
+            if droplet_ids.is_empty() {
+                return Err(bad("need to provide either a tag or a list of droplets"));
+            }
+            if add {
+                for d in droplet_ids {
+                    if !l.droplet_ids.contains(d) {
+                        l.droplet_ids.push(*d);
+                    }
+                }
+                if l.droplet_ids.len() > 10 {
+                    return Err(bad("at most 10 droplet_ids may be given; use a tag for more"));
+                }
+            } else {
+                l.droplet_ids.retain(|d| !droplet_ids.contains(d));
+            }
+            Ok(())
+        })
+    }
+
+    /// `POST /v2/load_balancers/{id}/forwarding_rules` (`add`) or `DELETE` (remove).
+    pub fn load_balancer_rules(
+        &mut self,
+        token: &str,
+        id: &str,
+        rules: &[ForwardingRule],
+        add: bool,
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        self.lb_change(token, id, now, |l| {
+            if l.kind == LbType::Global {
+                return Err(bad("GLOBAL load balancers have no forwarding rules"));
+            }
+            if rules.is_empty() {
+                return Err(bad("at least one forwarding rule is required"));
+            }
+            let rules = validate_rules(rules, l.kind)?;
+            if add {
+                for r in rules {
+                    if !l.forwarding_rules.contains(&r) {
+                        l.forwarding_rules.push(r);
+                    }
+                }
+            } else {
+                l.forwarding_rules.retain(|r| !rules.contains(r));
+                if l.forwarding_rules.is_empty() {
+                    return Err(bad("a load balancer needs at least one forwarding rule"));
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Deletes a load balancer.

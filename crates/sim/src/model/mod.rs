@@ -212,6 +212,7 @@ pub struct Model {
     faults: BTreeMap<String, VecDeque<Fault>>,
     refusals: BTreeMap<String, String>,
     pub(crate) brief_not_found: Option<time::Duration>,
+    pub(crate) list_lag: Option<time::Duration>,
 }
 
 impl Model {
@@ -235,6 +236,7 @@ impl Model {
             faults: BTreeMap::new(),
             refusals: BTreeMap::new(),
             brief_not_found: None,
+            list_lag: None,
         }
     }
 
@@ -339,6 +341,12 @@ impl Model {
         self.brief_not_found = window.map(dur);
     }
 
+    /// For `lag` after an object is created, list endpoints leave it out (eventual list
+    /// consistency, research §9 chaos knobs). `None` turns it off.
+    pub fn set_list_lag(&mut self, lag: Option<std::time::Duration>) {
+        self.list_lag = lag.map(dur);
+    }
+
     /// How many requests `route_key` received since the last reset.
     pub fn request_count(&self, route_key: &str) -> u64 {
         self.counters.get(route_key).copied().unwrap_or(0)
@@ -389,5 +397,10 @@ impl Model {
     /// Whether an object created at `created` is still in the brief-404 window.
     pub(crate) fn hidden(&self, created: Timestamp, now: Timestamp) -> bool {
         self.brief_not_found.is_some_and(|w| now - created < w)
+    }
+
+    /// Whether an object created at `created` is still missing from lists.
+    pub(crate) fn lagging(&self, created: Timestamp, now: Timestamp) -> bool {
+        self.list_lag.is_some_and(|w| now - created < w)
     }
 }

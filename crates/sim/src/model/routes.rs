@@ -39,6 +39,10 @@ pub const OPTIONS: &str = "/v2/kubernetes/options";
 pub const LOAD_BALANCERS: &str = "/v2/load_balancers";
 /// One load balancer.
 pub const LOAD_BALANCER: &str = "/v2/load_balancers/{lb_id}";
+/// Droplets of a load balancer.
+pub const LOAD_BALANCER_DROPLETS: &str = "/v2/load_balancers/{lb_id}/droplets";
+/// Forwarding rules of a load balancer.
+pub const LOAD_BALANCER_RULES: &str = "/v2/load_balancers/{lb_id}/forwarding_rules";
 /// The key for requests no route matched.
 pub const UNMATCHED: &str = "(unmatched)";
 
