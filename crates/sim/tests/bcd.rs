@@ -162,7 +162,7 @@ async fn matching_nodes_join_once_and_rejoin_when_the_token_changes() {
     assert_eq!(settle(&sim).await, 2, "only the two labelled nodes call, once each");
     let calls = join.calls();
     let bc_nodes = sim.state().model().cluster_nodes(&id, sim.state().clock.now()).unwrap();
-    let ours: Vec<_> = bc_nodes.iter().filter(|n| n.labels.get(POOL_LABEL).is_some()).collect();
+    let ours: Vec<_> = bc_nodes.iter().filter(|n| n.labels.contains_key(POOL_LABEL)).collect();
     for call in &calls {
         assert_eq!(call["joinToken"], "tok-1");
         assert_eq!(call["bcdVersion"], "sim");

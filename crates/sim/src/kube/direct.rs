@@ -66,11 +66,18 @@ fn value_of(line: &str, key: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_owned())
 }
 
-/// The cluster id in a simulated server URL (`http://…/k8s/<cluster id>`).
+/// The cluster id in a simulated server URL: `http://…/k8s/<cluster id>` (the HTTP
+/// face), or `https://<cluster id>.k8s.ondigitalocean.com` (what the model serves when
+/// no listener runs, as DigitalOcean does).
 pub fn cluster_id_of(server: &str) -> Option<String> {
-    let (_, rest) = server.split_once("/k8s/")?;
-    let id = rest.split(['/', '?']).next()?;
-    (!id.is_empty()).then(|| id.to_owned())
+    if let Some((_, rest)) = server.split_once("/k8s/") {
+        let id = rest.split(['/', '?']).next()?;
+        return (!id.is_empty()).then(|| id.to_owned());
+    }
+    let host = server.split_once("://").map_or(server, |(_, h)| h);
+    let host = host.split(['/', ':', '?']).next()?;
+    let id = host.strip_suffix(".k8s.ondigitalocean.com")?;
+    (!id.is_empty() && !id.contains('.')).then(|| id.to_owned())
 }
 
 #[async_trait]
@@ -246,5 +253,7 @@ mod tests {
         let pretty = "{\n  \"server\": \"http://h/k8s/x/\",\n  \"token\": \"t2\"\n}";
         let (s, t) = parse_kubeconfig(pretty).unwrap();
         assert_eq!((cluster_id_of(&s).as_deref(), t.as_str()), (Some("x"), "t2"));
+        assert_eq!(cluster_id_of("https://u-1.k8s.ondigitalocean.com").as_deref(), Some("u-1"));
+        assert_eq!(cluster_id_of("https://example.com"), None);
     }
 }
