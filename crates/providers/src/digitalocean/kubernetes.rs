@@ -65,8 +65,9 @@ impl DigitalOcean {
     }
 
     fn cached_credentials(&self, cluster_id: &str, now: Timestamp) -> Option<ClusterCredentials> {
-        let margin = time::Duration::try_from(self.config.kubeconfig_refresh_margin)
-            .unwrap_or(time::Duration::minutes(5));
+        // A margin as long as the lifetime would mint on every call: cap it at half.
+        let margin = self.config.kubeconfig_refresh_margin.min(self.config.kubeconfig_expiry / 2);
+        let margin = time::Duration::try_from(margin).unwrap_or(time::Duration::minutes(5));
         let cache = self.credential_cache();
         let entry = cache.get(cluster_id)?;
         (entry.expires_at - now > margin).then(|| entry.credentials.clone())

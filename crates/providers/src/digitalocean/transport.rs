@@ -87,6 +87,8 @@ impl Transport {
             .connect_timeout(connect_timeout)
             .timeout(request_timeout)
             .user_agent(concat!("better-compute/", env!("CARGO_PKG_VERSION")))
+            // The API never redirects; following one could carry the token elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProviderError::Transient {
                 message: format!("could not build the HTTP client: {}", error_chain(&e)),
