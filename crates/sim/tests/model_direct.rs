@@ -126,11 +126,12 @@ async fn cluster_and_pools_through_the_port() {
     assert_eq!(k.list_clusters().await.unwrap().len(), 1);
 
     // Counted under the HTTP route keys.
-    let m = sim.state().model();
-    assert_eq!(m.request_count(&routes::key("POST", routes::CLUSTERS)), 1);
-    assert_eq!(m.request_count(&routes::key("PUT", routes::NODE_POOL)), 1);
-    assert_eq!(m.request_count(&routes::key("DELETE", routes::NODE)), 1);
-    drop(m);
+    {
+        let m = sim.state().model();
+        assert_eq!(m.request_count(&routes::key("POST", routes::CLUSTERS)), 1);
+        assert_eq!(m.request_count(&routes::key("PUT", routes::NODE_POOL)), 1);
+        assert_eq!(m.request_count(&routes::key("DELETE", routes::NODE)), 1);
+    }
 
     // Associated resources and selective delete.
     let mut lb = lb_req("assoc");
