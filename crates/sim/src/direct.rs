@@ -546,8 +546,8 @@ impl ProviderImpl for DirectProvider {
     }
 
     async fn check_credentials(&self) -> ProviderResult<()> {
-        // The HTTP adapter checks a token with a cheap authenticated read.
-        self.call("GET", routes::OPTIONS, |_, _, _| Ok(()))
+        // The HTTP adapter checks a token with a cheap authenticated read of the account.
+        self.call("GET", routes::ACCOUNT, |_, _, _| Ok(()))
     }
 
     fn kubernetes(&self) -> &dyn KubernetesProvider {

@@ -420,6 +420,9 @@ async fn errors_auth_and_headers() {
         assert_error(s, &b, 401, "unauthorized");
         assert_eq!(b["message"], "Unable to authenticate you");
     }
+    let (s, b) = h.json(Method::GET, routes::ACCOUNT, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["account"]["status"], "active");
     let (s, b) = h.json(Method::GET, "/v2/droplets", None).await;
     assert_error(s, &b, 404, "not_found");
     let (s, b) = h

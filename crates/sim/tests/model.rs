@@ -689,3 +689,32 @@ fn faults_refusals_counters_and_brief_404() {
     assert!(st.model().get_cluster(T, &c.id, clock.now()).is_ok());
     assert!(st.model().get_load_balancer(T, &lb.id, clock.now()).is_ok());
 }
+
+#[test]
+fn scoped_tokens_get_403_outside_their_scopes() {
+    let (clock, sim) = sim(SimConfig::default());
+    let mut m = sim.state().model();
+    m.add_scoped_token("dop_v1_ro", &["kubernetes:read", "kubernetes:access_cluster"]);
+    let now = clock.now();
+    assert!(m.admit(Some("dop_v1_ro"), &routes::key("GET", routes::CLUSTERS), now).result.is_ok());
+    assert!(
+        m.admit(Some("dop_v1_ro"), &routes::key("GET", routes::KUBECONFIG), now).result.is_ok()
+    );
+    for (method, route) in [
+        ("POST", routes::CLUSTERS),
+        ("PUT", routes::NODE_POOL),
+        ("POST", routes::UPGRADE),
+        ("GET", routes::LOAD_BALANCERS),
+        ("DELETE", routes::LOAD_BALANCER),
+    ] {
+        let e = m.admit(Some("dop_v1_ro"), &routes::key(method, route), now).result.unwrap_err();
+        assert_eq!((e.status, e.id), (403, "forbidden"), "{method} {route}");
+    }
+    assert_eq!(routes::scope(&routes::key("DELETE", routes::NODE)), Some("kubernetes:update"));
+    assert_eq!(
+        routes::scope(&routes::key("POST", routes::LOAD_BALANCER_DROPLETS)),
+        Some("load_balancer:update")
+    );
+    // Full-access tokens are not scope-checked.
+    assert!(m.admit(Some(T), &routes::key("POST", routes::CLUSTERS), now).result.is_ok());
+}

@@ -118,6 +118,7 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route(routes::NODE_POOL, get(get_pool).put(update_pool).delete(delete_pool))
         .route(routes::NODE, delete(delete_node))
         .route(routes::OPTIONS, get(options))
+        .route(routes::ACCOUNT, get(account))
         .route(routes::LOAD_BALANCERS, get(list_lbs).post(create_lb))
         .route(routes::LOAD_BALANCER, get(get_lb).put(update_lb).delete(delete_lb))
         .route(
@@ -365,6 +366,32 @@ async fn options(State(s): State<Shared>) -> Res {
     Ok(json(
         StatusCode::OK,
         json!({"options": {"regions": regions, "versions": versions, "sizes": sizes}}),
+    ))
+}
+
+async fn account(State(s): State<Shared>, Extension(Caller(t)): Extension<Caller>) -> Res {
+    let _ = s;
+    // Stable per token: a hash of it, shaped like a UUID.
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    t.hash(&mut h);
+    let a = h.finish();
+    "account".hash(&mut h);
+    let b = h.finish();
+    let x = format!("{a:016x}{b:016x}");
+    let uuid = format!("{}-{}-4{}-8{}-{}", &x[0..8], &x[8..12], &x[13..16], &x[17..20], &x[20..32]);
+    Ok(json(
+        StatusCode::OK,
+        json!({"account": {
+            "droplet_limit": 25,
+            "floating_ip_limit": 3,
+            "volume_limit": 100,
+            "email": "sim@example.com",
+            "uuid": uuid,
+            "email_verified": true,
+            "status": "active",
+            "status_message": "",
+        }}),
     ))
 }
 

@@ -121,6 +121,8 @@ pub struct Account {
     /// Volume snapshots.
     pub volume_snapshots: Vec<Volume>,
     window: rate::RateWindow,
+    /// Custom scopes (`kubernetes:read`, …); `None` = a full-access token.
+    scopes: Option<std::collections::BTreeSet<String>>,
 }
 
 /// Id and address generators.
@@ -245,6 +247,13 @@ impl Model {
         self.accounts.entry(token.to_owned()).or_default();
     }
 
+    /// Adds an account whose token carries only `scopes` (`<resource>:<verb>`, e.g.
+    /// `kubernetes:read`, `load_balancer:update`); requests outside them answer 403.
+    pub fn add_scoped_token(&mut self, token: &str, scopes: &[&str]) {
+        let a = self.accounts.entry(token.to_owned()).or_default();
+        a.scopes = Some(scopes.iter().map(|s| (*s).to_owned()).collect());
+    }
+
     /// Whether `token` is an accepted account token.
     pub fn accepts(&self, token: &str) -> bool {
         self.accounts.contains_key(token)
@@ -269,7 +278,7 @@ impl Model {
 
     /// Admits one request to `route_key` (`"<METHOD> <template>"`, see [`routes::key`])
     /// by `token`: counts it, authenticates it (401), applies the token's rate limits
-    /// (429), then injected faults (500/429) and refusals (422).
+    /// (429) and scopes (403), then injected faults (500/429) and refusals (422).
     pub fn admit(&mut self, token: Option<&str>, route_key: &str, now: Timestamp) -> Admission {
         *self.counters.entry(route_key.to_owned()).or_default() += 1;
         let limits = self.rate_limits.clone();
@@ -282,10 +291,17 @@ impl Model {
             return Admission { rate, result: Err(ApiError::unauthorized()) };
         };
         let (rate, throttle) = account.window.admit(&limits, now);
+        let missing_scope = match (&account.scopes, routes::scope(route_key)) {
+            (Some(have), Some(need)) => !have.contains(need),
+            _ => false,
+        };
         let result = match throttle {
             Some(rate::Throttle::Hourly) => Err(ApiError::too_many_requests(None)),
             Some(rate::Throttle::Burst { retry_after }) => {
                 Err(ApiError::too_many_requests(Some(retry_after)))
+            }
+            None if missing_scope => {
+                Err(ApiError::forbidden("You are not authorized to perform this operation"))
             }
             None => self.injected(route_key),
         };

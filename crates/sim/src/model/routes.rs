@@ -43,10 +43,47 @@ pub const LOAD_BALANCER: &str = "/v2/load_balancers/{lb_id}";
 pub const LOAD_BALANCER_DROPLETS: &str = "/v2/load_balancers/{lb_id}/droplets";
 /// Forwarding rules of a load balancer.
 pub const LOAD_BALANCER_RULES: &str = "/v2/load_balancers/{lb_id}/forwarding_rules";
+/// The account (a cheap authenticated read clients use to check a token).
+pub const ACCOUNT: &str = "/v2/account";
 /// The key for requests no route matched.
 pub const UNMATCHED: &str = "(unmatched)";
 
 /// The counter/fault key of `method` on `template`, e.g. `POST /v2/kubernetes/clusters`.
 pub fn key(method: &str, template: &str) -> String {
     format!("{method} {template}")
+}
+
+/// The token scope a route needs (research §0/§4.4/§5.2): GET → `read`, POST →
+/// `create`, PUT → `update`, DELETE → `delete`, except node-pool and node changes and
+/// upgrades (`kubernetes:update`), kubeconfig/credentials (`kubernetes:access_cluster`)
+/// and a load balancer's droplets/rules (`load_balancer:update`). `None` for routes
+/// any valid token may call.
+pub fn scope(route_key: &str) -> Option<&'static str> {
+    let (method, template) = route_key.split_once(' ')?;
+    let verb = |m: &str| match m {
+        "GET" => Some("read"),
+        "POST" => Some("create"),
+        "PUT" | "PATCH" => Some("update"),
+        "DELETE" => Some("delete"),
+        _ => None,
+    };
+    let s = match template {
+        KUBECONFIG | CREDENTIALS => "kubernetes:access_cluster",
+        NODE_POOLS | NODE_POOL | NODE | UPGRADE if method != "GET" => "kubernetes:update",
+        LOAD_BALANCER_DROPLETS | LOAD_BALANCER_RULES => "load_balancer:update",
+        t if t.starts_with("/v2/kubernetes/") => match verb(method)? {
+            "read" => "kubernetes:read",
+            "create" => "kubernetes:create",
+            "update" => "kubernetes:update",
+            _ => "kubernetes:delete",
+        },
+        t if t.starts_with("/v2/load_balancers") => match verb(method)? {
+            "read" => "load_balancer:read",
+            "create" => "load_balancer:create",
+            "update" => "load_balancer:update",
+            _ => "load_balancer:delete",
+        },
+        _ => return None,
+    };
+    Some(s)
 }
