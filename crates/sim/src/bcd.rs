@@ -157,7 +157,9 @@ fn plan(state: &SimState) -> Vec<Planned> {
     let mut planned = Vec::new();
     for cluster in state.kube.cluster_ids() {
         let daemonsets = state.kube.list(&cluster, Resource::DaemonSet, None, &Selector::default());
-        if daemonsets.is_empty() {
+        // Without DaemonSets there is nothing to run, unless pods ran before and are
+        // now gone (their outcomes are reset below).
+        if daemonsets.is_empty() && !state.kube.joins_mut().keys().any(|(c, _)| *c == cluster) {
             continue;
         }
         let nodes = {
@@ -169,10 +171,19 @@ fn plan(state: &SimState) -> Vec<Planned> {
             model.cluster_nodes(&cluster, now).unwrap_or_default()
         };
         for node in nodes.into_iter().filter(|n| n.ready) {
+            let key = (cluster.clone(), node.name.clone());
             let Some(ds) = daemonsets.iter().find(|ds| schedules_onto(ds, &node)) else {
+                // No bcd pod here (any more): a pod that comes back is a new process
+                // and joins again, as the real agent does.
+                if let Some(o) = state.kube.joins_mut().get_mut(&key)
+                    && o.joined
+                {
+                    o.joined = false;
+                    o.token_fingerprint = None;
+                    o.last_error = Some("no bcd pod on this node".to_owned());
+                }
                 continue;
             };
-            let key = (cluster.clone(), node.name.clone());
             let env = pod_env(state, &cluster, ds);
             let mut joins = state.kube.joins_mut();
             let outcome = joins.entry(key).or_default();

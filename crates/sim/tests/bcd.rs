@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use bc_domain::ports::{Clock, ManualClock};
 use bc_domain::time::Timestamp;
+use bc_sim::kube::Resource;
 use bc_sim::model::{ClusterCreate, NodePoolSpec, TaintSpec};
 use bc_sim::{Sim, SimConfig, bcd};
 use serde_json::{Value, json};
@@ -185,6 +186,15 @@ async fn matching_nodes_join_once_and_rejoin_when_the_token_changes() {
     apply_substrate(&sim, &id, &url, "tok-2", true, false);
     assert_eq!(settle(&sim).await, 2);
     assert!(join.calls()[2..].iter().all(|c| c["joinToken"] == "tok-2"));
+
+    // The DaemonSet goes away: its pods stop; when it comes back they join again.
+    let now = sim.state().clock.now();
+    sim.state().kube.delete(&id, Resource::DaemonSet, Some("bc-p1"), "bcd", now).unwrap();
+    assert_eq!(settle(&sim).await, 0);
+    assert!(sim.state().kube.join_outcomes().values().all(|o| !o.joined));
+    apply_substrate(&sim, &id, &url, "tok-2", true, false);
+    assert_eq!(settle(&sim).await, 2);
+    assert_eq!(join.calls().len(), 6);
 }
 
 #[tokio::test]

@@ -384,3 +384,34 @@ async fn delete_returns_the_object_or_a_status_and_cascades() {
     assert_eq!(s, 405);
     assert_status(&v, 405, "MethodNotAllowed");
 }
+
+#[tokio::test]
+async fn requests_are_counted_and_failures_injected() {
+    let (env, id) = setup().await;
+    env.run();
+    let kube = &env.sim.state().kube;
+    let fm = "&fieldManager=better-compute";
+    env.apply("/api/v1/namespaces/n", fm, &json!({"metadata":{"name":"n"}})).await;
+    env.get("/api/v1/namespaces/n").await;
+    env.get("/api/v1/namespaces/n").await;
+    env.nodes("").await;
+    env.get("/api/v1/namespaces/n/configmaps").await;
+    assert_eq!(kube.request_count(&id, "apply namespaces"), 1);
+    assert_eq!(kube.request_count(&id, "get namespaces"), 2);
+    assert_eq!(kube.request_count(&id, "list nodes"), 1);
+    assert_eq!(kube.request_count(&id, bc_sim::kube::UNMATCHED), 1);
+
+    kube.inject_failures(&id, Some("get namespaces"), 1, 500);
+    let (s, v) = env.get("/api/v1/namespaces/n").await;
+    assert_eq!(s, 500);
+    assert_status(&v, 500, "InternalError");
+    let (s, _) = env.get("/api/v1/namespaces/n").await;
+    assert_eq!(s, 200, "one failure only");
+    kube.inject_failures(&id, None, 1, 403);
+    let (s, v) = env.get("/api/v1/nodes").await;
+    assert_eq!(s, 403);
+    assert_status(&v, 403, "Forbidden");
+    kube.inject_failures(&id, None, 5, 429);
+    kube.clear_faults();
+    assert_eq!(env.get("/api/v1/nodes").await.0, 200);
+}

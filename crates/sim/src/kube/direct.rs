@@ -18,7 +18,7 @@ use bc_domain::ports::{
 };
 
 use super::store::labels_of;
-use super::{ApplyRequest, KubeError, KubeStore, Resource, Selector};
+use super::{ApplyRequest, KubeError, KubeStore, Resource, Selector, Verb, op_key};
 use crate::SimState;
 
 /// `ClusterApi` on the simulator's state.
@@ -122,13 +122,13 @@ fn owner_of(labels: &BTreeMap<String, String>, owner: &OwnerLabel) -> Result<(),
 }
 
 impl DirectClusterClient {
-    fn gate(&self) -> Result<super::ClusterView, KubeError> {
-        KubeStore::gate(&self.state, &self.cluster_id, Some(&self.token))
+    fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, KubeError> {
+        KubeStore::gate(&self.state, &self.cluster_id, Some(&self.token), &op_key(verb, resource))
     }
 
     /// Like a GET of the item: 404 (object or, as over HTTP, the cluster) is `None`.
     fn read(&self, object: &ObjectRef) -> Result<Option<serde_json::Value>, ClusterError> {
-        let got = self.gate().and_then(|_| {
+        let got = self.gate(Verb::Get, Resource::of(object.kind)).and_then(|_| {
             self.state.kube.get(
                 &self.cluster_id,
                 Resource::of(object.kind),
@@ -144,7 +144,7 @@ impl DirectClusterClient {
     }
 
     fn apply(&self, object: &KubeObject, force: bool) -> Result<(), ClusterError> {
-        self.gate().map_err(|e| classify(&e))?;
+        self.gate(Verb::Apply, Resource::of(object.object.kind)).map_err(|e| classify(&e))?;
         let o = &object.object;
         self.state
             .kube
@@ -205,7 +205,7 @@ impl ClusterClient for DirectClusterClient {
         if let Err(other) = owner_of(&labels_of(&existing), owner) {
             return Ok(DeleteOutcome::Foreign { owner: other });
         }
-        self.gate().map_err(|e| classify(&e))?;
+        self.gate(Verb::Delete, Resource::of(object.kind)).map_err(|e| classify(&e))?;
         match self.state.kube.delete(
             &self.cluster_id,
             Resource::of(object.kind),
@@ -220,7 +220,7 @@ impl ClusterClient for DirectClusterClient {
     }
 
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
-        let view = self.gate().map_err(|e| classify(&e))?;
+        let view = self.gate(Verb::List, Resource::Node).map_err(|e| classify(&e))?;
         let selector =
             Selector::parse(label_selector).map_err(|e| classify(&KubeError::bad_request(e)))?;
         Ok(view

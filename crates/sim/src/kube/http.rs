@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use serde_json::{Value, json};
 
-use super::{KubeError, KubeStore, Resource, Selector, node_json};
+use super::{KubeError, KubeStore, Resource, Selector, UNMATCHED, Verb, node_json, op_key};
 use crate::SimState;
 
 type Params = HashMap<String, String>;
@@ -56,7 +56,15 @@ fn error(e: &KubeError) -> Response {
     respond(e.code, &e.to_status())
 }
 
-async fn unknown_route(method: Method, uri: axum::http::Uri) -> Response {
+async fn unknown_route(
+    State(state): State<Arc<SimState>>,
+    params: Result<Path<Params>, axum::extract::rejection::PathRejection>,
+    method: Method,
+    uri: axum::http::Uri,
+) -> Response {
+    if let Some(id) = params.ok().and_then(|Path(p)| p.get("cluster_id").cloned()) {
+        state.kube.count(&id, UNMATCHED);
+    }
     error(&KubeError::new(
         404,
         "NotFound",
@@ -105,13 +113,23 @@ impl Call {
             .map_err(|e| KubeError::bad_request(format!("unable to parse requirement: {e}")))
     }
 
-    fn gate(&self) -> Result<super::ClusterView, KubeError> {
-        KubeStore::gate(&self.state, self.cluster(), self.bearer())
+    fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, KubeError> {
+        KubeStore::gate(&self.state, self.cluster(), self.bearer(), &op_key(verb, resource))
+    }
+
+    /// The verb of a request on one object.
+    fn item_verb(&self) -> Option<Verb> {
+        match self.method {
+            Method::GET => Some(Verb::Get),
+            Method::PATCH => Some(Verb::Apply),
+            Method::DELETE => Some(Verb::Delete),
+            _ => None,
+        }
     }
 
     /// GET on a collection of stored objects.
     fn list(&self, resource: Resource, namespace: Option<&str>) -> Result<Response, KubeError> {
-        self.gate()?;
+        self.gate(Verb::List, resource)?;
         let selector = self.selector()?;
         let kube = &self.state.kube;
         let items = kube.list(self.cluster(), resource, namespace, &selector);
@@ -125,7 +143,10 @@ impl Call {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Response, KubeError> {
-        self.gate()?;
+        let Some(verb) = self.item_verb() else {
+            return Ok(method_not_allowed(&self.method));
+        };
+        self.gate(verb, resource)?;
         let kube = &self.state.kube;
         let cluster = self.cluster();
         match self.method {
@@ -211,20 +232,23 @@ handler!(namespace, |c| {
     c.item(Resource::Namespace, None, &name)
 });
 
-fn core_resource(plural: &str) -> Result<Resource, KubeError> {
-    match plural {
+fn core_resource(c: &Call) -> Result<Resource, KubeError> {
+    match c.param("plural").unwrap_or_default() {
         "secrets" => Ok(Resource::Secret),
         "serviceaccounts" => Ok(Resource::ServiceAccount),
-        other => Err(KubeError::new(
-            404,
-            "NotFound",
-            format!("the server could not find the requested resource ({other})"),
-        )),
+        other => Err({
+            c.state.kube.count(c.cluster(), UNMATCHED);
+            KubeError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource ({other})"),
+            )
+        }),
     }
 }
 
 handler!(core_collection, |c| {
-    let resource = core_resource(c.param("plural").unwrap_or_default())?;
+    let resource = core_resource(&c)?;
     if c.method != Method::GET {
         return Ok(method_not_allowed(&c.method));
     }
@@ -233,7 +257,7 @@ handler!(core_collection, |c| {
 });
 
 handler!(core_item, |c| {
-    let resource = core_resource(c.param("plural").unwrap_or_default())?;
+    let resource = core_resource(&c)?;
     let ns = c.param("ns").map(str::to_owned);
     let name = c.param("name").unwrap_or_default().to_owned();
     c.item(resource, ns.as_deref(), &name)
@@ -257,7 +281,7 @@ handler!(nodes, |c| {
     if c.method != Method::GET {
         return Ok(method_not_allowed(&c.method));
     }
-    let view = c.gate()?;
+    let view = c.gate(Verb::List, Resource::Node)?;
     let selector = c.selector()?;
     let rv = c.state.kube.resource_version();
     let items: Vec<Value> = view
@@ -273,7 +297,7 @@ handler!(node, |c| {
     if c.method != Method::GET {
         return Ok(method_not_allowed(&c.method));
     }
-    let view = c.gate()?;
+    let view = c.gate(Verb::Get, Resource::Node)?;
     let name = c.param("name").unwrap_or_default();
     let rv = c.state.kube.resource_version();
     view.nodes

@@ -103,6 +103,47 @@ pub fn kube_time(t: Timestamp) -> String {
     format!("{}Z", &s[..19])
 }
 
+/// What a request does, for counters and fault injection: the same key on both faces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// PATCH with server-side apply.
+    Apply,
+    /// DELETE.
+    Delete,
+}
+
+impl Verb {
+    /// `get`, `list`, `apply`, `delete` (the Kubernetes audit verbs, with `apply` for
+    /// server-side apply patches).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Apply => "apply",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// The counter key of an operation: `"<verb> <plural>"`, e.g. `"apply secrets"`.
+pub fn op_key(verb: Verb, resource: Resource) -> String {
+    format!("{} {}", verb.as_str(), resource.plural())
+}
+
+/// The counter key of requests no route matched.
+pub const UNMATCHED: &str = "(unmatched)";
+
+/// Injected failures of one cluster's API.
+#[derive(Debug, Default)]
+struct Faults {
+    /// (operation key or `None` for any, remaining count, HTTP status).
+    pending: Vec<(Option<String>, usize, u16)>,
+}
+
 /// What the gate learned about a cluster it let a request through to.
 #[derive(Debug, Clone)]
 pub struct ClusterView {
@@ -115,6 +156,9 @@ pub struct ClusterView {
 pub struct KubeStore {
     objects: Mutex<store::Objects>,
     joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
+    /// Requests per (cluster id, operation key).
+    counters: Mutex<BTreeMap<(String, String), u64>>,
+    faults: Mutex<BTreeMap<String, Faults>>,
 }
 
 impl KubeStore {
@@ -126,14 +170,62 @@ impl KubeStore {
         self.joins.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Lets a request at `cluster_id` through, or says why not: 404 NotFound when the
-    /// cluster does not exist, 401 Unauthorized when `bearer` is not its token, 503
-    /// ServiceUnavailable while it is not running. Advances the model to now first.
+    /// Counts one request of `op` (see [`op_key`]) at `cluster_id`.
+    pub fn count(&self, cluster_id: &str, op: &str) {
+        let mut c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        *c.entry((cluster_id.to_owned(), op.to_owned())).or_default() += 1;
+    }
+
+    /// Requests of `op` (e.g. `"apply secrets"`, `"list nodes"`) at `cluster_id`, over
+    /// both faces, whatever they were answered.
+    pub fn request_count(&self, cluster_id: &str, op: &str) -> u64 {
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        c.get(&(cluster_id.to_owned(), op.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// Every counter: (cluster id, operation key) → requests.
+    pub fn request_counts(&self) -> BTreeMap<(String, String), u64> {
+        self.counters.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Makes the next `n` requests at `cluster_id` (of operation `op`, or of any when
+    /// `None`) that pass authentication fail with `code` (500 InternalError, 429
+    /// TooManyRequests, 403 Forbidden, 409 Conflict, 503 ServiceUnavailable, else
+    /// BadRequest).
+    pub fn inject_failures(&self, cluster_id: &str, op: Option<&str>, n: usize, code: u16) {
+        let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        f.entry(cluster_id.to_owned()).or_default().pending.push((op.map(str::to_owned), n, code));
+    }
+
+    /// Drops every injected failure.
+    pub fn clear_faults(&self) {
+        self.faults.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn take_fault(&self, cluster_id: &str, op: &str) -> Option<u16> {
+        let mut f = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let faults = f.get_mut(cluster_id)?;
+        let slot = faults
+            .pending
+            .iter_mut()
+            .find(|(o, n, _)| *n > 0 && o.as_deref().is_none_or(|o| o == op))?;
+        slot.1 -= 1;
+        let code = slot.2;
+        faults.pending.retain(|(_, n, _)| *n > 0);
+        Some(code)
+    }
+
+    /// Lets a request of `op` at `cluster_id` through, or says why not: 404 NotFound
+    /// when the cluster does not exist (or is gone), 401 Unauthorized when `bearer` is
+    /// not its token, 503 ServiceUnavailable while it is not running, then any injected
+    /// failure. Counts the request first and advances the model to now.
     pub fn gate(
         state: &SimState,
         cluster_id: &str,
         bearer: Option<&str>,
+        op: &str,
     ) -> Result<ClusterView, KubeError> {
+        state.kube.count(cluster_id, op);
         let now = state.clock.now();
         let mut model = state.model();
         model.advance(now);
@@ -161,6 +253,18 @@ impl KubeStore {
                 "ServiceUnavailable",
                 format!("the API of cluster \"{cluster_id}\" is not available yet"),
             ));
+        }
+        drop(model);
+        if let Some(code) = state.kube.take_fault(cluster_id, op) {
+            let reason = match code {
+                500 => "InternalError",
+                429 => "TooManyRequests",
+                403 => "Forbidden",
+                409 => "Conflict",
+                503 => "ServiceUnavailable",
+                _ => "BadRequest",
+            };
+            return Err(KubeError::new(code, reason, format!("injected failure of {op}")));
         }
         Ok(ClusterView { nodes })
     }
