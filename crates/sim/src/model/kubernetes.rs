@@ -755,7 +755,7 @@ impl Model {
             version: version.to_owned(),
             cluster_subnet: req.cluster_subnet.clone().unwrap_or_else(|| "10.244.0.0/16".into()),
             service_subnet: req.service_subnet.clone().unwrap_or_else(|| "10.245.0.0/16".into()),
-            vpc_uuid: req.vpc_uuid.clone().unwrap_or_else(|| ids.uuid()),
+            vpc_uuid: req.vpc_uuid.clone().filter(|v| !v.is_empty()).unwrap_or_else(|| ids.uuid()),
             ipv4: String::new(),
             tags,
             node_pools: pools,
@@ -817,7 +817,7 @@ impl Model {
             ("version", &req.version, &c.version),
             ("vpc_uuid", &req.vpc_uuid, &c.vpc_uuid),
         ] {
-            if given.as_ref().is_some_and(|g| g != current) {
+            if given.as_ref().is_some_and(|g| !g.is_empty() && g != current) {
                 return Err(ApiError::unprocessable(format!("{field} cannot be changed")));
             }
         }

@@ -392,7 +392,8 @@ fn one_of(
     allowed: &[&str],
     field: &str,
 ) -> Result<String, ApiError> {
-    let v = v.unwrap_or(default);
+    // An empty string is what omitempty-less clients send for "unset".
+    let v = v.filter(|s| !s.is_empty()).unwrap_or(default);
     let up = v.to_ascii_uppercase();
     allowed
         .iter()
@@ -657,8 +658,12 @@ fn resolve(
             600,
             "http_idle_timeout_seconds",
         )?,
-        vpc_uuid: spec.vpc_uuid.clone().unwrap_or_else(|| ids.uuid()),
-        project_id: spec.project_id.clone().unwrap_or_else(|| DEFAULT_PROJECT_ID.into()),
+        vpc_uuid: spec.vpc_uuid.clone().filter(|v| !v.is_empty()).unwrap_or_else(|| ids.uuid()),
+        project_id: spec
+            .project_id
+            .clone()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| DEFAULT_PROJECT_ID.into()),
         disable_lets_encrypt_dns_records: spec.disable_lets_encrypt_dns_records.unwrap_or(false),
         firewall: spec.firewall.clone().unwrap_or_default(),
         network: one_of(spec.network.as_deref(), "EXTERNAL", &["EXTERNAL", "INTERNAL"], "network")?,
@@ -796,7 +801,7 @@ impl Model {
             ("vpc_uuid", &mut spec.vpc_uuid, &cur.vpc_uuid),
         ] {
             match given {
-                Some(g) if !g.eq_ignore_ascii_case(current) => {
+                Some(g) if !g.is_empty() && !g.eq_ignore_ascii_case(current) => {
                     return Err(bad(format!("{field} cannot be changed")));
                 }
                 _ => *given = Some(current.clone()),
