@@ -189,7 +189,7 @@ impl Objects {
         // Conflicts: a leaf (or subtree) we would change that another manager owns.
         let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
         for (path, value) in &applied {
-            if fields::get(&content, path) == Some(value) {
+            if same(fields::get(&content, path), value) {
                 continue;
             }
             for (owned, managers) in &owners {
@@ -227,7 +227,7 @@ impl Objects {
 
         // Set what was applied; a changed value is owned by this manager alone.
         for (path, value) in &applied {
-            let changed = fields::get(&content, path) != Some(value);
+            let changed = !same(fields::get(&content, path), value);
             if changed {
                 // Forced (or unowned): other managers lose the leaf and anything under or
                 // above it that the new value replaces.
@@ -330,6 +330,15 @@ impl Objects {
     /// The clusters that hold at least one object.
     pub(crate) fn cluster_ids(&self) -> Vec<String> {
         self.clusters.keys().cloned().collect()
+    }
+}
+
+/// Whether applying `new` over `existing` changes nothing. An empty object sets no
+/// field: over an existing object (someone else's labels, say) it is no change.
+fn same(existing: Option<&Value>, new: &Value) -> bool {
+    match (existing, new) {
+        (Some(Value::Object(_)), Value::Object(m)) if m.is_empty() => true,
+        (e, n) => e == Some(n),
     }
 }
 
@@ -556,6 +565,18 @@ mod tests {
         assert_eq!(e.details.causes[0].reason, "FieldManagerConflict");
         let f = apply(&mut o, Resource::Secret, Some("n"), "s", ours, "bc", true).unwrap();
         assert_eq!(f.object["data"]["k"], json!("eA=="));
+    }
+
+    #[test]
+    fn an_empty_map_neither_conflicts_nor_wipes_other_managers_fields() {
+        let mut o = Objects::default();
+        let ns = json!({"metadata":{"name":"n","labels":{"team":"x"}}});
+        apply(&mut o, Resource::Namespace, None, "n", ns, "kubectl", false).unwrap();
+        let ours = json!({"metadata":{"name":"n","labels":{}}});
+        let r = apply(&mut o, Resource::Namespace, None, "n", ours.clone(), "bc", false).unwrap();
+        assert_eq!(r.object["metadata"]["labels"], json!({"team":"x"}));
+        let r = apply(&mut o, Resource::Namespace, None, "n", ours, "bc", true).unwrap();
+        assert_eq!(r.object["metadata"]["labels"], json!({"team":"x"}));
     }
 
     #[test]
