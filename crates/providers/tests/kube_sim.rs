@@ -147,6 +147,11 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
     let rv = env.rv(ObjectKind::Namespace, None, "bc-p1");
     assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Applied);
     assert_eq!(env.rv(ObjectKind::Namespace, None, "bc-p1"), rv, "re-apply changed nothing");
+    // The requests arrived under /k8s/<id>/…: kube kept the server's path prefix.
+    let kube = &env.sim.state().kube;
+    assert_eq!(kube.request_count(&env.id, "get namespaces"), 3);
+    assert_eq!(kube.request_count(&env.id, "apply namespaces"), 2);
+    assert_eq!(kube.request_count(&env.id, bc_sim::kube::UNMATCHED), 0);
     let labels = bounded(c.get_labels(&ns.object)).await.unwrap().unwrap();
     assert_eq!(labels.get(LABEL_SUBSTRATE_POOL).map(String::as_str), Some("p1"));
 
