@@ -14,15 +14,14 @@ use bc_domain::Timestamp;
 use bc_domain::ports::{Enqueue, StoreResult, WorkItem, WorkQueue};
 use sea_orm::{ConnectionTrait, DbBackend, Value};
 
-use crate::error::{TxError, with_retry};
 use crate::rows::{self, WORK};
 use crate::sql::{self, placeholders, s, ts};
-use crate::store::{SqlStore, exec};
+use crate::store::SqlStore;
 
 #[async_trait]
 impl WorkQueue for SqlStore {
     async fn enqueue(&self, item: Enqueue) -> StoreResult<()> {
-        with_retry("enqueue", || self.enqueue_on(&self.db, &item)).await
+        self.write("enqueue", || self.enqueue_on(&self.db, &item)).await
     }
 
     async fn claim(
@@ -59,41 +58,37 @@ impl WorkQueue for SqlStore {
         let mut values = vec![s(owner), ts(lease_until)];
         values.extend(inner);
         let st = self.st(&text, values);
-        let mut items = with_retry("claim", || async {
-            let rows = self.db.query_all_raw(st.clone()).await?;
-            Ok(rows.iter().map(rows::work).collect::<Result<Vec<_>, _>>()?)
-        })
-        .await?;
+        let mut items = self
+            .write("claim", || async {
+                let rows = self.db.query_all_raw(st.clone()).await?;
+                Ok(rows.iter().map(rows::work).collect::<Result<Vec<_>, _>>()?)
+            })
+            .await?;
         // RETURNING gives no order; hand items out oldest-due first.
         items.sort_by(|a, b| (a.not_before, &a.kind, &a.key).cmp(&(b.not_before, &b.kind, &b.key)));
         Ok(items)
     }
 
     async fn complete(&self, kind: &str, key: &str, owner: &str) -> StoreResult<bool> {
-        with_retry("complete", || async {
-            let txn = self.begin().await?;
-            let r = async {
-                let del = self.st(
-                    "DELETE FROM work_queue WHERE kind = ? AND item_key = ? AND lease_owner = ? \
-                     AND NOT requeued",
-                    vec![s(kind), s(key), s(owner)],
-                );
-                if exec(&txn, del).await? > 0 {
-                    return Ok(true);
-                }
-                // Re-enqueued during the run: keep it, due, for the next claimer.
-                let keep = self.st(
-                    "UPDATE work_queue SET lease_owner = NULL, lease_until = NULL, \
-                     requeued = FALSE, attempts = 0, last_error = NULL \
-                     WHERE kind = ? AND item_key = ? AND lease_owner = ? AND requeued",
-                    vec![s(kind), s(key), s(owner)],
-                );
-                Ok::<_, TxError>(exec(&txn, keep).await? > 0)
-            }
-            .await;
-            Self::finish(txn, r).await
-        })
-        .await
+        // Two single statements, no transaction needed: only the holder changes the lease
+        // and only an enqueue sets `requeued`, so if the delete missed because of
+        // `requeued`, the update below still finds the row held by `owner`.
+        let del = self.st(
+            "DELETE FROM work_queue WHERE kind = ? AND item_key = ? AND lease_owner = ? \
+             AND NOT requeued",
+            vec![s(kind), s(key), s(owner)],
+        );
+        if self.touch("complete", del).await? {
+            return Ok(true);
+        }
+        // Re-enqueued during the run: keep it, due, for the next claimer.
+        let keep = self.st(
+            "UPDATE work_queue SET lease_owner = NULL, lease_until = NULL, \
+             requeued = FALSE, attempts = 0, last_error = NULL \
+             WHERE kind = ? AND item_key = ? AND lease_owner = ? AND requeued",
+            vec![s(kind), s(key), s(owner)],
+        );
+        self.touch("complete", keep).await
     }
 
     async fn fail(
@@ -159,7 +154,7 @@ impl WorkQueue for SqlStore {
 impl SqlStore {
     /// Runs a single conditional update; whether it touched a row.
     async fn touch(&self, name: &'static str, st: sea_orm::Statement) -> StoreResult<bool> {
-        with_retry(name, || async {
+        self.write(name, || async {
             Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
         })
         .await

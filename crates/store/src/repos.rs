@@ -360,7 +360,7 @@ impl LedgerRepo for SqlStore {
 
     async fn idempotency_purge(&self, before: Timestamp) -> StoreResult<u64> {
         let st = self.st("DELETE FROM idempotency WHERE created_at < ?", vec![sql::ts(before)]);
-        crate::error::with_retry("idempotency_purge", || async {
+        self.write("idempotency_purge", || async {
             Ok(crate::store::exec(&self.db, st.clone()).await?)
         })
         .await

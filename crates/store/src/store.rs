@@ -5,6 +5,8 @@
 //! file database in WAL mode; an in-memory database has exactly one connection that is
 //! never closed, so every task sees the same database for the store's lifetime.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bc_domain::StoreError;
@@ -16,7 +18,7 @@ use sea_orm::{
 };
 use sea_orm_migration::MigratorTrait;
 
-use crate::error::{TxError, to_store_error};
+use crate::error::{TxError, to_store_error, with_retry};
 use crate::migration::Migrator;
 use crate::sql;
 
@@ -32,6 +34,11 @@ const POSTGRES_CONNECTIONS: u32 = 10;
 pub struct SqlStore {
     pub(crate) db: DatabaseConnection,
     pub(crate) backend: DbBackend,
+    /// SQLite only: writers of this process take turns here. SQLite admits one writer at
+    /// a time anyway; queueing in-process wakes the next writer as soon as the lock is
+    /// free, where SQLite's busy handler would poll with sleeps of up to 100 ms. Other
+    /// processes on the same file still meet the busy timeout and the retry wrapper.
+    write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl SqlStore {
@@ -74,7 +81,9 @@ impl SqlStore {
             other => other,
         })?;
         let backend = db.get_database_backend();
-        Ok(SqlStore { db, backend })
+        let write_gate =
+            (backend == DbBackend::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
+        Ok(SqlStore { db, backend, write_gate })
     }
 
     /// Applies every pending migration (idempotent).
@@ -106,6 +115,32 @@ impl SqlStore {
         } else {
             Err(StoreError::Unavailable(format!("{} migrations pending", pending.len())))
         }
+    }
+
+    /// Runs a write — one statement or one whole transaction per call of `attempt` —
+    /// through the retry wrapper, each attempt inside the SQLite write gate.
+    pub(crate) async fn write<T, F, Fut>(
+        &self,
+        name: &'static str,
+        mut attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, TxError>>,
+    {
+        with_retry(name, || {
+            // Futures are lazy: creating it here runs nothing before the gate is held.
+            let fut = attempt();
+            let gate = self.write_gate.clone();
+            async move {
+                let _turn = match &gate {
+                    Some(g) => Some(g.lock().await),
+                    None => None,
+                };
+                fut.await
+            }
+        })
+        .await
     }
 
     /// Starts a write transaction. SQLite gets `BEGIN IMMEDIATE`, so the write lock is

@@ -15,7 +15,7 @@ use bc_domain::ports::{Committed, Enqueue, UnitOfWork, Write};
 use bc_domain::{PoolId, ResourceState};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, Value};
 
-use crate::error::{TxError, conflict, with_retry};
+use crate::error::{TxError, conflict};
 use crate::sql::{self, Row, enum_text, json, os, ots, s, ts, u64v};
 use crate::store::{SqlStore, exec};
 
@@ -27,7 +27,7 @@ type Tx<T> = Result<T, TxError>;
 impl SqlStore {
     /// Applies `uow` atomically, retrying the whole transaction on transient errors.
     pub(crate) async fn commit_uow(&self, uow: &UnitOfWork) -> Result<Committed, StoreError> {
-        with_retry("commit", || async {
+        self.write("commit", || async {
             let txn = self.begin().await?;
             let r = self.apply(&txn, uow).await;
             Self::finish(txn, r).await

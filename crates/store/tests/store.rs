@@ -40,6 +40,7 @@ suite!(
     concurrent_quota_bookings_never_overbook,
     concurrent_cas_has_one_winner,
     concurrent_events_get_unique_increasing_seqs,
+    closed_pool_is_unavailable,
 );
 
 type S = Arc<SqlStore>;
@@ -1148,4 +1149,22 @@ async fn concurrent_events_get_unique_increasing_seqs(s: S) {
     assert_eq!(seqs.len(), 50);
     let listed: Vec<u64> = s.event_list_all(0, 100).await.unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(listed, seqs);
+}
+
+async fn closed_pool_is_unavailable(s: S) {
+    s.connection().close_by_ref().await.unwrap();
+    let e = s.pool_get(&id()).await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+    let e = s.commit(one(Write::InsertPool(pool(&tenant("acme"), "web")))).await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))));
+    assert!(matches!(s.claim("r", &[], 1, t(0), t(1)).await, Err(StoreError::Unavailable(_))));
+}
+
+#[tokio::test]
+async fn unreachable_database_is_unavailable() {
+    let dir = TempDir::new();
+    let url = format!("sqlite://{}?mode=rw", dir.0.join("no/such/dir/x.db").display());
+    let e = SqlStore::connect(&url).await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
 }
