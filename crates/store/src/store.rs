@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bc_domain::StoreError;
@@ -39,6 +40,8 @@ pub struct SqlStore {
     /// free, where SQLite's busy handler would poll with sleeps of up to 100 ms. Other
     /// processes on the same file still meet the busy timeout and the retry wrapper.
     write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// See [`SqlStore::enforce_index_plans`].
+    plan_check: Arc<AtomicBool>,
 }
 
 impl SqlStore {
@@ -83,7 +86,7 @@ impl SqlStore {
         let backend = db.get_database_backend();
         let write_gate =
             (backend == DbBackend::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
-        Ok(SqlStore { db, backend, write_gate })
+        Ok(SqlStore { db, backend, write_gate, plan_check: Arc::new(AtomicBool::new(false)) })
     }
 
     /// Applies every pending migration (idempotent).
@@ -99,6 +102,33 @@ impl SqlStore {
     /// The underlying connection pool (for tools and tests; the ports are the API).
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
+    }
+
+    /// Test support for the "no lookup scans a table" rule: while on (SQLite only; a
+    /// no-op on PostgreSQL), every repository read first asks `EXPLAIN QUERY PLAN` and
+    /// fails with `Internal` naming the query if SQLite would `SCAN` a table or an index
+    /// instead of searching it. Costs one extra query per read, so keep it off in service.
+    pub fn enforce_index_plans(&self, on: bool) {
+        self.plan_check.store(on, Ordering::Relaxed);
+    }
+
+    /// Refuses a read whose SQLite plan scans (see [`SqlStore::enforce_index_plans`]).
+    async fn check_plan(&self, text: &str, values: &[Value]) -> Result<(), StoreError> {
+        if self.backend != DbBackend::Sqlite || !self.plan_check.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let explain = self.st(&format!("EXPLAIN QUERY PLAN {text}"), values.to_vec());
+        let rows = self.db.query_all_raw(explain).await.map_err(to_store_error)?;
+        let scans: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r.try_get::<String>("", "detail").ok())
+            .filter(|d| d.starts_with("SCAN "))
+            .collect();
+        if scans.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Internal(format!("query {text:?} would scan: {scans:?}")))
+        }
     }
 
     /// Closes the pool.
@@ -185,6 +215,7 @@ impl SqlStore {
         values: Vec<Value>,
         decode: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
+        self.check_plan(text, &values).await?;
         let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
         row.as_ref().map(decode).transpose()
     }
@@ -196,12 +227,14 @@ impl SqlStore {
         values: Vec<Value>,
         decode: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
+        self.check_plan(text, &values).await?;
         let rows = self.db.query_all_raw(self.st(text, values)).await.map_err(to_store_error)?;
         rows.iter().map(decode).collect()
     }
 
     /// A count.
     pub(crate) async fn count(&self, text: &str, values: Vec<Value>) -> Result<u64, StoreError> {
+        self.check_plan(text, &values).await?;
         let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
         match row {
             Some(r) => sql::Row(&r).u64("n"),
@@ -244,4 +277,24 @@ pub(crate) async fn exec(
     st: sea_orm::Statement,
 ) -> Result<u64, sea_orm::DbErr> {
     Ok(txn.execute_raw(st).await?.rows_affected())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_plan_check_catches_a_scan() {
+        let s = SqlStore::connect("sqlite::memory:").await.unwrap();
+        s.enforce_index_plans(true);
+        let by_name = "SELECT pool_id FROM pools WHERE name = ?";
+        let e = s.count(by_name, vec![sql::s("web")]).await.unwrap_err();
+        assert!(matches!(e, StoreError::Internal(ref m) if m.contains("SCAN")), "{e:?}");
+        // An indexed lookup passes; with the check off, anything runs.
+        let by_tenant = "SELECT COUNT(*) AS n FROM pools WHERE tenant_id = ?";
+        assert_eq!(s.count(by_tenant, vec![sql::s("acme")]).await.unwrap(), 0);
+        s.enforce_index_plans(false);
+        let all = "SELECT COUNT(*) AS n FROM pools WHERE name = ?";
+        assert_eq!(s.count(all, vec![sql::s("web")]).await.unwrap(), 0);
+    }
 }

@@ -41,12 +41,15 @@ where
     match backend {
         Backend::Memory => {
             let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("connect"));
+            // Every read of the suite must be an index search (checked on SQLite).
+            store.enforce_index_plans(true);
             test(store).await;
         }
         Backend::File => {
             let dir = TempDir::new();
             let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
             let store = Arc::new(SqlStore::connect(&url).await.expect("connect"));
+            store.enforce_index_plans(true);
             test(store.clone()).await;
             if let Ok(s) = Arc::try_unwrap(store) {
                 let _ = s.close().await;
