@@ -40,6 +40,8 @@ suite!(
     concurrent_quota_bookings_never_overbook,
     concurrent_cas_has_one_winner,
     concurrent_events_get_unique_increasing_seqs,
+    concurrent_takeover_of_expired_leases,
+    concurrent_readers_never_see_half_a_commit,
     closed_pool_is_unavailable,
 );
 
@@ -1167,4 +1169,111 @@ async fn unreachable_database_is_unavailable() {
     let url = format!("sqlite://{}?mode=rw", dir.0.join("no/such/dir/x.db").display());
     let e = SqlStore::connect(&url).await.unwrap_err();
     assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+}
+
+async fn concurrent_takeover_of_expired_leases(s: S) {
+    const ITEMS: usize = 40;
+    let mut uow = UnitOfWork::new();
+    for i in 0..ITEMS {
+        uow = uow.enqueue(K, format!("k{i:03}"), t(0));
+    }
+    ok(&s, uow).await;
+    let kinds = vec![K.to_string()];
+    // A replica claims everything until t(100), then crashes.
+    let crashed = s.claim("crashed", &kinds, ITEMS as u32, t(1), t(100)).await.unwrap();
+    assert_eq!(crashed.len(), ITEMS);
+    let mut tasks = Vec::new();
+    for c in 0..6 {
+        let (s, kinds) = (s.clone(), kinds.clone());
+        tasks.push(tokio::spawn(async move {
+            let owner = format!("r{c}");
+            let mut done = Vec::new();
+            for _ in 0..ITEMS {
+                let got = s.claim(&owner, &kinds, 4, t(101), t(1_000_000)).await.unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                for w in got {
+                    // The crashed replica, back, cannot complete what was taken over.
+                    assert!(!s.complete(K, &w.key, "crashed").await.unwrap());
+                    assert!(s.complete(K, &w.key, &owner).await.unwrap());
+                    done.push(w.key);
+                }
+            }
+            done
+        }));
+    }
+    let mut seen = HashSet::new();
+    for task in tasks {
+        for k in task.await.unwrap() {
+            assert!(seen.insert(k.clone()), "{k} taken over twice");
+        }
+    }
+    assert_eq!(seen.len(), ITEMS);
+    assert_eq!(s.claim("late", &kinds, 10, t(2_000_000), t(3_000_000)).await.unwrap(), vec![]);
+}
+
+async fn concurrent_readers_never_see_half_a_commit(s: S) {
+    const WRITERS: usize = 4;
+    const PER_WRITER: usize = 10;
+    let acme = tenant("acme");
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (s, acme) = (s.clone(), acme.clone());
+        writers.push(tokio::spawn(async move {
+            for i in 0..PER_WRITER {
+                let p = pool(&acme, &format!("p-{w}-{i}"));
+                let mut ev = event(&acme, &subjects::pool(&p.pool_id));
+                ev.data = serde_json::json!({ "poolId": p.pool_id.as_str() });
+                let uow = UnitOfWork::new().write(Write::InsertPool(p.clone())).event(ev).enqueue(
+                    K,
+                    p.pool_id.as_str(),
+                    t(0),
+                );
+                s.commit(uow).await.unwrap();
+            }
+        }));
+    }
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut checked = 0;
+                // Bounded: a fixed number of passes while the writers run.
+                for _ in 0..30 {
+                    for e in s.event_list_all(0, 1000).await.unwrap() {
+                        let id: bc_domain::PoolId =
+                            e.data["poolId"].as_str().unwrap().parse().unwrap();
+                        // Event visible ⇒ its state change and its work item are too.
+                        assert!(s.pool_get(&id).await.unwrap().is_some(), "event without pool");
+                        assert!(s.work_get(K, id.as_str()).await.unwrap().is_some());
+                        checked += 1;
+                    }
+                    let page = s
+                        .pool_list(&tenant("acme"), false, &PageRequest::first(500))
+                        .await
+                        .unwrap();
+                    let events = s.event_list_all(0, 1000).await.unwrap();
+                    let with_event: HashSet<String> =
+                        events.iter().map(|e| e.subject.clone()).collect();
+                    for p in page.items {
+                        // Pool visible ⇒ its event is too (read after the pool list).
+                        assert!(
+                            with_event.contains(&subjects::pool(&p.pool_id)),
+                            "pool without event"
+                        );
+                    }
+                    tokio::task::yield_now().await;
+                }
+                checked
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    for r in readers {
+        r.await.unwrap();
+    }
+    assert_eq!(s.event_list_all(0, 1000).await.unwrap().len(), WRITERS * PER_WRITER);
 }
