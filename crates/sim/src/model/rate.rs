@@ -58,10 +58,10 @@ impl RateWindow {
         let throttle = if self.hits.len() >= limits.per_hour as usize {
             Some(Throttle::Hourly)
         } else {
-            let in_minute: Vec<&Timestamp> =
-                self.hits.iter().filter(|t| t.unix_ms() + MINUTE_MS > now_ms).collect();
-            if in_minute.len() >= limits.per_minute as usize {
-                let oldest = in_minute.first().map(|t| t.unix_ms()).unwrap_or(now_ms);
+            // Hits are in arrival order, so the last minute is a suffix.
+            let start = self.hits.partition_point(|t| t.unix_ms() + MINUTE_MS <= now_ms);
+            if self.hits.len() - start >= limits.per_minute as usize {
+                let oldest = self.hits.get(start).map(|t| t.unix_ms()).unwrap_or(now_ms);
                 let wait_ms = (oldest + MINUTE_MS - now_ms).max(1);
                 Some(Throttle::Burst { retry_after: (wait_ms as u64).div_ceil(1000) })
             } else {
@@ -69,7 +69,9 @@ impl RateWindow {
             }
         };
         if throttle.is_none() {
-            self.hits.push_back(now);
+            // Keep arrival order even if a test clock is set backwards.
+            let at = self.hits.partition_point(|t| *t <= now);
+            self.hits.insert(at, now);
         }
         (self.headers(limits, now), throttle)
     }
