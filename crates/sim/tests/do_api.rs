@@ -425,6 +425,8 @@ async fn errors_auth_and_headers() {
     assert_eq!(b["account"]["status"], "active");
     let (s, b) = h.json(Method::GET, "/v2/droplets", None).await;
     assert_error(s, &b, 404, "not_found");
+    let (s, b) = h.json(Method::PATCH, routes::LOAD_BALANCERS, None).await;
+    assert_error(s, &b, 404, "not_found");
     let (s, b) = h
         .json(Method::GET, "/v2/kubernetes/clusters/00000000-0000-4000-8000-000000000000", None)
         .await;

@@ -718,3 +718,29 @@ fn scoped_tokens_get_403_outside_their_scopes() {
     // Full-access tokens are not scope-checked.
     assert!(m.admit(Some(T), &routes::key("POST", routes::CLUSTERS), now).result.is_ok());
 }
+
+#[test]
+fn dualstack_gets_ipv6_and_internal_gets_a_private_ip() {
+    let (clock, sim) = sim(SimConfig::default());
+    let st = sim.state();
+    let mut ds = regional("ds");
+    ds.network_stack = Some("DUALSTACK".into());
+    let ds = st.model().create_load_balancer(T, ds, clock.now()).unwrap();
+    let mut internal = regional("internal");
+    internal.network = Some("INTERNAL".into());
+    let internal = st.model().create_load_balancer(T, internal, clock.now()).unwrap();
+    assert_eq!(ds.ipv6, "");
+    step(&clock, 1);
+    let ds = st.model().get_load_balancer(T, &ds.id, clock.now()).unwrap();
+    assert!(!ds.ipv6.is_empty() && !ds.ip.is_empty());
+    let internal = st.model().get_load_balancer(T, &internal.id, clock.now()).unwrap();
+    assert!(internal.ip.starts_with("10."), "{}", internal.ip);
+    assert_eq!(internal.ipv6, "");
+    // Create-only fields refuse changes on PUT.
+    let mut flip = regional("internal");
+    flip.network = Some("EXTERNAL".into());
+    assert_eq!(
+        st.model().update_load_balancer(T, &internal.id, flip, clock.now()).unwrap_err().status,
+        422
+    );
+}
