@@ -175,6 +175,12 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
     let (s, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/upgrades"), None).await;
     assert_eq!(s, StatusCode::OK);
     assert!(v["available_upgrade_versions"].is_null(), "{v}");
+    let (s, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/user"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["kubernetes_cluster_user"]["username"].is_string());
+    let (s, v) =
+        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/status_messages"), None).await;
+    assert_eq!((s, v), (StatusCode::OK, json!({"messages": []})));
     let (s, v) = h
         .json(
             Method::POST,
@@ -593,12 +599,27 @@ async fn droplets_and_rules_endpoints_and_list_lag() {
     assert_eq!(v["load_balancer"]["droplet_ids"], json!([1, 5]));
     assert_eq!(v["load_balancer"]["forwarding_rules"].as_array().unwrap().len(), 2);
 
+    // CDN cache purge: GLOBAL only.
+    let (s, v) = h.json(Method::DELETE, &format!("/v2/load_balancers/{ids_id}/cache"), None).await;
+    assert_error(s, &v, 422, "unprocessable_entity");
+    let (_, v) = h
+        .json(
+            Method::POST,
+            routes::LOAD_BALANCERS,
+            Some(json!({"name": "g", "type": "GLOBAL", "target_load_balancer_ids": [ids_id]})),
+        )
+        .await;
+    let g = v["load_balancer"]["id"].as_str().unwrap().to_owned();
+    let r = h.call(Method::DELETE, &format!("/v2/load_balancers/{g}/cache"), Some(T), None).await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    h.step(1);
+
     // Eventual list consistency: a fresh object is missing from lists for a while.
     h.sim.state().model().set_list_lag(Some(std::time::Duration::from_secs(1)));
     let (_, _) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("late"))).await;
     let (_, v) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
-    assert_eq!(v["meta"]["total"], 2);
+    assert_eq!(v["meta"]["total"], 3);
     h.step(1);
     let (_, v) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
-    assert_eq!(v["meta"]["total"], 3);
+    assert_eq!(v["meta"]["total"], 4);
 }

@@ -1,6 +1,7 @@
 //! The DigitalOcean v2 HTTP face (research/digitalocean.md §4.4, §5.2): DOKS clusters,
 //! node pools, nodes, options, upgrades, kubeconfig/credentials, associated resources,
-//! and load balancers, over the shared model.
+//! cluster user and status messages; load balancers with their droplets, forwarding
+//! rules and CDN cache; and `/v2/account` — over the shared model.
 //!
 //! Invariant: every response — success, error, throttled or unknown route — passes the
 //! one `gate` middleware, so each carries `x-request-id` and the `ratelimit-*` headers,
@@ -119,6 +120,9 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route(routes::NODE, delete(delete_node))
         .route(routes::OPTIONS, get(options))
         .route(routes::ACCOUNT, get(account))
+        .route(routes::LOAD_BALANCER_CACHE, delete(purge_cache))
+        .route(routes::CLUSTER_USER, get(cluster_user))
+        .route(routes::STATUS_MESSAGES, get(status_messages))
         .route(routes::LOAD_BALANCERS, get(list_lbs).post(create_lb))
         .route(routes::LOAD_BALANCER, get(get_lb).put(update_lb).delete(delete_lb))
         .route(
@@ -570,4 +574,34 @@ async fn remove_rules(
     b: Bytes,
 ) -> Res {
     rules(s, t, id, b, false).await
+}
+
+async fn purge_cache(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    s.model().purge_load_balancer_cache(&t, &id, s.clock.now())?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn cluster_user(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    s.model().get_cluster(&t, &id, s.clock.now())?;
+    Ok(json(
+        StatusCode::OK,
+        json!({"kubernetes_cluster_user": {"username": "sim@example.com", "groups": ["k8saas:authenticated"]}}),
+    ))
+}
+
+async fn status_messages(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Res {
+    s.model().get_cluster(&t, &id, s.clock.now())?;
+    Ok(json(StatusCode::OK, json!({"messages": []})))
 }

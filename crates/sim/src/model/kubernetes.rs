@@ -1275,6 +1275,13 @@ impl Model {
         Some(out)
     }
 
+    /// Any account's cluster by id, as it stands at `now` (for tests and other faces;
+    /// no token, no brief-404 window).
+    pub fn find_cluster(&mut self, cluster_id: &str, now: Timestamp) -> Option<Cluster> {
+        self.advance(now);
+        self.accounts.values().flat_map(|a| a.clusters.iter()).find(|c| c.id == cluster_id).cloned()
+    }
+
     /// The bearer token the cluster's kubeconfig carries.
     pub fn cluster_api_token(&self, cluster_id: &str) -> Option<String> {
         self.accounts

@@ -938,6 +938,22 @@ impl Model {
         })
     }
 
+    /// Purges a GLOBAL load balancer's CDN cache (422 for regional ones).
+    pub fn purge_load_balancer_cache(
+        &mut self,
+        token: &str,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        let account = self.account(token, now)?;
+        let l =
+            account.load_balancers.iter().find(|l| l.id == id).ok_or_else(ApiError::not_found)?;
+        if l.kind != LbType::Global {
+            return Err(bad("only GLOBAL load balancers have a CDN cache"));
+        }
+        Ok(())
+    }
+
     /// Deletes a load balancer.
     pub fn delete_load_balancer(
         &mut self,

@@ -43,6 +43,12 @@ pub const LOAD_BALANCER: &str = "/v2/load_balancers/{lb_id}";
 pub const LOAD_BALANCER_DROPLETS: &str = "/v2/load_balancers/{lb_id}/droplets";
 /// Forwarding rules of a load balancer.
 pub const LOAD_BALANCER_RULES: &str = "/v2/load_balancers/{lb_id}/forwarding_rules";
+/// Purge a GLOBAL load balancer's CDN cache.
+pub const LOAD_BALANCER_CACHE: &str = "/v2/load_balancers/{lb_id}/cache";
+/// The cluster's user.
+pub const CLUSTER_USER: &str = "/v2/kubernetes/clusters/{cluster_id}/user";
+/// The cluster's status messages.
+pub const STATUS_MESSAGES: &str = "/v2/kubernetes/clusters/{cluster_id}/status_messages";
 /// The account (a cheap authenticated read clients use to check a token).
 pub const ACCOUNT: &str = "/v2/account";
 /// The key for requests no route matched.
