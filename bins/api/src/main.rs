@@ -3,6 +3,8 @@
 //! pretending to run.
 
 fn main() -> std::process::ExitCode {
-    eprintln!("bc-api: not implemented yet; it runs the HTTP API and dev mode (serve | dev | migrate | token) once a later issue lands (see README.md)");
+    eprintln!(
+        "bc-api: not implemented yet; it runs the HTTP API and dev mode (serve | dev | migrate | token) once a later issue lands (see README.md)"
+    );
     std::process::ExitCode::from(2)
 }

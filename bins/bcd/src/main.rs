@@ -3,6 +3,8 @@
 //! pretending to run.
 
 fn main() -> std::process::ExitCode {
-    eprintln!("bcd: not implemented yet; it runs the node agent once a later issue lands (see README.md)");
+    eprintln!(
+        "bcd: not implemented yet; it runs the node agent once a later issue lands (see README.md)"
+    );
     std::process::ExitCode::from(2)
 }

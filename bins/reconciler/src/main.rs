@@ -3,6 +3,8 @@
 //! pretending to run.
 
 fn main() -> std::process::ExitCode {
-    eprintln!("bc-reconciler: not implemented yet; it runs the reconcilers once a later issue lands (see README.md)");
+    eprintln!(
+        "bc-reconciler: not implemented yet; it runs the reconcilers once a later issue lands (see README.md)"
+    );
     std::process::ExitCode::from(2)
 }
