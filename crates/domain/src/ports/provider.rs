@@ -279,6 +279,10 @@ pub trait KubernetesProvider: Send + Sync {
     async fn options(&self) -> ProviderResult<ProviderOptions>;
     /// A kubeconfig for the cluster (adapters cache it until near expiry).
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials>;
+    /// Forgets cached credentials of the cluster, so the next `credentials` call mints
+    /// new ones. Call it when the cluster's API refuses them (401). Adapters that cache
+    /// nothing keep this default.
+    fn invalidate_credentials(&self, _cluster_id: &str) {}
 }
 
 /// A provider load balancer's status.

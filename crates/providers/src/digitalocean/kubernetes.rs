@@ -52,12 +52,6 @@ fn pool_path(cluster_id: &str, pool_id: &str) -> String {
 }
 
 impl DigitalOcean {
-    /// Forgets the cached kubeconfig of `cluster_id`, so the next `credentials` call
-    /// mints a new one. Call it when the cluster's API answers 401.
-    pub fn invalidate_credentials(&self, cluster_id: &str) {
-        self.credential_cache().remove(cluster_id);
-    }
-
     fn credential_cache(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, CredentialCache>> {
@@ -76,6 +70,10 @@ impl DigitalOcean {
 
 #[async_trait]
 impl KubernetesProvider for DigitalOcean {
+    fn invalidate_credentials(&self, cluster_id: &str) {
+        self.credential_cache().remove(cluster_id);
+    }
+
     async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
         let clusters = self
             .list_all("/v2/kubernetes/clusters", |p: ClusterList| {

@@ -61,7 +61,7 @@ impl DigitalOceanRegistry {
     }
 
     /// The concrete adapter of `account` (shared; same as `provider_for`), for callers
-    /// that need `invalidate_credentials` or the bucket.
+    /// that need the concrete type (its rate-limit bucket, say).
     pub fn digitalocean_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<DigitalOcean>> {
         let ProviderKind::Digitalocean = account.provider;
         let sealed = &account.credentials.0;
