@@ -18,9 +18,8 @@ use bc_domain::ports::{
 use bc_domain::{ProviderError, Timestamp};
 use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig, RateLimitConfig};
 use bc_sim::direct::DirectProvider;
+use bc_sim::testing::TEST_TOKEN;
 use bc_sim::{Sim, SimConfig};
-
-const TOKEN: &str = "dop_v1_simulated";
 
 fn pool(name: &str, count: u32) -> NodePoolRequest {
     NodePoolRequest {
@@ -68,11 +67,11 @@ async fn both_faces_report_the_same_objects_and_errors() {
             rate_limit: RateLimitConfig { max_wait: Duration::ZERO, ..RateLimitConfig::default() },
             ..DigitalOceanConfig::with_base_url(server.url())
         },
-        &SecretString::new(TOKEN),
+        &SecretString::new(TEST_TOKEN),
         clock.clone(),
     )
     .unwrap();
-    let direct = DirectProvider::new(sim.state().clone(), TOKEN);
+    let direct = DirectProvider::new(sim.state().clone(), TEST_TOKEN);
 
     let created = http
         .create_cluster(&CreateClusterRequest {

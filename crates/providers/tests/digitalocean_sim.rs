@@ -23,9 +23,8 @@ use bc_domain::ports::{
 };
 use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig, RateLimitConfig};
 use bc_sim::model::{ClusterState, Fault, routes};
+use bc_sim::testing::TEST_TOKEN;
 use bc_sim::{Sim, SimConfig, SimServer};
-
-const TOKEN: &str = "dop_v1_simulated";
 
 struct World {
     sim: Sim,
@@ -50,7 +49,7 @@ impl World {
     }
 
     fn adapter(&self) -> DigitalOcean {
-        self.adapter_with(self.config(), TOKEN)
+        self.adapter_with(self.config(), TEST_TOKEN)
     }
 
     fn adapter_with(&self, config: DigitalOceanConfig, token: &str) -> DigitalOcean {
@@ -341,7 +340,7 @@ async fn list_reads_every_page() {
     assert_eq!(a.list().await.unwrap().len(), 45);
     assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 1);
     // Page size 20: three calls, every object once, in order.
-    let small = w.adapter_with(DigitalOceanConfig { per_page: 20, ..w.config() }, TOKEN);
+    let small = w.adapter_with(DigitalOceanConfig { per_page: 20, ..w.config() }, TEST_TOKEN);
     let all = small.list().await.unwrap();
     assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 4);
     let names: Vec<_> = all.iter().map(|l| l.spec.name.clone()).collect();
@@ -352,7 +351,7 @@ async fn list_reads_every_page() {
     for i in 0..3 {
         a.create_cluster(&cluster_request(&format!("c-{i}"))).await.unwrap();
     }
-    let tiny = w.adapter_with(DigitalOceanConfig { per_page: 2, ..w.config() }, TOKEN);
+    let tiny = w.adapter_with(DigitalOceanConfig { per_page: 2, ..w.config() }, TEST_TOKEN);
     assert_eq!(tiny.list_clusters().await.unwrap().len(), 3);
     assert_eq!(w.count("GET", routes::CLUSTERS), 2);
 }
@@ -444,7 +443,7 @@ async fn server_errors_are_transient_and_refusals_pass_the_message() {
     let ProviderError::Refused { message } = &e else { panic!("{e:?}") };
     assert!(message.starts_with("POST /v2/kubernetes/clusters: 422 (request \""), "{message}");
     assert!(message.ends_with("cluster limit reached for this account"), "{message}");
-    assert!(!message.contains(TOKEN));
+    assert!(!message.contains(TEST_TOKEN));
     w.sim.state().model().clear_faults();
     // Validation refusals of the simulated cloud pass through too.
     let bad = CreateClusterRequest { region: "mars1".into(), ..cluster_request("bc-y") };

@@ -22,6 +22,7 @@ use bc_domain::ports::{
 };
 use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig};
 use bc_providers::kube::KubeClusterApi;
+use bc_sim::testing::TEST_TOKEN;
 use bc_sim::{Sim, SimConfig};
 use serde_json::{Value, json};
 
@@ -80,7 +81,7 @@ async fn cluster_to_joined_nodes_over_loopback() {
 
     let provider = DigitalOcean::new(
         DigitalOceanConfig::with_base_url(server.url()),
-        &SecretString::new("dop_v1_simulated"),
+        &SecretString::new(TEST_TOKEN),
         clock.clone(),
     )
     .unwrap();

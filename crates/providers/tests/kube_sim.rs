@@ -13,16 +13,12 @@ use bc_domain::ports::{
     ObjectRef, OwnerLabel,
 };
 use bc_domain::ports::{Clock, ManualClock};
-use bc_domain::time::Timestamp;
 use bc_providers::kube::{KubeClusterApi, classify};
-use bc_sim::model::{ClusterCreate, NodePoolSpec};
-use bc_sim::{Sim, SimConfig, SimServer};
+use bc_sim::{Sim, SimConfig, SimServer, testing};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-
-const ACCOUNT: &str = "dop_v1_simulated";
 
 /// Every kube call is bounded: a hanging simulator fails the test instead of hanging it.
 async fn bounded<T>(f: impl Future<Output = T>) -> T {
@@ -37,46 +33,24 @@ struct Env {
     kubeconfig: SecretString,
 }
 
-fn spec(name: &str, count: i64, labels: &[(&str, &str)]) -> NodePoolSpec {
-    NodePoolSpec {
-        name: Some(name.into()),
-        size: Some("s-2vcpu-4gb".into()),
-        count: Some(count),
-        labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
-        ..Default::default()
-    }
-}
-
 /// A served simulator with a running cluster (pools `bc-p1` with our label and two
 /// nodes, `own` with one node) and its kubeconfig.
 async fn setup() -> Env {
     bc_providers::install_crypto_provider();
-    let clock =
-        Arc::new(ManualClock::new(Timestamp::parse_rfc3339("2026-12-02T12:00:00Z").unwrap()));
-    let sim = Sim::new(SimConfig::default(), clock.clone());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let c = sim
-        .state()
-        .model()
-        .create_cluster(
-            ACCOUNT,
-            ClusterCreate {
-                name: Some("c1".into()),
-                region: Some("nyc1".into()),
-                version: Some("latest".into()),
-                node_pools: Some(vec![
-                    spec("bc-p1", 2, &[(LABEL_SUBSTRATE_POOL, "p1"), ("tier", "a")]),
-                    spec("own", 1, &[("tier", "b")]),
-                ]),
-                ..Default::default()
-            },
-            clock.now(),
-        )
-        .unwrap();
-    clock.advance(time::Duration::seconds(60));
-    let kubeconfig = sim.state().model().kubeconfig(ACCOUNT, &c.id, None, clock.now()).unwrap();
-    assert!(kubeconfig.contains(&format!("/k8s/{}", c.id)), "server carries the path prefix");
-    Env { _server: server, sim, clock, id: c.id, kubeconfig: SecretString::new(kubeconfig) }
+    let id = testing::create_cluster(
+        &sim,
+        "c1",
+        vec![
+            testing::node_pool("bc-p1", 2, &[(LABEL_SUBSTRATE_POOL, "p1"), ("tier", "a")]),
+            testing::node_pool("own", 1, &[("tier", "b")]),
+        ],
+    );
+    testing::run_until_running(&sim, &clock, &id);
+    let kubeconfig = testing::kubeconfig(&sim, &id);
+    assert!(kubeconfig.contains(&format!("/k8s/{id}")), "server carries the path prefix");
+    Env { _server: server, sim, clock, id, kubeconfig: SecretString::new(kubeconfig) }
 }
 
 impl Env {
@@ -344,25 +318,10 @@ async fn errors_are_classified_without_leaking_credentials() {
     assert!(!err.to_string().contains(&token));
 
     // A cluster whose API is not up yet answers 503: Unreachable at once (no retry loop).
-    let c2 = env
-        .sim
-        .state()
-        .model()
-        .create_cluster(
-            ACCOUNT,
-            ClusterCreate {
-                name: Some("c2".into()),
-                region: Some("nyc1".into()),
-                version: Some("latest".into()),
-                node_pools: Some(vec![spec("p", 1, &[])]),
-                ..Default::default()
-            },
-            env.clock.now(),
-        )
-        .unwrap();
-    let tok2 = env.sim.state().model().cluster_api_token(&c2.id).unwrap();
+    let c2 = testing::create_cluster(&env.sim, "c2", vec![testing::node_pool("p", 1, &[])]);
+    let tok2 = env.sim.state().model().cluster_api_token(&c2).unwrap();
     let kc2 =
-        SecretString::new(env.kubeconfig.expose().replace(&env.id, &c2.id).replace(&token, &tok2));
+        SecretString::new(env.kubeconfig.expose().replace(&env.id, &c2).replace(&token, &tok2));
     let c = bounded(KubeClusterApi::new().connect(&kc2)).await.unwrap();
     let err = bounded(c.get_labels(&obj(ObjectKind::Namespace, None, "x"))).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");

@@ -82,7 +82,7 @@ impl Default for SimConfig {
         Self {
             delays: Delays::fast(),
             rate_limits: RateLimits::default(),
-            tokens: vec!["dop_v1_simulated".to_owned()],
+            tokens: vec![crate::testing::TEST_TOKEN.to_owned()],
             bcd_reaches_server: true,
             offer_autopilot: false,
         }

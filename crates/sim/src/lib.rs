@@ -13,6 +13,7 @@ pub mod direct;
 pub mod do_api;
 pub mod kube;
 pub mod model;
+pub mod testing;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};

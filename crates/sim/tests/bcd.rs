@@ -8,14 +8,11 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
-use bc_domain::ports::{Clock, ManualClock};
-use bc_domain::time::Timestamp;
+use bc_domain::ports::ManualClock;
 use bc_sim::kube::Resource;
-use bc_sim::model::{ClusterCreate, NodePoolSpec, TaintSpec};
-use bc_sim::{Sim, SimConfig, bcd};
+use bc_sim::{Sim, SimConfig, bcd, testing};
 use serde_json::{Value, json};
 
-const ACCOUNT: &str = "dop_v1_simulated";
 const POOL_LABEL: &str = "better-compute.dev/substrate-pool";
 
 /// The join endpoint: records every body; answers `status` (201 by default).
@@ -56,49 +53,17 @@ impl JoinServer {
     }
 }
 
-fn spec(name: &str, count: i64, labels: &[(&str, &str)], taint: bool) -> NodePoolSpec {
-    NodePoolSpec {
-        name: Some(name.into()),
-        size: Some("s-2vcpu-4gb".into()),
-        count: Some(count),
-        labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
-        taints: taint.then(|| {
-            vec![TaintSpec {
-                key: Some("gpu".into()),
-                value: Some("true".into()),
-                effect: Some("NoSchedule".into()),
-            }]
-        }),
-        ..Default::default()
-    }
-}
-
 /// A running cluster: pool `bc` (2 nodes, our label, tainted when `taint`) and the
 /// tenant's pool `own` (1 node, no label).
 fn cluster(config: SimConfig, taint: bool) -> (Sim, Arc<ManualClock>, String) {
-    let clock =
-        Arc::new(ManualClock::new(Timestamp::parse_rfc3339("2026-12-02T12:00:00Z").unwrap()));
-    let sim = Sim::new(config, clock.clone());
-    let c = sim
-        .state()
-        .model()
-        .create_cluster(
-            ACCOUNT,
-            ClusterCreate {
-                name: Some("c1".into()),
-                region: Some("nyc1".into()),
-                version: Some("latest".into()),
-                node_pools: Some(vec![
-                    spec("bc-p1", 2, &[(POOL_LABEL, "p1")], taint),
-                    spec("own", 1, &[], false),
-                ]),
-                ..Default::default()
-            },
-            clock.now(),
-        )
-        .unwrap();
-    clock.advance(time::Duration::seconds(60));
-    (sim, clock, c.id)
+    let (sim, clock) = testing::sim(config);
+    let mut bc = testing::node_pool("bc-p1", 2, &[(POOL_LABEL, "p1")]);
+    if taint {
+        bc = testing::with_taint(bc, "gpu", "true", "NoSchedule");
+    }
+    let id = testing::create_cluster(&sim, "c1", vec![bc, testing::node_pool("own", 1, &[])]);
+    testing::run_until_running(&sim, &clock, &id);
+    (sim, clock, id)
 }
 
 /// What the substrate reconciler applies (SPEC §6): Namespace, Secret, SA, DaemonSet.

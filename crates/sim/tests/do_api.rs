@@ -9,11 +9,10 @@ use bc_domain::Timestamp;
 use bc_domain::ports::ManualClock;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::model::{Fault, routes};
+use bc_sim::testing::TEST_TOKEN as T;
 use bc_sim::{Sim, SimServer};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-const T: &str = "dop_v1_simulated";
 
 struct Harness {
     clock: Arc<ManualClock>,

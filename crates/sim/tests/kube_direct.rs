@@ -11,23 +11,9 @@ use bc_domain::ports::{
     OwnerLabel,
 };
 use bc_domain::ports::{Clock, ManualClock};
-use bc_domain::time::Timestamp;
 use bc_sim::kube::direct::DirectClusterApi;
-use bc_sim::model::{ClusterCreate, NodePoolSpec};
-use bc_sim::{Sim, SimConfig};
+use bc_sim::{Sim, SimConfig, testing};
 use serde_json::json;
-
-const ACCOUNT: &str = "dop_v1_simulated";
-
-fn spec(name: &str, count: i64, labels: &[(&str, &str)]) -> NodePoolSpec {
-    NodePoolSpec {
-        name: Some(name.into()),
-        size: Some("s-2vcpu-4gb".into()),
-        count: Some(count),
-        labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
-        ..Default::default()
-    }
-}
 
 fn owner(pool: &str) -> OwnerLabel {
     OwnerLabel { key: LABEL_SUBSTRATE_POOL.into(), value: pool.into() }
@@ -47,40 +33,28 @@ fn namespace(name: &str, pool: &str) -> KubeObject {
 /// A simulator (not served: the direct face needs no listener) with one cluster that
 /// is still provisioning, and its kubeconfig once it runs.
 fn setup() -> (Sim, Arc<ManualClock>, String) {
-    let clock =
-        Arc::new(ManualClock::new(Timestamp::parse_rfc3339("2026-12-02T12:00:00Z").unwrap()));
-    let sim = Sim::new(SimConfig::default(), clock.clone());
-    let c = sim
-        .state()
-        .model()
-        .create_cluster(
-            ACCOUNT,
-            ClusterCreate {
-                name: Some("c1".into()),
-                region: Some("nyc1".into()),
-                version: Some("latest".into()),
-                node_pools: Some(vec![
-                    spec("bc-p1", 2, &[(LABEL_SUBSTRATE_POOL, "p1")]),
-                    spec("own", 1, &[]),
-                ]),
-                ..Default::default()
-            },
-            clock.now(),
-        )
-        .unwrap();
-    (sim, clock, c.id)
+    let (sim, clock) = testing::sim(SimConfig::default());
+    let id = testing::create_cluster(
+        &sim,
+        "c1",
+        vec![
+            testing::node_pool("bc-p1", 2, &[(LABEL_SUBSTRATE_POOL, "p1")]),
+            testing::node_pool("own", 1, &[]),
+        ],
+    );
+    (sim, clock, id)
 }
 
-fn kubeconfig(sim: &Sim, clock: &ManualClock, id: &str) -> SecretString {
-    SecretString::new(sim.state().model().kubeconfig(ACCOUNT, id, None, clock.now()).unwrap())
+fn kubeconfig(sim: &Sim, id: &str) -> SecretString {
+    SecretString::new(testing::kubeconfig(sim, id))
 }
 
 #[tokio::test]
 async fn direct_face_keeps_the_ownership_rules() {
     let (sim, clock, id) = setup();
-    clock.advance(time::Duration::seconds(60));
+    testing::run_until_running(&sim, &clock, &id);
     let api = DirectClusterApi::new(sim.state().clone());
-    let c = api.connect(&kubeconfig(&sim, &clock, &id)).await.unwrap();
+    let c = api.connect(&kubeconfig(&sim, &id)).await.unwrap();
 
     assert_eq!(c.get_labels(&ns_ref("bc-p1")).await.unwrap(), None);
     assert_eq!(
@@ -155,8 +129,8 @@ async fn direct_face_gates_like_the_http_face() {
         "503 while provisioning"
     );
 
-    clock.advance(time::Duration::seconds(60));
-    let good = kubeconfig(&sim, &clock, &id);
+    testing::run_until_running(&sim, &clock, &id);
+    let good = kubeconfig(&sim, &id);
     let bad = SecretString::new(good.expose().replace(&token, "nope"));
     let c = api.connect(&bad).await.unwrap();
     let err = c.list_nodes("").await.unwrap_err();

@@ -6,71 +6,46 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bc_domain::ports::{Clock, ManualClock};
-use bc_domain::time::Timestamp;
-use bc_sim::model::{ClusterCreate, NodePoolSpec, TaintSpec};
-use bc_sim::{Sim, SimConfig, SimServer};
+use bc_sim::{Sim, SimConfig, SimServer, testing};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-const ACCOUNT: &str = "dop_v1_simulated";
 
 struct Env {
     _server: SimServer,
     sim: Sim,
     clock: Arc<ManualClock>,
+    id: String,
     http: reqwest::Client,
     base: String,
     token: String,
 }
 
-fn pool(name: &str, count: i64, labels: &[(&str, &str)]) -> NodePoolSpec {
-    NodePoolSpec {
-        name: Some(name.into()),
-        size: Some("s-2vcpu-4gb".into()),
-        count: Some(count),
-        labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
-        ..Default::default()
-    }
-}
-
 /// A served simulator with one cluster of two pools (gpu and plain), not yet running.
 async fn setup() -> (Env, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let clock =
-        Arc::new(ManualClock::new(Timestamp::parse_rfc3339("2026-12-02T12:00:00Z").unwrap()));
-    let sim = Sim::new(SimConfig::default(), clock.clone());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let mut gpu = pool("gpu", 2, &[("gpu", "true"), ("tier", "a")]);
-    gpu.taints = Some(vec![TaintSpec {
-        key: Some("gpu".into()),
-        value: Some("true".into()),
-        effect: Some("NoSchedule".into()),
-    }]);
-    let cluster = sim
-        .state()
-        .model()
-        .create_cluster(
-            ACCOUNT,
-            ClusterCreate {
-                name: Some("c1".into()),
-                region: Some("nyc1".into()),
-                version: Some("latest".into()),
-                node_pools: Some(vec![gpu, pool("plain", 1, &[("tier", "b")])]),
-                ..Default::default()
-            },
-            clock.now(),
-        )
-        .unwrap();
+    let gpu = testing::with_taint(
+        testing::node_pool("gpu", 2, &[("gpu", "true"), ("tier", "a")]),
+        "gpu",
+        "true",
+        "NoSchedule",
+    );
+    let id = testing::create_cluster(
+        &sim,
+        "c1",
+        vec![gpu, testing::node_pool("plain", 1, &[("tier", "b")])],
+    );
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let base = format!("{}/k8s/{}", server.url(), cluster.id);
-    let token = sim.state().model().cluster_api_token(&cluster.id).unwrap();
-    (Env { _server: server, sim, clock, http, base, token }, cluster.id)
+    let base = format!("{}/k8s/{}", server.url(), id);
+    let token = sim.state().model().cluster_api_token(&id).unwrap();
+    (Env { _server: server, sim, clock, id: id.clone(), http, base, token }, id)
 }
 
 impl Env {
     fn run(&self) {
         // Fast delays are seconds; a minute provisions the cluster and its nodes.
-        self.clock.advance(time::Duration::seconds(60));
+        testing::run_until_running(&self.sim, &self.clock, &self.id);
     }
 
     async fn send(

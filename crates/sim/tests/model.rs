@@ -11,10 +11,9 @@ use bc_sim::model::{
     ClusterCreate, ClusterState, ClusterUpdate, Fault, LbStatus, LoadBalancerSpec, Model,
     NodePoolSpec, NodeState, Selection, TaintSpec, catalog, routes,
 };
+use bc_sim::testing::{self, TEST_TOKEN as T};
 use bc_sim::{Sim, SimState};
 use serde_json::json;
-
-const T: &str = "dop_v1_simulated";
 
 fn sim(config: SimConfig) -> (Arc<ManualClock>, Sim) {
     let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
@@ -70,13 +69,12 @@ fn running_cluster(state: &SimState, clock: &ManualClock, pools: Vec<NodePoolSpe
 fn cluster_provisioning_fills_endpoint_ipv4_node_names_and_droplets() {
     let (clock, sim) = sim(SimConfig::default());
     let st = sim.state();
-    let mut spec = pool("workers", 2);
-    spec.labels = Some([("role".to_owned(), "bc".to_owned())].into());
-    spec.taints = Some(vec![TaintSpec {
-        key: Some("dedicated".into()),
-        value: Some("bc".into()),
-        effect: Some("NoSchedule".into()),
-    }]);
+    let spec = testing::with_taint(
+        testing::node_pool("workers", 2, &[("role", "bc")]),
+        "dedicated",
+        "bc",
+        "NoSchedule",
+    );
     let c = st
         .model()
         .create_cluster(T, cluster_req("alpha", "latest", vec![spec]), clock.now())

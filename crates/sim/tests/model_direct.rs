@@ -17,13 +17,12 @@ use bc_sim::Sim;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::direct::DirectProvider;
 use bc_sim::model::{Fault, routes};
-
-const T: &str = "dop_v1_simulated";
+use bc_sim::testing::TEST_TOKEN;
 
 fn setup(config: SimConfig) -> (Arc<ManualClock>, Sim, DirectProvider) {
     let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
     let sim = Sim::new(config, clock.clone());
-    let p = DirectProvider::new(sim.state().clone(), T);
+    let p = DirectProvider::new(sim.state().clone(), TEST_TOKEN);
     (clock, sim, p)
 }
 
@@ -244,7 +243,7 @@ async fn credentials_match_the_http_kubeconfig() {
     assert_eq!(creds.expires_at, Some(clock.now() + time::Duration::days(7)));
     let http = reqwest::Client::new()
         .get(format!("{}/v2/kubernetes/clusters/{}/kubeconfig", server.url(), c.id))
-        .bearer_auth(T)
+        .bearer_auth(TEST_TOKEN)
         .send()
         .await
         .unwrap()
