@@ -290,6 +290,29 @@ mod tests {
             prop_assert_eq!(LabelValue::parse(&s).is_ok(), ok);
         }
         #[test]
+        fn flavor_name_agrees_with_its_regex(s in proptest::string::string_regex("[-a-zA-Z0-9_]{0,24}").unwrap()) {
+            let ok = s.len() <= 20 && regex::Regex::new("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap().is_match(&s);
+            prop_assert_eq!(FlavorName::parse(&s).is_ok(), ok);
+        }
+        #[test]
+        fn label_keys_accepted(
+            prefix in proptest::option::of(proptest::string::string_regex("[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?){0,3}").unwrap()),
+            name in proptest::string::string_regex("[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?").unwrap(),
+        ) {
+            let key = match prefix { Some(p) => format!("{p}/{name}"), None => name };
+            prop_assert!(LabelKey::parse(&key).is_ok(), "{}", key);
+        }
+        #[test]
+        fn label_keys_rejected(
+            name in proptest::string::string_regex("[A-Za-z0-9]{0,10}[^-A-Za-z0-9_./][A-Za-z0-9]{0,10}|[-_.][A-Za-z0-9]{0,10}|[A-Za-z0-9]{0,10}[-_.]|[A-Za-z0-9]{64,70}").unwrap(),
+        ) {
+            prop_assert!(LabelKey::parse(&name).is_err(), "{}", name);
+        }
+        #[test]
+        fn request_id_rejects_others(s in proptest::string::string_regex("[A-Za-z0-9]{0,10}[^A-Za-z0-9._:-][A-Za-z0-9]{0,10}|[A-Za-z0-9]{65,70}").unwrap()) {
+            prop_assert!(RequestId::parse(&s).is_err());
+        }
+        #[test]
         fn request_id_regex_agrees(s in proptest::string::string_regex("[A-Za-z0-9._:-]{1,64}").unwrap()) {
             prop_assert!(RequestId::parse(&s).is_ok());
         }
