@@ -112,6 +112,7 @@ impl Sim {
         axum::Router::new()
             .merge(do_api::router(self.state.clone()))
             .nest("/k8s/{cluster_id}", kube::router(self.state.clone()))
+            .route("/k8s/{cluster_id}/", kube::root_route(self.state.clone()))
     }
 
     /// Serves both faces on `addr` (use `127.0.0.1:0` in tests) in a background task and

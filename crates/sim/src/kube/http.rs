@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -56,9 +56,11 @@ fn error(e: &KubeError) -> Response {
     respond(e.code, &e.to_status())
 }
 
-async fn unknown_route(
+/// The answer to paths no route matches (also `/k8s/{cluster_id}/`, which the nest
+/// does not reach: see `crate::Sim::router`).
+pub(super) async fn unknown_route(
     State(state): State<Arc<SimState>>,
-    params: Result<Path<Params>, axum::extract::rejection::PathRejection>,
+    params: Result<Path<Params>, PathRejection>,
     method: Method,
     uri: axum::http::Uri,
 ) -> Response {
@@ -208,12 +210,29 @@ macro_rules! handler {
     ($name:ident, |$call:ident| $body:expr) => {
         async fn $name(
             State(state): State<Arc<SimState>>,
-            Path(params): Path<Params>,
+            params: Result<Path<Params>, PathRejection>,
             method: Method,
             headers: HeaderMap,
             query: QueryResult,
-            body: Bytes,
+            body: Result<Bytes, BytesRejection>,
         ) -> Response {
+            // The extractors' own rejections are plain text; every answer must be a
+            // Status with `reason` (research/kube-wire.md), so they are mapped here.
+            let Ok(Path(params)) = params else {
+                return error(&KubeError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource (the path does not decode)",
+                ));
+            };
+            let body = match body {
+                Ok(b) => b,
+                Err(e) => {
+                    let code = e.status().as_u16();
+                    let reason = if code == 413 { "RequestEntityTooLarge" } else { "BadRequest" };
+                    return error(&KubeError::new(code, reason, e.body_text()));
+                }
+            };
             let $call = Call { state, params, method, headers, query, body };
             run(|| $body)
         }

@@ -415,3 +415,10 @@ fn fnv(s: &str) -> u64 {
 pub fn router(state: Arc<SimState>) -> axum::Router {
     http::router(state)
 }
+
+/// A handler for `/k8s/{cluster_id}/`: a nest does not reach the bare trailing slash, and
+/// without this the request would fall through to the DigitalOcean face's answer instead
+/// of the JSON 404 NotFound Status every unknown route gets (research/kube-wire.md).
+pub fn root_route(state: Arc<SimState>) -> axum::routing::MethodRouter {
+    axum::routing::any(http::unknown_route).with_state(state)
+}
