@@ -1,7 +1,8 @@
 //! The DigitalOcean v2 HTTP face (research/digitalocean.md §4.4, §5.2): DOKS clusters,
-//! node pools, nodes, options, upgrades, kubeconfig/credentials, associated resources,
-//! cluster user and status messages; load balancers with their droplets, forwarding
-//! rules and CDN cache; and `/v2/account` — over the shared model.
+//! node pools, nodes (delete and the deprecated recycle), options, upgrades,
+//! kubeconfig/credentials, associated resources, cluster user and status messages; load
+//! balancers with their droplets, forwarding rules and CDN cache; and `/v2/account` —
+//! over the shared model.
 //!
 //! Invariant: every response — success, error, throttled or unknown route — passes the
 //! one `gate` middleware, so each carries `x-request-id` and the `ratelimit-*` headers,
@@ -118,6 +119,7 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route(routes::NODE_POOLS, get(list_pools).post(create_pool))
         .route(routes::NODE_POOL, get(get_pool).put(update_pool).delete(delete_pool))
         .route(routes::NODE, delete(delete_node))
+        .route(routes::NODE_POOL_RECYCLE, axum::routing::post(recycle_nodes))
         .route(routes::OPTIONS, get(options))
         .route(routes::ACCOUNT, get(account))
         .route(routes::LOAD_BALANCER_CACHE, delete(purge_cache))
@@ -459,6 +461,23 @@ async fn delete_node(
 ) -> Res {
     let (skip, replace) = (flag(&q, "skip_drain"), flag(&q, "replace"));
     s.model().delete_node(&t, &cid, &pid, &nid, skip, replace, s.clock.now())?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct RecycleBody {
+    #[serde(default)]
+    nodes: Vec<String>,
+}
+
+async fn recycle_nodes(
+    State(s): State<Shared>,
+    Extension(Caller(t)): Extension<Caller>,
+    Path((cid, pid)): Path<(String, String)>,
+    b: Bytes,
+) -> Res {
+    let req: RecycleBody = body(&b)?;
+    s.model().recycle_nodes(&t, &cid, &pid, &req.nodes, s.clock.now())?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 

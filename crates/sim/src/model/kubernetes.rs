@@ -1202,6 +1202,30 @@ impl Model {
         Ok(())
     }
 
+    /// The deprecated `POST …/node_pools/{id}/recycle` (research §4.4): each listed node
+    /// is drained and replaced by a new one (the count stays). All ids are checked first,
+    /// so an unknown one (404) changes nothing.
+    pub fn recycle_nodes(
+        &mut self,
+        token: &str,
+        cluster_id: &str,
+        pool_id: &str,
+        node_ids: &[String],
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        if node_ids.is_empty() {
+            return Err(ApiError::unprocessable("nodes is required"));
+        }
+        let pool = self.get_node_pool(token, cluster_id, pool_id, now)?;
+        if node_ids.iter().any(|id| !pool.nodes.iter().any(|n| n.id == *id)) {
+            return Err(ApiError::not_found());
+        }
+        for id in node_ids {
+            self.delete_node(token, cluster_id, pool_id, id, false, true, now)?;
+        }
+        Ok(())
+    }
+
     // ----- fault injection ---------------------------------------------------------------
 
     /// Forces a cluster into `state` (e.g. `Error`, `Degraded`, or back to `Running`)

@@ -363,11 +363,15 @@ pub struct LoadBalancer {
 impl LoadBalancer {
     /// The deprecated size slug responses carry next to `size_unit`.
     pub fn size_slug(&self) -> &'static str {
-        match self.size_unit {
-            0..=2 => "lb-small",
-            3..=5 => "lb-medium",
-            _ => "lb-large",
-        }
+        size_slug_of(self.size_unit)
+    }
+}
+
+fn size_slug_of(size_unit: u32) -> &'static str {
+    match size_unit {
+        0..=2 => "lb-small",
+        3..=5 => "lb-medium",
+        _ => "lb-large",
     }
 }
 
@@ -808,6 +812,14 @@ impl Model {
             }
         }
         spec.tags = Some(cur.tags.clone());
+        // The documented update recipe is GET, modify, PUT the whole object (research
+        // §5.2), and a GET carries `size` next to `size_unit`: a `size` that merely echoes
+        // the slug of the given `size_unit` is that echo, not a second size.
+        if let (Some(s), Some(u)) = (&spec.size, spec.size_unit)
+            && u32::try_from(u).is_ok_and(|u| size_slug_of(u) == s)
+        {
+            spec.size = None;
+        }
         let mut lb = resolve(&spec, account, Some(id), &mut self.ids, now)?;
         let cur =
             account.load_balancers.iter().find(|l| l.id == id).ok_or_else(ApiError::not_found)?;

@@ -33,6 +33,9 @@ pub const NODE_POOL: &str = "/v2/kubernetes/clusters/{cluster_id}/node_pools/{no
 /// One node.
 pub const NODE: &str =
     "/v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}/nodes/{node_id}";
+/// Recycle (replace) nodes of a pool (deprecated, still served).
+pub const NODE_POOL_RECYCLE: &str =
+    "/v2/kubernetes/clusters/{cluster_id}/node_pools/{node_pool_id}/recycle";
 /// Options.
 pub const OPTIONS: &str = "/v2/kubernetes/options";
 /// Load balancers.
@@ -61,8 +64,9 @@ pub fn key(method: &str, template: &str) -> String {
 
 /// The token scope a route needs (research §0/§4.4/§5.2): GET → `read`, POST →
 /// `create`, PUT → `update`, DELETE → `delete`, except node-pool and node changes and
-/// upgrades (`kubernetes:update`), kubeconfig/credentials (`kubernetes:access_cluster`)
-/// and a load balancer's droplets/rules (`load_balancer:update`). `None` for routes
+/// upgrades (`kubernetes:update`), the deprecated node recycle (`kubernetes:delete`),
+/// kubeconfig/credentials (`kubernetes:access_cluster`) and a load balancer's
+/// droplets/rules (`load_balancer:update`). `None` for routes
 /// any valid token may call.
 pub fn scope(route_key: &str) -> Option<&'static str> {
     let (method, template) = route_key.split_once(' ')?;
@@ -75,6 +79,7 @@ pub fn scope(route_key: &str) -> Option<&'static str> {
     };
     let s = match template {
         KUBECONFIG | CREDENTIALS => "kubernetes:access_cluster",
+        NODE_POOL_RECYCLE => "kubernetes:delete",
         NODE_POOLS | NODE_POOL | NODE | UPGRADE if method != "GET" => "kubernetes:update",
         LOAD_BALANCER_DROPLETS | LOAD_BALANCER_RULES => "load_balancer:update",
         t if t.starts_with("/v2/kubernetes/") => match verb(method)? {
