@@ -30,13 +30,14 @@ tasks:
       Print this text.";
 
 /// The benchmarks: name, package, and crate directory under `crates/` that holds
-/// `examples/bench.rs`.
+/// `examples/<name>_bench.rs`. Example names must differ across the workspace, or their
+/// binaries collide in `target/*/examples/`.
 const BENCHES: &[Bench] = &[
     Bench { name: "store", package: "bc-store", dir: "store" },
     Bench { name: "sim", package: "bc-sim", dir: "sim" },
 ];
 
-/// One benchmark: an example named `bench` in a crate.
+/// One benchmark: an example named `<name>_bench` in a crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bench {
     /// Name given on the command line.
@@ -48,9 +49,14 @@ struct Bench {
 }
 
 impl Bench {
+    /// The example's name, `<name>_bench`.
+    fn example(&self) -> String {
+        format!("{}_bench", self.name)
+    }
+
     /// Path of the example's source, relative to the workspace root.
     fn example_path(&self) -> PathBuf {
-        Path::new("crates").join(self.dir).join("examples").join("bench.rs")
+        Path::new("crates").join(self.dir).join("examples").join(format!("{}.rs", self.example()))
     }
 }
 
@@ -408,10 +414,11 @@ fn run_benches(names: &[String], args: &[String]) -> u8 {
     };
     let mut code = 0;
     for bench in &chosen {
-        let mut cmd: Vec<String> = ["run", "--release", "-p", bench.package, "--example", "bench"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut cmd: Vec<String> =
+            ["run", "--release", "-p", bench.package, "--example", &bench.example()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
         if !args.is_empty() {
             cmd.push("--".into());
             cmd.extend(args.iter().cloned());
@@ -556,6 +563,6 @@ mod tests {
     fn bench_table_points_at_example_files() {
         let store = BENCHES.iter().find(|b| b.name == "store").unwrap();
         assert_eq!(store.package, "bc-store");
-        assert_eq!(store.example_path(), Path::new("crates/store/examples/bench.rs"));
+        assert_eq!(store.example_path(), Path::new("crates/store/examples/store_bench.rs"));
     }
 }
