@@ -180,6 +180,23 @@ impl Env {
         assert_eq!(r.status, 201);
     }
 
+    /// Manager `kubectl` force-applies another value of `.data.k` of the seeded Secret
+    /// `n/s`, so that it owns the field and an unforced apply of ours conflicts.
+    fn kubectl_takes_secret_data(&self) {
+        let now = self.sim.state().clock.now();
+        self.sim
+            .state()
+            .kube
+            .apply_manifest(
+                &self.id,
+                "kubectl",
+                &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}}),
+                true,
+                now,
+            )
+            .unwrap();
+    }
+
     fn node_names(&self) -> Vec<String> {
         let now = self.sim.state().clock.now();
         let mut names: Vec<String> = self
@@ -360,19 +377,8 @@ async fn raw_apply_no_op_keeps_resource_version() {
 async fn raw_apply_conflict_is_409_with_causes_and_force_wins() {
     let env = setup().await;
     env.seed().await;
-    let now = env.sim.state().clock.now();
     // kubectl takes `.data.k` by force; better-compute applied it first.
-    env.sim
-        .state()
-        .kube
-        .apply_manifest(
-            &env.id,
-            "kubectl",
-            &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}}),
-            true,
-            now,
-        )
-        .unwrap();
+    env.kubectl_takes_secret_data();
     let ours = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eA=="}});
     let path = "/api/v1/namespaces/n/secrets/s";
     let r = env.apply(path, APPLY_Q, &ours).await;
@@ -796,18 +802,7 @@ async fn kube_apply_create_present_and_no_op() {
 async fn kube_apply_conflict_then_force() {
     let env = setup().await;
     env.seed().await;
-    let now = env.sim.state().clock.now();
-    env.sim
-        .state()
-        .kube
-        .apply_manifest(
-            &env.id,
-            "kubectl",
-            &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}}),
-            true,
-            now,
-        )
-        .unwrap();
+    env.kubectl_takes_secret_data();
     let c = env.kube().await;
     let api = Api::<Secret>::namespaced(c, "n");
     let mut s = Secret::default();
