@@ -88,7 +88,9 @@ mod tests {
         let t = ApiTokenSecret::generate([0xfb; 32]);
         assert_eq!(t.expose().len(), 3 + 43);
         assert!(t.expose().starts_with("bc_"));
-        assert!(t.expose()[3..].bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+        assert!(
+            t.expose()[3..].bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
         assert_eq!(ApiTokenSecret::parse(t.expose()), Ok(t.clone()));
         assert!(!format!("{t:?}").contains(&t.expose()[3..]), "Debug never prints the token");
     }

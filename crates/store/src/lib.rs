@@ -19,6 +19,8 @@ mod rows;
 mod secret;
 mod sql;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod uow;
 
 use async_trait::async_trait;

@@ -85,7 +85,10 @@ mod tests {
         assert!(is_live(&r, Timestamp::from_unix_ms(1_000)));
         assert!(is_live(&r, Timestamp::from_unix_ms(1_000 + WINDOW_MS - 1)));
         assert!(!is_live(&r, Timestamp::from_unix_ms(1_000 + WINDOW_MS)));
-        assert_eq!(expired_at_or_before(Timestamp::from_unix_ms(1_000 + WINDOW_MS)).unix_ms(), 1_000);
+        assert_eq!(
+            expired_at_or_before(Timestamp::from_unix_ms(1_000 + WINDOW_MS)).unix_ms(),
+            1_000
+        );
     }
 
     #[test]
