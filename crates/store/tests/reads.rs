@@ -202,7 +202,12 @@ async fn seen(s: &S, w: &World, scope: &ReadScope) -> Seen {
 async fn lists_follow_the_read_scope(s: S) {
     let w = World::store(&s, "acme").await;
     let theirs = World::store(&s, "other").await;
-    let ids = |f: fn(&World) -> GrantedIds| ReadScope::Granted(f(&w));
+    // A scope of only the grants `f` adds.
+    let only = |f: &dyn Fn(&mut GrantedIds)| {
+        let mut ids = GrantedIds::default();
+        f(&mut ids);
+        ReadScope::Granted(ids)
+    };
 
     // The whole tenant: everything of it, nothing of the other tenant.
     let all = seen(&s, &w, &ReadScope::Tenant).await;
@@ -214,15 +219,10 @@ async fn lists_follow_the_read_scope(s: S) {
 
     // An account grant covers the account, its clusters, their node pools and its load
     // balancers — not pools.
-    let acct = seen(
-        &s,
-        &w,
-        &ids(|w| GrantedIds {
-            accounts: BTreeSet::from([w.accounts[0].provider_account_id.clone()]),
-            ..Default::default()
-        }),
-    )
-    .await;
+    let scope = only(&|g| {
+        g.accounts.insert(w.accounts[0].provider_account_id.clone());
+    });
+    let acct = seen(&s, &w, &scope).await;
     assert_eq!(acct.accounts, vec![w.accounts[0].provider_account_id.clone()]);
     assert_eq!(
         acct.clusters,
@@ -233,15 +233,10 @@ async fn lists_follow_the_read_scope(s: S) {
     assert!(acct.pools.is_empty());
 
     // A cluster grant covers the cluster and its node pools.
-    let clus = seen(
-        &s,
-        &w,
-        &ids(|w| GrantedIds {
-            clusters: BTreeSet::from([w.clusters[2].cluster_id.clone()]),
-            ..Default::default()
-        }),
-    )
-    .await;
+    let scope = only(&|g| {
+        g.clusters.insert(w.clusters[2].cluster_id.clone());
+    });
+    let clus = seen(&s, &w, &scope).await;
     assert_eq!(clus.clusters, vec![w.clusters[2].cluster_id.clone()]);
     assert_eq!(
         clus.node_pools,
@@ -250,17 +245,12 @@ async fn lists_follow_the_read_scope(s: S) {
     assert!(clus.accounts.is_empty() && clus.load_balancers.is_empty());
 
     // Object grants cover only themselves.
-    let objs = seen(
-        &s,
-        &w,
-        &ids(|w| GrantedIds {
-            pools: BTreeSet::from([w.pools[1].pool_id.clone()]),
-            node_pools: BTreeSet::from([w.node_pools[2].node_pool_id.clone()]),
-            load_balancers: BTreeSet::from([w.load_balancers[1].load_balancer_id.clone()]),
-            ..Default::default()
-        }),
-    )
-    .await;
+    let scope = only(&|g| {
+        g.pools.insert(w.pools[1].pool_id.clone());
+        g.node_pools.insert(w.node_pools[2].node_pool_id.clone());
+        g.load_balancers.insert(w.load_balancers[1].load_balancer_id.clone());
+    });
+    let objs = seen(&s, &w, &scope).await;
     assert_eq!(objs.pools, vec![w.pools[1].pool_id.clone()]);
     assert_eq!(objs.node_pools, vec![w.node_pools[2].node_pool_id.clone()]);
     assert_eq!(objs.load_balancers, vec![w.load_balancers[1].load_balancer_id.clone()]);

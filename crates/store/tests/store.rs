@@ -908,16 +908,7 @@ async fn bookings_count_active(s: S) {
     let acme = tenant("acme");
     let p = pool(&acme, "web");
     ok(&s, one(Write::InsertPool(p.clone()))).await;
-    let b = |ends_at| Booking {
-        booking_id: id(),
-        tenant_id: acme.clone(),
-        pool_id: p.pool_id.clone(),
-        node_name: Some("node-a".into()),
-        state: BookingState::Active,
-        created_at: t(0),
-        ends_at,
-        ended_at: None,
-    };
+    let b = |ends_at| booking(&p, ends_at);
     let open = b(None);
     let until_100 = b(Some(t(100)));
     let ended = b(None);
