@@ -15,8 +15,11 @@ use bc_domain::policy::{AutoScale, PoolPolicy, Scale, UpgradePolicy};
 use bc_domain::ports::*;
 use bc_domain::rules::quota::QuotaError;
 use bc_domain::{Error, ErrorCode, NodePoolState, ResourceState, TenantId, Timestamp};
+use bc_store::migration::Migrator;
 use bc_store::testing::*;
 use bc_store::{SqlStore, store_suite};
+use sea_orm::ConnectionTrait;
+use sea_orm_migration::MigratorTrait;
 
 store_suite!(
     ready_and_migrations_are_idempotent,
@@ -74,6 +77,23 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
+    // The newest migration rolls back and applies again on both backends.
+    Migrator::down(s.connection(), Some(1)).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
+    // A run re-enqueued under the old schema keeps its pending work across migration 6.
+    s.connection()
+        .execute_unprepared(
+            "INSERT INTO work_queue (kind, item_key, not_before, attempts, lease_owner, \
+             lease_until, last_error, requeued) \
+             VALUES ('kubernetes.substrates', 'p', 5, 0, 'r1', 100, NULL, TRUE)",
+        )
+        .await
+        .unwrap();
+    s.migrate().await.unwrap();
+    s.ready().await.unwrap();
+    assert!(s.complete(K, "p", "r1").await.unwrap());
+    let kept = s.work_get(K, "p").await.unwrap().expect("the re-enqueued work is kept");
+    assert_eq!((kept.not_before, kept.lease_owner), (Timestamp::from_unix_ms(5), None));
     assert_eq!(s.commit(UnitOfWork::new()).await.unwrap(), Committed::default());
 }
 
