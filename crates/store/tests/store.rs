@@ -1372,7 +1372,7 @@ async fn fenced_commits_need_the_lease(s: S) {
     assert!(s.lease_acquire(LEASE_OUTBOX_RELAY, "a", t(0), t(100)).await.unwrap());
     let relay = |owner: &str, seq| {
         UnitOfWork::new()
-            .fenced(Fence::Singleton { name: LEASE_OUTBOX_RELAY.into(), owner: owner.into() })
+            .fenced(Fence::singleton(LEASE_OUTBOX_RELAY, owner))
             .write(Write::AdvanceRelayCursor { publisher: "nats".into(), seq })
     };
     ok(&s, relay("a", 5)).await;

@@ -89,11 +89,7 @@ pub struct WorkItem {
 impl WorkItem {
     /// The fence of this item's lease, for the holder's commits; `None` if unleased.
     pub fn fence(&self) -> Option<Fence> {
-        self.lease_owner.as_ref().map(|owner| Fence::Work {
-            kind: self.kind,
-            key: self.key.clone(),
-            owner: owner.clone(),
-        })
+        self.lease_owner.as_ref().map(|owner| Fence::work(self.kind, &self.key, owner))
     }
 }
 
@@ -152,6 +148,18 @@ pub enum Fence {
         /// Holder.
         owner: String,
     },
+}
+
+impl Fence {
+    /// The fence of a work-queue lease (see also [`WorkItem::fence`]).
+    pub fn work(kind: WorkKind, key: impl Into<String>, owner: impl Into<String>) -> Self {
+        Fence::Work { kind, key: key.into(), owner: owner.into() }
+    }
+
+    /// The fence of a singleton lease, e.g. [`LEASE_OUTBOX_RELAY`].
+    pub fn singleton(name: impl Into<String>, owner: impl Into<String>) -> Self {
+        Fence::Singleton { name: name.into(), owner: owner.into() }
+    }
 }
 
 #[cfg(test)]
