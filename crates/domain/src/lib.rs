@@ -14,6 +14,7 @@ pub mod ports;
 pub mod rules;
 pub mod state;
 pub mod time;
+pub mod token;
 
 pub use error::{Error, ErrorCode, FieldViolation, ProviderError, StoreError};
 pub use id::*;

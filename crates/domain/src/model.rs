@@ -563,6 +563,9 @@ pub struct LoadBalancer {
     pub ready_at: Option<Timestamp>,
     /// Deleted.
     pub deleted_at: Option<Timestamp>,
+    /// Whether its `loadBalancers` quota unit was given back (set once, by
+    /// `Write::ReleaseLoadBalancerQuota`).
+    pub quota_released: bool,
 }
 
 /// A node whose bcd joined its pool.

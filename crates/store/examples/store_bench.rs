@@ -10,12 +10,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bc_domain::id::{Id, IdKind};
-use bc_domain::model::*;
-use bc_domain::policy::PoolPolicy;
-use bc_domain::ports::{Store, SubstrateRepo, UnitOfWork, WorkQueue, Write};
-use bc_domain::{ObjectName, PoolId, ResourceState, TenantId, Timestamp};
+use bc_domain::PoolId;
+use bc_domain::model::QuotaResource;
+use bc_domain::ports::{Store, SubstrateRepo, UnitOfWork, WorkKind, WorkQueue, Write};
 use bc_store::SqlStore;
+use bc_store::testing::{account, pool, substrate, t, tenant};
 use rand::RngExt;
 use sea_orm::{ConnectionTrait, Database};
 
@@ -41,14 +40,6 @@ struct Line {
     ops: usize,
     wall: Duration,
     latencies: Vec<Duration>,
-}
-
-fn id<K: IdKind>(n: u64) -> Id<K> {
-    Id::generate(1_764_000_000_000 + n, u128::from(n) + 1)
-}
-
-fn t(ms: i64) -> Timestamp {
-    Timestamp::from_unix_ms(1_764_000_000_000 + ms)
 }
 
 #[tokio::main]
@@ -97,7 +88,7 @@ async fn run(backend: &'static str, s: Arc<SqlStore>) -> Vec<Line> {
                 let (s, pools) = (s.clone(), pools.clone());
                 async move {
                     let p = &pools[rand::rng().random_range(0..pools.len())];
-                    let got = s.substrate_get(p).await.expect("read");
+                    let got = s.substrate_get_any(p).await.expect("read");
                     assert!(got.is_some());
                     1
                 }
@@ -124,7 +115,7 @@ async fn run(backend: &'static str, s: Arc<SqlStore>) -> Vec<Line> {
 
     let mut uow = UnitOfWork::new();
     for (i, p) in pools.iter().take(QUEUE_ITEMS).enumerate() {
-        uow = uow.enqueue("bench.kind", p.as_str(), t(i as i64));
+        uow = uow.enqueue(WorkKind::Substrates, p.as_str(), t(i as i64));
         if uow.enqueue.len() == BATCH {
             s.commit(std::mem::take(&mut uow)).await.expect("enqueue");
         }
@@ -137,11 +128,11 @@ async fn run(backend: &'static str, s: Arc<SqlStore>) -> Vec<Line> {
             let s = s.clone();
             async move {
                 let owner = format!("bench-{task}");
-                let kinds = vec!["bench.kind".to_string()];
+                let kinds = [WorkKind::Substrates];
                 let got = s.claim(&owner, &kinds, CLAIM_BATCH, t(1_000_000), t(2_000_000)).await;
                 let got = got.expect("claim");
                 for w in &got {
-                    s.complete(&w.kind, &w.key, &owner).await.expect("complete");
+                    s.complete(w.kind, &w.key, &owner).await.expect("complete");
                 }
                 got.len()
             }
@@ -155,48 +146,15 @@ async fn run(backend: &'static str, s: Arc<SqlStore>) -> Vec<Line> {
 
 /// Stores the pools, one account, a substrate per pool and a quota row per pool.
 async fn seed(s: &SqlStore) -> Vec<PoolId> {
-    let tenant = TenantId::parse("bench").unwrap();
-    let acct = ProviderAccount {
-        provider_account_id: id(0),
-        tenant_id: tenant.clone(),
-        provider: ProviderKind::Digitalocean,
-        name: ObjectName::parse("main").unwrap(),
-        credentials: SealedSecret(vec![1; 64]),
-        created_at: t(0),
-        deleted_at: None,
-    };
+    let tenant = tenant("bench");
+    let acct = account(&tenant, "main");
     s.commit(UnitOfWork::new().write(Write::InsertAccount(acct.clone()))).await.expect("account");
     let mut ids = Vec::with_capacity(POOLS);
     let mut uow = UnitOfWork::new();
     for i in 0..POOLS {
-        let pool_id: PoolId = id(i as u64 + 1);
-        let pool = Pool {
-            pool_id: pool_id.clone(),
-            tenant_id: tenant.clone(),
-            name: ObjectName::parse(&format!("pool-{i}")).unwrap(),
-            policy: PoolPolicy::default(),
-            state: PoolState::Active,
-            generation: 1,
-            created_at: t(0),
-            updated_at: t(0),
-            archived_at: None,
-        };
-        let substrate = Substrate {
-            pool_id: pool_id.clone(),
-            tenant_id: tenant.clone(),
-            provider_account_id: acct.provider_account_id.clone(),
-            mode: SubstrateMode::Create,
-            cluster_id: None,
-            state: ResourceState::Ready,
-            message: None,
-            nodes_listed: 3,
-            nodes_joined: 3,
-            waiting_to_join: None,
-            upgrade: None,
-            observed_generation: 1,
-            created_at: t(0),
-            updated_at: t(0),
-        };
+        let pool = pool(&tenant, &format!("pool-{i}"));
+        let pool_id = pool.pool_id.clone();
+        let substrate = substrate(&pool, &acct, None);
         uow = uow.write(Write::InsertPool(pool)).write(Write::PutSubstrate(substrate)).write(
             Write::SetQuota {
                 pool_id: pool_id.clone(),

@@ -65,9 +65,9 @@ fn sqlx_error(e: &DbErr) -> Option<&sqlx::Error> {
     }
 }
 
-/// Classifies by the database's own error code: SQLite's extended result codes (2067
-/// unique, 1555 primary key, 787 foreign key, primary code 5 busy / 6 locked) and
-/// PostgreSQL's SQLSTATEs (23505, 23503, 40001, 40P01).
+/// Classifies by the database's own error code, read with the rules of the backend that
+/// raised it (the two code spaces overlap: PostgreSQL's SQLSTATE 22021 read as a SQLite
+/// number would look like "busy").
 pub(crate) fn classify(e: &DbErr) -> Class {
     if let DbErr::ConnectionAcquire(_) | DbErr::Conn(_) = e {
         return Class::Unavailable;
@@ -76,16 +76,12 @@ pub(crate) fn classify(e: &DbErr) -> Class {
     match x {
         sqlx::Error::Database(d) => {
             let code = d.code().map(|c| c.into_owned()).unwrap_or_default();
-            match code.as_str() {
-                "23505" | "2067" | "1555" => Class::Unique,
-                "23503" | "787" => Class::ForeignKey,
-                "40001" | "40P01" => Class::Transient,
-                // Connection-class SQLSTATEs (admin shutdown, cannot connect now).
-                c if c.starts_with("08") || c == "57P01" || c == "57P03" => Class::Unavailable,
-                c => match c.parse::<u32>() {
-                    Ok(n) if matches!(n & 0xff, 5 | 6) => Class::Transient,
-                    _ => Class::Other,
-                },
+            if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                classify_sqlite(&code)
+            } else if d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
+                classify_postgres(&code)
+            } else {
+                Class::Other
             }
         }
         sqlx::Error::Io(_)
@@ -97,6 +93,31 @@ pub(crate) fn classify(e: &DbErr) -> Class {
     }
 }
 
+/// SQLite's extended result codes: 2067 unique, 1555 primary key, 787 foreign key; the
+/// primary code (low byte) 5 busy or 6 locked is transient, whatever the extension.
+pub(crate) fn classify_sqlite(code: &str) -> Class {
+    match code.parse::<u32>() {
+        Ok(2067 | 1555) => Class::Unique,
+        Ok(787) => Class::ForeignKey,
+        Ok(n) if matches!(n & 0xff, 5 | 6) => Class::Transient,
+        _ => Class::Other,
+    }
+}
+
+/// PostgreSQL's SQLSTATEs: 23505 unique, 23503 foreign key, 40001 serialization failure
+/// and 40P01 deadlock are transient, class 08 (connection) and 57P01/57P03 (shutdown,
+/// cannot connect now) unavailable; everything else (42501 privilege, 22021 bad byte
+/// sequence, …) is final.
+pub(crate) fn classify_postgres(code: &str) -> Class {
+    match code {
+        "23505" => Class::Unique,
+        "23503" => Class::ForeignKey,
+        "40001" | "40P01" => Class::Transient,
+        c if c.starts_with("08") || c == "57P01" || c == "57P03" => Class::Unavailable,
+        _ => Class::Other,
+    }
+}
+
 /// A database error as a store error when no better context is known.
 pub(crate) fn to_store_error(e: DbErr) -> StoreError {
     match classify(&e) {
@@ -104,7 +125,7 @@ pub(crate) fn to_store_error(e: DbErr) -> StoreError {
         Class::Unique => StoreError::AlreadyExists("row".into()),
         Class::ForeignKey => StoreError::NotFound("referenced row".into()),
         Class::Transient => StoreError::Unavailable(format!("database busy: {e}")),
-        Class::Other => StoreError::Internal(e.to_string()),
+        Class::Other => StoreError::internal(e.to_string()),
     }
 }
 
@@ -162,6 +183,31 @@ fn jitter(cap: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_backend_is_read_by_its_own_codes() {
+        // PostgreSQL: privilege, bad byte sequence and division by zero are final. Read
+        // as SQLite numbers their low byte is 5 ("busy"): the old single table retried
+        // them ten times and reported the store unavailable.
+        for code in ["42501", "22021", "22022"] {
+            assert_eq!(classify_postgres(code), Class::Other, "{code}");
+            assert_eq!(classify_sqlite(code), Class::Transient, "{code} as a SQLite number");
+        }
+        assert_eq!(classify_postgres("23505"), Class::Unique);
+        assert_eq!(classify_postgres("23503"), Class::ForeignKey);
+        assert_eq!(classify_postgres("40001"), Class::Transient);
+        assert_eq!(classify_postgres("40P01"), Class::Transient);
+        assert_eq!(classify_postgres("08006"), Class::Unavailable);
+        assert_eq!(classify_postgres("57P01"), Class::Unavailable);
+        // SQLite: busy, busy-recovery, busy-snapshot, locked; unique, primary key, FK.
+        for code in ["5", "261", "517", "6", "262"] {
+            assert_eq!(classify_sqlite(code), Class::Transient, "{code}");
+        }
+        assert_eq!(classify_sqlite("2067"), Class::Unique);
+        assert_eq!(classify_sqlite("1555"), Class::Unique);
+        assert_eq!(classify_sqlite("787"), Class::ForeignKey);
+        assert_eq!(classify_sqlite("19"), Class::Other);
+    }
 
     #[tokio::test]
     async fn retries_transient_errors_then_gives_up() {

@@ -1,9 +1,11 @@
 //! bc-store: the sea-orm adapter of the bc-domain store ports, on SQLite and PostgreSQL,
-//! plus the ChaCha20-Poly1305 `SecretBox`.
+//! plus the ChaCha20-Poly1305 `SecretBox`; with the `testing` feature, `testing` gives
+//! every crate's tests a store per backend and the record builders.
 //!
 //! Invariant: the module contract of `bc_domain::ports::store` — a unit of work commits
-//! entirely or not at all, every condition is checked inside its own transaction, events
-//! get a global `seq` in commit order, and no lookup reads more than an index range.
+//! entirely or not at all, every condition (fences included) is checked inside its own
+//! transaction, events get a global `seq` in commit order, and no lookup reads more than
+//! an index range.
 //!
 //! Why raw SQL through `Statement` rather than entities: every write here is a conditional
 //! statement whose row count is the answer (CAS, quota booking, leases), and the queue
@@ -19,6 +21,8 @@ mod rows;
 mod secret;
 mod sql;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod uow;
 
 use async_trait::async_trait;

@@ -1,4 +1,4 @@
-//! The work queue with leases.
+//! The work queue with leases, and the named singleton leases.
 //!
 //! Invariant: at any instant an entry has at most one holder — `claim` takes only due
 //! entries whose lease is absent or expired, in a single statement (PostgreSQL: rows
@@ -6,17 +6,27 @@
 //! conditional `UPDATE … RETURNING` under the single writer lock). Every follow-up
 //! (`complete`, `fail`, `requeue`, `extend`) acts only while `lease_owner` is the caller,
 //! so a replica whose lease was taken over cannot disturb the new holder. An enqueue that
-//! lands while the entry is leased sets `requeued`; `complete` then keeps the entry (due,
-//! unleased) instead of deleting work that arrived during the run.
+//! lands while the entry is leased records its time in `requeue_at` (the earliest such),
+//! leaving `not_before` alone; `complete` then keeps the entry, unleased, due at
+//! `requeue_at` — exactly the time asked for, even a future one — instead of deleting work
+//! that arrived during the run. A claim clears `requeue_at`: the new run starts after every
+//! enqueue so far and re-reads everything. A singleton lease likewise has one holder,
+//! taken over only once expired, by one conditional upsert.
 
 use async_trait::async_trait;
 use bc_domain::Timestamp;
-use bc_domain::ports::{Enqueue, StoreResult, WorkItem, WorkQueue};
+use bc_domain::ports::{
+    Enqueue, Lease, Leases, Page, PageRequest, QueueStatus, StoreResult, WorkItem, WorkKind,
+    WorkQueue,
+};
 use sea_orm::{ConnectionTrait, DbBackend, Value};
 
-use crate::rows::{self, WORK};
+use crate::rows::{self, LEASE, WORK};
 use crate::sql::{self, placeholders, s, ts};
 use crate::store::SqlStore;
+
+/// Claimable now: due, and not leased or the lease expired (binds `now` twice).
+const CLAIMABLE: &str = "not_before <= ? AND (lease_until IS NULL OR lease_until < ?)";
 
 #[async_trait]
 impl WorkQueue for SqlStore {
@@ -27,7 +37,7 @@ impl WorkQueue for SqlStore {
     async fn claim(
         &self,
         owner: &str,
-        kinds: &[String],
+        kinds: &[WorkKind],
         max: u32,
         now: Timestamp,
         lease_until: Timestamp,
@@ -35,22 +45,21 @@ impl WorkQueue for SqlStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let mut filter =
-            String::from("not_before <= ? AND (lease_until IS NULL OR lease_until < ?)");
+        let mut filter = String::from(CLAIMABLE);
         let mut inner = vec![ts(now), ts(now)];
         if !kinds.is_empty() {
             filter.push_str(&format!(" AND kind IN ({})", placeholders(kinds.len())));
-            inner.extend(kinds.iter().map(s));
+            inner.extend(kinds.iter().map(|k| s(k.as_str())));
         }
         inner.push(Value::from(i64::from(max)));
         let text = match self.backend {
             DbBackend::Postgres => format!(
-                "UPDATE work_queue SET lease_owner = ?, lease_until = ?, requeued = FALSE \
+                "UPDATE work_queue SET lease_owner = ?, lease_until = ?, requeue_at = NULL \
                  WHERE (kind, item_key) IN (SELECT kind, item_key FROM work_queue WHERE {filter} \
                  ORDER BY not_before LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING {WORK}"
             ),
             _ => format!(
-                "UPDATE work_queue SET lease_owner = ?, lease_until = ?, requeued = FALSE \
+                "UPDATE work_queue SET lease_owner = ?, lease_until = ?, requeue_at = NULL \
                  WHERE rowid IN (SELECT rowid FROM work_queue WHERE {filter} \
                  ORDER BY not_before LIMIT ?) RETURNING {WORK}"
             ),
@@ -65,74 +74,71 @@ impl WorkQueue for SqlStore {
             })
             .await?;
         // RETURNING gives no order; hand items out oldest-due first.
-        items.sort_by(|a, b| (a.not_before, &a.kind, &a.key).cmp(&(b.not_before, &b.kind, &b.key)));
+        items.sort_by(|a, b| (a.not_before, a.kind, &a.key).cmp(&(b.not_before, b.kind, &b.key)));
         Ok(items)
     }
 
-    async fn complete(&self, kind: &str, key: &str, owner: &str) -> StoreResult<bool> {
+    async fn complete(&self, kind: WorkKind, key: &str, owner: &str) -> StoreResult<bool> {
         // Two single statements, no transaction needed: only the holder changes the lease
-        // and only an enqueue sets `requeued`, so if the delete missed because of
-        // `requeued`, the update below still finds the row held by `owner`.
+        // and only an enqueue sets `requeue_at`, so if the delete missed because of
+        // `requeue_at`, the update below still finds the row held by `owner`.
         let del = self.st(
             "DELETE FROM work_queue WHERE kind = ? AND item_key = ? AND lease_owner = ? \
-             AND NOT requeued",
-            vec![s(kind), s(key), s(owner)],
+             AND requeue_at IS NULL",
+            vec![s(kind.as_str()), s(key), s(owner)],
         );
         if self.touch("complete", del).await? {
             return Ok(true);
         }
-        // Re-enqueued during the run: keep it, due, for the next claimer.
+        // Enqueued during the run: keep it, unleased, due when that enqueue asked.
         let keep = self.st(
-            "UPDATE work_queue SET lease_owner = NULL, lease_until = NULL, \
-             requeued = FALSE, attempts = 0, last_error = NULL \
-             WHERE kind = ? AND item_key = ? AND lease_owner = ? AND requeued",
-            vec![s(kind), s(key), s(owner)],
+            "UPDATE work_queue SET not_before = requeue_at, requeue_at = NULL, \
+             lease_owner = NULL, lease_until = NULL, attempts = 0, last_error = NULL \
+             WHERE kind = ? AND item_key = ? AND lease_owner = ? AND requeue_at IS NOT NULL",
+            vec![s(kind.as_str()), s(key), s(owner)],
         );
         self.touch("complete", keep).await
     }
 
     async fn fail(
         &self,
-        kind: &str,
+        kind: WorkKind,
         key: &str,
         owner: &str,
         error: &str,
         retry_at: Timestamp,
     ) -> StoreResult<bool> {
-        let least = sql::least(self.backend);
-        // A change enqueued during the failed run is worth trying at once, backoff or not.
+        // A change enqueued during the failed run for an earlier time wins over backoff.
         let text = format!(
             "UPDATE work_queue SET attempts = attempts + 1, last_error = ?, \
-             not_before = CASE WHEN requeued THEN {least}(not_before, ?) ELSE ? END, \
-             lease_owner = NULL, lease_until = NULL, requeued = FALSE \
-             WHERE kind = ? AND item_key = ? AND lease_owner = ?"
+             not_before = {}, requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
+             WHERE kind = ? AND item_key = ? AND lease_owner = ?",
+            self.earliest_of_requeue()
         );
-        let st =
-            self.st(&text, vec![s(error), ts(retry_at), ts(retry_at), s(kind), s(key), s(owner)]);
-        self.touch("fail", st).await
+        let v = vec![s(error), ts(retry_at), ts(retry_at), s(kind.as_str()), s(key), s(owner)];
+        self.touch("fail", self.st(&text, v)).await
     }
 
     async fn requeue(
         &self,
-        kind: &str,
+        kind: WorkKind,
         key: &str,
         owner: &str,
         at: Timestamp,
     ) -> StoreResult<bool> {
-        let least = sql::least(self.backend);
         let text = format!(
-            "UPDATE work_queue SET attempts = 0, last_error = NULL, \
-             not_before = CASE WHEN requeued THEN {least}(not_before, ?) ELSE ? END, \
-             lease_owner = NULL, lease_until = NULL, requeued = FALSE \
-             WHERE kind = ? AND item_key = ? AND lease_owner = ?"
+            "UPDATE work_queue SET attempts = 0, last_error = NULL, not_before = {}, \
+             requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
+             WHERE kind = ? AND item_key = ? AND lease_owner = ?",
+            self.earliest_of_requeue()
         );
-        let st = self.st(&text, vec![ts(at), ts(at), s(kind), s(key), s(owner)]);
-        self.touch("requeue", st).await
+        let v = vec![ts(at), ts(at), s(kind.as_str()), s(key), s(owner)];
+        self.touch("requeue", self.st(&text, v)).await
     }
 
     async fn extend(
         &self,
-        kind: &str,
+        kind: WorkKind,
         key: &str,
         owner: &str,
         lease_until: Timestamp,
@@ -140,18 +146,90 @@ impl WorkQueue for SqlStore {
         let st = self.st(
             "UPDATE work_queue SET lease_until = ? WHERE kind = ? AND item_key = ? \
              AND lease_owner = ?",
-            vec![ts(lease_until), s(kind), s(key), s(owner)],
+            vec![ts(lease_until), s(kind.as_str()), s(key), s(owner)],
         );
         self.touch("extend", st).await
     }
 
-    async fn work_get(&self, kind: &str, key: &str) -> StoreResult<Option<WorkItem>> {
+    async fn work_get(&self, kind: WorkKind, key: &str) -> StoreResult<Option<WorkItem>> {
         let q = format!("SELECT {WORK} FROM work_queue WHERE kind = ? AND item_key = ?");
-        self.one(&q, vec![s(kind), s(key)], rows::work).await
+        self.one(&q, vec![s(kind.as_str()), s(key)], rows::work).await
+    }
+
+    async fn queue_status(&self, now: Timestamp) -> StoreResult<Vec<QueueStatus>> {
+        let mut out = Vec::with_capacity(WorkKind::ALL.len());
+        for kind in WorkKind::ALL {
+            let k = || s(kind.as_str());
+            let depth = "SELECT COUNT(*) AS n FROM work_queue WHERE kind = ?";
+            let due =
+                format!("SELECT COUNT(*) AS n FROM work_queue WHERE kind = ? AND {CLAIMABLE}");
+            let failing = "SELECT COUNT(*) AS n FROM work_queue \
+                           WHERE kind = ? AND last_error IS NOT NULL";
+            let oldest = format!(
+                "SELECT {WORK} FROM work_queue WHERE kind = ? AND {CLAIMABLE} \
+                 ORDER BY not_before LIMIT 1"
+            );
+            out.push(QueueStatus {
+                kind,
+                depth: self.count(depth, vec![k()]).await?,
+                due: self.count(&due, vec![k(), ts(now), ts(now)]).await?,
+                failing: self.count(failing, vec![k()]).await?,
+                oldest_due: self.one(&oldest, vec![k(), ts(now), ts(now)], rows::work).await?,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn work_list_failing(
+        &self,
+        kind: WorkKind,
+        page: &PageRequest<String>,
+    ) -> StoreResult<Page<WorkItem, String>> {
+        let q = format!("SELECT {WORK} FROM work_queue WHERE kind = ? AND last_error IS NOT NULL");
+        let v = vec![s(kind.as_str())];
+        self.page(&q, v, "item_key", page, rows::work, |w| w.key.clone()).await
+    }
+}
+
+#[async_trait]
+impl Leases for SqlStore {
+    async fn lease_acquire(
+        &self,
+        name: &str,
+        owner: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> StoreResult<bool> {
+        let st = self.st(
+            "INSERT INTO leases (name, owner, lease_until) VALUES (?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+             lease_until = excluded.lease_until \
+             WHERE leases.owner = excluded.owner OR leases.lease_until < ?",
+            vec![s(name), s(owner), ts(until), ts(now)],
+        );
+        self.touch("lease_acquire", st).await
+    }
+
+    async fn lease_release(&self, name: &str, owner: &str) -> StoreResult<bool> {
+        let st =
+            self.st("DELETE FROM leases WHERE name = ? AND owner = ?", vec![s(name), s(owner)]);
+        self.touch("lease_release", st).await
+    }
+
+    async fn lease_get(&self, name: &str) -> StoreResult<Option<Lease>> {
+        let q = format!("SELECT {LEASE} FROM leases WHERE name = ?");
+        self.one(&q, vec![s(name)], rows::lease).await
     }
 }
 
 impl SqlStore {
+    /// The next due time of a run that ends wanting another at `?` (bound twice): that
+    /// time, or the earlier one enqueued during the run.
+    fn earliest_of_requeue(&self) -> String {
+        let least = sql::least(self.backend);
+        format!("CASE WHEN requeue_at IS NULL THEN ? ELSE {least}(requeue_at, ?) END")
+    }
+
     /// Runs a single conditional update; whether it touched a row.
     async fn touch(&self, name: &'static str, st: sea_orm::Statement) -> StoreResult<bool> {
         self.write(name, || async {

@@ -1,19 +1,23 @@
 //! The read repositories of the `Store` port on `SqlStore`.
 //!
 //! Invariant: every method is one indexed query — a key probe, or a page bounded by
-//! `LIMIT` over an index ordered by id (see the migrations) — so none scans a table to
-//! find a row.
+//! `LIMIT` over an index ordered by its key (see the migrations) — so none scans a table
+//! to find a row; tenant-scoped reads filter by tenant in the same query, and scoped
+//! lists apply the caller's [`ReadScope`] inside it, so a page is never short because of
+//! filtering afterwards.
 
 use async_trait::async_trait;
 use bc_domain::model::{
-    ApiToken, BillingInterval, Booking, Event, IdempotencyRecord, JoinToken, KubernetesCluster,
-    LoadBalancer, Node, NodePool, Pool, PoolState, ProviderAccount, Quota, QuotaResource,
+    ApiToken, BillingInterval, Booking, BookingState, Event, IdempotencyRecord, JoinToken,
+    KubernetesCluster, LoadBalancer, Node, NodePool, Pool, ProviderAccount, Quota, QuotaResource,
     Substrate,
 };
 use bc_domain::ports::{
-    AccountRepo, AgentRepo, BookingRepo, ClusterRepo, LedgerRepo, LoadBalancerFilter,
-    LoadBalancerRepo, Page, PageRequest, PoolRepo, StoreResult, SubstrateRepo,
+    AccountRepo, AgentRepo, BookingRepo, ClusterFilter, ClusterRepo, GrantedIds, LedgerRepo,
+    LoadBalancerFilter, LoadBalancerRepo, Page, PageCursor, PageRequest, PoolRepo, ReadScope,
+    StoreResult, SubstrateRepo,
 };
+use bc_domain::rules::idempotency;
 use bc_domain::{
     BookingId, ClusterId, LoadBalancerId, NodeId, NodePoolId, ObjectName, PoolId,
     ProviderAccountId, TenantId, Timestamp, TokenId,
@@ -21,12 +25,70 @@ use bc_domain::{
 use sea_orm::Value;
 
 use crate::rows::{self, *};
-use crate::sql::{self, enum_text, s, ts, u64v};
+use crate::sql::{self, placeholders, s, ts, u64v};
 use crate::store::SqlStore;
+
+/// A list's restriction to what a [`ReadScope`] covers.
+enum Scoped {
+    /// No restriction.
+    All,
+    /// ` AND (…)` with its values.
+    Clause(String, Vec<Value>),
+    /// The scope covers nothing: the page is empty without a query.
+    Nothing,
+}
+
+/// The restriction of `scope`: `alternatives` lists, for granted ids, `(sql with {} for
+/// the ids' placeholders, ids)`; a row is readable if any alternative holds.
+fn scoped<'a>(
+    scope: &ReadScope,
+    alternatives: impl FnOnce(&GrantedIds) -> Vec<(&'a str, Vec<Value>)>,
+) -> Scoped {
+    let ReadScope::Granted(granted) = scope else { return Scoped::All };
+    let mut parts = Vec::new();
+    let mut values = Vec::new();
+    for (sql, ids) in alternatives(granted).into_iter().filter(|(_, ids)| !ids.is_empty()) {
+        parts.push(sql.replace("{}", &placeholders(ids.len())));
+        values.extend(ids);
+    }
+    if parts.is_empty() {
+        Scoped::Nothing
+    } else {
+        Scoped::Clause(format!(" AND ({})", parts.join(" OR ")), values)
+    }
+}
+
+/// Bound values of a set of ids.
+fn ids<T: AsRef<str>>(set: impl IntoIterator<Item = T>) -> Vec<Value> {
+    set.into_iter().map(s).collect()
+}
+
+/// An empty page.
+fn empty<T, K>() -> Page<T, K> {
+    Page { items: Vec::new(), next: None }
+}
+
+/// Appends the scope's clause to a query, or says the page is empty.
+fn restrict(q: &mut String, v: &mut Vec<Value>, scope: Scoped) -> bool {
+    match scope {
+        Scoped::All => true,
+        Scoped::Clause(c, ids) => {
+            q.push_str(&c);
+            v.extend(ids);
+            true
+        }
+        Scoped::Nothing => false,
+    }
+}
 
 #[async_trait]
 impl PoolRepo for SqlStore {
-    async fn pool_get(&self, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
+    async fn pool_get(&self, tenant: &TenantId, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
+        let q = format!("SELECT {POOL} FROM pools WHERE pool_id = ? AND tenant_id = ?");
+        self.one(&q, vec![s(pool_id), s(tenant)], rows::pool).await
+    }
+
+    async fn pool_get_any(&self, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
         let q = format!("SELECT {POOL} FROM pools WHERE pool_id = ?");
         self.one(&q, vec![s(pool_id)], rows::pool).await
     }
@@ -43,16 +105,20 @@ impl PoolRepo for SqlStore {
     async fn pool_list(
         &self,
         tenant: &TenantId,
+        scope: &ReadScope,
         include_archived: bool,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Pool>> {
+        page: &PageRequest<PoolId>,
+    ) -> StoreResult<Page<Pool, PoolId>> {
         let mut q = format!("SELECT {POOL} FROM pools WHERE tenant_id = ?");
         let mut v = vec![s(tenant)];
         if !include_archived {
-            q.push_str(" AND state = ?");
-            v.push(s(enum_text(&PoolState::Active)?));
+            q.push_str(" AND state = 'active'");
         }
-        self.page(&q, v, "pool_id", page, rows::pool, |p| p.pool_id.to_string()).await
+        let scope = scoped(scope, |g| vec![("pool_id IN ({})", ids(&g.pools))]);
+        if !restrict(&mut q, &mut v, scope) {
+            return Ok(empty());
+        }
+        self.page(&q, v, "pool_id", page, rows::pool, |p| p.pool_id.clone()).await
     }
 
     async fn quota_get(
@@ -72,7 +138,21 @@ impl PoolRepo for SqlStore {
 
 #[async_trait]
 impl AccountRepo for SqlStore {
-    async fn account_get(&self, id: &ProviderAccountId) -> StoreResult<Option<ProviderAccount>> {
+    async fn account_get(
+        &self,
+        tenant: &TenantId,
+        id: &ProviderAccountId,
+    ) -> StoreResult<Option<ProviderAccount>> {
+        let q = format!(
+            "SELECT {ACCOUNT} FROM provider_accounts WHERE provider_account_id = ? AND tenant_id = ?"
+        );
+        self.one(&q, vec![s(id), s(tenant)], rows::account).await
+    }
+
+    async fn account_get_any(
+        &self,
+        id: &ProviderAccountId,
+    ) -> StoreResult<Option<ProviderAccount>> {
         let q = format!("SELECT {ACCOUNT} FROM provider_accounts WHERE provider_account_id = ?");
         self.one(&q, vec![s(id)], rows::account).await
     }
@@ -80,21 +160,49 @@ impl AccountRepo for SqlStore {
     async fn account_list(
         &self,
         tenant: &TenantId,
-        page: &PageRequest,
-    ) -> StoreResult<Page<ProviderAccount>> {
-        let q = format!(
+        scope: &ReadScope,
+        page: &PageRequest<ProviderAccountId>,
+    ) -> StoreResult<Page<ProviderAccount, ProviderAccountId>> {
+        let mut q = format!(
             "SELECT {ACCOUNT} FROM provider_accounts WHERE tenant_id = ? AND deleted_at IS NULL"
         );
-        self.page(&q, vec![s(tenant)], "provider_account_id", page, rows::account, |a| {
-            a.provider_account_id.to_string()
-        })
-        .await
+        let mut v = vec![s(tenant)];
+        let alts = scoped(scope, |g| vec![("provider_account_id IN ({})", ids(&g.accounts))]);
+        if !restrict(&mut q, &mut v, alts) {
+            return Ok(empty());
+        }
+        self.page(&q, v, "provider_account_id", page, rows::account, account_key).await
     }
+
+    async fn account_sweep(
+        &self,
+        page: &PageRequest<ProviderAccountId>,
+    ) -> StoreResult<Page<ProviderAccount, ProviderAccountId>> {
+        let q = format!("SELECT {ACCOUNT} FROM provider_accounts WHERE deleted_at IS NULL");
+        self.page(&q, vec![], "provider_account_id", page, rows::account, account_key).await
+    }
+}
+
+fn account_key(a: &ProviderAccount) -> ProviderAccountId {
+    a.provider_account_id.clone()
+}
+
+fn substrate_key(x: &Substrate) -> PoolId {
+    x.pool_id.clone()
 }
 
 #[async_trait]
 impl SubstrateRepo for SqlStore {
-    async fn substrate_get(&self, pool_id: &PoolId) -> StoreResult<Option<Substrate>> {
+    async fn substrate_get(
+        &self,
+        tenant: &TenantId,
+        pool_id: &PoolId,
+    ) -> StoreResult<Option<Substrate>> {
+        let q = format!("SELECT {SUBSTRATE} FROM substrates WHERE pool_id = ? AND tenant_id = ?");
+        self.one(&q, vec![s(pool_id), s(tenant)], rows::substrate).await
+    }
+
+    async fn substrate_get_any(&self, pool_id: &PoolId) -> StoreResult<Option<Substrate>> {
         let q = format!("SELECT {SUBSTRATE} FROM substrates WHERE pool_id = ?");
         self.one(&q, vec![s(pool_id)], rows::substrate).await
     }
@@ -107,11 +215,50 @@ impl SubstrateRepo for SqlStore {
         let q = format!("SELECT {SUBSTRATE} FROM substrates WHERE cluster_id = ? ORDER BY pool_id");
         self.all(&q, vec![s(cluster_id)], rows::substrate).await
     }
+
+    async fn substrate_sweep(
+        &self,
+        page: &PageRequest<PoolId>,
+    ) -> StoreResult<Page<Substrate, PoolId>> {
+        let q = format!("SELECT {SUBSTRATE} FROM substrates WHERE state <> 'deleted'");
+        self.page(&q, vec![], "pool_id", page, rows::substrate, substrate_key).await
+    }
+
+    async fn substrate_list_by_account(
+        &self,
+        account: &ProviderAccountId,
+        page: &PageRequest<PoolId>,
+    ) -> StoreResult<Page<Substrate, PoolId>> {
+        let q = format!(
+            "SELECT {SUBSTRATE} FROM substrates \
+             WHERE provider_account_id = ? AND state <> 'deleted'"
+        );
+        self.page(&q, vec![s(account)], "pool_id", page, rows::substrate, substrate_key).await
+    }
+}
+
+fn cluster_key(c: &KubernetesCluster) -> ClusterId {
+    c.cluster_id.clone()
+}
+
+fn node_pool_key(n: &NodePool) -> NodePoolId {
+    n.node_pool_id.clone()
 }
 
 #[async_trait]
 impl ClusterRepo for SqlStore {
-    async fn cluster_get(&self, id: &ClusterId) -> StoreResult<Option<KubernetesCluster>> {
+    async fn cluster_get(
+        &self,
+        tenant: &TenantId,
+        id: &ClusterId,
+    ) -> StoreResult<Option<KubernetesCluster>> {
+        let q = format!(
+            "SELECT {CLUSTER} FROM kubernetes_clusters WHERE cluster_id = ? AND tenant_id = ?"
+        );
+        self.one(&q, vec![s(id), s(tenant)], rows::cluster).await
+    }
+
+    async fn cluster_get_any(&self, id: &ClusterId) -> StoreResult<Option<KubernetesCluster>> {
         let q = format!("SELECT {CLUSTER} FROM kubernetes_clusters WHERE cluster_id = ?");
         self.one(&q, vec![s(id)], rows::cluster).await
     }
@@ -119,16 +266,29 @@ impl ClusterRepo for SqlStore {
     async fn cluster_list(
         &self,
         tenant: &TenantId,
-        account: Option<&ProviderAccountId>,
-        page: &PageRequest,
-    ) -> StoreResult<Page<KubernetesCluster>> {
+        scope: &ReadScope,
+        filter: &ClusterFilter,
+        page: &PageRequest<ClusterId>,
+    ) -> StoreResult<Page<KubernetesCluster, ClusterId>> {
         let mut q = format!("SELECT {CLUSTER} FROM kubernetes_clusters WHERE tenant_id = ?");
         let mut v = vec![s(tenant)];
-        if let Some(a) = account {
+        if let Some(a) = &filter.provider_account_id {
             q.push_str(" AND provider_account_id = ?");
             v.push(s(a));
         }
-        self.page(&q, v, "cluster_id", page, rows::cluster, |c| c.cluster_id.to_string()).await
+        if !filter.include_deleted {
+            q.push_str(" AND state <> 'deleted'");
+        }
+        let alts = scoped(scope, |g| {
+            vec![
+                ("cluster_id IN ({})", ids(&g.clusters)),
+                ("provider_account_id IN ({})", ids(&g.accounts)),
+            ]
+        });
+        if !restrict(&mut q, &mut v, alts) {
+            return Ok(empty());
+        }
+        self.page(&q, v, "cluster_id", page, rows::cluster, cluster_key).await
     }
 
     async fn cluster_find_by_provider_id(
@@ -149,27 +309,115 @@ impl ClusterRepo for SqlStore {
         self.count(q, vec![s(account)]).await
     }
 
-    async fn node_pool_get(&self, id: &NodePoolId) -> StoreResult<Option<NodePool>> {
+    async fn cluster_sweep(
+        &self,
+        page: &PageRequest<ClusterId>,
+    ) -> StoreResult<Page<KubernetesCluster, ClusterId>> {
+        let q = format!("SELECT {CLUSTER} FROM kubernetes_clusters WHERE state <> 'deleted'");
+        self.page(&q, vec![], "cluster_id", page, rows::cluster, cluster_key).await
+    }
+
+    async fn cluster_list_by_account(
+        &self,
+        account: &ProviderAccountId,
+        page: &PageRequest<ClusterId>,
+    ) -> StoreResult<Page<KubernetesCluster, ClusterId>> {
+        let q = format!(
+            "SELECT {CLUSTER} FROM kubernetes_clusters \
+             WHERE provider_account_id = ? AND state <> 'deleted'"
+        );
+        self.page(&q, vec![s(account)], "cluster_id", page, rows::cluster, cluster_key).await
+    }
+
+    async fn node_pool_get(
+        &self,
+        tenant: &TenantId,
+        id: &NodePoolId,
+    ) -> StoreResult<Option<NodePool>> {
+        let q =
+            format!("SELECT {NODE_POOL} FROM node_pools WHERE node_pool_id = ? AND tenant_id = ?");
+        self.one(&q, vec![s(id), s(tenant)], rows::node_pool).await
+    }
+
+    async fn node_pool_get_any(&self, id: &NodePoolId) -> StoreResult<Option<NodePool>> {
         let q = format!("SELECT {NODE_POOL} FROM node_pools WHERE node_pool_id = ?");
         self.one(&q, vec![s(id)], rows::node_pool).await
+    }
+
+    async fn node_pool_list(
+        &self,
+        tenant: &TenantId,
+        cluster_id: &ClusterId,
+        scope: &ReadScope,
+        include_deleted: bool,
+        page: &PageRequest<NodePoolId>,
+    ) -> StoreResult<Page<NodePool, NodePoolId>> {
+        let mut q =
+            format!("SELECT {NODE_POOL} FROM node_pools WHERE cluster_id = ? AND tenant_id = ?");
+        let mut v = vec![s(cluster_id), s(tenant)];
+        if !include_deleted {
+            q.push_str(" AND state <> 'deleted'");
+        }
+        let alts = scoped(scope, |g| {
+            vec![
+                ("node_pool_id IN ({})", ids(&g.node_pools)),
+                ("cluster_id IN ({})", ids(&g.clusters)),
+                (
+                    "EXISTS (SELECT 1 FROM kubernetes_clusters c \
+                     WHERE c.cluster_id = node_pools.cluster_id \
+                     AND c.provider_account_id IN ({}))",
+                    ids(&g.accounts),
+                ),
+            ]
+        });
+        if !restrict(&mut q, &mut v, alts) {
+            return Ok(empty());
+        }
+        self.page(&q, v, "node_pool_id", page, rows::node_pool, node_pool_key).await
     }
 
     async fn node_pool_list_by_cluster(
         &self,
         cluster_id: &ClusterId,
-        page: &PageRequest,
-    ) -> StoreResult<Page<NodePool>> {
-        let q = format!("SELECT {NODE_POOL} FROM node_pools WHERE cluster_id = ?");
-        self.page(&q, vec![s(cluster_id)], "node_pool_id", page, rows::node_pool, |n| {
-            n.node_pool_id.to_string()
-        })
-        .await
+        page: &PageRequest<NodePoolId>,
+    ) -> StoreResult<Page<NodePool, NodePoolId>> {
+        let q = format!(
+            "SELECT {NODE_POOL} FROM node_pools WHERE cluster_id = ? AND state <> 'deleted'"
+        );
+        self.page(&q, vec![s(cluster_id)], "node_pool_id", page, rows::node_pool, node_pool_key)
+            .await
     }
+
+    async fn node_pool_sweep(
+        &self,
+        page: &PageRequest<NodePoolId>,
+    ) -> StoreResult<Page<NodePool, NodePoolId>> {
+        let q = format!("SELECT {NODE_POOL} FROM node_pools WHERE state <> 'deleted'");
+        self.page(&q, vec![], "node_pool_id", page, rows::node_pool, node_pool_key).await
+    }
+}
+
+fn load_balancer_key(l: &LoadBalancer) -> LoadBalancerId {
+    l.load_balancer_id.clone()
 }
 
 #[async_trait]
 impl LoadBalancerRepo for SqlStore {
-    async fn load_balancer_get(&self, id: &LoadBalancerId) -> StoreResult<Option<LoadBalancer>> {
+    async fn load_balancer_get(
+        &self,
+        tenant: &TenantId,
+        id: &LoadBalancerId,
+    ) -> StoreResult<Option<LoadBalancer>> {
+        let q = format!(
+            "SELECT {LOAD_BALANCER} FROM load_balancers WHERE load_balancer_id = ? AND tenant_id = ?"
+        );
+        self.one(&q, vec![s(id), s(tenant)], rows::load_balancer).await
+    }
+
+    async fn load_balancer_get_any(
+        &self,
+        id: &LoadBalancerId,
+    ) -> StoreResult<Option<LoadBalancer>> {
         let q = format!("SELECT {LOAD_BALANCER} FROM load_balancers WHERE load_balancer_id = ?");
         self.one(&q, vec![s(id)], rows::load_balancer).await
     }
@@ -177,9 +425,10 @@ impl LoadBalancerRepo for SqlStore {
     async fn load_balancer_list(
         &self,
         tenant: &TenantId,
+        scope: &ReadScope,
         filter: &LoadBalancerFilter,
-        page: &PageRequest,
-    ) -> StoreResult<Page<LoadBalancer>> {
+        page: &PageRequest<LoadBalancerId>,
+    ) -> StoreResult<Page<LoadBalancer, LoadBalancerId>> {
         let mut q = format!("SELECT {LOAD_BALANCER} FROM load_balancers WHERE tenant_id = ?");
         let mut v = vec![s(tenant)];
         if let Some(p) = &filter.pool_id {
@@ -193,10 +442,16 @@ impl LoadBalancerRepo for SqlStore {
         if !filter.include_deleted {
             q.push_str(" AND deleted_at IS NULL");
         }
-        self.page(&q, v, "load_balancer_id", page, rows::load_balancer, |l| {
-            l.load_balancer_id.to_string()
-        })
-        .await
+        let alts = scoped(scope, |g| {
+            vec![
+                ("load_balancer_id IN ({})", ids(&g.load_balancers)),
+                ("provider_account_id IN ({})", ids(&g.accounts)),
+            ]
+        });
+        if !restrict(&mut q, &mut v, alts) {
+            return Ok(empty());
+        }
+        self.page(&q, v, "load_balancer_id", page, rows::load_balancer, load_balancer_key).await
     }
 
     async fn load_balancer_find_by_provider_id(
@@ -220,6 +475,28 @@ impl LoadBalancerRepo for SqlStore {
         let q = "SELECT COUNT(*) AS n FROM load_balancers \
                  WHERE provider_account_id = ? AND deleted_at IS NULL";
         self.count(q, vec![s(account)]).await
+    }
+
+    async fn load_balancer_sweep(
+        &self,
+        page: &PageRequest<LoadBalancerId>,
+    ) -> StoreResult<Page<LoadBalancer, LoadBalancerId>> {
+        let q = format!("SELECT {LOAD_BALANCER} FROM load_balancers WHERE deleted_at IS NULL");
+        self.page(&q, vec![], "load_balancer_id", page, rows::load_balancer, load_balancer_key)
+            .await
+    }
+
+    async fn load_balancer_list_by_account(
+        &self,
+        account: &ProviderAccountId,
+        page: &PageRequest<LoadBalancerId>,
+    ) -> StoreResult<Page<LoadBalancer, LoadBalancerId>> {
+        let q = format!(
+            "SELECT {LOAD_BALANCER} FROM load_balancers \
+             WHERE provider_account_id = ? AND deleted_at IS NULL"
+        );
+        let v = vec![s(account)];
+        self.page(&q, v, "load_balancer_id", page, rows::load_balancer, load_balancer_key).await
     }
 }
 
@@ -248,11 +525,10 @@ impl AgentRepo for SqlStore {
     async fn node_list_by_pool(
         &self,
         pool_id: &PoolId,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Node>> {
+        page: &PageRequest<NodeId>,
+    ) -> StoreResult<Page<Node, NodeId>> {
         let q = format!("SELECT {NODE} FROM nodes WHERE pool_id = ?");
-        self.page(&q, vec![s(pool_id)], "node_id", page, rows::node, |n| n.node_id.to_string())
-            .await
+        self.page(&q, vec![s(pool_id)], "node_id", page, rows::node, |n| n.node_id.clone()).await
     }
 
     async fn join_token_find(&self, hash: &str) -> StoreResult<Option<JoinToken>> {
@@ -275,21 +551,35 @@ impl AgentRepo for SqlStore {
 
 #[async_trait]
 impl BookingRepo for SqlStore {
-    async fn booking_get(&self, id: &BookingId) -> StoreResult<Option<Booking>> {
-        let q = format!("SELECT {BOOKING} FROM bookings WHERE booking_id = ?");
-        self.one(&q, vec![s(id)], rows::booking).await
+    async fn booking_get(&self, tenant: &TenantId, id: &BookingId) -> StoreResult<Option<Booking>> {
+        let q = format!("SELECT {BOOKING} FROM bookings WHERE booking_id = ? AND tenant_id = ?");
+        self.one(&q, vec![s(id), s(tenant)], rows::booking).await
     }
 
     async fn booking_list(
         &self,
+        tenant: &TenantId,
         pool_id: &PoolId,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Booking>> {
-        let q = format!("SELECT {BOOKING} FROM bookings WHERE pool_id = ?");
-        self.page(&q, vec![s(pool_id)], "booking_id", page, rows::booking, |b| {
-            b.booking_id.to_string()
-        })
-        .await
+        state: Option<BookingState>,
+        now: Timestamp,
+        page: &PageRequest<BookingId>,
+    ) -> StoreResult<Page<Booking, BookingId>> {
+        let mut q = format!("SELECT {BOOKING} FROM bookings WHERE pool_id = ? AND tenant_id = ?");
+        let mut v = vec![s(pool_id), s(tenant)];
+        // `rules::drain::booking_is_active` in SQL: stored active and not past `endsAt`
+        // (a booking ending at `now` has ended).
+        match state {
+            None => {}
+            Some(BookingState::Active) => {
+                q.push_str(" AND state = 'active' AND (ends_at IS NULL OR ends_at > ?)");
+                v.push(ts(now));
+            }
+            Some(BookingState::Ended) => {
+                q.push_str(" AND (state <> 'active' OR ends_at <= ?)");
+                v.push(ts(now));
+            }
+        }
+        self.page(&q, v, "booking_id", page, rows::booking, |b| b.booking_id.clone()).await
     }
 
     async fn booking_count_active(&self, pool_id: &PoolId, now: Timestamp) -> StoreResult<u64> {
@@ -307,7 +597,8 @@ impl LedgerRepo for SqlStore {
         from: Timestamp,
         to: Timestamp,
         meter: Option<&str>,
-    ) -> StoreResult<Vec<BillingInterval>> {
+        page: &PageRequest<u64>,
+    ) -> StoreResult<Page<BillingInterval, u64>> {
         // Overlap of [start, end) with [from, to); an open interval extends to infinity.
         let mut q = format!(
             "SELECT {BILLING} FROM billing_intervals WHERE tenant_id = ? AND start_at < ? \
@@ -318,8 +609,11 @@ impl LedgerRepo for SqlStore {
             q.push_str(" AND meter = ?");
             v.push(s(m));
         }
-        q.push_str(" ORDER BY start_at, interval_id");
-        self.all(&q, v, rows::billing).await
+        let numbered = self.page(&q, v, "interval_id", page, rows::billing, |(n, _)| *n).await?;
+        Ok(Page {
+            items: numbered.items.into_iter().map(|(_, interval)| interval).collect(),
+            next: numbered.next.map(|c| PageCursor::after(*c.key())),
+        })
     }
 
     async fn event_list(
@@ -345,17 +639,25 @@ impl LedgerRepo for SqlStore {
         self.all(&q, vec![u64v(after_seq)?, Value::from(i64::from(limit))], rows::event).await
     }
 
+    async fn relay_cursor(&self, publisher: &str) -> StoreResult<u64> {
+        let q = "SELECT last_seq AS n FROM relay_cursors WHERE publisher = ?";
+        self.count(q, vec![s(publisher)]).await
+    }
+
     async fn idempotency_get(
         &self,
         tenant: &TenantId,
         method: &str,
         request_id: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<IdempotencyRecord>> {
         let q = format!(
             "SELECT {IDEMPOTENCY} FROM idempotency \
-             WHERE tenant_id = ? AND method = ? AND request_id = ?"
+             WHERE tenant_id = ? AND method = ? AND request_id = ? AND created_at > ?"
         );
-        self.one(&q, vec![s(tenant), s(method), s(request_id)], rows::idempotency).await
+        let expired = idempotency::expired_at_or_before(now);
+        let v = vec![s(tenant), s(method), s(request_id), ts(expired)];
+        self.one(&q, v, rows::idempotency).await
     }
 
     async fn idempotency_purge(&self, before: Timestamp) -> StoreResult<u64> {

@@ -10,7 +10,7 @@ use bc_domain::model::{
     LoadBalancer, Node, NodePool, ObservedStatus, Pool, ProviderAccount, Quota, SealedSecret,
     Substrate,
 };
-use bc_domain::ports::WorkItem;
+use bc_domain::ports::{Lease, WorkItem, WorkKind};
 use bc_domain::{StoreError, TenantId};
 use sea_orm::QueryResult;
 
@@ -44,7 +44,7 @@ pub(crate) fn quota(q: &QueryResult) -> R<Quota> {
     let r = Row(q);
     let name = r.string("resource")?;
     let resource = bc_domain::model::QuotaResource::parse(&name)
-        .ok_or_else(|| StoreError::Internal(format!("unknown quota resource {name:?}")))?;
+        .ok_or_else(|| StoreError::internal(format!("unknown quota resource {name:?}")))?;
     Ok(Quota { resource, limit: r.u32("quota_limit")?, used: r.u32("used")? })
 }
 
@@ -159,7 +159,7 @@ pub(crate) fn node_pool(q: &QueryResult) -> R<NodePool> {
 pub(crate) const LOAD_BALANCER: &str = "load_balancer_id, tenant_id, pool_id, \
      provider_account_id, name, spec, generation, created_at, delete_requested, \
      provider_load_balancer_id, ip, state, message, observed_generation, updated_at, ready_at, \
-     deleted_at";
+     deleted_at, quota_released";
 
 pub(crate) fn load_balancer(q: &QueryResult) -> R<LoadBalancer> {
     let r = Row(q);
@@ -178,6 +178,7 @@ pub(crate) fn load_balancer(q: &QueryResult) -> R<LoadBalancer> {
         status: status(&r)?,
         ready_at: r.opt_ts("ready_at")?,
         deleted_at: r.opt_ts("deleted_at")?,
+        quota_released: r.bool("quota_released")?,
     })
 }
 
@@ -244,19 +245,22 @@ pub(crate) fn api_token(q: &QueryResult) -> R<ApiToken> {
     })
 }
 
-/// Columns of `billing_intervals`.
-pub(crate) const BILLING: &str = "meter, resource, tenant_id, pool_id, start_at, end_at";
+/// Columns of `billing_intervals` (with the interval number, the page key).
+pub(crate) const BILLING: &str =
+    "interval_id, meter, resource, tenant_id, pool_id, start_at, end_at";
 
-pub(crate) fn billing(q: &QueryResult) -> R<BillingInterval> {
+/// An interval and its number.
+pub(crate) fn billing(q: &QueryResult) -> R<(u64, BillingInterval)> {
     let r = Row(q);
-    Ok(BillingInterval {
+    let interval = BillingInterval {
         meter: r.string("meter")?,
         resource: r.string("resource")?,
         tenant_id: r.parse("tenant_id")?,
         pool_id: r.parse("pool_id")?,
         start: r.ts("start_at")?,
         end: r.opt_ts("end_at")?,
-    })
+    };
+    Ok((r.u64("interval_id")?, interval))
 }
 
 /// Columns of `events`.
@@ -297,8 +301,10 @@ pub(crate) const WORK: &str =
 
 pub(crate) fn work(q: &QueryResult) -> R<WorkItem> {
     let r = Row(q);
+    let kind = r.string("kind")?;
     Ok(WorkItem {
-        kind: r.string("kind")?,
+        kind: WorkKind::parse(&kind)
+            .ok_or_else(|| StoreError::internal(format!("unknown work kind {kind:?}")))?,
         key: r.string("item_key")?,
         not_before: r.ts("not_before")?,
         attempts: r.u32("attempts")?,
@@ -306,4 +312,12 @@ pub(crate) fn work(q: &QueryResult) -> R<WorkItem> {
         lease_until: r.opt_ts("lease_until")?,
         last_error: r.opt_string("last_error")?,
     })
+}
+
+/// Columns of `leases`.
+pub(crate) const LEASE: &str = "name, owner, lease_until";
+
+pub(crate) fn lease(q: &QueryResult) -> R<Lease> {
+    let r = Row(q);
+    Ok(Lease { name: r.string("name")?, owner: r.string("owner")?, until: r.ts("lease_until")? })
 }

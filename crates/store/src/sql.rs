@@ -7,6 +7,8 @@
 
 use std::str::FromStr;
 
+use bc_domain::id::{Id, IdKind};
+use bc_domain::ports::CursorKey;
 use bc_domain::{StoreError, Timestamp};
 use sea_orm::{DbBackend, QueryResult, Statement, Value};
 use serde::Serialize;
@@ -48,6 +50,51 @@ pub(crate) fn least(backend: DbBackend) -> &'static str {
     }
 }
 
+/// The two-argument maximum: `GREATEST` on PostgreSQL, scalar `MAX` on SQLite.
+pub(crate) fn greatest(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => "GREATEST",
+        _ => "MAX",
+    }
+}
+
+/// A list's page key as a bound value, and the value below every key (so the first page
+/// also reads an index range, `key > lowest`, rather than scanning from the start).
+pub(crate) trait SqlKey: CursorKey {
+    /// The key as bound.
+    fn value(&self) -> Value;
+    /// Below every stored key.
+    fn lowest() -> Value;
+}
+
+impl<K: IdKind> SqlKey for Id<K> {
+    fn value(&self) -> Value {
+        s(self)
+    }
+    fn lowest() -> Value {
+        s("")
+    }
+}
+
+impl SqlKey for String {
+    fn value(&self) -> Value {
+        s(self)
+    }
+    fn lowest() -> Value {
+        s("")
+    }
+}
+
+impl SqlKey for u64 {
+    fn value(&self) -> Value {
+        // Keys are autoincrement numbers, far below i64::MAX; saturate rather than wrap.
+        Value::from(i64::try_from(*self).unwrap_or(i64::MAX))
+    }
+    fn lowest() -> Value {
+        Value::from(i64::MIN)
+    }
+}
+
 /// A timestamp as stored (unix milliseconds).
 pub(crate) fn ts(t: Timestamp) -> Value {
     Value::from(t.unix_ms())
@@ -63,7 +110,7 @@ pub(crate) fn ots(t: Option<Timestamp>) -> Value {
 pub(crate) fn u64v(n: u64) -> Result<Value, StoreError> {
     i64::try_from(n)
         .map(Value::from)
-        .map_err(|_| StoreError::Internal(format!("{n} does not fit a BIGINT")))
+        .map_err(|_| StoreError::internal(format!("{n} does not fit a BIGINT")))
 }
 
 /// A string value.
@@ -80,14 +127,14 @@ pub(crate) fn os<T: AsRef<str>>(v: Option<T>) -> Value {
 pub(crate) fn json<T: Serialize>(v: &T) -> Result<Value, StoreError> {
     serde_json::to_string(v)
         .map(Value::from)
-        .map_err(|e| StoreError::Internal(format!("cannot encode JSON: {e}")))
+        .map_err(|e| StoreError::internal(format!("cannot encode JSON: {e}")))
 }
 
 /// The wire name of a serde enum (`"active"`), as stored in text columns.
 pub(crate) fn enum_text<T: Serialize>(v: &T) -> Result<String, StoreError> {
     match serde_json::to_value(v) {
         Ok(serde_json::Value::String(s)) => Ok(s),
-        other => Err(StoreError::Internal(format!("not a unit enum: {other:?}"))),
+        other => Err(StoreError::internal(format!("not a unit enum: {other:?}"))),
     }
 }
 
@@ -95,7 +142,7 @@ pub(crate) fn enum_text<T: Serialize>(v: &T) -> Result<String, StoreError> {
 pub(crate) struct Row<'a>(pub(crate) &'a QueryResult);
 
 fn bad(col: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Internal(format!("column {col}: {e}"))
+    StoreError::internal(format!("column {col}: {e}"))
 }
 
 impl Row<'_> {

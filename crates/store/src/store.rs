@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bc_domain::StoreError;
-use bc_domain::ports::{Page, PageRequest};
+use bc_domain::ports::{Page, PageCursor, PageRequest};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
@@ -21,7 +21,7 @@ use sea_orm_migration::MigratorTrait;
 
 use crate::error::{TxError, to_store_error, with_retry};
 use crate::migration::Migrator;
-use crate::sql;
+use crate::sql::{self, SqlKey};
 
 /// How long a SQLite connection waits for another writer before reporting busy.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -80,7 +80,7 @@ impl SqlStore {
             opts.max_connections(POSTGRES_CONNECTIONS);
         }
         let db = Database::connect(opts).await.map_err(|e| match to_store_error(e) {
-            StoreError::Internal(m) => StoreError::Unavailable(m),
+            StoreError::Internal(d) => StoreError::Unavailable(d.for_logs().to_owned()),
             other => other,
         })?;
         let backend = db.get_database_backend();
@@ -106,8 +106,9 @@ impl SqlStore {
 
     /// Test support for the "no lookup scans a table" rule: while on (SQLite only; a
     /// no-op on PostgreSQL), every repository read first asks `EXPLAIN QUERY PLAN` and
-    /// fails with `Internal` naming the query if SQLite would `SCAN` a table or an index
-    /// instead of searching it. Costs one extra query per read, so keep it off in service.
+    /// fails with `Internal` naming the query (in its detail, for logs) if SQLite would
+    /// `SCAN` a table or an index instead of searching it. Costs one extra query per read,
+    /// so keep it off in service.
     pub fn enforce_index_plans(&self, on: bool) {
         self.plan_check.store(on, Ordering::Relaxed);
     }
@@ -127,7 +128,7 @@ impl SqlStore {
         if scans.is_empty() {
             Ok(())
         } else {
-            Err(StoreError::Internal(format!("query {text:?} would scan: {scans:?}")))
+            Err(StoreError::internal(format!("query {text:?} would scan: {scans:?}")))
         }
     }
 
@@ -175,7 +176,10 @@ impl SqlStore {
 
     /// Starts a write transaction. SQLite gets `BEGIN IMMEDIATE`, so the write lock is
     /// taken (waiting up to the busy timeout) before the first read; a deferred transaction
-    /// that read first could not upgrade after another writer committed.
+    /// that read first could not upgrade after another writer committed. The only place a
+    /// transaction begins (`clippy.toml` forbids the raw call elsewhere): call it inside
+    /// [`SqlStore::write`], so the whole transaction is what the retry re-runs.
+    #[allow(clippy::disallowed_methods)]
     pub(crate) async fn begin(&self) -> Result<DatabaseTransaction, TxError> {
         let opts = TransactionOptions {
             sqlite_transaction_mode: (self.backend == DbBackend::Sqlite)
@@ -242,32 +246,29 @@ impl SqlStore {
         }
     }
 
-    /// One page: `base` is a query whose `WHERE` clause the page extends with
-    /// `AND <id_col> > ?`, ordered by `id_col`, fetching one extra row to know if more
-    /// remain.
-    pub(crate) async fn page<T>(
+    /// One page: `base` is a query with a `WHERE` clause, which the page extends with
+    /// `AND <key_col> > ?` (the cursor's key, or below every key on the first page, so
+    /// even that reads an index range) and orders by `key_col`, fetching one extra row to
+    /// know whether more remain.
+    pub(crate) async fn page<T, K: SqlKey>(
         &self,
         base: &str,
         mut values: Vec<Value>,
-        id_col: &str,
-        page: &PageRequest,
+        key_col: &str,
+        page: &PageRequest<K>,
         decode: fn(&QueryResult) -> Result<T, StoreError>,
-        id_of: fn(&T) -> String,
-    ) -> Result<Page<T>, StoreError> {
-        // A zero limit would make paging impossible (no last id); treat it as one.
+        key_of: fn(&T) -> K,
+    ) -> Result<Page<T, K>, StoreError> {
+        // A zero limit would make paging impossible (no last key); treat it as one.
         let limit = page.limit.max(1) as usize;
-        let mut text = base.to_owned();
-        if let Some(after) = &page.after {
-            text.push_str(&format!(" AND {id_col} > ?"));
-            values.push(sql::s(after));
-        }
-        text.push_str(&format!(" ORDER BY {id_col} LIMIT ?"));
+        let text = format!("{base} AND {key_col} > ? ORDER BY {key_col} LIMIT ?");
+        values.push(page.after.as_ref().map_or_else(K::lowest, |c| c.key().value()));
         values.push(Value::from(limit as i64 + 1));
         let mut items = self.all(&text, values, decode).await?;
         let more = items.len() > limit;
         items.truncate(limit);
-        let next_after = if more { items.last().map(id_of) } else { None };
-        Ok(Page { items, next_after })
+        let next = if more { items.last().map(|t| PageCursor::after(key_of(t))) } else { None };
+        Ok(Page { items, next })
     }
 }
 
@@ -289,7 +290,10 @@ mod tests {
         s.enforce_index_plans(true);
         let by_name = "SELECT pool_id FROM pools WHERE name = ?";
         let e = s.count(by_name, vec![sql::s("web")]).await.unwrap_err();
-        assert!(matches!(e, StoreError::Internal(ref m) if m.contains("SCAN")), "{e:?}");
+        let StoreError::Internal(d) = &e else { panic!("{e:?}") };
+        assert!(d.for_logs().contains("SCAN"), "{e:?}");
+        // What a caller would see names neither the query nor the table.
+        assert!(!e.to_string().contains("pools") && !e.to_string().contains("SCAN"), "{e}");
         // An indexed lookup passes; with the check off, anything runs.
         let by_tenant = "SELECT COUNT(*) AS n FROM pools WHERE tenant_id = ?";
         assert_eq!(s.count(by_tenant, vec![sql::s("acme")]).await.unwrap(), 0);

@@ -231,6 +231,12 @@ pub fn booking_is_active(booking: &Booking, now: Timestamp) -> bool {
     booking.state == BookingState::Active && booking.ends_at.is_none_or(|end| now < end)
 }
 
+/// The state SPEC §10 shows for a booking at `now`: `ended` once past its `endsAt`, even
+/// while it is stored `active` (the store's `state` filter uses the same rule).
+pub fn booking_state_at(booking: &Booking, now: Timestamp) -> BookingState {
+    if booking_is_active(booking, now) { BookingState::Active } else { BookingState::Ended }
+}
+
 /// The refusal of `bookings.create` on a pool whose drain upgrade waits (SPEC §10):
 /// `FAILED_PRECONDITION` naming the upgrade's version, or `Ok` when none waits.
 pub fn booking_refused_by_upgrade(
@@ -431,6 +437,10 @@ mod tests {
             now()
         ));
         assert!(!booking_is_active(&booking(BookingState::Ended, None), now()));
+        let past = booking(BookingState::Active, Some(now()));
+        assert_eq!(booking_state_at(&past, now()), BookingState::Ended);
+        let open = booking(BookingState::Active, None);
+        assert_eq!(booking_state_at(&open, now()), BookingState::Active);
     }
 
     #[test]

@@ -16,9 +16,12 @@
 //!   pools (SPEC §6).
 //! - [`drain`]: the next upgrade step, drain waits, active bookings and the refusal of
 //!   bookings while a drain waits (SPEC §6, §10).
+//! - [`idempotency`]: the 24-hour `requestId` window and what a repeated create gets
+//!   (SPEC §2).
 
 pub mod billing;
 pub mod drain;
+pub mod idempotency;
 pub mod join;
 pub mod plan;
 pub mod policy;

@@ -5,8 +5,9 @@
 //! and a migration once released is never edited; a change is a new file. Portability
 //! rules every file keeps: timestamps are BIGINT unix milliseconds, counters and
 //! generations BIGINT, JSON is TEXT, and "unique among live rows" is a plain unique index
-//! over a column that is NULL for dead rows (both backends treat NULLs as distinct), so no
-//! partial index is needed.
+//! over a column that is NULL for dead rows (both backends treat NULLs as distinct). The
+//! sweeps' live-only indexes are partial indexes, written as the one `CREATE INDEX … WHERE`
+//! text both backends accept.
 
 // `MigrationTrait` is declared with `&SchemaManager` (async-trait, late-bound lifetime);
 // writing `SchemaManager<'_>` in the impls does not match it, so the lint is off here.
@@ -19,6 +20,7 @@ mod m20261202_000002_kubernetes;
 mod m20261202_000003_agents;
 mod m20261202_000004_ledger;
 mod m20261202_000005_work_queue;
+mod m20261210_000006_sweeps_and_leases;
 
 /// Every migration of the store, in order.
 pub struct Migrator;
@@ -32,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000003_agents::Migration),
             Box::new(m20261202_000004_ledger::Migration),
             Box::new(m20261202_000005_work_queue::Migration),
+            Box::new(m20261210_000006_sweeps_and_leases::Migration),
         ]
     }
 }

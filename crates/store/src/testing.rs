@@ -1,11 +1,13 @@
-//! Test support of the store suite: a store per test on each backend (SQLite in memory,
-//! SQLite file, PostgreSQL with a fresh database), and record builders.
+//! Test support for every crate that tests against the store (behind the `testing`
+//! feature): a fresh store per test on each backend (SQLite in memory, SQLite file,
+//! PostgreSQL with a fresh database), [`store_suite!`](crate::store_suite) to run one
+//! async test on all three, and record builders, so the store's, the API's and the
+//! reconcilers' tests build rows the same way.
 //!
 //! Invariant: each test gets a database nobody else touches, so tests run in parallel
 //! without seeing each other's rows; the PostgreSQL variant skips (the testkit prints
-//! why) when no server was started, and fails when services are required.
-
-#![allow(dead_code)]
+//! why) when no server was started, and fails when services are required. Builders make
+//! valid, live, pending records with fresh ids that sort in creation order.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -18,8 +20,9 @@ use bc_domain::model::*;
 use bc_domain::policy::{PoolPolicy, Scale, Taint, TaintEffect};
 use bc_domain::{ClusterId, NodePoolState};
 use bc_domain::{ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
-use bc_store::SqlStore;
 use sea_orm::{ConnectionTrait, Database};
+
+use crate::SqlStore;
 
 /// The backends the suite runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +82,12 @@ where
 /// A unique directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
 
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TempDir {
     /// A new empty directory.
     pub fn new() -> Self {
@@ -95,22 +104,28 @@ impl Drop for TempDir {
 }
 
 /// Generates one `#[tokio::test]` per backend for each named async test function
-/// (`async fn name(store: Arc<SqlStore>)`), in modules `sqlite_memory`, `sqlite_file`,
-/// `postgres`.
+/// (`async fn name(store: Arc<SqlStore>)`, in scope where the macro is called), in modules
+/// `sqlite_memory`, `sqlite_file` and `postgres`.
 #[macro_export]
-macro_rules! suite {
+macro_rules! store_suite {
     ($($t:ident),* $(,)?) => {
         mod sqlite_memory {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $t() { $crate::common::run($crate::common::Backend::Memory, super::$t).await })*
+            async fn $t() {
+                $crate::testing::run($crate::testing::Backend::Memory, super::$t).await
+            })*
         }
         mod sqlite_file {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $t() { $crate::common::run($crate::common::Backend::File, super::$t).await })*
+            async fn $t() {
+                $crate::testing::run($crate::testing::Backend::File, super::$t).await
+            })*
         }
         mod postgres {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $t() { $crate::common::run($crate::common::Backend::Postgres, super::$t).await })*
+            async fn $t() {
+                $crate::testing::run($crate::testing::Backend::Postgres, super::$t).await
+            })*
         }
     };
 }
@@ -265,6 +280,7 @@ pub fn load_balancer(p: &Pool, acct: &ProviderAccount, n: &str) -> LoadBalancer 
         status: status(ResourceState::Pending),
         ready_at: None,
         deleted_at: None,
+        quota_released: false,
     }
 }
 
@@ -299,6 +315,20 @@ pub fn node(pool_id: &PoolId, node_name: &str) -> Node {
         credential_hash: format!("hash-{}", uniq()),
         joined_at: t(0),
         last_heartbeat_at: None,
+    }
+}
+
+/// An active booking of `p`, ending at `ends_at` if given.
+pub fn booking(p: &Pool, ends_at: Option<Timestamp>) -> Booking {
+    Booking {
+        booking_id: id(),
+        tenant_id: p.tenant_id.clone(),
+        pool_id: p.pool_id.clone(),
+        node_name: Some("node-a".into()),
+        state: BookingState::Active,
+        created_at: t(0),
+        ends_at,
+        ended_at: None,
     }
 }
 

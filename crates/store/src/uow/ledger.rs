@@ -1,0 +1,115 @@
+//! Writes of the ledger: billing intervals, idempotency records and relay cursors.
+//!
+//! Invariant: at most one open interval per `(meter, resource)`, opening and closing are
+//! idempotent; an idempotency key answers for 24 hours exactly as `rules::idempotency`
+//! says (an older record is replaced, a live one refuses with the reason); a relay cursor
+//! only moves forward.
+
+use bc_domain::StoreError;
+use bc_domain::model::IdempotencyRecord;
+use bc_domain::ports::Write;
+use bc_domain::rules::idempotency::{self, Replay};
+use sea_orm::{ConnectionTrait, Value};
+
+use super::{Tx, Txn, misrouted};
+use crate::rows::{IDEMPOTENCY, idempotency as decode_idempotency};
+use crate::sql::{self, json, ots, s, ts, u64v};
+use crate::store::{SqlStore, exec};
+
+pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
+    match w {
+        Write::OpenBilling(b) => {
+            // The unique (meter, resource, open_key) index holds one open interval; a
+            // second open is a no-op, which makes the write idempotent.
+            let open_key = b.end.is_none().then_some(1i64);
+            let q = store.st(
+                "INSERT INTO billing_intervals \
+                 (meter, resource, tenant_id, pool_id, start_at, end_at, open_key) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                vec![
+                    s(&b.meter),
+                    s(&b.resource),
+                    s(&b.tenant_id),
+                    s(&b.pool_id),
+                    ts(b.start),
+                    ots(b.end),
+                    Value::from(open_key),
+                ],
+            );
+            exec(txn, q).await?;
+            Ok(())
+        }
+        Write::CloseBilling { meter, resource, at } => {
+            let q = store.st(
+                "UPDATE billing_intervals SET end_at = ?, open_key = NULL \
+                 WHERE meter = ? AND resource = ? AND open_key = 1",
+                vec![ts(*at), s(meter), s(resource)],
+            );
+            exec(txn, q).await?;
+            Ok(())
+        }
+        Write::PutIdempotency(r) => put_idempotency(store, txn, r).await,
+        Write::AdvanceRelayCursor { publisher, seq } => {
+            let greatest = sql::greatest(store.backend);
+            let q = store.st(
+                &format!(
+                    "INSERT INTO relay_cursors (publisher, last_seq) VALUES (?, ?) \
+                     ON CONFLICT (publisher) DO UPDATE SET \
+                     last_seq = {greatest}(relay_cursors.last_seq, excluded.last_seq)"
+                ),
+                vec![s(publisher), u64v(*seq)?],
+            );
+            exec(txn, q).await?;
+            Ok(())
+        }
+        _ => Err(misrouted(w)),
+    }
+}
+
+/// Inserts, or replaces a record of the key that expired; a live record of the key makes
+/// the commit fail with `RequestReplayed` (same body) or `RequestIdReused` (another).
+async fn put_idempotency(store: &SqlStore, txn: &Txn, r: &IdempotencyRecord) -> Tx<()> {
+    let expired = idempotency::expired_at_or_before(r.created_at);
+    let q = store.st(
+        "INSERT INTO idempotency (tenant_id, method, request_id, body_hash, response, \
+         created_at) VALUES (?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (tenant_id, method, request_id) DO UPDATE SET \
+         body_hash = excluded.body_hash, response = excluded.response, \
+         created_at = excluded.created_at WHERE idempotency.created_at <= ?",
+        vec![
+            s(&r.tenant_id),
+            s(&r.method),
+            s(&r.request_id),
+            s(&r.body_hash),
+            json(&r.response)?,
+            ts(r.created_at),
+            ts(expired),
+        ],
+    );
+    if exec(txn, q).await? > 0 {
+        return Ok(());
+    }
+    let read = store.st(
+        &format!(
+            "SELECT {IDEMPOTENCY} FROM idempotency \
+             WHERE tenant_id = ? AND method = ? AND request_id = ?"
+        ),
+        vec![s(&r.tenant_id), s(&r.method), s(&r.request_id)],
+    );
+    let Some(row) = txn.query_one_raw(read).await? else {
+        return Err(
+            StoreError::internal("idempotency upsert changed nothing and found no row").into()
+        );
+    };
+    let first = decode_idempotency(&row)?;
+    match idempotency::replay(Some(&first), &r.body_hash, r.created_at) {
+        Replay::Repeat(_) => Err(StoreError::RequestReplayed(Box::new(first)).into()),
+        Replay::Reused => {
+            let msg = idempotency::reused_message(&r.method, &r.request_id);
+            Err(StoreError::RequestIdReused(msg).into())
+        }
+        // The upsert refused the row because it was live; the rule agrees unless the two
+        // bounds drifted apart, which is a bug.
+        Replay::Create => Err(StoreError::internal("idempotency window rules disagree").into()),
+    }
+}

@@ -1,0 +1,138 @@
+//! Writes of load balancers, and the release of the quota unit each one booked.
+//!
+//! Invariant: live names are unique per account; desired fields change only under
+//! generation CAS; observed facts accumulate (a provider id, IP, first-ready time or
+//! deletion once recorded is not erased by a later write that does not know it); and a
+//! load balancer gives its quota unit back at most once (`quota_released`).
+
+use bc_domain::model::{LoadBalancer, QuotaResource};
+use bc_domain::ports::Write;
+use bc_domain::{LoadBalancerId, StoreError};
+use sea_orm::{ConnectionTrait, Value};
+
+use super::{Tx, Txn, misrouted, must_touch};
+use crate::error::conflict;
+use crate::sql::{Row, json, os, ots, s, ts, u64v};
+use crate::store::{SqlStore, exec};
+
+pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
+    match w {
+        Write::InsertLoadBalancer(lb) => insert(store, txn, lb).await,
+        Write::UpdateLoadBalancer { load_balancer: lb, expected_generation } => {
+            let q = store.st(
+                "UPDATE load_balancers SET name = ?, \
+                 live_name = CASE WHEN deleted_at IS NULL THEN ? ELSE NULL END, spec = ?, \
+                 delete_requested = ?, generation = ? \
+                 WHERE load_balancer_id = ? AND generation = ?",
+                vec![
+                    s(&lb.name),
+                    s(&lb.name),
+                    json(&lb.spec)?,
+                    Value::from(lb.delete_requested),
+                    u64v(lb.generation)?,
+                    s(&lb.load_balancer_id),
+                    u64v(*expected_generation)?,
+                ],
+            );
+            let what =
+                || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
+            let n = exec(txn, q).await.map_err(conflict(what, "load balancer"))?;
+            let id = lb.load_balancer_id.as_str();
+            let t = "load_balancers";
+            store.cas_outcome(txn, n, t, "load_balancer_id", id, "load balancer").await
+        }
+        Write::SetLoadBalancerStatus {
+            load_balancer_id,
+            provider_load_balancer_id,
+            ip,
+            status,
+            ready_at,
+            deleted_at,
+        } => {
+            let q = store.st(
+                "UPDATE load_balancers SET \
+                 provider_load_balancer_id = COALESCE(?, provider_load_balancer_id), \
+                 ip = COALESCE(?, ip), state = ?, message = ?, observed_generation = ?, \
+                 updated_at = ?, ready_at = COALESCE(ready_at, ?), \
+                 live_name = CASE WHEN COALESCE(deleted_at, ?) IS NULL THEN name ELSE NULL END, \
+                 deleted_at = COALESCE(deleted_at, ?) WHERE load_balancer_id = ?",
+                vec![
+                    os(provider_load_balancer_id.as_ref()),
+                    os(ip.as_ref()),
+                    s(status.state.as_str()),
+                    os(status.message.as_ref()),
+                    u64v(status.observed_generation)?,
+                    ts(status.updated_at),
+                    ots(*ready_at),
+                    ots(*deleted_at),
+                    ots(*deleted_at),
+                    s(load_balancer_id),
+                ],
+            );
+            must_touch(exec(txn, q).await?, || format!("load balancer {load_balancer_id}"))
+        }
+        Write::ReleaseLoadBalancerQuota { load_balancer_id } => {
+            release_quota(store, txn, load_balancer_id).await
+        }
+        _ => Err(misrouted(w)),
+    }
+}
+
+async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
+    let live = lb.deleted_at.is_none().then(|| lb.name.to_string());
+    let q = store.st(
+        "INSERT INTO load_balancers (load_balancer_id, tenant_id, pool_id, \
+         provider_account_id, name, live_name, spec, generation, created_at, \
+         delete_requested, provider_load_balancer_id, ip, state, message, \
+         observed_generation, updated_at, ready_at, deleted_at, quota_released) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            s(&lb.load_balancer_id),
+            s(&lb.tenant_id),
+            s(&lb.pool_id),
+            s(&lb.provider_account_id),
+            s(&lb.name),
+            os(live),
+            json(&lb.spec)?,
+            u64v(lb.generation)?,
+            ts(lb.created_at),
+            Value::from(lb.delete_requested),
+            os(lb.provider_load_balancer_id.as_ref()),
+            os(lb.ip.as_ref()),
+            s(lb.status.state.as_str()),
+            os(lb.status.message.as_ref()),
+            u64v(lb.status.observed_generation)?,
+            ts(lb.status.updated_at),
+            ots(lb.ready_at),
+            ots(lb.deleted_at),
+            Value::from(lb.quota_released),
+        ],
+    );
+    let what = || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
+    let parent = format!("pool {} or account {}", lb.pool_id, lb.provider_account_id);
+    exec(txn, q).await.map_err(conflict(what, &parent))?;
+    Ok(())
+}
+
+/// Marks the row released; only the write that flips the marker gives the unit back.
+async fn release_quota(store: &SqlStore, txn: &Txn, id: &LoadBalancerId) -> Tx<()> {
+    let mark = store.st(
+        "UPDATE load_balancers SET quota_released = TRUE \
+         WHERE load_balancer_id = ? AND NOT quota_released RETURNING pool_id",
+        vec![s(id)],
+    );
+    let Some(row) = txn.query_one_raw(mark).await? else {
+        return if store.exists(txn, "load_balancers", "load_balancer_id", id.as_str()).await? {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound(format!("load balancer {id}")).into())
+        };
+    };
+    let pool_id = Row(&row).string("pool_id")?;
+    let q = store.st(
+        "UPDATE quotas SET used = used - 1 WHERE pool_id = ? AND resource = ? AND used > 0",
+        vec![s(pool_id), s(QuotaResource::LoadBalancers.as_str())],
+    );
+    exec(txn, q).await?;
+    Ok(())
+}

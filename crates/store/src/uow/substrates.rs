@@ -1,0 +1,50 @@
+//! Writes of substrates: the substrate reconciler records the whole observed row.
+//!
+//! Invariant: a substrate belongs to an existing pool (foreign key), one per pool; the
+//! reconciler holding the pool's work lease fences the write (`Fence::Work`), so a
+//! replica whose lease was taken over cannot overwrite the new holder's row.
+
+use bc_domain::ports::Write;
+use sea_orm::Value;
+
+use super::{Tx, Txn, misrouted, opt_json};
+use crate::error::conflict;
+use crate::sql::{enum_text, os, s, ts, u64v};
+use crate::store::{SqlStore, exec};
+
+pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
+    let Write::PutSubstrate(x) = w else { return Err(misrouted(w)) };
+    let q = store.st(
+        "INSERT INTO substrates (pool_id, tenant_id, provider_account_id, mode, \
+         cluster_id, state, message, nodes_listed, nodes_joined, waiting_to_join, \
+         upgrade, observed_generation, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (pool_id) DO UPDATE SET tenant_id = excluded.tenant_id, \
+         provider_account_id = excluded.provider_account_id, mode = excluded.mode, \
+         cluster_id = excluded.cluster_id, state = excluded.state, \
+         message = excluded.message, nodes_listed = excluded.nodes_listed, \
+         nodes_joined = excluded.nodes_joined, \
+         waiting_to_join = excluded.waiting_to_join, upgrade = excluded.upgrade, \
+         observed_generation = excluded.observed_generation, \
+         updated_at = excluded.updated_at",
+        vec![
+            s(&x.pool_id),
+            s(&x.tenant_id),
+            s(&x.provider_account_id),
+            s(enum_text(&x.mode)?),
+            os(x.cluster_id.as_ref()),
+            s(x.state.as_str()),
+            os(x.message.as_ref()),
+            Value::from(i64::from(x.nodes_listed)),
+            Value::from(i64::from(x.nodes_joined)),
+            opt_json(&x.waiting_to_join)?,
+            opt_json(&x.upgrade)?,
+            u64v(x.observed_generation)?,
+            ts(x.created_at),
+            ts(x.updated_at),
+        ],
+    );
+    let parent = format!("pool {}", x.pool_id);
+    exec(txn, q).await.map_err(conflict(|| "substrate".into(), &parent))?;
+    Ok(())
+}
