@@ -8,10 +8,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bc_domain::ports::SystemClock;
 use bc_domain::ports::{KubernetesProvider, LoadBalancerProvider};
+use bc_sim::Sim;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::direct::DirectProvider;
-use bc_sim::{Sim, SystemClock};
 use serde_json::json;
 
 const T: &str = "dop_v1_simulated";

@@ -22,21 +22,6 @@ use bc_domain::ports::Clock;
 
 pub use config::SimConfig;
 
-/// The real wall clock (`std::time::SystemTime`), for the `bc-sim` binary and dev use;
-/// tests use `ManualClock` instead.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> bc_domain::Timestamp {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
-        bc_domain::Timestamp::from_unix_ms(ms)
-    }
-}
-
 /// A node as the cluster's Kubernetes API shows it: what `model` hands the `kube` face
 /// and the simulated bcd.
 #[derive(Debug, Clone, PartialEq, Eq)]

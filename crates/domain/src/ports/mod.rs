@@ -12,7 +12,7 @@ pub mod secret;
 pub mod store;
 
 pub use authz::{Authorizer, Decision, Permission};
-pub use clock::{Clock, ManualClock};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use cluster::{
     ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, DeleteOutcome, KubeObject,
     ObjectKind, ObjectRef, OwnerLabel,
