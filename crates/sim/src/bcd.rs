@@ -8,7 +8,7 @@
 //! Secret's token changes; a failed or unreachable join is retried on a later round.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -43,6 +43,23 @@ pub struct JoinOutcome {
     pub last_error: Option<String>,
     /// Fingerprint of the token the node joined with (never the token itself).
     token_fingerprint: Option<u64>,
+}
+
+/// What the simulated agents did, per (cluster id, node name).
+#[derive(Debug, Default)]
+pub struct Agents {
+    joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
+}
+
+impl Agents {
+    fn joins_mut(&self) -> MutexGuard<'_, BTreeMap<(String, String), JoinOutcome>> {
+        self.joins.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What each simulated bcd did, per (cluster id, node name).
+    pub fn join_outcomes(&self) -> BTreeMap<(String, String), JoinOutcome> {
+        self.joins_mut().clone()
+    }
 }
 
 /// The env a bcd pod would start with, resolved from its DaemonSet and Secrets.
@@ -91,7 +108,7 @@ pub async fn run_once(state: &SimState) -> usize {
     while let Some(done) = calls.join_next().await {
         let Ok((p, result)) = done else { continue };
         made += 1;
-        let mut joins = state.kube.joins_mut();
+        let mut joins = state.bcd.joins_mut();
         let o = joins.entry((p.cluster.clone(), p.node.name.clone())).or_default();
         o.daemonset = p.env.daemonset.clone();
         o.attempts += 1;
@@ -159,7 +176,7 @@ fn plan(state: &SimState) -> Vec<Planned> {
         let daemonsets = state.kube.list(&cluster, Resource::DaemonSet, None, &Selector::default());
         // Without DaemonSets there is nothing to run, unless pods ran before and are
         // now gone (their outcomes are reset below).
-        if daemonsets.is_empty() && !state.kube.joins_mut().keys().any(|(c, _)| *c == cluster) {
+        if daemonsets.is_empty() && !state.bcd.joins_mut().keys().any(|(c, _)| *c == cluster) {
             continue;
         }
         let nodes = {
@@ -175,7 +192,7 @@ fn plan(state: &SimState) -> Vec<Planned> {
             let Some(ds) = daemonsets.iter().find(|ds| schedules_onto(ds, &node)) else {
                 // No bcd pod here (any more): a pod that comes back is a new process
                 // and joins again, as the real agent does.
-                if let Some(o) = state.kube.joins_mut().get_mut(&key)
+                if let Some(o) = state.bcd.joins_mut().get_mut(&key)
                     && o.joined
                 {
                     o.joined = false;
@@ -185,7 +202,7 @@ fn plan(state: &SimState) -> Vec<Planned> {
                 continue;
             };
             let env = pod_env(state, &cluster, ds);
-            let mut joins = state.kube.joins_mut();
+            let mut joins = state.bcd.joins_mut();
             let outcome = joins.entry(key).or_default();
             outcome.daemonset = ds_name(ds);
             let env = match env {

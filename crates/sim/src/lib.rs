@@ -13,6 +13,7 @@ pub mod direct;
 pub mod do_api;
 pub mod kube;
 pub mod model;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 use std::net::SocketAddr;
@@ -45,6 +46,8 @@ pub struct SimState {
     pub model: Mutex<model::Model>,
     /// The Kubernetes objects of every simulated cluster.
     pub kube: kube::KubeStore,
+    /// What the simulated bcd agents did.
+    pub bcd: bcd::Agents,
     /// The clock that drives every transition.
     pub clock: Arc<dyn Clock>,
     /// Knobs.
@@ -79,6 +82,7 @@ impl Sim {
             state: Arc::new(SimState {
                 model: Mutex::new(model),
                 kube: kube::KubeStore::default(),
+                bcd: bcd::Agents::default(),
                 clock,
                 config,
                 base_url: Mutex::new(None),

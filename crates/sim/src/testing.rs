@@ -14,7 +14,7 @@ use crate::model::{ClusterCreate, NodePoolSpec, NodeState, TaintSpec};
 use crate::{Sim, SimConfig};
 
 /// The bearer token of the one account the default [`SimConfig`] accepts.
-pub const TEST_TOKEN: &str = "dop_v1_simulated";
+pub use crate::config::DEFAULT_TOKEN as TEST_TOKEN;
 
 /// Where [`clock`] starts (RFC 3339).
 pub const START: &str = "2026-12-02T12:00:00Z";

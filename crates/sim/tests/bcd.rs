@@ -136,7 +136,7 @@ async fn matching_nodes_join_once_and_rejoin_when_the_token_changes() {
             ours.iter().find(|n| call["nodeName"] == n.name.as_str()).expect("a labelled node");
         assert_eq!(call["providerNodeId"], node.provider_id.as_str());
     }
-    let outcomes = sim.state().kube.join_outcomes();
+    let outcomes = sim.state().bcd.join_outcomes();
     assert_eq!(outcomes.len(), 2);
     for ((cluster, node), o) in &outcomes {
         assert_eq!(cluster, &id);
@@ -156,7 +156,7 @@ async fn matching_nodes_join_once_and_rejoin_when_the_token_changes() {
     let now = sim.state().clock.now();
     sim.state().kube.delete(&id, Resource::DaemonSet, Some("bc-p1"), "bcd", now).unwrap();
     assert_eq!(settle(&sim).await, 0);
-    assert!(sim.state().kube.join_outcomes().values().all(|o| !o.joined));
+    assert!(sim.state().bcd.join_outcomes().values().all(|o| !o.joined));
     apply_substrate(&sim, &id, &url, "tok-2", true, false);
     assert_eq!(settle(&sim).await, 2);
     assert_eq!(join.calls().len(), 6);
@@ -169,7 +169,7 @@ async fn no_call_without_the_secret_or_on_untolerated_taints() {
     let (sim, _clock, id) = cluster(SimConfig::default(), false);
     apply_substrate(&sim, &id, &url, "tok", false, false);
     assert_eq!(settle(&sim).await, 0, "the pod cannot start without its Secret");
-    let outcomes = sim.state().kube.join_outcomes();
+    let outcomes = sim.state().bcd.join_outcomes();
     assert!(outcomes.values().all(
         |o| o.attempts == 0 && o.last_error.as_deref().is_some_and(|e| e.contains("bcd-join"))
     ));
@@ -191,7 +191,7 @@ async fn unreachable_server_and_failed_joins() {
     apply_substrate(&sim, &id, &url, "tok", true, false);
     assert_eq!(bcd::run_once(sim.state()).await, 0);
     assert!(join.calls().is_empty());
-    let outcomes = sim.state().kube.join_outcomes();
+    let outcomes = sim.state().bcd.join_outcomes();
     assert_eq!(outcomes.len(), 2);
     assert!(outcomes.values().all(|o| !o.joined && o.last_error.as_deref() == Some("unreachable")));
 
@@ -203,14 +203,14 @@ async fn unreachable_server_and_failed_joins() {
     assert_eq!(bcd::run_once(sim.state()).await, 2);
     assert!(
         sim.state()
-            .kube
+            .bcd
             .join_outcomes()
             .values()
             .all(|o| !o.joined && o.status == Some(401) && o.attempts == 2)
     );
     *join.status.lock().unwrap() = None;
     assert_eq!(settle(&sim).await, 2);
-    assert!(sim.state().kube.join_outcomes().values().all(|o| o.joined && o.attempts == 3));
+    assert!(sim.state().bcd.join_outcomes().values().all(|o| o.joined && o.attempts == 3));
 
     // Nothing listens: a transport error, retried.
     let (sim, _clock, id) = cluster(SimConfig::default(), false);
@@ -218,7 +218,7 @@ async fn unreachable_server_and_failed_joins() {
     assert_eq!(bcd::run_once(sim.state()).await, 2);
     assert!(
         sim.state()
-            .kube
+            .bcd
             .join_outcomes()
             .values()
             .all(|o| !o.joined && o.status.is_none() && o.last_error.is_some())

@@ -24,7 +24,6 @@ pub use error::KubeError;
 pub use selector::Selector;
 pub use store::{Applied, ApplyRequest, Deleted};
 
-use crate::bcd::JoinOutcome;
 use crate::{SimNode, SimState};
 
 /// The resources the simulated API serves.
@@ -151,11 +150,10 @@ pub struct ClusterView {
     pub nodes: Vec<SimNode>,
 }
 
-/// Kubernetes objects of every simulated cluster, and what the simulated bcd did.
+/// Kubernetes objects of every simulated cluster, request counters and injected faults.
 #[derive(Debug, Default)]
 pub struct KubeStore {
     objects: Mutex<store::Objects>,
-    joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
     /// Requests per (cluster id, operation key).
     counters: Mutex<BTreeMap<(String, String), u64>>,
     faults: Mutex<BTreeMap<String, Faults>>,
@@ -164,10 +162,6 @@ pub struct KubeStore {
 impl KubeStore {
     fn objects(&self) -> MutexGuard<'_, store::Objects> {
         self.objects.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn joins_mut(&self) -> MutexGuard<'_, BTreeMap<(String, String), JoinOutcome>> {
-        self.joins.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Counts one request of `op` (see [`op_key`]) at `cluster_id`.
@@ -363,11 +357,6 @@ impl KubeStore {
     /// The clusters that hold objects.
     pub fn cluster_ids(&self) -> Vec<String> {
         self.objects().cluster_ids()
-    }
-
-    /// What each simulated bcd did, per (cluster id, node name).
-    pub fn join_outcomes(&self) -> BTreeMap<(String, String), JoinOutcome> {
-        self.joins_mut().clone()
     }
 }
 
