@@ -11,6 +11,7 @@ pub mod bcd;
 pub mod config;
 pub mod direct;
 pub mod do_api;
+pub mod interleave;
 pub mod kube;
 pub mod model;
 #[cfg(feature = "testing")]
@@ -22,6 +23,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bc_domain::ports::Clock;
 
 pub use config::SimConfig;
+
+/// Installs ring as rustls's process-wide crypto provider, once. reqwest is built with
+/// `rustls-no-provider` (no aws-lc), and panics at `Client::build` without one; the
+/// simulated bcd's client and every test fixture that builds a client call this.
+pub fn install_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An error means another provider is installed already, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// FNV-1a: a stable hash for derived ids and fingerprints (not for security).
+pub(crate) fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
 
 /// A node as the cluster's Kubernetes API shows it: what `model` hands the `kube` face
 /// and the simulated bcd.
@@ -48,6 +65,8 @@ pub struct SimState {
     pub kube: kube::KubeStore,
     /// What the simulated bcd agents did.
     pub bcd: bcd::Agents,
+    /// Actions of other actors, run at chosen moments of request handling.
+    pub interleave: interleave::Interleaves,
     /// The clock that drives every transition.
     pub clock: Arc<dyn Clock>,
     /// Knobs.
@@ -83,6 +102,7 @@ impl Sim {
                 model: Mutex::new(model),
                 kube: kube::KubeStore::default(),
                 bcd: bcd::Agents::default(),
+                interleave: interleave::Interleaves::default(),
                 clock,
                 config,
                 base_url: Mutex::new(None),
