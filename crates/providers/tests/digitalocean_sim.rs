@@ -8,11 +8,10 @@
 //! per-route counters, never by timing).
 
 use bc_domain::ProviderError;
-use bc_domain::model::{Domain, GlobalSettings, HealthCheck, Protocol};
 use bc_domain::ports::{
     CreateClusterRequest, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    NodePoolRequest, ProviderClusterState, ProviderLoadBalancerKind, ProviderLoadBalancerStatus,
-    ProviderNodeState, ProviderTargets,
+    NodePoolRequest, ProviderClusterState, ProviderLoadBalancerStatus, ProviderNodeState,
+    ProviderTargets,
 };
 use bc_providers::digitalocean::DigitalOceanConfig;
 use bc_sim::SimConfig;
@@ -227,28 +226,8 @@ async fn global_load_balancer_round_trips() {
     let a = adapter(&w);
     let regional = a.create(&testing::lb_request("r1")).await.unwrap();
     let req = LoadBalancerRequest {
-        name: "g1".into(),
-        kind: ProviderLoadBalancerKind::Global,
-        region: None,
-        forwarding_rules: vec![],
-        health_check: HealthCheck::default(),
-        sticky_sessions: None,
-        targets: ProviderTargets::LoadBalancerIds(vec![regional.id.clone()]),
-        size_unit: None,
         redirect_http_to_https: true,
-        global_settings: Some(GlobalSettings {
-            target_protocol: Protocol::Http,
-            target_port: 80,
-            cdn: true,
-            region_priorities: Some([("nyc1".to_owned(), 1)].into()),
-            failover_threshold: Some(50),
-        }),
-        domains: vec![Domain {
-            name: "app.example.com".into(),
-            is_managed: true,
-            certificate_id: None,
-        }],
-        tags: vec![],
+        ..testing::global_lb_request("g1", &[&regional.id])
     };
     let g = a.create(&req).await.unwrap();
     assert_eq!(g.spec, req);

@@ -11,14 +11,15 @@ use std::time::Duration;
 use bc_domain::ProviderError;
 use bc_domain::Timestamp;
 use bc_domain::model::{
-    ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, Protocol, ProviderAccount,
-    ProviderKind, SealedSecret, SecretString, StickySessions,
+    ClusterMode, ForwardingRule, HealthCheck, Protocol, ProviderAccount, ProviderKind,
+    SealedSecret, SecretString, StickySessions,
 };
 use bc_domain::policy::{Taint, TaintEffect};
 use bc_domain::ports::{
     Clock, CreateClusterRequest, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    ManualClock, NodePoolRequest, ProviderClusterState, ProviderCredentials, ProviderImpl,
-    ProviderLoadBalancerKind, ProviderRegistry, ProviderTargets, SecretBox, SecretError,
+    MaintenanceWindow, ManualClock, NodePoolRequest, ProviderClusterState, ProviderCredentials,
+    ProviderImpl, ProviderLoadBalancerKind, ProviderRegistry, ProviderTargets, SecretBox,
+    SecretError, UpdateClusterRequest,
 };
 use bc_providers::digitalocean::{
     DigitalOcean, DigitalOceanConfig, DigitalOceanRegistry, RateLimitConfig,
@@ -31,7 +32,7 @@ mod common;
 
 const TOKEN: &str = "dop_v1_test_secret_token";
 
-use bc_sim::testing::clock;
+use bc_sim::testing::{self, clock};
 
 /// When [`clock`] starts, in Unix milliseconds.
 fn t0_ms() -> i64 {
@@ -494,6 +495,44 @@ async fn kubeconfig_is_token_type_and_its_404_is_not_ready_while_the_cluster_exi
     assert_eq!(a.credentials("gone").await.unwrap_err(), ProviderError::NotFound);
 }
 
+/// Research §4.4: the cluster PUT sends name and the whole tag list (no server tags),
+/// and `ha` and the other settings only when asked, so what is left out keeps its value;
+/// the answer is 202 with the cluster.
+#[tokio::test]
+async fn cluster_update_sends_name_tags_and_only_what_is_asked() {
+    let server = MockServer::start().await;
+    let mut answer = cluster_json("c1", "running");
+    answer["ha"] = json!(true);
+    answer["maintenance_policy"] =
+        json!({"start_time": "03:00", "day": "sunday", "duration": "4h0m0s"});
+    Mock::given(method("PUT"))
+        .and(path("/v2/kubernetes/clusters/c1"))
+        .and(body_json(json!({"name": "renamed", "tags": ["team-a", "team-b"], "ha": true,
+            "maintenance_policy": {"start_time": "03:00", "day": "sunday"}})))
+        .respond_with(
+            ResponseTemplate::new(202).set_body_json(json!({"kubernetes_cluster": answer})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let clock = clock();
+    let req = UpdateClusterRequest {
+        name: "renamed".into(),
+        tags: vec!["k8s:c1".into(), "team-a".into(), "team-b".into()],
+        high_availability: Some(true),
+        auto_upgrade: None,
+        surge_upgrade: None,
+        maintenance_window: Some(MaintenanceWindow {
+            start_time: "03:00".into(),
+            day: "sunday".into(),
+        }),
+    };
+    let c = adapter(&server, &clock).update_cluster("c1", &req).await.unwrap();
+    assert!(c.high_availability);
+    assert_eq!(c.tags, vec!["team-a"]);
+    assert_eq!(c.maintenance_window, req.maintenance_window);
+}
+
 #[tokio::test]
 async fn load_balancer_update_puts_the_whole_object() {
     let server = MockServer::start().await;
@@ -548,30 +587,10 @@ async fn global_load_balancer_create_sends_glb_settings_domains_and_targets() {
         .mount(&server)
         .await;
     let clock = clock();
-    let req = LoadBalancerRequest {
-        name: "glb".into(),
-        kind: ProviderLoadBalancerKind::Global,
-        region: None,
-        forwarding_rules: vec![],
-        health_check: HealthCheck::default(),
-        sticky_sessions: None,
-        targets: ProviderTargets::LoadBalancerIds(vec!["lb1".into(), "lb2".into()]),
-        size_unit: None,
-        redirect_http_to_https: false,
-        global_settings: Some(GlobalSettings {
-            target_protocol: Protocol::Https,
-            target_port: 443,
-            cdn: true,
-            region_priorities: Some([("nyc1".to_owned(), 1), ("ams3".to_owned(), 2)].into()),
-            failover_threshold: Some(50),
-        }),
-        domains: vec![Domain {
-            name: "app.example.com".into(),
-            is_managed: true,
-            certificate_id: None,
-        }],
-        tags: vec![],
-    };
+    let mut req = testing::global_lb_request("glb", &["lb1", "lb2"]);
+    let g = req.global_settings.as_mut().unwrap();
+    (g.target_protocol, g.target_port) = (Protocol::Https, 443);
+    g.region_priorities = Some([("nyc1".to_owned(), 1), ("ams3".to_owned(), 2)].into());
     let lb = adapter(&server, &clock).create(&req).await.unwrap();
     // What came back diffs equal to what was asked.
     assert_eq!(lb.spec, req);

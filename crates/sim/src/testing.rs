@@ -19,7 +19,8 @@ use bc_domain::agent::{
     SECRET_KEY_SERVER_URL,
 };
 use bc_domain::model::{
-    ClusterMode, ForwardingRule, HealthCheck, LoadBalancerType, Protocol, SecretString,
+    ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancerType, Protocol,
+    SecretString,
 };
 use bc_domain::name::{
     BCD_NAME, JOIN_SECRET_NAME, LABEL_MANAGED_BY, LABEL_SUBSTRATE_POOL, MANAGED_BY_VALUE,
@@ -220,6 +221,38 @@ pub fn lb_request(name: &str) -> LoadBalancerRequest {
         redirect_http_to_https: false,
         global_settings: None,
         domains: vec![],
+        tags: vec![],
+    }
+}
+
+/// A global load balancer: HTTP to port 80 with the CDN on, `nyc1` preferred, failover at
+/// 50 %, managed domain `app.example.com`, targeting the regional load balancers
+/// `targets`.
+pub fn global_lb_request(name: &str, targets: &[&str]) -> LoadBalancerRequest {
+    LoadBalancerRequest {
+        name: name.into(),
+        kind: ProviderLoadBalancerKind::Global,
+        region: None,
+        forwarding_rules: vec![],
+        health_check: HealthCheck::default(),
+        sticky_sessions: None,
+        targets: ProviderTargets::LoadBalancerIds(
+            targets.iter().map(|t| (*t).to_owned()).collect(),
+        ),
+        size_unit: None,
+        redirect_http_to_https: false,
+        global_settings: Some(GlobalSettings {
+            target_protocol: Protocol::Http,
+            target_port: 80,
+            cdn: true,
+            region_priorities: Some(BTreeMap::from([("nyc1".to_owned(), 1)])),
+            failover_threshold: Some(50),
+        }),
+        domains: vec![Domain {
+            name: "app.example.com".into(),
+            is_managed: true,
+            certificate_id: None,
+        }],
         tags: vec![],
     }
 }
