@@ -274,7 +274,10 @@ pub struct ProviderCapabilities {
 /// Managed Kubernetes at a provider.
 #[async_trait]
 pub trait KubernetesProvider: Send + Sync {
-    /// Every cluster of the account (all pages).
+    /// Every cluster of the account (all pages; a list that changed while it was read
+    /// is read again, and one that keeps changing is `Transient`, never partial). An
+    /// object missing from a list may still exist: confirm with a GET before acting on
+    /// its absence.
     async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>>;
     /// One cluster.
     async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster>;
@@ -335,7 +338,9 @@ pub trait KubernetesProvider: Send + Sync {
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()>;
     /// Regions, versions and sizes.
     async fn options(&self) -> ProviderResult<ProviderOptions>;
-    /// A kubeconfig for the cluster (adapters cache it until near expiry).
+    /// A kubeconfig (bearer-token type) for the cluster; adapters cache it until near
+    /// expiry. `Transient` while the cluster still provisions (its kubeconfig is not
+    /// served yet), `NotFound` once the cluster is gone.
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials>;
     /// Forgets cached credentials of the cluster, so the next `credentials` call mints
     /// new ones. Call it when the cluster's API refuses them (401). Adapters that cache
@@ -455,7 +460,7 @@ pub struct ProviderLoadBalancer {
 /// Load balancers at a provider.
 #[async_trait]
 pub trait LoadBalancerProvider: Send + Sync {
-    /// Every load balancer of the account (all pages).
+    /// Every load balancer of the account (all pages, as `list_clusters` reads them).
     async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>>;
     /// One load balancer.
     async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer>;
