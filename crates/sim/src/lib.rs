@@ -3,6 +3,9 @@
 //! loopback (`do_api` under `/v2`, `kube` under `/k8s/<cluster id>`) and a direct,
 //! in-memory face (`direct`) implementing the bc-domain provider and cluster ports.
 //!
+//! Races are reproduced with `interleave` (another actor's action at a chosen moment of
+//! a request); the shared test fixtures are `testing`, behind the `testing` feature.
+//!
 //! Invariant: there is one model. Both faces read and change the same [`SimState`], so a
 //! test that drives the direct face sees exactly what the HTTP face would serve; time
 //! comes from an injectable clock, so tests step it instead of sleeping.

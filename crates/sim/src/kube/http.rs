@@ -134,6 +134,23 @@ impl Call {
         }
     }
 
+    /// 415 UnsupportedMediaType unless the body is `wanted` (`what` says what is served).
+    fn expect_content_type(&self, wanted: &str, what: &str) -> Result<(), KubeError> {
+        let content_type = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if content_type.starts_with(wanted) {
+            return Ok(());
+        }
+        Err(KubeError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the simulator {what}, not {content_type:?}"),
+        ))
+    }
+
     /// `DeleteOptions.preconditions` of a DELETE body (an empty body has none).
     fn preconditions(&self) -> Result<Preconditions, KubeError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
@@ -166,18 +183,7 @@ impl Call {
     /// POST: creates the object the JSON body describes, 201, or 409 AlreadyExists.
     fn create(&self, resource: Resource, namespace: Option<&str>) -> Result<Response, KubeError> {
         self.gate(Verb::Create, resource)?;
-        let content_type = self
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if !content_type.starts_with("application/json") {
-            return Err(KubeError::new(
-                415,
-                "UnsupportedMediaType",
-                format!("the simulator creates from application/json only, not {content_type:?}"),
-            ));
-        }
+        self.expect_content_type("application/json", "creates from application/json only")?;
         let body: Value = serde_json::from_slice(&self.body)
             .map_err(|e| KubeError::bad_request(format!("the body is not JSON: {e}")))?;
         let Some(name) = body.pointer("/metadata/name").and_then(Value::as_str) else {
@@ -227,20 +233,10 @@ impl Call {
         match self.method {
             Method::GET => Ok(respond(200, &kube.get(cluster, resource, namespace, name)?)),
             Method::PATCH => {
-                let content_type = self
-                    .headers
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                if !content_type.starts_with("application/apply-patch+yaml") {
-                    return Err(KubeError::new(
-                        415,
-                        "UnsupportedMediaType",
-                        format!(
-                            "the simulator supports only server-side apply (application/apply-patch+yaml), not {content_type:?}"
-                        ),
-                    ));
-                }
+                self.expect_content_type(
+                    "application/apply-patch+yaml",
+                    "supports only server-side apply (application/apply-patch+yaml)",
+                )?;
                 // kube sends JSON, which is valid YAML; the Json extractor would reject
                 // the content type, hence the raw body.
                 let body: Value = serde_json::from_slice(&self.body).map_err(|e| {
