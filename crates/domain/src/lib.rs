@@ -5,6 +5,8 @@
 //! a database, or reads the clock; time comes in as an argument or through
 //! [`ports::Clock`].
 
+pub mod agent;
+pub mod classify;
 pub mod error;
 pub mod id;
 pub mod model;

@@ -39,6 +39,24 @@ impl fmt::Debug for SecretString {
         f.write_str("[redacted]")
     }
 }
+/// Reading a secret in (a request body, an opened credentials document) is safe; writing
+/// one out is not, so there is no `Serialize`: a document that must carry the secret
+/// names [`SecretString::serialize_exposed`] on that one field.
+impl<'de> Deserialize<'de> for SecretString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(SecretString)
+    }
+}
+impl SecretString {
+    /// Serializes the secret itself, for `#[serde(serialize_with = …)]` on the few
+    /// documents that must carry it (a join request, a sealed credentials document).
+    pub fn serialize_exposed<S: serde::Serializer>(
+        s: &SecretString,
+        ser: S,
+    ) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(&s.0)
+    }
+}
 
 /// AEAD ciphertext of a secret, as produced by the `SecretBox` port.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,25 +1,27 @@
 //! The cluster access adapter: `ClusterApi` over the `kube` crate, for any cluster a
-//! kubeconfig names (DigitalOcean's, the simulator's under `/k8s/<id>`).
+//! kubeconfig names (DigitalOcean's, the simulator's under `/k8s/<id>`). It implements
+//! the primitive `ClusterOps`; the ownership rule on top of them is bc-domain's
+//! (`ports::cluster`), shared with the simulator's direct face.
 //!
-//! Invariant: read before write — an object that exists without our owner label (or
-//! with another value of it) is never patched or deleted, and `force` is used only on
-//! objects that carry it. Errors are classified here once, and no message carries the
-//! token or the kubeconfig.
+//! Invariant: every Status error is classified by `bc_domain::classify::kubernetes`, so
+//! this adapter and the simulator's direct face agree on every class; transport failures
+//! are classified here; no message carries the token or the kubeconfig.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bc_domain::classify::kubernetes::classify_status;
 use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
-    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, DeleteOutcome, KubeObject,
-    ObjectKind, ObjectRef, OwnerLabel,
+    ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, ObjectError,
+    ObjectKind, ObjectMeta, ObjectRef, Preconditions,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -113,30 +115,27 @@ fn api_resource(kind: ObjectKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, plural)
 }
 
-/// Classifies a kube error: 409 → Conflict; 429 and 5xx → Unreachable; other 4xx →
-/// Refused; transport failures → Unreachable; an unusable answer → Unreachable.
-/// Only the server's message and reason, or the error class, are kept.
-pub fn classify(e: &kube::Error) -> ClusterError {
+/// Classifies a kube error: a Status answer as `bc_domain::classify::kubernetes` says
+/// (the one rule of every face); a refused kubeconfig as `Credentials`; transport
+/// failures and unusable answers as `Unreachable`. Only the server's message and reason,
+/// or the error class, are kept.
+pub fn classify(e: &kube::Error) -> ObjectError {
+    let failed = |e: ClusterError| ObjectError::Failed(e);
     match e {
-        kube::Error::Api(s) => {
-            let msg = format!("{} ({} {})", s.message, s.code, s.reason);
-            match s.code {
-                409 => ClusterError::Conflict(msg),
-                429 | 500..=599 => ClusterError::Unreachable(msg),
-                _ if s.is_conflict() => ClusterError::Conflict(msg),
-                _ => ClusterError::Refused(msg),
-            }
-        }
+        kube::Error::Api(s) => classify_status(s.code, &s.reason, &s.message),
         kube::Error::Auth(_) => {
-            ClusterError::Credentials("the kubeconfig's credentials cannot be used".into())
+            failed(ClusterError::Credentials("the kubeconfig's credentials cannot be used".into()))
         }
-        kube::Error::SerdeError(_) => ClusterError::Unreachable(
+        kube::Error::SerdeError(_) => failed(ClusterError::Unreachable(
             "the cluster API answered something that is not a Kubernetes object".into(),
-        ),
-        kube::Error::HyperError(_) | kube::Error::Service(_) => {
-            ClusterError::Unreachable(format!("cannot reach the cluster API: {}", error_chain(e)))
-        }
-        other => ClusterError::Unreachable(format!("cluster API call failed: {}", kind_of(other))),
+        )),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => failed(ClusterError::Unreachable(
+            format!("cannot reach the cluster API: {}", error_chain(e)),
+        )),
+        other => failed(ClusterError::Unreachable(format!(
+            "cluster API call failed: {}",
+            kind_of(other)
+        ))),
     }
 }
 
@@ -164,20 +163,6 @@ fn kind_of(e: &kube::Error) -> &'static str {
     }
 }
 
-fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.is_not_found())
-}
-
-fn owner_check(
-    labels: &BTreeMap<String, String>,
-    owner: &OwnerLabel,
-) -> Result<(), Option<String>> {
-    match labels.get(&owner.key) {
-        Some(v) if *v == owner.value => Ok(()),
-        other => Err(other.cloned()),
-    }
-}
-
 impl KubeClusterClient {
     fn api(&self, object: &ObjectRef) -> Api<DynamicObject> {
         let ar = api_resource(object.kind);
@@ -186,12 +171,36 @@ impl KubeClusterClient {
             (Some(ns), _) => Api::namespaced_with(self.client.clone(), ns, &ar),
         }
     }
+}
 
-    async fn read(&self, object: &ObjectRef) -> Result<Option<DynamicObject>, ClusterError> {
-        self.api(object).get_opt(&object.name).await.map_err(|e| classify(&e))
+#[async_trait]
+impl ClusterOps for KubeClusterClient {
+    async fn read(&self, object: &ObjectRef) -> Result<ObjectMeta, ObjectError> {
+        match self.api(object).get_opt(&object.name).await.map_err(|e| classify(&e))? {
+            None => Err(ObjectError::NotFound),
+            Some(o) => Ok(ObjectMeta {
+                labels: o.metadata.labels.unwrap_or_default(),
+                uid: o.metadata.uid,
+                resource_version: o.metadata.resource_version,
+            }),
+        }
     }
 
-    async fn apply(&self, object: &KubeObject, force: bool) -> Result<(), ClusterError> {
+    async fn create(&self, object: &KubeObject) -> Result<(), ObjectError> {
+        let data: DynamicObject =
+            serde_json::from_value(object.manifest.clone()).map_err(|_| {
+                ObjectError::Failed(ClusterError::Refused(format!(
+                    "the manifest of {} is not a Kubernetes object",
+                    object.object
+                )))
+            })?;
+        let params =
+            PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..Default::default() };
+        self.api(&object.object).create(&params, &data).await.map_err(|e| classify(&e))?;
+        Ok(())
+    }
+
+    async fn apply(&self, object: &KubeObject, force: bool) -> Result<(), ObjectError> {
         let mut params = PatchParams::apply(FIELD_MANAGER);
         if force {
             params = params.force();
@@ -199,60 +208,24 @@ impl KubeClusterClient {
         self.api(&object.object)
             .patch(&object.object.name, &params, &Patch::Apply(&object.manifest))
             .await
-            .map(|_| ())
-            .map_err(|e| classify(&e))
+            .map_err(|e| classify(&e))?;
+        Ok(())
     }
-}
 
-#[async_trait]
-impl ClusterClient for KubeClusterClient {
-    async fn get_labels(
+    async fn delete(
         &self,
         object: &ObjectRef,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
-        Ok(self.read(object).await?.map(|o| o.metadata.labels.unwrap_or_default()))
-    }
-
-    async fn apply_owned(
-        &self,
-        object: &KubeObject,
-        owner: &OwnerLabel,
-    ) -> Result<ApplyOutcome, ClusterError> {
-        match self.read(&object.object).await? {
-            None => {
-                // Not forced: if someone created it meanwhile, their fields conflict
-                // instead of being taken.
-                self.apply(object, false).await?;
-                Ok(ApplyOutcome::Created)
-            }
-            Some(existing) => {
-                match owner_check(&existing.metadata.labels.unwrap_or_default(), owner) {
-                    Ok(()) => {
-                        self.apply(object, true).await?;
-                        Ok(ApplyOutcome::Applied)
-                    }
-                    Err(other) => Ok(ApplyOutcome::Foreign { owner: other }),
-                }
-            }
-        }
-    }
-
-    async fn delete_owned(
-        &self,
-        object: &ObjectRef,
-        owner: &OwnerLabel,
-    ) -> Result<DeleteOutcome, ClusterError> {
-        let Some(existing) = self.read(object).await? else {
-            return Ok(DeleteOutcome::Absent);
+        preconditions: &Preconditions,
+    ) -> Result<(), ObjectError> {
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: preconditions.uid.clone(),
+                resource_version: preconditions.resource_version.clone(),
+            }),
+            ..Default::default()
         };
-        if let Err(other) = owner_check(&existing.metadata.labels.unwrap_or_default(), owner) {
-            return Ok(DeleteOutcome::Foreign { owner: other });
-        }
-        match self.api(object).delete(&object.name, &DeleteParams::default()).await {
-            Ok(_) => Ok(DeleteOutcome::Deleted),
-            Err(e) if is_not_found(&e) => Ok(DeleteOutcome::Absent),
-            Err(e) => Err(classify(&e)),
-        }
+        self.api(object).delete(&object.name, &params).await.map_err(|e| classify(&e))?;
+        Ok(())
     }
 
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
@@ -260,8 +233,10 @@ impl ClusterClient for KubeClusterClient {
         if !label_selector.is_empty() {
             params = params.labels(label_selector);
         }
-        let nodes =
-            Api::<Node>::all(self.client.clone()).list(&params).await.map_err(|e| classify(&e))?;
+        let nodes = Api::<Node>::all(self.client.clone())
+            .list(&params)
+            .await
+            .map_err(|e| classify(&e).into_cluster_error(&"the Node list"))?;
         Ok(nodes
             .items
             .into_iter()

@@ -7,116 +7,35 @@
 //! number of provider calls is what the budget rules say (asserted by the simulator's
 //! per-route counters, never by timing).
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use bc_domain::ProviderError;
-use bc_domain::Timestamp;
-use bc_domain::model::{
-    ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancerType, Protocol,
-    SecretString,
-};
 use bc_domain::ports::{
     CreateClusterRequest, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    ManualClock, NodePoolRequest, ProviderClusterState, ProviderLoadBalancerStatus,
-    ProviderNodeState, ProviderTargets,
+    NodePoolRequest, ProviderClusterState, ProviderLoadBalancerStatus, ProviderNodeState,
+    ProviderTargets,
 };
-use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig, RateLimitConfig};
+use bc_providers::digitalocean::DigitalOceanConfig;
+use bc_sim::SimConfig;
 use bc_sim::model::{ClusterState, Fault, routes};
-use bc_sim::testing::TEST_TOKEN;
-use bc_sim::{Sim, SimConfig, SimServer};
+use bc_sim::testing::{self, Served, TEST_TOKEN};
 
-struct World {
-    sim: Sim,
-    server: SimServer,
-    clock: Arc<ManualClock>,
-}
+mod common;
 
-impl World {
-    async fn new(config: SimConfig) -> Self {
-        let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
-        let sim = Sim::new(config, clock.clone());
-        let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        Self { sim, server, clock }
-    }
+use common::{adapter, adapter_with, config};
 
-    fn config(&self) -> DigitalOceanConfig {
-        DigitalOceanConfig {
-            // Never sleep in tests: report the wait instead.
-            rate_limit: RateLimitConfig { max_wait: Duration::ZERO, ..RateLimitConfig::default() },
-            ..DigitalOceanConfig::with_base_url(self.server.url())
-        }
-    }
-
-    fn adapter(&self) -> DigitalOcean {
-        self.adapter_with(self.config(), TEST_TOKEN)
-    }
-
-    fn adapter_with(&self, config: DigitalOceanConfig, token: &str) -> DigitalOcean {
-        DigitalOcean::new(config, &SecretString::new(token), self.clock.clone()).unwrap()
-    }
-
-    fn count(&self, method: &str, template: &str) -> u64 {
-        self.sim.state().model().request_count(&routes::key(method, template))
-    }
-
-    fn step(&self, secs: i64) {
-        self.clock.advance(time::Duration::seconds(secs));
-    }
-}
-
+/// Pool `name` of `count` nodes, labelled `bc/pool=<name>`, tagged `bc`.
 fn pool(name: &str, count: u32) -> NodePoolRequest {
-    NodePoolRequest {
-        name: name.into(),
-        size: "s-1vcpu-2gb".into(),
-        count: Some(count),
-        auto_scale: None,
-        labels: [("bc/pool".to_owned(), name.to_owned())].into(),
-        taints: vec![],
-        tags: vec!["bc".into()],
-    }
+    testing::node_pool_request(name, count)
 }
 
+/// Cluster `name` with pools `alpha` (2 nodes) and `beta` (1 node).
 fn cluster_request(name: &str) -> CreateClusterRequest {
-    CreateClusterRequest {
-        name: name.into(),
-        region: "nyc1".into(),
-        version: "latest".into(),
-        high_availability: false,
-        mode: ClusterMode::Standard,
-        tags: vec!["bc".into()],
-        node_pools: vec![pool("alpha", 2), pool("beta", 1)],
-    }
-}
-
-fn lb_request(name: &str) -> LoadBalancerRequest {
-    LoadBalancerRequest {
-        name: name.into(),
-        kind: LoadBalancerType::Regional,
-        region: Some("nyc1".into()),
-        forwarding_rules: vec![ForwardingRule {
-            entry_protocol: Protocol::Http,
-            entry_port: 80,
-            target_protocol: Protocol::Http,
-            target_port: 8080,
-            certificate_id: None,
-            tls_passthrough: false,
-        }],
-        health_check: HealthCheck { port: 8080, path: "/healthz".into(), ..HealthCheck::default() },
-        sticky_sessions: None,
-        targets: ProviderTargets::DropletIds(vec![101, 102]),
-        size_unit: Some(1),
-        redirect_http_to_https: false,
-        global_settings: None,
-        domains: vec![],
-        tags: vec![],
-    }
+    testing::cluster_request(name, vec![pool("alpha", 2), pool("beta", 1)])
 }
 
 #[tokio::test]
 async fn cluster_lifecycle_through_every_kubernetes_operation() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
 
     let options = a.options().await.unwrap();
     assert!(options.regions.contains(&"nyc1".to_owned()));
@@ -131,8 +50,12 @@ async fn cluster_lifecycle_through_every_kubernetes_operation() {
     assert!(created.node_pools.iter().all(|p| p.tags == vec!["bc"]));
     let id = created.id.clone();
 
-    // Not provisioned yet: no kubeconfig.
-    assert_eq!(a.credentials(&id).await.unwrap_err(), ProviderError::NotFound);
+    // Not provisioned yet: no kubeconfig, which is "not ready yet" (research §8.1).
+    let e = a.credentials(&id).await.unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::Transient { message } if message.contains("not served yet")),
+        "{e:?}"
+    );
 
     w.step(5);
     let c = a.get_cluster(&id).await.unwrap();
@@ -211,10 +134,13 @@ async fn cluster_lifecycle_through_every_kubernetes_operation() {
 
     // Associated resources: an LB tagged k8s:<id> is listed and deleted selectively.
     let lb = a
-        .create(&LoadBalancerRequest { tags: vec![format!("k8s:{id}")], ..lb_request("svc") })
+        .create(&LoadBalancerRequest {
+            tags: vec![format!("k8s:{id}")],
+            ..testing::lb_request("svc")
+        })
         .await
         .unwrap();
-    let keep = a.create(&lb_request("keep")).await.unwrap();
+    let keep = a.create(&testing::lb_request("keep")).await.unwrap();
     let assoc = a.associated_resources(&id).await.unwrap();
     assert_eq!(
         assoc.load_balancers.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
@@ -229,8 +155,8 @@ async fn cluster_lifecycle_through_every_kubernetes_operation() {
 
 #[tokio::test]
 async fn plain_delete_leaves_the_cluster_gone_and_404s_are_not_found() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
     let c = a.create_cluster(&cluster_request("bc-two")).await.unwrap();
     w.step(5);
     a.delete_cluster(&c.id).await.unwrap();
@@ -243,8 +169,8 @@ async fn plain_delete_leaves_the_cluster_gone_and_404s_are_not_found() {
 
 #[tokio::test]
 async fn forced_error_state_is_reported_with_its_message() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
     let c = a.create_cluster(&cluster_request("bc-err")).await.unwrap();
     assert!(w.sim.state().model().force_cluster_state(
         &c.id,
@@ -258,15 +184,15 @@ async fn forced_error_state_is_reported_with_its_message() {
 
 #[tokio::test]
 async fn load_balancer_lifecycle_with_busy_update() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
-    let lb = a.create(&lb_request("web")).await.unwrap();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
+    let lb = a.create(&testing::lb_request("web")).await.unwrap();
     assert_eq!(lb.status, ProviderLoadBalancerStatus::New);
     assert_eq!(lb.ip, None);
-    assert_eq!(lb.spec, lb_request("web"), "what came back diffs equal to what was asked");
+    assert_eq!(lb.spec, testing::lb_request("web"), "what came back diffs equal to what was asked");
 
     // Still applying the create: a PUT is refused as busy, which is retryable.
-    let mut changed = lb_request("web");
+    let mut changed = testing::lb_request("web");
     changed.targets = ProviderTargets::Tag("web-backends".into());
     changed.size_unit = Some(2);
     let e = a.update(&lb.id, &changed).await.unwrap_err();
@@ -283,7 +209,7 @@ async fn load_balancer_lifecycle_with_busy_update() {
     assert_eq!(updated.ip, active.ip);
 
     // A duplicate name is refused with the provider's message passed through.
-    let e = a.create(&lb_request("web")).await.unwrap_err();
+    let e = a.create(&testing::lb_request("web")).await.unwrap_err();
     assert!(
         matches!(&e, ProviderError::Refused { message } if message.contains("name is not unique")),
         "{e:?}"
@@ -296,32 +222,12 @@ async fn load_balancer_lifecycle_with_busy_update() {
 
 #[tokio::test]
 async fn global_load_balancer_round_trips() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
-    let regional = a.create(&lb_request("r1")).await.unwrap();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
+    let regional = a.create(&testing::lb_request("r1")).await.unwrap();
     let req = LoadBalancerRequest {
-        name: "g1".into(),
-        kind: LoadBalancerType::Global,
-        region: None,
-        forwarding_rules: vec![],
-        health_check: HealthCheck::default(),
-        sticky_sessions: None,
-        targets: ProviderTargets::LoadBalancerIds(vec![regional.id.clone()]),
-        size_unit: None,
         redirect_http_to_https: true,
-        global_settings: Some(GlobalSettings {
-            target_protocol: Protocol::Http,
-            target_port: 80,
-            cdn: true,
-            region_priorities: Some([("nyc1".to_owned(), 1)].into()),
-            failover_threshold: Some(50),
-        }),
-        domains: vec![Domain {
-            name: "app.example.com".into(),
-            is_managed: true,
-            certificate_id: None,
-        }],
-        tags: vec![],
+        ..testing::global_lb_request("g1", &[&regional.id])
     };
     let g = a.create(&req).await.unwrap();
     assert_eq!(g.spec, req);
@@ -331,16 +237,16 @@ async fn global_load_balancer_round_trips() {
 
 #[tokio::test]
 async fn list_reads_every_page() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
     for i in 0..45 {
-        a.create(&lb_request(&format!("lb-{i:02}"))).await.unwrap();
+        a.create(&testing::lb_request(&format!("lb-{i:02}"))).await.unwrap();
     }
     // Default page size 200: one call.
     assert_eq!(a.list().await.unwrap().len(), 45);
     assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 1);
     // Page size 20: three calls, every object once, in order.
-    let small = w.adapter_with(DigitalOceanConfig { per_page: 20, ..w.config() }, TEST_TOKEN);
+    let small = adapter_with(&w, DigitalOceanConfig { per_page: 20, ..config(&w) }, TEST_TOKEN);
     let all = small.list().await.unwrap();
     assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 4);
     let names: Vec<_> = all.iter().map(|l| l.spec.name.clone()).collect();
@@ -351,24 +257,24 @@ async fn list_reads_every_page() {
     for i in 0..3 {
         a.create_cluster(&cluster_request(&format!("c-{i}"))).await.unwrap();
     }
-    let tiny = w.adapter_with(DigitalOceanConfig { per_page: 2, ..w.config() }, TEST_TOKEN);
+    let tiny = adapter_with(&w, DigitalOceanConfig { per_page: 2, ..config(&w) }, TEST_TOKEN);
     assert_eq!(tiny.list_clusters().await.unwrap().len(), 3);
     assert_eq!(w.count("GET", routes::CLUSTERS), 2);
 }
 
 #[tokio::test]
 async fn wrong_token_is_unauthorized() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter_with(w.config(), "dop_v1_not_this_one");
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter_with(&w, config(&w), "dop_v1_not_this_one");
     assert_eq!(a.list_clusters().await.unwrap_err(), ProviderError::Unauthorized);
     assert_eq!(a.get("x").await.unwrap_err(), ProviderError::Unauthorized);
 }
 
 #[tokio::test]
 async fn injected_429_pauses_every_caller_for_retry_after() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
-    let lb = a.create(&lb_request("web")).await.unwrap();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
+    let lb = a.create(&testing::lb_request("web")).await.unwrap();
     w.sim.state().model().inject_failures(
         &routes::key("GET", routes::LOAD_BALANCER),
         1,
@@ -390,9 +296,9 @@ async fn injected_429_pauses_every_caller_for_retry_after() {
 async fn hourly_limit_429_carries_only_ratelimit_reset() {
     let mut config = SimConfig::default();
     config.rate_limits.per_hour = 3;
-    let w = World::new(config).await;
+    let w = Served::start(config).await;
     // The first adapter learns from the headers and stops by itself after the third call.
-    let a = w.adapter();
+    let a = adapter(&w);
     for _ in 0..3 {
         a.options().await.unwrap();
     }
@@ -404,7 +310,7 @@ async fn hourly_limit_429_carries_only_ratelimit_reset() {
 
     // A second client of the token (its own bucket, no headers seen yet) gets the
     // provider's 429, which has no retry-after: the wait comes from ratelimit-reset.
-    let b = w.adapter();
+    let b = adapter(&w);
     assert_eq!(
         b.options().await.unwrap_err(),
         ProviderError::RateLimited { retry_after_ms: 3_590_000 }
@@ -418,9 +324,9 @@ async fn hourly_limit_429_carries_only_ratelimit_reset() {
 async fn burst_limit_429_carries_retry_after() {
     let mut config = SimConfig::default();
     config.rate_limits.per_minute = 2;
-    let w = World::new(config).await;
+    let w = Served::start(config).await;
     // A generous local budget, so the provider's burst limit is what trips.
-    let a = w.adapter();
+    let a = adapter(&w);
     a.options().await.unwrap();
     w.step(20);
     a.options().await.unwrap();
@@ -432,8 +338,8 @@ async fn burst_limit_429_carries_retry_after() {
 
 #[tokio::test]
 async fn server_errors_are_transient_and_refusals_pass_the_message() {
-    let w = World::new(SimConfig::default()).await;
-    let a = w.adapter();
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
     let key = routes::key("POST", routes::CLUSTERS);
     w.sim.state().model().inject_failures(&key, 1, Fault::ServerError);
     let e = a.create_cluster(&cluster_request("bc-x")).await.unwrap_err();
@@ -449,4 +355,44 @@ async fn server_errors_are_transient_and_refusals_pass_the_message() {
     let bad = CreateClusterRequest { region: "mars1".into(), ..cluster_request("bc-y") };
     let e = a.create_cluster(&bad).await.unwrap_err();
     assert!(matches!(&e, ProviderError::Refused { message } if message.contains("mars1")), "{e:?}");
+}
+
+/// Deletes the account's oldest load balancer (as another client would).
+fn delete_oldest(state: &bc_sim::SimState) {
+    let now = state.clock.now();
+    let mut m = state.model();
+    let oldest = m.list_load_balancers(TEST_TOKEN, now).unwrap()[0].id.clone();
+    m.delete_load_balancer(TEST_TOKEN, &oldest, now).unwrap();
+}
+
+/// Research §3: pages are numbered, so a delete on an earlier page while a client walks
+/// them shifts a live object from a later page onto one already read. The walk notices
+/// (`meta.total` moved) and walks again: every live object is listed, the deleted one
+/// is not.
+#[tokio::test]
+async fn a_list_that_changes_between_pages_is_walked_again() {
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter_with(&w, DigitalOceanConfig { per_page: 2, ..config(&w) }, TEST_TOKEN);
+    for i in 1..=5 {
+        a.create(&testing::lb_request(&format!("lb-{i}"))).await.unwrap();
+    }
+    let route = routes::key("GET", routes::LOAD_BALANCERS);
+    w.sim.state().interleave.after_list_page(&route, 1, delete_oldest);
+    let names: Vec<String> = a.list().await.unwrap().into_iter().map(|l| l.spec.name).collect();
+    assert_eq!(names, ["lb-2", "lb-3", "lb-4", "lb-5"], "lb-3 is not skipped, lb-1 is gone");
+    // Page 2 shows the change (meta.total 5 → 4); the second walk reads two pages.
+    assert_eq!(w.count("GET", routes::LOAD_BALANCERS), 2 + 2);
+
+    // A list that changes under every walk is an error, never a partial list.
+    for i in 6..=12 {
+        a.create(&testing::lb_request(&format!("lb-{i}"))).await.unwrap();
+    }
+    for _ in 0..bc_providers::digitalocean::LIST_WALKS {
+        w.sim.state().interleave.after_list_page(&route, 1, delete_oldest);
+    }
+    let e = a.list().await.unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::Transient { message } if message.contains("changed")),
+        "{e:?}"
+    );
 }

@@ -2,115 +2,53 @@
 //! over loopback HTTP, connected with the kubeconfig the simulated DigitalOcean serves —
 //! whose `server` carries the `/k8s/<cluster id>` path prefix.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bc_domain::model::SecretString;
 use bc_domain::name::{FIELD_MANAGER, LABEL_SUBSTRATE_POOL};
 use bc_domain::ports::{
-    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, DeleteOutcome, KubeObject, ObjectKind,
-    ObjectRef, OwnerLabel,
+    ApplyOutcome, Clock, ClusterApi, ClusterClient, ClusterError, DeleteOutcome, KubeObject,
+    ObjectError, ObjectKind,
 };
-use bc_domain::ports::{Clock, ManualClock};
 use bc_providers::kube::{KubeClusterApi, classify};
-use bc_sim::{Sim, SimConfig, SimServer, testing};
+use bc_sim::testing::{
+    self, ClusterEnv, bounded, namespace_object as namespace, object_ref as obj, owner,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// Every kube call is bounded: a hanging simulator fails the test instead of hanging it.
-async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), f).await.expect("kube call timed out")
-}
-
-struct Env {
-    _server: SimServer,
-    sim: Sim,
-    clock: Arc<ManualClock>,
-    id: String,
-    kubeconfig: SecretString,
-}
+mod common;
 
 /// A served simulator with a running cluster (pools `bc-p1` with our label and two
-/// nodes, `own` with one node) and its kubeconfig.
-async fn setup() -> Env {
-    bc_providers::install_crypto_provider();
-    let (sim, clock) = testing::sim(SimConfig::default());
-    let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let id = testing::create_cluster(
-        &sim,
-        "c1",
-        vec![
-            testing::node_pool("bc-p1", 2, &[(LABEL_SUBSTRATE_POOL, "p1"), ("tier", "a")]),
-            testing::node_pool("own", 1, &[("tier", "b")]),
-        ],
-    );
-    testing::run_until_running(&sim, &clock, &id);
-    let kubeconfig = testing::kubeconfig(&sim, &id);
-    assert!(kubeconfig.contains(&format!("/k8s/{id}")), "server carries the path prefix");
-    Env { _server: server, sim, clock, id, kubeconfig: SecretString::new(kubeconfig) }
+/// nodes, `own` with one node), whose kubeconfig server carries the `/k8s/<id>` prefix.
+async fn setup() -> ClusterEnv {
+    let env = ClusterEnv::start().await;
+    assert!(env.kubeconfig().contains(&format!("/k8s/{}", env.id)), "path prefix");
+    env
 }
 
-impl Env {
-    async fn client(&self) -> Arc<dyn ClusterClient> {
-        bounded(KubeClusterApi::new().connect(&self.kubeconfig)).await.unwrap()
-    }
-    fn stored(&self, kind: ObjectKind, ns: Option<&str>, name: &str) -> Option<Value> {
-        self.sim.state().kube.get_object(&self.id, kind, ns, name)
-    }
-    fn rv(&self, kind: ObjectKind, ns: Option<&str>, name: &str) -> String {
-        self.stored(kind, ns, name).unwrap()["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    }
-    /// A raw kube client on the same kubeconfig, for typed reads and unforced applies.
-    async fn raw(&self) -> kube::Client {
-        let kc = kube::config::Kubeconfig::from_yaml(self.kubeconfig.expose()).unwrap();
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .unwrap();
-        config.proxy_url = None;
-        config.default_retry = false;
-        kube::Client::try_from(config).unwrap()
-    }
+async fn client(env: &ClusterEnv) -> Arc<dyn ClusterClient> {
+    let kubeconfig = SecretString::new(env.kubeconfig());
+    bounded(KubeClusterApi::new().connect(&kubeconfig)).await.unwrap()
 }
 
-fn owner(pool: &str) -> OwnerLabel {
-    OwnerLabel { key: LABEL_SUBSTRATE_POOL.into(), value: pool.into() }
+fn rv_of(env: &ClusterEnv, kind: ObjectKind, ns: Option<&str>, name: &str) -> String {
+    env.stored(kind, ns, name).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_owned()
 }
 
-fn obj(kind: ObjectKind, ns: Option<&str>, name: &str) -> ObjectRef {
-    ObjectRef { kind, namespace: ns.map(str::to_owned), name: name.into() }
-}
-
-fn namespace(name: &str, pool: &str) -> KubeObject {
-    KubeObject {
-        object: obj(ObjectKind::Namespace, None, name),
-        manifest: json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":name,
-            "labels":{LABEL_SUBSTRATE_POOL:pool,"app.kubernetes.io/managed-by":"better-compute"}}}),
-    }
-}
-
+/// Our bcd DaemonSet in `ns` for `pool`, running `image`.
 fn daemonset(ns: &str, pool: &str, image: &str) -> KubeObject {
-    let env = |name: &str, key: &str| json!({"name":name,"valueFrom":{"secretKeyRef":{"name":"bcd-join","key":key}}});
-    KubeObject {
-        object: obj(ObjectKind::DaemonSet, Some(ns), "bcd"),
-        manifest: json!({"apiVersion":"apps/v1","kind":"DaemonSet",
-            "metadata":{"name":"bcd","namespace":ns,"labels":{LABEL_SUBSTRATE_POOL:pool}},
-            "spec":{"selector":{"matchLabels":{"app":"bcd"}},"template":{"metadata":{"labels":{"app":"bcd"}},"spec":{
-                "serviceAccountName":"bcd","nodeSelector":{LABEL_SUBSTRATE_POOL:pool},
-                "containers":[{"name":"bcd","image":image,"env":[env("BCD_SERVER_URL","serverUrl"),env("BCD_JOIN_TOKEN","joinToken")]}]}}}}),
-    }
+    let mut spec = testing::bcd_daemonset_spec(Some(json!({LABEL_SUBSTRATE_POOL: pool})), &[]);
+    spec["template"]["spec"]["containers"][0]["image"] = json!(image);
+    testing::owned_object(ObjectKind::DaemonSet, Some(ns), "bcd", pool, json!({"spec": spec}))
 }
 
 #[tokio::test]
 async fn path_prefixed_server_apply_create_then_no_op_then_change() {
     let env = setup().await;
-    let c = env.client().await;
+    let c = client(&env).await;
     let ns = namespace("bc-p1", "p1");
     assert_eq!(
         bounded(c.get_labels(&ns.object)).await.unwrap(),
@@ -118,13 +56,15 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
         "get_opt of a missing object"
     );
     assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
-    let rv = env.rv(ObjectKind::Namespace, None, "bc-p1");
+    let rv = rv_of(&env, ObjectKind::Namespace, None, "bc-p1");
     assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Applied);
-    assert_eq!(env.rv(ObjectKind::Namespace, None, "bc-p1"), rv, "re-apply changed nothing");
+    assert_eq!(rv_of(&env, ObjectKind::Namespace, None, "bc-p1"), rv, "re-apply changed nothing");
     // The requests arrived under /k8s/<id>/…: kube kept the server's path prefix.
     let kube = &env.sim.state().kube;
     assert_eq!(kube.request_count(&env.id, "get namespaces"), 3);
-    assert_eq!(kube.request_count(&env.id, "apply namespaces"), 2);
+    // Absent: created (POST), never applied; then ours: applied.
+    assert_eq!(kube.request_count(&env.id, "create namespaces"), 1);
+    assert_eq!(kube.request_count(&env.id, "apply namespaces"), 1);
     assert_eq!(kube.request_count(&env.id, bc_sim::kube::UNMATCHED), 0);
     let labels = bounded(c.get_labels(&ns.object)).await.unwrap().unwrap();
     assert_eq!(labels.get(LABEL_SUBSTRATE_POOL).map(String::as_str), Some("p1"));
@@ -143,14 +83,14 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
     assert_eq!(bounded(c.apply_owned(&sa, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
     let ds = daemonset("bc-p1", "p1", "bcd:1");
     assert_eq!(bounded(c.apply_owned(&ds, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
-    let rv = env.rv(ObjectKind::DaemonSet, Some("bc-p1"), "bcd");
+    let rv = rv_of(&env, ObjectKind::DaemonSet, Some("bc-p1"), "bcd");
     assert_eq!(
         bounded(c.apply_owned(&daemonset("bc-p1", "p1", "bcd:2"), &owner("p1"))).await.unwrap(),
         ApplyOutcome::Applied
     );
-    assert_ne!(env.rv(ObjectKind::DaemonSet, Some("bc-p1"), "bcd"), rv, "a change bumps it");
+    assert_ne!(rv_of(&env, ObjectKind::DaemonSet, Some("bc-p1"), "bcd"), rv, "a change bumps it");
 
-    let raw = env.raw().await;
+    let raw = env.kube().await;
     let typed: DaemonSet =
         bounded(Api::<DaemonSet>::namespaced(raw.clone(), "bc-p1").get("bcd")).await.unwrap();
     let image = typed.spec.template.spec.unwrap().containers[0].image.clone();
@@ -168,7 +108,7 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
 #[tokio::test]
 async fn foreign_objects_are_reported_and_never_touched() {
     let env = setup().await;
-    let c = env.client().await;
+    let c = client(&env).await;
     let now = env.clock.now();
     // Made by kubectl without our label.
     env.sim
@@ -176,13 +116,13 @@ async fn foreign_objects_are_reported_and_never_touched() {
         .kube
         .apply_manifest(&env.id, "kubectl", &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bc-p1","labels":{"team":"x"}}}), false, now)
         .unwrap();
-    let rv = env.rv(ObjectKind::Namespace, None, "bc-p1");
+    let rv = rv_of(&env, ObjectKind::Namespace, None, "bc-p1");
     let ns = namespace("bc-p1", "p1");
     assert_eq!(
         bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(),
         ApplyOutcome::Foreign { owner: None }
     );
-    assert_eq!(env.rv(ObjectKind::Namespace, None, "bc-p1"), rv, "not patched");
+    assert_eq!(rv_of(&env, ObjectKind::Namespace, None, "bc-p1"), rv, "not patched");
     assert_eq!(
         bounded(c.delete_owned(&ns.object, &owner("p1"))).await.unwrap(),
         DeleteOutcome::Foreign { owner: None }
@@ -249,7 +189,7 @@ async fn unforced_apply_against_another_manager_is_a_conflict() {
     )
     .unwrap();
     kube.apply_manifest(&env.id, "kubectl", &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eA=="}}), false, now).unwrap();
-    let raw = env.raw().await;
+    let raw = env.kube().await;
     let api = Api::<Secret>::namespaced(raw, "n");
     let patch = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}});
     let err = bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch)))
@@ -261,7 +201,7 @@ async fn unforced_apply_against_another_manager_is_a_conflict() {
     let causes = &status.details.as_ref().unwrap().causes;
     assert_eq!(causes[0].field, ".data.k");
     assert_eq!(causes[0].reason, "FieldManagerConflict");
-    assert!(matches!(classify(&err), ClusterError::Conflict(_)));
+    assert!(matches!(classify(&err), ObjectError::Conflict(_)));
     let ok =
         bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)))
             .await
@@ -272,7 +212,7 @@ async fn unforced_apply_against_another_manager_is_a_conflict() {
 #[tokio::test]
 async fn list_nodes_by_label_selector() {
     let env = setup().await;
-    let c = env.client().await;
+    let c = client(&env).await;
     let names = |sel: &'static str| {
         let c = c.clone();
         async move {
@@ -304,11 +244,11 @@ async fn list_nodes_by_label_selector() {
 async fn errors_are_classified_without_leaking_credentials() {
     let env = setup().await;
     let token = env.sim.state().model().cluster_api_token(&env.id).unwrap();
-    // Wrong token: 401 Unauthorized → Refused.
-    let bad = SecretString::new(env.kubeconfig.expose().replace(&token, "wrong-token"));
+    // Wrong (expired, revoked) token: 401 Unauthorized → Credentials (mint new ones).
+    let bad = SecretString::new(env.kubeconfig().replace(&token, "wrong-token"));
     let c = bounded(KubeClusterApi::new().connect(&bad)).await.unwrap();
     let err = bounded(c.list_nodes("")).await.unwrap_err();
-    assert!(matches!(err, ClusterError::Refused(_)), "{err:?}");
+    assert!(matches!(err, ClusterError::Credentials(_)), "{err:?}");
     assert!(!err.to_string().contains("wrong-token"));
 
     // Not a kubeconfig: Credentials, without quoting it.
@@ -320,19 +260,38 @@ async fn errors_are_classified_without_leaking_credentials() {
     // A cluster whose API is not up yet answers 503: Unreachable at once (no retry loop).
     let c2 = testing::create_cluster(&env.sim, "c2", vec![testing::node_pool("p", 1, &[])]);
     let tok2 = env.sim.state().model().cluster_api_token(&c2).unwrap();
-    let kc2 =
-        SecretString::new(env.kubeconfig.expose().replace(&env.id, &c2).replace(&token, &tok2));
+    let kc2 = SecretString::new(env.kubeconfig().replace(&env.id, &c2).replace(&token, &tok2));
     let c = bounded(KubeClusterApi::new().connect(&kc2)).await.unwrap();
     let err = bounded(c.get_labels(&obj(ObjectKind::Namespace, None, "x"))).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
     assert!(!err.to_string().contains(&tok2));
 
     // Nothing listening: Unreachable.
-    let dead = SecretString::new(
-        env.kubeconfig.expose().replace(&env._server.url(), "http://127.0.0.1:9"),
-    );
+    let dead = SecretString::new(env.kubeconfig().replace(&env.server.url(), "http://127.0.0.1:9"));
     let c = bounded(KubeClusterApi::new().connect(&dead)).await.unwrap();
     let err = bounded(c.list_nodes("")).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
     assert!(!err.to_string().contains(&token));
+}
+
+/// SPEC §6 under races, through the kube adapter over HTTP (the same scenario as the
+/// direct face's, bc_sim::testing::check_ownership_races).
+#[tokio::test]
+async fn ownership_holds_when_the_tenant_acts_between_read_and_write() {
+    let env = setup().await;
+    testing::check_ownership_races(&env, &KubeClusterApi::new()).await;
+}
+
+/// A revoked cluster token: the session over the real adapters mints a new kubeconfig
+/// and the call succeeds.
+#[tokio::test]
+async fn a_revoked_cluster_token_is_replaced_by_a_new_mint() {
+    let env = setup().await;
+    let provider = Arc::new(common::adapter(&env));
+    testing::check_session_recovers_from_a_revoked_token(
+        &env,
+        provider,
+        Arc::new(KubeClusterApi::new()),
+    )
+    .await;
 }

@@ -8,13 +8,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bc_domain::ports::SystemClock;
 use bc_domain::ports::{KubernetesProvider, LoadBalancerProvider};
+use bc_sim::Sim;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::direct::DirectProvider;
-use bc_sim::{Sim, SystemClock};
 use serde_json::json;
 
-const T: &str = "dop_v1_simulated";
+const T: &str = bc_sim::config::DEFAULT_TOKEN;
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -28,7 +29,7 @@ fn report(what: &str, n: usize, started: Instant) {
 
 #[tokio::main]
 async fn main() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    bc_sim::install_crypto();
     let requests = arg("--requests", 5_000);
     let lbs = arg("--load-balancers", 1_000);
     let config = SimConfig {

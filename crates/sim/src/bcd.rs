@@ -1,27 +1,31 @@
 //! The simulated bcd: on every running node that a DaemonSet would schedule onto (its
 //! `nodeSelector` matches the node's labels, its tolerations cover the node's
-//! NoSchedule/NoExecute taints), read the join token and server URL the DaemonSet maps
-//! from its Secret and call `POST {server}/api/compute/agents/join`, like the real agent.
+//! NoSchedule/NoExecute taints), read the join token, server URL and node name the
+//! DaemonSet maps into its env and call `POST {server}/api/compute/agents/join`, like
+//! the real agent, with the wire types of `bc_domain::agent`.
 //!
 //! Invariant: a node calls only when its pod could really start (DaemonSet scheduled
-//! there, Secret and key present); once it has joined it does not call again until the
-//! Secret's token changes; a failed or unreachable join is retried on a later round.
+//! there, Secret and key present, every bcd env var mapped); once it has joined it does
+//! not call again until the Secret's token changes; a failed or unreachable join, or an
+//! answer that is not a `JoinResponse`, is retried on a later round.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use base64::Engine as _;
+use bc_domain::NodeId;
+use bc_domain::agent::{
+    ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JOIN_PATH, JoinRequest, JoinResponse,
+};
+use bc_domain::model::SecretString;
 use bc_domain::policy::TaintEffect;
-use serde_json::{Value, json};
+use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::kube::{Resource, Selector};
 use crate::{SimNode, SimState};
 
-/// Env var the DaemonSet maps the server's public URL to.
-pub const ENV_SERVER_URL: &str = "BCD_SERVER_URL";
-/// Env var the DaemonSet maps the join token to.
-pub const ENV_JOIN_TOKEN: &str = "BCD_JOIN_TOKEN";
 /// What the simulated agent reports as its version.
 pub const BCD_VERSION: &str = "sim";
 
@@ -33,7 +37,7 @@ pub struct JoinOutcome {
     /// HTTP status of the last join call (`None`: none answered yet).
     pub status: Option<u16>,
     /// `nodeId` from the last successful answer.
-    pub node_id: Option<String>,
+    pub node_id: Option<NodeId>,
     /// Join calls made.
     pub attempts: u32,
     /// Whether the last call succeeded (2xx) with the current token.
@@ -45,11 +49,29 @@ pub struct JoinOutcome {
     token_fingerprint: Option<u64>,
 }
 
+/// What the simulated agents did, per (cluster id, node name).
+#[derive(Debug, Default)]
+pub struct Agents {
+    joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
+}
+
+impl Agents {
+    fn joins_mut(&self) -> MutexGuard<'_, BTreeMap<(String, String), JoinOutcome>> {
+        self.joins.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What each simulated bcd did, per (cluster id, node name).
+    pub fn join_outcomes(&self) -> BTreeMap<(String, String), JoinOutcome> {
+        self.joins_mut().clone()
+    }
+}
+
 /// The env a bcd pod would start with, resolved from its DaemonSet and Secrets.
 struct PodEnv {
     daemonset: String,
     server_url: String,
     join_token: String,
+    node_name: String,
 }
 
 /// One join call to make.
@@ -66,7 +88,7 @@ pub async fn run_once(state: &SimState) -> usize {
     if planned.is_empty() {
         return 0;
     }
-    install_crypto_provider();
+    crate::install_crypto();
     let client = match reqwest::Client::builder()
         .no_proxy()
         .connect_timeout(Duration::from_secs(5))
@@ -91,22 +113,25 @@ pub async fn run_once(state: &SimState) -> usize {
     while let Some(done) = calls.join_next().await {
         let Ok((p, result)) = done else { continue };
         made += 1;
-        let mut joins = state.kube.joins_mut();
+        let mut joins = state.bcd.joins_mut();
         let o = joins.entry((p.cluster.clone(), p.node.name.clone())).or_default();
         o.daemonset = p.env.daemonset.clone();
         o.attempts += 1;
         match result {
-            Ok((status, body)) => {
+            Ok((status, answer)) => {
                 o.status = Some(status);
-                let ok = (200..300).contains(&status);
-                o.joined = ok;
-                if ok {
-                    o.node_id = body.get("nodeId").and_then(Value::as_str).map(str::to_owned);
-                    o.token_fingerprint = Some(fingerprint(&p.env.join_token));
-                    o.last_error = None;
-                } else {
-                    o.token_fingerprint = None;
-                    o.last_error = Some(format!("join answered {status}"));
+                match answer {
+                    Ok(answer) => {
+                        o.joined = true;
+                        o.node_id = Some(answer.node_id);
+                        o.token_fingerprint = Some(fingerprint(&p.env.join_token));
+                        o.last_error = None;
+                    }
+                    Err(why) => {
+                        o.joined = false;
+                        o.token_fingerprint = None;
+                        o.last_error = Some(why);
+                    }
                 }
             }
             Err(e) => {
@@ -120,26 +145,85 @@ pub async fn run_once(state: &SimState) -> usize {
     made
 }
 
-/// Runs [`run_once`] every `every` until the task is aborted.
-pub fn spawn(state: Arc<SimState>, every: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// What the background agents have done so far (see [`spawn`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rounds {
+    /// Rounds completed.
+    pub rounds: u64,
+    /// Join calls made over all rounds.
+    pub calls: u64,
+    /// Join calls made by the last completed round.
+    pub last_round_calls: usize,
+}
+
+impl Rounds {
+    /// Whether the agents have settled: at least one round ran and the last one made
+    /// no call (every scheduled node joined, or is waiting on something a round cannot
+    /// fix).
+    pub fn settled(&self) -> bool {
+        self.rounds > 0 && self.last_round_calls == 0
+    }
+}
+
+/// The background agents started by [`spawn`]: a round counter to wait on, and the
+/// task, aborted on drop.
+pub struct Background {
+    rounds: watch::Receiver<Rounds>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    /// The rounds so far.
+    pub fn rounds(&self) -> Rounds {
+        *self.rounds.borrow()
+    }
+
+    /// Waits until `done` holds for the rounds so far (checked after every round).
+    /// Bound the wait with a timeout: the rounds run on wall-clock ticks.
+    pub async fn wait_for(&mut self, done: impl FnMut(&Rounds) -> bool) -> Rounds {
+        let reached = self.rounds.wait_for(done).await.map(|r| *r);
+        // Err: the task is gone (it panicked); report what it reached.
+        reached.unwrap_or_else(|_| *self.rounds.borrow())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Runs [`run_once`] every `every` until the returned [`Background`] is dropped.
+pub fn spawn(state: Arc<SimState>, every: Duration) -> Background {
+    let (tx, rounds) = watch::channel(Rounds::default());
+    let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            run_once(&state).await;
+            let made = run_once(&state).await;
+            tx.send_modify(|r| {
+                r.rounds += 1;
+                r.calls += made as u64;
+                r.last_round_calls = made;
+            });
         }
-    })
+    });
+    Background { rounds, task }
 }
 
-async fn join(client: &reqwest::Client, p: &Planned) -> Result<(u16, Value), String> {
-    let url = format!("{}/api/compute/agents/join", p.env.server_url.trim_end_matches('/'));
-    let body = json!({
-        "joinToken": p.env.join_token,
-        "nodeName": p.node.name,
-        "providerNodeId": p.node.provider_id,
-        "bcdVersion": BCD_VERSION,
-    });
+/// One join call: the HTTP status, and the parsed answer or why it is not one.
+async fn join(
+    client: &reqwest::Client,
+    p: &Planned,
+) -> Result<(u16, Result<JoinResponse, String>), String> {
+    let url = format!("{}{JOIN_PATH}", p.env.server_url.trim_end_matches('/'));
+    let body = JoinRequest {
+        join_token: SecretString::new(p.env.join_token.clone()),
+        node_name: p.env.node_name.clone(),
+        provider_node_id: Some(p.node.provider_id.clone()),
+        bcd_version: BCD_VERSION.to_owned(),
+    };
     let resp = client
         .post(&url)
         .json(&body)
@@ -148,7 +232,12 @@ async fn join(client: &reqwest::Client, p: &Planned) -> Result<(u16, Value), Str
         .map_err(|e| format!("join call failed: {}", e.without_url()))?;
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap_or_default();
-    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    if !(200..300).contains(&status) {
+        return Ok((status, Err(format!("join answered {status}"))));
+    }
+    let answer = serde_json::from_str::<JoinResponse>(&text)
+        .map_err(|e| format!("join answered {status} with a body that is not a JoinResponse: {e}"));
+    Ok((status, answer))
 }
 
 /// Decides, without I/O, which nodes call this round, and records why others do not.
@@ -159,7 +248,7 @@ fn plan(state: &SimState) -> Vec<Planned> {
         let daemonsets = state.kube.list(&cluster, Resource::DaemonSet, None, &Selector::default());
         // Without DaemonSets there is nothing to run, unless pods ran before and are
         // now gone (their outcomes are reset below).
-        if daemonsets.is_empty() && !state.kube.joins_mut().keys().any(|(c, _)| *c == cluster) {
+        if daemonsets.is_empty() && !state.bcd.joins_mut().keys().any(|(c, _)| *c == cluster) {
             continue;
         }
         let nodes = {
@@ -175,7 +264,7 @@ fn plan(state: &SimState) -> Vec<Planned> {
             let Some(ds) = daemonsets.iter().find(|ds| schedules_onto(ds, &node)) else {
                 // No bcd pod here (any more): a pod that comes back is a new process
                 // and joins again, as the real agent does.
-                if let Some(o) = state.kube.joins_mut().get_mut(&key)
+                if let Some(o) = state.bcd.joins_mut().get_mut(&key)
                     && o.joined
                 {
                     o.joined = false;
@@ -184,8 +273,8 @@ fn plan(state: &SimState) -> Vec<Planned> {
                 }
                 continue;
             };
-            let env = pod_env(state, &cluster, ds);
-            let mut joins = state.kube.joins_mut();
+            let env = pod_env(state, &cluster, ds, &node);
+            let mut joins = state.bcd.joins_mut();
             let outcome = joins.entry(key).or_default();
             outcome.daemonset = ds_name(ds);
             let env = match env {
@@ -251,9 +340,10 @@ fn tolerates(tol: &Value, taint: &bc_domain::policy::Taint) -> bool {
     effect_ok && key_ok
 }
 
-/// The env of the DaemonSet's first container that has both bcd variables, resolved
-/// from Secrets in the DaemonSet's namespace; an error says why the pod cannot start.
-fn pod_env(state: &SimState, cluster: &str, ds: &Value) -> Result<PodEnv, String> {
+/// The env of the DaemonSet's first container that has every bcd variable, resolved
+/// from Secrets in the DaemonSet's namespace and the pod's fields on `node`; an error
+/// says why the pod cannot start (or its bcd cannot join).
+fn pod_env(state: &SimState, cluster: &str, ds: &Value, node: &SimNode) -> Result<PodEnv, String> {
     let ns = ds.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
     let pod = ds.pointer("/spec/template/spec").cloned().unwrap_or(Value::Null);
     if let Some(sa) = pod.get("serviceAccountName").and_then(Value::as_str)
@@ -263,15 +353,19 @@ fn pod_env(state: &SimState, cluster: &str, ds: &Value) -> Result<PodEnv, String
     }
     let secret = |name: &str| state.kube.get(cluster, Resource::Secret, Some(ns), name).ok();
     let containers = pod.get("containers").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut last_err = "no container maps BCD_SERVER_URL and BCD_JOIN_TOKEN".to_owned();
+    let mut last_err =
+        format!("no container maps {ENV_SERVER_URL}, {ENV_JOIN_TOKEN} and {ENV_NODE_NAME}");
     for c in &containers {
-        match container_env(c, &secret) {
+        match container_env(c, &secret, node) {
             Ok(env) => {
-                if let (Some(url), Some(tok)) = (env.get(ENV_SERVER_URL), env.get(ENV_JOIN_TOKEN)) {
+                if let (Some(url), Some(tok), Some(name)) =
+                    (env.get(ENV_SERVER_URL), env.get(ENV_JOIN_TOKEN), env.get(ENV_NODE_NAME))
+                {
                     return Ok(PodEnv {
                         daemonset: ds_name(ds),
                         server_url: url.clone(),
                         join_token: tok.clone(),
+                        node_name: name.clone(),
                     });
                 }
             }
@@ -281,11 +375,13 @@ fn pod_env(state: &SimState, cluster: &str, ds: &Value) -> Result<PodEnv, String
     Err(last_err)
 }
 
-/// One container's env: `envFrom.secretRef`, then `env` (`value` or
-/// `valueFrom.secretKeyRef`), later entries winning as in Kubernetes.
+/// One container's env: `envFrom.secretRef`, then `env` (`value`,
+/// `valueFrom.secretKeyRef`, or `valueFrom.fieldRef` of `spec.nodeName`), later entries
+/// winning as in Kubernetes.
 fn container_env(
     c: &Value,
     secret: &dyn Fn(&str) -> Option<Value>,
+    node: &SimNode,
 ) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
     for from in c.get("envFrom").and_then(Value::as_array).into_iter().flatten() {
@@ -309,6 +405,13 @@ fn container_env(
         let Some(name) = e.get("name").and_then(Value::as_str) else { continue };
         if let Some(v) = e.get("value").and_then(Value::as_str) {
             env.insert(name.to_owned(), v.to_owned());
+            continue;
+        }
+        if let Some(path) = e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
+            // The downward API; the simulated pod has only the field bcd uses.
+            if path == "spec.nodeName" {
+                env.insert(name.to_owned(), node.name.clone());
+            }
             continue;
         }
         let Some(r) = e.pointer("/valueFrom/secretKeyRef") else { continue };
@@ -347,18 +450,7 @@ fn secret_value(s: &Value, key: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// reqwest is built without a bundled crypto provider; ring is installed once
-/// (an error means another provider is already installed, which is fine).
-fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 /// A fingerprint to notice token changes without keeping the token in the outcome.
 fn fingerprint(token: &str) -> u64 {
-    token
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    crate::fnv1a(token)
 }

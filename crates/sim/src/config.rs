@@ -1,5 +1,8 @@
 //! Simulator knobs: delays per transition, fault injection, rate limits, the account
 //! tokens it accepts.
+//!
+//! Invariant: the defaults describe a working simulated cloud with one account,
+//! [`DEFAULT_TOKEN`], and seconds-scale delays.
 
 use std::time::Duration;
 
@@ -62,6 +65,9 @@ impl Default for RateLimits {
     }
 }
 
+/// The bearer token of the one account the default [`SimConfig`] accepts.
+pub const DEFAULT_TOKEN: &str = "dop_v1_simulated";
+
 /// The simulator's configuration.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -82,7 +88,7 @@ impl Default for SimConfig {
         Self {
             delays: Delays::fast(),
             rate_limits: RateLimits::default(),
-            tokens: vec![crate::testing::TEST_TOKEN.to_owned()],
+            tokens: vec![DEFAULT_TOKEN.to_owned()],
             bcd_reaches_server: true,
             offer_autopilot: false,
         }

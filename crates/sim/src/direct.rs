@@ -3,23 +3,25 @@
 //!
 //! Invariant: every call goes through the same admission as an HTTP request — counted
 //! under the same `"<METHOD> <route template>"` key, rate-limited, subject to the same
-//! injected faults and refusals — and its errors are classified as the HTTP adapter
-//! classifies DigitalOcean's answers: 404 → `NotFound`, 401 → `Unauthorized`, 429 →
-//! `RateLimited`, 403 busy and 5xx → `Transient`, any other 4xx → `Refused`.
+//! injected faults and refusals — and its errors are classified by the same function as
+//! the HTTP adapter's (`bc_domain::classify::digitalocean`), fed the same error body and
+//! headers the HTTP face would send, so a test here sees the classes production sees.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bc_domain::classify::digitalocean::{self, Failure};
 use bc_domain::model::{
     ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, HealthCheckProtocol,
-    LoadBalancerType, Protocol, SecretString, StickySessions,
+    Protocol, SecretString, StickySessions,
 };
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
-    KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, NamedResource, NodePoolRequest,
-    ProviderCapabilities, ProviderCluster, ProviderClusterState, ProviderImpl,
-    ProviderLoadBalancer, ProviderLoadBalancerStatus, ProviderNode, ProviderNodePool,
-    ProviderNodeState, ProviderOptions, ProviderResult, ProviderTargets,
+    KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, MaintenanceWindow, NamedResource,
+    NodePoolRequest, ProviderCapabilities, ProviderCluster, ProviderClusterState, ProviderImpl,
+    ProviderLoadBalancer, ProviderLoadBalancerKind, ProviderLoadBalancerStatus, ProviderNode,
+    ProviderNodePool, ProviderNodeState, ProviderOptions, ProviderResult, ProviderTargets,
+    UpdateClusterRequest,
 };
 use bc_domain::{ProviderError, Timestamp};
 
@@ -45,37 +47,38 @@ impl DirectProvider {
         &self.state
     }
 
+    /// One call as the HTTP face would take it: admitted (counted, authenticated,
+    /// rate-limited, faults and refusals applied) under `method template`, then run on
+    /// the model; a failure is rendered as the HTTP face renders it (error body, request
+    /// id, rate-limit headers) and classified by the one classification of DigitalOcean
+    /// answers, exactly as the reqwest adapter classifies it.
     fn call<T>(
         &self,
         method: &str,
         template: &str,
+        ids: &[&str],
         f: impl FnOnce(&mut Model, &str, Timestamp) -> Result<T, ApiError>,
     ) -> ProviderResult<T> {
         let now = self.state.clock.now();
         let mut m = self.state.model();
+        let request_id = m.ids.uuid();
         let admission = m.admit(Some(&self.token), &routes::key(method, template), now);
-        let reset_ms = admission.rate.reset * 1000;
-        let classify = |e: ApiError| classify(e, reset_ms, now);
-        admission.result.map_err(classify)?;
-        f(&mut m, &self.token, now).map_err(classify)
-    }
-}
-
-/// How the HTTP adapter would classify this answer.
-fn classify(e: ApiError, reset_ms: i64, now: Timestamp) -> ProviderError {
-    match e.status {
-        404 => ProviderError::NotFound,
-        401 => ProviderError::Unauthorized,
-        429 => {
-            let ms = match e.retry_after {
-                Some(s) => s.saturating_mul(1000),
-                // Hourly exhaustion: wait until the oldest counted request ages out.
-                None => u64::try_from(reset_ms - now.unix_ms()).unwrap_or(0).max(1000),
+        let path = routes::fill(template, ids);
+        let classify = |e: ApiError| {
+            let body = e.body(&request_id).to_string();
+            let failure = Failure {
+                method,
+                path: &path,
+                status: e.status,
+                body: &body,
+                request_id: Some(&request_id),
+                retry_after_secs: e.retry_after,
+                ratelimit_reset: Some(admission.rate.reset),
             };
-            ProviderError::RateLimited { retry_after_ms: ms }
-        }
-        403 | 500..=599 => ProviderError::Transient { message: e.message },
-        _ => ProviderError::Refused { message: e.message },
+            digitalocean::classify(&failure, &self.token, now)
+        };
+        admission.result.clone().map_err(classify)?;
+        f(&mut m, &self.token, now).map_err(classify)
     }
 }
 
@@ -134,6 +137,12 @@ fn cluster_out(c: &model::Cluster, m: &Model) -> ProviderCluster {
         endpoint: c.provisioned.then(|| m.cluster_endpoint(&c.id)),
         high_availability: c.ha,
         tags: c.tags.clone(),
+        auto_upgrade: c.auto_upgrade,
+        surge_upgrade: c.surge_upgrade,
+        maintenance_window: Some(MaintenanceWindow {
+            start_time: c.maintenance_policy.start_time.clone(),
+            day: c.maintenance_policy.day.clone(),
+        }),
         node_pools: c.node_pools.iter().map(pool_out).collect(),
         created_at: Some(c.created_at),
     }
@@ -198,9 +207,11 @@ fn lb_spec(r: &LoadBalancerRequest) -> model::LoadBalancerSpec {
     model::LoadBalancerSpec {
         name: Some(r.name.clone()),
         kind: Some(
-            match r.kind {
-                LoadBalancerType::Regional => "REGIONAL",
-                LoadBalancerType::Global => "GLOBAL",
+            match &r.kind {
+                ProviderLoadBalancerKind::Regional => "REGIONAL",
+                ProviderLoadBalancerKind::RegionalNetwork => "REGIONAL_NETWORK",
+                ProviderLoadBalancerKind::Global => "GLOBAL",
+                ProviderLoadBalancerKind::Unknown(s) => s,
             }
             .to_owned(),
         ),
@@ -280,7 +291,11 @@ fn lb_out(l: &model::LoadBalancer) -> ProviderLoadBalancer {
         ip: (!l.ip.is_empty()).then(|| l.ip.clone()),
         spec: LoadBalancerRequest {
             name: l.name.clone(),
-            kind: if global { LoadBalancerType::Global } else { LoadBalancerType::Regional },
+            kind: match l.kind {
+                model::LbType::Regional => ProviderLoadBalancerKind::Regional,
+                model::LbType::RegionalNetwork => ProviderLoadBalancerKind::RegionalNetwork,
+                model::LbType::Global => ProviderLoadBalancerKind::Global,
+            },
             region: l.region.clone(),
             forwarding_rules: l
                 .forwarding_rules
@@ -343,14 +358,14 @@ fn lb_out(l: &model::LoadBalancer) -> ProviderLoadBalancer {
 #[async_trait]
 impl KubernetesProvider for DirectProvider {
     async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
-        self.call("GET", routes::CLUSTERS, |m, t, now| {
+        self.call("GET", routes::CLUSTERS, &[], |m, t, now| {
             let all = m.list_clusters(t, now)?;
             Ok(all.iter().map(|c| cluster_out(c, m)).collect())
         })
     }
 
     async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
-        self.call("GET", routes::CLUSTER, |m, t, now| {
+        self.call("GET", routes::CLUSTER, &[id], |m, t, now| {
             let c = m.get_cluster(t, id, now)?;
             Ok(cluster_out(&c, m))
         })
@@ -373,18 +388,42 @@ impl KubernetesProvider for DirectProvider {
             autopilot,
             ..Default::default()
         };
-        self.call("POST", routes::CLUSTERS, |m, t, now| {
+        self.call("POST", routes::CLUSTERS, &[], |m, t, now| {
             let c = m.create_cluster(t, body, now)?;
             Ok(cluster_out(&c, m))
         })
     }
 
+    async fn update_cluster(
+        &self,
+        id: &str,
+        req: &UpdateClusterRequest,
+    ) -> ProviderResult<ProviderCluster> {
+        let body = model::ClusterUpdate {
+            name: Some(req.name.clone()),
+            tags: Some(req.tags.clone()),
+            ha: req.high_availability,
+            auto_upgrade: req.auto_upgrade,
+            surge_upgrade: req.surge_upgrade,
+            maintenance_policy: req.maintenance_window.as_ref().map(|w| model::MaintenancePolicy {
+                start_time: w.start_time.clone(),
+                day: w.day.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.call("PUT", routes::CLUSTER, &[id], |m, t, now| {
+            let c = m.update_cluster(t, id, body, now)?;
+            Ok(cluster_out(&c, m))
+        })
+    }
+
     async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
-        self.call("DELETE", routes::CLUSTER, |m, t, now| m.delete_cluster(t, id, now))
+        self.call("DELETE", routes::CLUSTER, &[id], |m, t, now| m.delete_cluster(t, id, now))
     }
 
     async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
-        self.call("GET", routes::ASSOCIATED, |m, t, now| {
+        self.call("GET", routes::ASSOCIATED, &[id], |m, t, now| {
             let a = m.associated_resources(t, id, now)?;
             Ok(AssociatedResources {
                 load_balancers: named(a.load_balancers),
@@ -401,13 +440,13 @@ impl KubernetesProvider for DirectProvider {
     ) -> ProviderResult<()> {
         let sel =
             model::Selection { load_balancers: load_balancer_ids.to_vec(), ..Default::default() };
-        self.call("DELETE", routes::ASSOCIATED_SELECTIVE, |m, t, now| {
+        self.call("DELETE", routes::ASSOCIATED_SELECTIVE, &[id], |m, t, now| {
             m.delete_cluster_selective(t, id, &sel, now)
         })
     }
 
     async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
-        self.call("GET", routes::NODE_POOLS, |m, t, now| {
+        self.call("GET", routes::NODE_POOLS, &[cluster_id], |m, t, now| {
             Ok(m.list_node_pools(t, cluster_id, now)?.iter().map(pool_out).collect())
         })
     }
@@ -417,7 +456,7 @@ impl KubernetesProvider for DirectProvider {
         cluster_id: &str,
         node_pool_id: &str,
     ) -> ProviderResult<ProviderNodePool> {
-        self.call("GET", routes::NODE_POOL, |m, t, now| {
+        self.call("GET", routes::NODE_POOL, &[cluster_id, node_pool_id], |m, t, now| {
             Ok(pool_out(&m.get_node_pool(t, cluster_id, node_pool_id, now)?))
         })
     }
@@ -428,7 +467,7 @@ impl KubernetesProvider for DirectProvider {
         req: &NodePoolRequest,
     ) -> ProviderResult<ProviderNodePool> {
         let spec = pool_spec(req);
-        self.call("POST", routes::NODE_POOLS, |m, t, now| {
+        self.call("POST", routes::NODE_POOLS, &[cluster_id], |m, t, now| {
             Ok(pool_out(&m.create_node_pool(t, cluster_id, spec, now)?))
         })
     }
@@ -440,13 +479,13 @@ impl KubernetesProvider for DirectProvider {
         req: &NodePoolRequest,
     ) -> ProviderResult<ProviderNodePool> {
         let spec = pool_spec(req);
-        self.call("PUT", routes::NODE_POOL, |m, t, now| {
+        self.call("PUT", routes::NODE_POOL, &[cluster_id, node_pool_id], |m, t, now| {
             Ok(pool_out(&m.update_node_pool(t, cluster_id, node_pool_id, spec, now)?))
         })
     }
 
     async fn delete_node_pool(&self, cluster_id: &str, node_pool_id: &str) -> ProviderResult<()> {
-        self.call("DELETE", routes::NODE_POOL, |m, t, now| {
+        self.call("DELETE", routes::NODE_POOL, &[cluster_id, node_pool_id], |m, t, now| {
             m.delete_node_pool(t, cluster_id, node_pool_id, now)
         })
     }
@@ -459,25 +498,25 @@ impl KubernetesProvider for DirectProvider {
         skip_drain: bool,
         replace: bool,
     ) -> ProviderResult<()> {
-        self.call("DELETE", routes::NODE, |m, t, now| {
+        self.call("DELETE", routes::NODE, &[cluster_id, node_pool_id, node_id], |m, t, now| {
             m.delete_node(t, cluster_id, node_pool_id, node_id, skip_drain, replace, now)
         })
     }
 
     async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>> {
-        self.call("GET", routes::UPGRADES, |m, t, now| {
+        self.call("GET", routes::UPGRADES, &[cluster_id], |m, t, now| {
             Ok(m.upgrades(t, cluster_id, now)?.into_iter().map(version).collect())
         })
     }
 
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
-        self.call("POST", routes::UPGRADE, |m, t, now| {
+        self.call("POST", routes::UPGRADE, &[cluster_id], |m, t, now| {
             m.upgrade_cluster(t, cluster_id, version, now)
         })
     }
 
     async fn options(&self) -> ProviderResult<ProviderOptions> {
-        self.call("GET", routes::OPTIONS, |_, _, _| {
+        self.call("GET", routes::OPTIONS, &[], |_, _, _| {
             Ok(ProviderOptions {
                 regions: catalog::REGIONS.iter().map(|(s, _)| (*s).to_owned()).collect(),
                 versions: catalog::offered_versions().into_iter().map(version).collect(),
@@ -487,34 +526,42 @@ impl KubernetesProvider for DirectProvider {
     }
 
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
-        self.call("GET", routes::KUBECONFIG, |m, t, now| {
+        let minted = self.call("GET", routes::KUBECONFIG, &[cluster_id], |m, t, now| {
             let yaml = m.kubeconfig(t, cluster_id, None, now)?;
             let secs = i64::try_from(model::kubernetes::DEFAULT_EXPIRY_SECONDS).unwrap_or(0);
             Ok(ClusterCredentials {
                 kubeconfig: SecretString::new(yaml),
                 expires_at: Some(now + time::Duration::seconds(secs)),
             })
-        })
+        });
+        match minted {
+            // As the HTTP adapter does: a GET tells "not served yet" from "gone".
+            Err(ProviderError::NotFound) => {
+                let cluster = self.get_cluster(cluster_id).await.map(|_| ());
+                Err(digitalocean::kubeconfig_not_found(cluster_id, cluster))
+            }
+            other => other,
+        }
     }
 }
 
 #[async_trait]
 impl LoadBalancerProvider for DirectProvider {
     async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
-        self.call("GET", routes::LOAD_BALANCERS, |m, t, now| {
+        self.call("GET", routes::LOAD_BALANCERS, &[], |m, t, now| {
             Ok(m.list_load_balancers(t, now)?.iter().map(lb_out).collect())
         })
     }
 
     async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
-        self.call("GET", routes::LOAD_BALANCER, |m, t, now| {
+        self.call("GET", routes::LOAD_BALANCER, &[id], |m, t, now| {
             Ok(lb_out(&m.get_load_balancer(t, id, now)?))
         })
     }
 
     async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
         let spec = lb_spec(req);
-        self.call("POST", routes::LOAD_BALANCERS, |m, t, now| {
+        self.call("POST", routes::LOAD_BALANCERS, &[], |m, t, now| {
             Ok(lb_out(&m.create_load_balancer(t, spec, now)?))
         })
     }
@@ -525,13 +572,15 @@ impl LoadBalancerProvider for DirectProvider {
         req: &LoadBalancerRequest,
     ) -> ProviderResult<ProviderLoadBalancer> {
         let spec = lb_spec(req);
-        self.call("PUT", routes::LOAD_BALANCER, |m, t, now| {
+        self.call("PUT", routes::LOAD_BALANCER, &[id], |m, t, now| {
             Ok(lb_out(&m.update_load_balancer(t, id, spec, now)?))
         })
     }
 
     async fn delete(&self, id: &str) -> ProviderResult<()> {
-        self.call("DELETE", routes::LOAD_BALANCER, |m, t, now| m.delete_load_balancer(t, id, now))
+        self.call("DELETE", routes::LOAD_BALANCER, &[id], |m, t, now| {
+            m.delete_load_balancer(t, id, now)
+        })
     }
 }
 
@@ -547,7 +596,7 @@ impl ProviderImpl for DirectProvider {
 
     async fn check_credentials(&self) -> ProviderResult<()> {
         // The HTTP adapter checks a token with a cheap authenticated read of the account.
-        self.call("GET", routes::ACCOUNT, |_, _, _| Ok(()))
+        self.call("GET", routes::ACCOUNT, &[], |_, _, _| Ok(()))
     }
 
     fn kubernetes(&self) -> &dyn KubernetesProvider {

@@ -3,6 +3,9 @@
 //! loopback (`do_api` under `/v2`, `kube` under `/k8s/<cluster id>`) and a direct,
 //! in-memory face (`direct`) implementing the bc-domain provider and cluster ports.
 //!
+//! Races are reproduced with `interleave` (another actor's action at a chosen moment of
+//! a request); the shared test fixtures are `testing`, behind the `testing` feature.
+//!
 //! Invariant: there is one model. Both faces read and change the same [`SimState`], so a
 //! test that drives the direct face sees exactly what the HTTP face would serve; time
 //! comes from an injectable clock, so tests step it instead of sleeping.
@@ -11,8 +14,10 @@ pub mod bcd;
 pub mod config;
 pub mod direct;
 pub mod do_api;
+pub mod interleave;
 pub mod kube;
 pub mod model;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 use std::net::SocketAddr;
@@ -22,19 +27,20 @@ use bc_domain::ports::Clock;
 
 pub use config::SimConfig;
 
-/// The real wall clock (`std::time::SystemTime`), for the `bc-sim` binary and dev use;
-/// tests use `ManualClock` instead.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+/// Installs ring as rustls's process-wide crypto provider, once. reqwest is built with
+/// `rustls-no-provider` (no aws-lc), and panics at `Client::build` without one; the
+/// simulated bcd's client and every test fixture that builds a client call this.
+pub fn install_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An error means another provider is installed already, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
 
-impl Clock for SystemClock {
-    fn now(&self) -> bc_domain::Timestamp {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
-        bc_domain::Timestamp::from_unix_ms(ms)
-    }
+/// FNV-1a: a stable hash for derived ids and fingerprints (not for security).
+pub(crate) fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A node as the cluster's Kubernetes API shows it: what `model` hands the `kube` face
@@ -60,6 +66,10 @@ pub struct SimState {
     pub model: Mutex<model::Model>,
     /// The Kubernetes objects of every simulated cluster.
     pub kube: kube::KubeStore,
+    /// What the simulated bcd agents did.
+    pub bcd: bcd::Agents,
+    /// Actions of other actors, run at chosen moments of request handling.
+    pub interleave: interleave::Interleaves,
     /// The clock that drives every transition.
     pub clock: Arc<dyn Clock>,
     /// Knobs.
@@ -94,6 +104,8 @@ impl Sim {
             state: Arc::new(SimState {
                 model: Mutex::new(model),
                 kube: kube::KubeStore::default(),
+                bcd: bcd::Agents::default(),
+                interleave: interleave::Interleaves::default(),
                 clock,
                 config,
                 base_url: Mutex::new(None),

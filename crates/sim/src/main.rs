@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bc_domain::ports::SystemClock;
 use bc_sim::config::Delays;
-use bc_sim::{Sim, SimConfig, SystemClock};
+use bc_sim::{Sim, SimConfig};
 use clap::{Parser, ValueEnum};
 
 /// Delay presets.

@@ -6,88 +6,28 @@
 //! The reference is the document, never what our adapter sends: each test names the
 //! section it checks, so a failing test points at the line of the document it breaks.
 
-use std::sync::Arc;
-
-use bc_domain::ports::ManualClock;
+use bc_sim::SimConfig;
 use bc_sim::config::RateLimits;
-use bc_sim::testing::{self, TEST_TOKEN};
-use bc_sim::{Sim, SimConfig, SimServer};
+use bc_sim::testing::{self, Reply, Served as H, TEST_TOKEN};
 use reqwest::Method;
-use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use testing::{cluster_body, lb_body, rule_body as rule};
 
 /// The most clock steps any wait below takes (each of a few seconds), so a broken
 /// transition fails the test instead of hanging it.
 const MAX_STEPS: usize = 60;
 
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    text: String,
+/// The waits of these tests, on the shared served simulator.
+trait Waits {
+    async fn create_cluster(&self, body: Value) -> Value;
+    async fn running_cluster(&self, body: Value) -> Value;
+    async fn wait_cluster(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value;
+    async fn running_cluster_wait(&self, id: &str) -> Value;
+    async fn create_lb(&self, body: Value) -> Value;
+    async fn active_lb(&self, body: Value) -> Value;
 }
 
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text))
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-struct H {
-    sim: Sim,
-    clock: Arc<ManualClock>,
-    server: SimServer,
-    http: reqwest::Client,
-}
-
-impl H {
-    async fn new() -> Self {
-        Self::with(SimConfig::default()).await
-    }
-
-    async fn with(config: SimConfig) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let (sim, clock) = testing::sim(config);
-        let server = sim.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-        Self { sim, clock, server, http: reqwest::Client::new() }
-    }
-
-    fn step(&self, secs: i64) {
-        self.clock.advance(time::Duration::seconds(secs));
-    }
-
-    fn url(&self, path: &str) -> String {
-        if path.starts_with("http") {
-            path.to_owned()
-        } else {
-            format!("{}{path}", self.server.url())
-        }
-    }
-
-    async fn send(&self, rb: reqwest::RequestBuilder) -> Reply {
-        let r = rb.send().await.expect("request");
-        let status = r.status().as_u16();
-        let headers = r.headers().clone();
-        let text = r.text().await.expect("body");
-        Reply { status, headers, text }
-    }
-
-    /// `method path` with the test token and an optional JSON body.
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
-        let mut rb = self.http.request(method, self.url(path)).bearer_auth(TEST_TOKEN);
-        if let Some(b) = body {
-            rb = rb.json(&b);
-        }
-        self.send(rb).await
-    }
-
-    async fn get(&self, path: &str) -> Reply {
-        self.call(Method::GET, path, None).await
-    }
-
+impl Waits for H {
     async fn create_cluster(&self, body: Value) -> Value {
         let r = self.call(Method::POST, "/v2/kubernetes/clusters", Some(body)).await;
         assert_eq!(r.status, 201, "{}", r.text);
@@ -149,21 +89,6 @@ impl H {
     }
 }
 
-fn cluster_body(name: &str) -> Value {
-    json!({
-        "name": name, "region": "nyc1", "version": "latest",
-        "node_pools": [{"name": "workers", "size": testing::NODE_SIZE, "count": 2}],
-    })
-}
-
-fn rule() -> Value {
-    json!({"entry_protocol": "http", "entry_port": 80, "target_protocol": "http", "target_port": 8080})
-}
-
-fn lb_body(name: &str) -> Value {
-    json!({"name": name, "region": "nyc1", "forwarding_rules": [rule()], "droplet_ids": [3164444]})
-}
-
 fn global_body(name: &str) -> Value {
     json!({
         "name": name, "type": "GLOBAL",
@@ -202,7 +127,7 @@ fn str_of<'a>(v: &'a Value, what: &str) -> &'a str {
 /// §0: one object → singular key, a collection → plural key (clusters, pools, LBs).
 #[tokio::test]
 async fn envelopes_are_singular_for_one_object_and_plural_for_collections() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("env")).await;
     let id = str_of(&c["id"], "id");
     assert!(
@@ -224,7 +149,7 @@ async fn envelopes_are_singular_for_one_object_and_plural_for_collections() {
 /// §0/§4.4: `/credentials` and `GET …/destroy_with_associated_resources` are bare objects.
 #[tokio::test]
 async fn credentials_and_associated_resources_are_bare_objects() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("bare")).await;
     let id = str_of(&c["id"], "id");
     let cred = h.get(&format!("/v2/kubernetes/clusters/{id}/credentials")).await;
@@ -246,7 +171,7 @@ async fn credentials_and_associated_resources_are_bare_objects() {
 /// `do-<region>-<name>`, server = the cluster endpoint, an `-admin` user with a token.
 #[tokio::test]
 async fn kubeconfig_is_yaml_served_as_application_yaml() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("yaml")).await;
     let id = str_of(&c["id"], "id");
     let r = h.get(&format!("/v2/kubernetes/clusters/{id}/kubeconfig")).await;
@@ -263,7 +188,7 @@ async fn kubeconfig_is_yaml_served_as_application_yaml() {
 /// §0: successful DELETEs answer 204 with an empty body.
 #[tokio::test]
 async fn successful_deletes_are_204_with_empty_body() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("del")).await;
     let id = str_of(&c["id"], "id");
     let pool = h
@@ -296,7 +221,7 @@ async fn successful_deletes_are_204_with_empty_body() {
 /// `x-request-id` UUID.
 #[tokio::test]
 async fn every_response_carries_an_x_request_id_uuid() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("rid")).await;
     let id = str_of(&c["id"], "id");
     let mut replies = vec![
@@ -305,7 +230,7 @@ async fn every_response_carries_an_x_request_id_uuid() {
         h.get("/v2/kubernetes/clusters/00000000-0000-4000-8000-000000000000").await,
         h.get("/v2/no/such/route").await,
         h.call(Method::POST, "/v2/load_balancers", Some(json!({}))).await,
-        h.send(h.http.get(h.url("/v2/kubernetes/clusters"))).await,
+        testing::send(h.http.get(h.url("/v2/kubernetes/clusters"))).await,
     ];
     replies.push(h.call(Method::DELETE, &format!("/v2/kubernetes/clusters/{id}"), None).await);
     let mut seen = std::collections::HashSet::new();
@@ -320,7 +245,7 @@ async fn every_response_carries_an_x_request_id_uuid() {
 /// §0: ids are UUID strings; timestamps are RFC 3339 UTC.
 #[tokio::test]
 async fn ids_are_uuids_and_timestamps_rfc3339_utc() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("ids")).await;
     assert!(is_uuid(str_of(&c["id"], "cluster id")));
     assert!(is_rfc3339_utc(str_of(&c["created_at"], "created_at")));
@@ -341,7 +266,7 @@ async fn ids_are_uuids_and_timestamps_rfc3339_utc() {
 /// §0: a DOKS cluster's `region` is a slug string.
 #[tokio::test]
 async fn cluster_region_is_a_slug_string() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("slug")).await;
     assert_eq!(c["region"], "nyc1");
 }
@@ -350,7 +275,7 @@ async fn cluster_region_is_a_slug_string() {
 /// `{name, slug, sizes[], features[], available}` in responses.
 #[tokio::test]
 async fn lb_region_is_a_slug_in_requests_and_an_object_in_responses() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.create_lb(lb_body("region-lb")).await;
     let r = &l["region"];
     assert_eq!(r["slug"], "nyc1", "{l}");
@@ -365,7 +290,7 @@ async fn lb_region_is_a_slug_in_requests_and_an_object_in_responses() {
 /// §0/§8.7: droplet ids are integers in load balancer objects but strings on DOKS nodes.
 #[tokio::test]
 async fn droplet_ids_are_ints_on_lbs_and_strings_on_doks_nodes() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.create_lb(lb_body("ints")).await;
     assert_eq!(l["droplet_ids"], json!([3164444]));
     assert!(l["droplet_ids"][0].is_u64());
@@ -381,9 +306,10 @@ async fn droplet_ids_are_ints_on_lbs_and_strings_on_doks_nodes() {
 /// §1: a missing or wrong bearer token → 401 `unauthorized` "Unable to authenticate you".
 #[tokio::test]
 async fn bad_or_missing_token_is_401_unauthorized() {
-    let h = H::new().await;
-    let missing = h.send(h.http.get(h.url("/v2/kubernetes/clusters"))).await;
-    let wrong = h.send(h.http.get(h.url("/v2/load_balancers")).bearer_auth("dop_v1_nope")).await;
+    let h = H::start(SimConfig::default()).await;
+    let missing = testing::send(h.http.get(h.url("/v2/kubernetes/clusters"))).await;
+    let wrong =
+        testing::send(h.http.get(h.url("/v2/load_balancers")).bearer_auth("dop_v1_nope")).await;
     for r in [missing, wrong] {
         assert_error(&r, 401, "unauthorized");
         assert_eq!(r.json()["message"], "Unable to authenticate you");
@@ -393,7 +319,7 @@ async fn bad_or_missing_token_is_401_unauthorized() {
 /// §1: unknown ids → 404 `not_found` (cluster, pool, node, LB, credentials).
 #[tokio::test]
 async fn unknown_ids_are_404_not_found() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("nf")).await;
     let id = str_of(&c["id"], "id");
     let pid = str_of(&c["node_pools"][0]["id"], "pool id");
@@ -422,7 +348,7 @@ async fn unknown_ids_are_404_not_found() {
 /// §1: validation errors → 422 `unprocessable_entity`.
 #[tokio::test]
 async fn validation_errors_are_422_unprocessable_entity() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let r = h
         .call(Method::POST, "/v2/kubernetes/clusters", Some(json!({"name": "x", "region": "nyc1"})))
         .await;
@@ -439,7 +365,7 @@ async fn validation_errors_are_422_unprocessable_entity() {
 /// §1: a body that cannot be parsed → 400 `bad_request` ("error parsing request body").
 #[tokio::test]
 async fn unparsable_json_is_400_bad_request() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     for path in ["/v2/kubernetes/clusters", "/v2/load_balancers"] {
         let rb = h
             .http
@@ -447,7 +373,7 @@ async fn unparsable_json_is_400_bad_request() {
             .bearer_auth(TEST_TOKEN)
             .header("content-type", "application/json")
             .body("{not json");
-        let r = h.send(rb).await;
+        let r = testing::send(rb).await;
         assert_error(&r, 400, "bad_request");
         let msg = r.json()["message"].as_str().unwrap_or_default().to_owned();
         assert!(msg.contains("error parsing request body"), "{msg}");
@@ -458,7 +384,7 @@ async fn unparsable_json_is_400_bad_request() {
 /// Balancer can't be updated while it processes previous actions"; later it succeeds.
 #[tokio::test]
 async fn lb_put_while_busy_is_403_with_the_busy_message() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.create_lb(lb_body("busy")).await;
     let lid = str_of(&l["id"], "id");
     let r = h.call(Method::PUT, &format!("/v2/load_balancers/{lid}"), Some(lb_body("busy"))).await;
@@ -483,7 +409,7 @@ async fn lb_put_while_busy_is_403_with_the_busy_message() {
 #[tokio::test]
 async fn rate_limit_headers_are_on_every_response_in_lower_case() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     for (path, auth) in
         [("/v2/kubernetes/clusters", true), ("/v2/nowhere", true), ("/v2/load_balancers", false)]
     {
@@ -512,7 +438,7 @@ async fn rate_limit_headers_are_on_every_response_in_lower_case() {
 /// steps as requests age out.
 #[tokio::test]
 async fn remaining_decreases_and_reset_is_when_the_oldest_request_expires() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let start =
         bc_domain::Timestamp::parse_rfc3339(testing::START).expect("start").unix_ms() / 1000;
     let num = |r: &Reply, n: &str| -> i64 {
@@ -537,7 +463,7 @@ async fn remaining_decreases_and_reset_is_when_the_oldest_request_expires() {
 /// even while hourly quota remains; once the minute passes requests succeed again.
 #[tokio::test]
 async fn burst_limit_is_429_with_retry_after_while_hourly_quota_remains() {
-    let h = H::with(SimConfig {
+    let h = H::start(SimConfig {
         rate_limits: RateLimits { per_hour: 100, per_minute: 3 },
         ..SimConfig::default()
     })
@@ -561,7 +487,7 @@ async fn burst_limit_is_429_with_retry_after_while_hourly_quota_remains() {
 /// out an hour later.
 #[tokio::test]
 async fn hourly_limit_is_429_until_requests_age_out() {
-    let h = H::with(SimConfig {
+    let h = H::start(SimConfig {
         rate_limits: RateLimits { per_hour: 4, per_minute: 250 },
         ..SimConfig::default()
     })
@@ -596,7 +522,7 @@ fn pages(v: &Value) -> serde_json::Map<String, Value> {
 /// `next`/`last` (full URLs with `page=N`) but no `first`/`prev`.
 #[tokio::test]
 async fn lists_page_20_by_default_with_meta_total_and_next_last_links() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     make_lbs(&h, 45).await;
     let v = h.get("/v2/load_balancers").await.json();
     assert_eq!(v["load_balancers"].as_array().map(Vec::len), Some(20));
@@ -623,7 +549,7 @@ async fn lists_page_20_by_default_with_meta_total_and_next_last_links() {
 /// §3: `per_page` is capped at 200.
 #[tokio::test]
 async fn per_page_is_capped_at_200() {
-    let h = H::with(SimConfig {
+    let h = H::start(SimConfig {
         rate_limits: RateLimits { per_hour: 5000, per_minute: 1000 },
         ..SimConfig::default()
     })
@@ -639,7 +565,7 @@ async fn per_page_is_capped_at_200() {
 /// the cluster list has `meta.total` too.
 #[tokio::test]
 async fn a_single_page_has_no_page_links() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     h.create_cluster(cluster_body("one")).await;
     let v = h.get("/v2/kubernetes/clusters").await.json();
     assert_eq!(v["meta"]["total"], 1);
@@ -651,7 +577,7 @@ async fn a_single_page_has_no_page_links() {
 /// §3: `GET …/node_pools` is not paged: all pools, no `meta`, paging params ignored.
 #[tokio::test]
 async fn node_pool_list_is_not_paged() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("pools")).await;
     let id = str_of(&c["id"], "id");
     for i in 0..2 {
@@ -676,7 +602,7 @@ async fn node_pool_list_is_not_paged() {
 /// `endpoint`, every node `provisioning` with empty `name` and `droplet_id`.
 #[tokio::test]
 async fn cluster_create_is_201_provisioning_with_blank_addresses_and_nodes() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("fresh")).await;
     assert_eq!(c["status"]["state"], "provisioning");
     assert_eq!(c["status"]["message"], "provisioning");
@@ -694,7 +620,7 @@ async fn cluster_create_is_201_provisioning_with_blank_addresses_and_nodes() {
 /// §4.1/§4.4: the server adds `k8s` and `k8s:<cluster id>` to the cluster's tags.
 #[tokio::test]
 async fn cluster_tags_include_k8s_and_k8s_id() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = cluster_body("tags");
     b["tags"] = json!(["team-a"]);
     let c = h.create_cluster(b).await;
@@ -709,7 +635,7 @@ async fn cluster_tags_include_k8s_and_k8s_id() {
 /// §4.1/§8.11: custom tags starting with `k8s` are refused at creation.
 #[tokio::test]
 async fn custom_tags_starting_with_k8s_are_refused() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = cluster_body("k8stag");
     b["tags"] = json!(["k8s-mine"]);
     let r = h.call(Method::POST, "/v2/kubernetes/clusters", Some(b)).await;
@@ -719,7 +645,7 @@ async fn custom_tags_starting_with_k8s_are_refused() {
 /// §4.1: on create `version` may be a minor (`1.32` → its newest patch) or `latest`.
 #[tokio::test]
 async fn create_version_may_be_a_minor_or_latest() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let opts = h.get("/v2/kubernetes/options").await.json();
     let newest = str_of(&opts["options"]["versions"][0]["slug"], "newest").to_owned();
     let c = h.create_cluster(cluster_body("latest")).await;
@@ -734,7 +660,7 @@ async fn create_version_may_be_a_minor_or_latest() {
 /// §4.4: GET of an unknown cluster → 404.
 #[tokio::test]
 async fn get_unknown_cluster_is_404() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let r = h.get("/v2/kubernetes/clusters/11111111-1111-4111-8111-111111111111").await;
     assert_error(&r, 404, "not_found");
 }
@@ -743,7 +669,7 @@ async fn get_unknown_cluster_is_404() {
 /// nodes with droplet ids, all `running`.
 #[tokio::test]
 async fn provisioned_cluster_runs_with_ipv4_endpoint_and_named_nodes() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("ready")).await;
     assert!(c["ipv4"].as_str().is_some_and(|s| !s.is_empty()), "{c}");
     assert!(c["endpoint"].as_str().is_some_and(|s| s.starts_with("http")), "{c}");
@@ -757,7 +683,7 @@ async fn provisioned_cluster_runs_with_ipv4_endpoint_and_named_nodes() {
 /// tags come back (echoing them is harmless).
 #[tokio::test]
 async fn cluster_put_is_202_and_tags_replace_with_server_tags_readded() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = cluster_body("put");
     b["tags"] = json!(["old"]);
     let c = h.create_cluster(b).await;
@@ -791,7 +717,7 @@ async fn cluster_put_is_202_and_tags_replace_with_server_tags_readded() {
 /// cluster is 404.
 #[tokio::test]
 async fn cluster_delete_is_204_then_404() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("gone")).await;
     let id = str_of(&c["id"], "id");
     let path = format!("/v2/kubernetes/clusters/{id}");
@@ -799,7 +725,7 @@ async fn cluster_delete_is_204_then_404() {
     assert_eq!(r.status, 204, "{}", r.text);
     let mut status = 0;
     for _ in 0..MAX_STEPS {
-        status = h.get(&path).await.status;
+        status = h.get(&path).await.status.as_u16();
         if status == 404 {
             break;
         }
@@ -812,7 +738,7 @@ async fn cluster_delete_is_204_then_404() {
 /// §4.4/§8.1: kubeconfig and credentials are 404 until the cluster has provisioned.
 #[tokio::test]
 async fn kubeconfig_and_credentials_are_404_until_running() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("early")).await;
     let id = str_of(&c["id"], "id");
     for what in ["kubeconfig", "credentials"] {
@@ -830,7 +756,7 @@ async fn kubeconfig_and_credentials_are_404_until_running() {
 #[tokio::test]
 async fn credentials_fields_and_seven_day_default_expiry() {
     use base64::Engine as _;
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("cred")).await;
     let id = str_of(&c["id"], "id");
     let now = h.sim.state().clock.now().unix_ms() / 1000;
@@ -861,7 +787,7 @@ async fn credentials_fields_and_seven_day_default_expiry() {
 /// lists `{slug, kubernetes_version, supported_features[]}` otherwise.
 #[tokio::test]
 async fn upgrades_are_null_when_up_to_date() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("newest")).await;
     let id = str_of(&c["id"], "id");
     let r = h.get(&format!("/v2/kubernetes/clusters/{id}/upgrades")).await;
@@ -885,7 +811,7 @@ async fn upgrades_are_null_when_up_to_date() {
 /// patch, is 422 "invalid upgrade path".
 #[tokio::test]
 async fn invalid_upgrade_path_is_422() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let opts = h.get("/v2/kubernetes/options").await.json();
     let versions: Vec<String> = opts["options"]["versions"]
         .as_array()
@@ -929,7 +855,7 @@ async fn invalid_upgrade_path_is_422() {
 /// `running` at the new version.
 #[tokio::test]
 async fn upgrade_is_202_without_body_then_upgrading_then_new_version() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let opts = h.get("/v2/kubernetes/options").await.json();
     let mut b = cluster_body("up");
     b["version"] = opts["options"]["versions"][1]["slug"].clone();
@@ -956,7 +882,7 @@ async fn upgrade_is_202_without_body_then_upgrading_then_new_version() {
 /// supported_features}` (latest patch of the three newest minors) and sizes `{name, slug}`.
 #[tokio::test]
 async fn options_list_regions_versions_and_sizes() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let r = h.get("/v2/kubernetes/options").await;
     assert_eq!(r.status, 200);
     let o = r.json()["options"].clone();
@@ -983,7 +909,7 @@ async fn options_list_regions_versions_and_sizes() {
 /// the pool's tags include `k8s`, `k8s:<cluster id>` and `k8s:worker`.
 #[tokio::test]
 async fn node_pool_create_is_201_with_server_tags_including_k8s_worker() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("np")).await;
     let id = str_of(&c["id"], "id");
     let r = h
@@ -1010,7 +936,7 @@ async fn node_pool_create_is_201_with_server_tags_including_k8s_worker() {
 /// §4.4/§8.8: pool PUT → 202 `{node_pool}` (resize); `size` is immutable (422).
 #[tokio::test]
 async fn node_pool_put_is_202_and_size_is_immutable() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("resize")).await;
     let id = str_of(&c["id"], "id");
     let pid = str_of(&c["node_pools"][0]["id"], "pool id");
@@ -1029,7 +955,7 @@ async fn node_pool_put_is_202_and_size_is_immutable() {
 /// §4.4: pool DELETE → 204; nodes drain and delete, then the pool is 404.
 #[tokio::test]
 async fn node_pool_delete_is_204_then_404_after_draining() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("dp")).await;
     let id = str_of(&c["id"], "id");
     let pid = str_of(&c["node_pools"][0]["id"], "pool id");
@@ -1039,7 +965,7 @@ async fn node_pool_delete_is_204_then_404_after_draining() {
     let mut status = 0;
     for _ in 0..MAX_STEPS {
         let r = h.get(&path).await;
-        status = r.status;
+        status = r.status.as_u16();
         if status == 404 {
             break;
         }
@@ -1055,7 +981,7 @@ async fn node_pool_delete_is_204_then_404_after_draining() {
 /// otherwise the pool shrinks by one; `skip_drain=1` skips `draining`.
 #[tokio::test]
 async fn delete_node_is_202_with_skip_drain_and_replace_semantics() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("dn")).await;
     let id = str_of(&c["id"], "id");
     let pool = &c["node_pools"][0];
@@ -1101,7 +1027,7 @@ async fn delete_node_is_202_with_skip_drain_and_replace_semantics() {
 /// `dangerous` removes all.
 #[tokio::test]
 async fn associated_resources_list_selective_and_dangerous() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut made = Vec::new();
     for name in ["plain", "sel", "dang"] {
         let c = h.create_cluster(cluster_body(name)).await;
@@ -1168,7 +1094,7 @@ async fn associated_resources_list_selective_and_dangerous() {
 /// `labels` of a pool created without labels, `registries`.
 #[tokio::test]
 async fn empty_labels_and_registries_come_back_null() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("nulls")).await;
     assert!(c["node_pools"][0].get("labels").is_some_and(Value::is_null), "{c}");
     assert!(c.get("registries").is_some_and(Value::is_null), "{c}");
@@ -1178,7 +1104,7 @@ async fn empty_labels_and_registries_come_back_null() {
 /// rendered lower-case; an unknown effect is 422.
 #[tokio::test]
 async fn taints_accept_godo_capitalised_keys_and_check_the_effect() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("taints")).await;
     let id = str_of(&c["id"], "id");
     let path = format!("/v2/kubernetes/clusters/{id}/node_pools");
@@ -1205,7 +1131,7 @@ async fn taints_accept_godo_capitalised_keys_and_check_the_effect() {
 /// with an ip.
 #[tokio::test]
 async fn lb_create_is_202_new_with_empty_ip_then_active() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.create_lb(lb_body("new")).await;
     assert_eq!(l["status"], "new");
     assert_eq!(l["ip"], "");
@@ -1217,7 +1143,7 @@ async fn lb_create_is_202_new_with_empty_ip_then_active() {
 /// timeout 5, healthy 5, unhealthy 3; size/sticky/tag/idle defaults too.
 #[tokio::test]
 async fn lb_health_check_and_other_defaults() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.create_lb(lb_body("defaults")).await;
     let hc = &l["health_check"];
     assert_eq!(hc["protocol"], "http");
@@ -1242,7 +1168,7 @@ async fn lb_health_check_and_other_defaults() {
 /// their defaults.
 #[tokio::test]
 async fn lb_put_is_200_full_replace_resetting_omitted_fields() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = lb_body("replace");
     b["health_check"] = json!({"protocol": "tcp", "port": 8080, "healthy_threshold": 3});
     b["sticky_sessions"] = json!({"type": "cookies", "cookie_name": "c", "cookie_ttl_seconds": 60});
@@ -1276,7 +1202,7 @@ async fn lb_put_is_200_full_replace_resetting_omitted_fields() {
 /// §5.1/§6: LB names are unique per account → 422 `name is not unique`.
 #[tokio::test]
 async fn lb_duplicate_name_is_422_name_is_not_unique() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     h.create_lb(lb_body("twin")).await;
     let r = h.call(Method::POST, "/v2/load_balancers", Some(lb_body("twin"))).await;
     assert_error(&r, 422, "unprocessable_entity");
@@ -1286,7 +1212,7 @@ async fn lb_duplicate_name_is_422_name_is_not_unique() {
 /// §5.1/§9: `droplet_ids` and `tag` together → 422.
 #[tokio::test]
 async fn lb_droplet_ids_with_tag_is_422() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = lb_body("both");
     b["tag"] = json!("web");
     assert_error(
@@ -1299,7 +1225,7 @@ async fn lb_droplet_ids_with_tag_is_422() {
 /// §5.1/§9: GLOBAL with a region → 422; regional without a region → 422.
 #[tokio::test]
 async fn lb_global_with_region_and_regional_without_region_are_422() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut g = global_body("glb-region");
     g["region"] = json!("nyc1");
     assert_error(
@@ -1327,7 +1253,7 @@ async fn lb_global_with_region_and_regional_without_region_are_422() {
 /// `glb_settings` (protocol echoed upper-case) and domains with `status: CREATING`.
 #[tokio::test]
 async fn lb_global_response_shape() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = global_body("glb");
     b.as_object_mut().expect("obj").remove("droplet_ids");
     let g = h.create_lb(b).await;
@@ -1349,7 +1275,7 @@ async fn lb_global_response_shape() {
 /// minute it is allowed.
 #[tokio::test]
 async fn lb_resize_within_a_minute_is_422() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.active_lb(lb_body("resize")).await;
     let lid = str_of(&l["id"], "id");
     let path = format!("/v2/load_balancers/{lid}");
@@ -1372,7 +1298,7 @@ async fn lb_resize_within_a_minute_is_422() {
 /// §5.2: DELETE → 204, then GET → 404.
 #[tokio::test]
 async fn lb_delete_is_204_then_404() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.create_lb(lb_body("bye")).await;
     let path = format!("/v2/load_balancers/{}", str_of(&l["id"], "id"));
     let r = h.call(Method::DELETE, &path, None).await;
@@ -1386,7 +1312,7 @@ async fn lb_delete_is_204_then_404() {
 /// droplets".
 #[tokio::test]
 async fn lb_droplets_and_rules_endpoints() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.active_lb(lb_body("ops")).await;
     let lid = str_of(&l["id"], "id");
     let r = h
@@ -1442,7 +1368,7 @@ async fn lb_droplets_and_rules_endpoints() {
 /// §5.2: `type`, `network`, `network_stack`, `vpc_uuid` and `region` cannot change in a PUT.
 #[tokio::test]
 async fn lb_put_cannot_change_create_only_fields() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let l = h.active_lb(lb_body("fixed")).await;
     let lid = str_of(&l["id"], "id");
     let path = format!("/v2/load_balancers/{lid}");
@@ -1462,7 +1388,7 @@ async fn lb_put_cannot_change_create_only_fields() {
 /// back and only the modified field changes.
 #[tokio::test]
 async fn lb_put_of_the_whole_get_object_round_trips() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = lb_body("roundtrip");
     b["size_unit"] = json!(2);
     let l = h.active_lb(b).await;
@@ -1488,7 +1414,7 @@ async fn lb_put_of_the_whole_get_object_round_trips() {
 /// §5.1: `size` and `size_unit` are mutually exclusive in a create request.
 #[tokio::test]
 async fn lb_create_with_size_and_size_unit_is_422() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = lb_body("both-sizes");
     b["size"] = json!("lb-small");
     b["size_unit"] = json!(1);
@@ -1509,7 +1435,7 @@ async fn lb_create_with_size_and_size_unit_is_422() {
 /// timeout outside 30–600, a scaled GLOBAL LB, GLOBAL backends of two kinds.
 #[tokio::test]
 async fn lb_validation_422s() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let target = h.create_lb(lb_body("target")).await;
     let mut cases = Vec::new();
     let mut b = lb_body("v");
@@ -1543,7 +1469,7 @@ async fn lb_validation_422s() {
 /// §5.1/§9: a DUALSTACK load balancer gets an `ipv6` once active.
 #[tokio::test]
 async fn lb_dualstack_gets_ipv6_when_active() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = lb_body("dual");
     b["network_stack"] = json!("DUALSTACK");
     let l = h.active_lb(b).await;
@@ -1554,7 +1480,7 @@ async fn lb_dualstack_gets_ipv6_when_active() {
 /// §5.3: a GLOBAL LB without `glb_settings` gets the one implicit rule, HTTP → 80.
 #[tokio::test]
 async fn lb_global_default_settings_are_http_to_port_80() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = global_body("glb-default");
     b.as_object_mut().expect("obj").remove("glb_settings");
     let g = h.create_lb(b).await;
@@ -1567,7 +1493,7 @@ async fn lb_global_default_settings_are_http_to_port_80() {
 /// `duration`, a VPC and subnets.
 #[tokio::test]
 async fn cluster_create_defaults() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("defaults")).await;
     assert_eq!(c["auto_upgrade"], false);
     assert_eq!(c["surge_upgrade"], false);
@@ -1583,7 +1509,7 @@ async fn cluster_create_defaults() {
 /// an unknown version, a pool missing `size`.
 #[tokio::test]
 async fn cluster_create_validation_422s() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let pool = |extra: Value| {
         let mut p = json!({"name": "p", "size": testing::NODE_SIZE, "count": 1});
         for (k, v) in extra.as_object().expect("obj") {
@@ -1617,7 +1543,7 @@ async fn cluster_create_validation_422s() {
 /// §4.1: HA cannot be disabled once on, and an HA control plane has no `ipv4`.
 #[tokio::test]
 async fn cluster_ha_cannot_be_disabled_and_has_no_ipv4() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let mut b = cluster_body("ha");
     b["ha"] = json!(true);
     let c = h.running_cluster(b).await;
@@ -1637,7 +1563,7 @@ async fn cluster_ha_cannot_be_disabled_and_has_no_ipv4() {
 /// §4.4: downgrades are impossible (422).
 #[tokio::test]
 async fn downgrade_is_422() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let opts = h.get("/v2/kubernetes/options").await.json();
     let older = opts["options"]["versions"][1]["slug"].clone();
     let c = h.running_cluster(cluster_body("down")).await;
@@ -1657,7 +1583,7 @@ async fn downgrade_is_422() {
 /// its existing nodes.
 #[tokio::test]
 async fn node_pool_autoscale_bounds_and_rename() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("as")).await;
     let id = str_of(&c["id"], "id");
     let p = &c["node_pools"][0];
@@ -1689,7 +1615,7 @@ async fn node_pool_autoscale_bounds_and_rename() {
 /// the listed node is replaced (the count stays); an unknown node is 404.
 #[tokio::test]
 async fn node_pool_recycle_is_202_and_replaces_the_nodes() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.running_cluster(cluster_body("recycle")).await;
     let id = str_of(&c["id"], "id");
     let p = &c["node_pools"][0];
@@ -1728,14 +1654,13 @@ async fn node_pool_recycle_is_202_and_replaces_the_nodes() {
     // changes.
     let updater = "dop_v1_updater";
     h.sim.state().model().add_scoped_token(updater, &["kubernetes:read", "kubernetes:update"]);
-    let r = h
-        .send(
-            h.http
-                .post(h.url(&format!("{pool_path}/recycle")))
-                .bearer_auth(updater)
-                .json(&json!({"nodes": [p["nodes"][1]["id"]]})),
-        )
-        .await;
+    let r = testing::send(
+        h.http
+            .post(h.url(&format!("{pool_path}/recycle")))
+            .bearer_auth(updater)
+            .json(&json!({"nodes": [p["nodes"][1]["id"]]})),
+    )
+    .await;
     assert_error(&r, 403, "forbidden");
 }
 
@@ -1743,7 +1668,7 @@ async fn node_pool_recycle_is_202_and_replaces_the_nodes() {
 /// messages `{messages: [...]}`.
 #[tokio::test]
 async fn cluster_user_and_status_messages_envelopes() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("user")).await;
     let id = str_of(&c["id"], "id");
     let u = h.get(&format!("/v2/kubernetes/clusters/{id}/user")).await;
@@ -1762,7 +1687,7 @@ async fn cluster_user_and_status_messages_envelopes() {
 /// model's fault injection).
 #[tokio::test]
 async fn error_state_carries_its_message() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("err")).await;
     let id = str_of(&c["id"], "id");
     assert!(h.sim.state().model().force_cluster_state(
@@ -1779,7 +1704,7 @@ async fn error_state_carries_its_message() {
 /// model's fault injection on pool PUT, as DOKS#16 saw).
 #[tokio::test]
 async fn injected_server_error_is_500_server_error() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let c = h.create_cluster(cluster_body("five")).await;
     let id = str_of(&c["id"], "id");
     let pid = str_of(&c["node_pools"][0]["id"], "pool id");
@@ -1795,7 +1720,7 @@ async fn injected_server_error_is_500_server_error() {
 #[tokio::test]
 async fn rate_limits_are_per_token() {
     let other = "dop_v1_other";
-    let h = H::with(SimConfig {
+    let h = H::start(SimConfig {
         rate_limits: RateLimits { per_hour: 100, per_minute: 2 },
         tokens: vec![TEST_TOKEN.to_owned(), other.to_owned()],
         ..SimConfig::default()
@@ -1805,7 +1730,7 @@ async fn rate_limits_are_per_token() {
         assert_eq!(h.get("/v2/load_balancers").await.status, 200);
     }
     assert_eq!(h.get("/v2/load_balancers").await.status, 429);
-    let r = h.send(h.http.get(h.url("/v2/load_balancers")).bearer_auth(other)).await;
+    let r = testing::send(h.http.get(h.url("/v2/load_balancers")).bearer_auth(other)).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.header("ratelimit-remaining"), Some("99"));
 }
@@ -1814,7 +1739,7 @@ async fn rate_limits_are_per_token() {
 /// minute is 429 with `retry-after`.
 #[tokio::test]
 async fn default_burst_limit_is_250_per_minute() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     for i in 0..250 {
         let r = h.get("/v2/load_balancers").await;
         assert_eq!(r.status, 200, "request {i}: {}", r.text);
@@ -1829,20 +1754,16 @@ async fn default_burst_limit_is_250_per_minute() {
 /// refused (403, unconfirmed in the document) while one with it passes.
 #[tokio::test]
 async fn scoped_tokens_need_the_endpoint_scope() {
-    let h = H::new().await;
+    let h = H::start(SimConfig::default()).await;
     let scoped = "dop_v1_readonly";
     h.sim.state().model().add_scoped_token(scoped, &["kubernetes:read"]);
-    let ok = h.send(h.http.get(h.url("/v2/kubernetes/clusters")).bearer_auth(scoped)).await;
+    let ok = testing::send(h.http.get(h.url("/v2/kubernetes/clusters")).bearer_auth(scoped)).await;
     assert_eq!(ok.status, 200, "{}", ok.text);
-    let no = h
-        .send(
-            h.http
-                .post(h.url("/v2/kubernetes/clusters"))
-                .bearer_auth(scoped)
-                .json(&cluster_body("s")),
-        )
-        .await;
+    let no = testing::send(
+        h.http.post(h.url("/v2/kubernetes/clusters")).bearer_auth(scoped).json(&cluster_body("s")),
+    )
+    .await;
     assert_error(&no, 403, "forbidden");
-    let no = h.send(h.http.get(h.url("/v2/load_balancers")).bearer_auth(scoped)).await;
+    let no = testing::send(h.http.get(h.url("/v2/load_balancers")).bearer_auth(scoped)).await;
     assert_error(&no, 403, "forbidden");
 }

@@ -5,24 +5,20 @@
 //! real `kube` client on typed `Api<K>`, one test per documented fact.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode as AxumStatus;
-use axum::routing::post;
-use bc_domain::ports::ManualClock;
-use bc_sim::{Sim, SimConfig, SimServer, bcd, testing};
+use bc_domain::name::LABEL_SUBSTRATE_POOL as POOL_LABEL;
+use bc_domain::ports::ObjectKind;
+use bc_sim::testing::{self, ClusterEnv, JoinServer, POOL, Reply, Substrate, bounded};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, ServiceAccount};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use reqwest::{Method, StatusCode};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
+};
+use reqwest::Method;
 use serde_json::{Value, json};
 
-const POOL_LABEL: &str = "better-compute.dev/substrate-pool";
 const FM: &str = "better-compute";
 /// The query kube writes for apply (kube-wire.md "URL shapes": `path?` then `&k=v`).
 const APPLY_Q: &str = "?&fieldManager=better-compute";
@@ -30,137 +26,19 @@ const APPLY_Q: &str = "?&fieldManager=better-compute";
 const FORCE_Q: &str = "?&force=true&fieldManager=better-compute";
 const APPLY_CT: &str = "application/apply-patch+yaml";
 
-/// Every network call is bounded: a hanging simulator fails the test instead of hanging
-/// it (kube-wire.md gotcha 5: the client has no read timeout).
-async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), f).await.expect("call timed out")
-}
-
-struct Env {
-    _server: SimServer,
-    sim: Sim,
-    _clock: Arc<ManualClock>,
-    id: String,
-    http: reqwest::Client,
-    /// `http://127.0.0.1:PORT/k8s/<cluster id>`.
-    base: String,
-    token: String,
-    kubeconfig: String,
-}
-
 /// A served simulator with one running cluster: pool `bc-p1` (2 nodes, our pool label,
 /// `gpu=true`, `tier=a`) and the tenant's pool `own` (1 node, `tier=b`, no pool label).
-async fn setup() -> Env {
-    setup_with(vec![
-        testing::node_pool("bc-p1", 2, &[(POOL_LABEL, "p1"), ("gpu", "true"), ("tier", "a")]),
-        testing::node_pool("own", 1, &[("tier", "b")]),
-    ])
-    .await
+async fn setup() -> ClusterEnv {
+    ClusterEnv::start().await
 }
 
-async fn setup_with(pools: Vec<bc_sim::model::NodePoolSpec>) -> Env {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let (sim, clock) = testing::sim(SimConfig::default());
-    let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let id = testing::create_cluster(&sim, "c1", pools);
-    testing::run_until_running(&sim, &clock, &id);
-    let kubeconfig = testing::kubeconfig(&sim, &id);
-    let token = sim.state().model().cluster_api_token(&id).unwrap();
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let base = format!("{}/k8s/{}", server.url(), id);
-    Env { _server: server, sim, _clock: clock, id, http, base, token, kubeconfig }
+/// What these tests seed in the cluster.
+trait Seed {
+    async fn seed(&self);
+    fn kubectl_takes_secret_data(&self);
 }
 
-/// A raw answer: status, content type, body as JSON (panics when it is not JSON, which
-/// is itself a finding: every answer must be JSON).
-struct Raw {
-    status: StatusCode,
-    content_type: String,
-    body: Value,
-}
-
-impl Env {
-    /// The real client from the kubeconfig the DigitalOcean face serves (kube-wire.md
-    /// "Connecting"; gotcha 2: no proxy). One per test, built inside its runtime.
-    async fn kube(&self) -> kube::Client {
-        self.kube_with(&self.kubeconfig).await
-    }
-
-    async fn kube_with(&self, yaml: &str) -> kube::Client {
-        let kc = kube::config::Kubeconfig::from_yaml(yaml).unwrap();
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .unwrap();
-        config.proxy_url = None;
-        kube::Client::try_from(config).unwrap()
-    }
-
-    /// One raw request: `path_and_query` is appended verbatim to the cluster base.
-    async fn raw(
-        &self,
-        method: Method,
-        path_and_query: &str,
-        content_type: Option<&str>,
-        body: Option<String>,
-    ) -> Raw {
-        self.raw_token(method, path_and_query, content_type, body, Some(&self.token)).await
-    }
-
-    async fn raw_token(
-        &self,
-        method: Method,
-        path_and_query: &str,
-        content_type: Option<&str>,
-        body: Option<String>,
-        token: Option<&str>,
-    ) -> Raw {
-        let mut req = self.http.request(method, format!("{}{path_and_query}", self.base));
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        if let Some(ct) = content_type {
-            req = req.header("content-type", ct);
-        }
-        if let Some(b) = body {
-            req = req.body(b);
-        }
-        let resp = bounded(req.send()).await.unwrap();
-        let status = resp.status();
-        let content_type = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let text = bounded(resp.text()).await.unwrap();
-        let body = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{path_and_query}: answer is not JSON ({e}): {text:?}"));
-        Raw { status, content_type, body }
-    }
-
-    /// GET with no query and no body, as kube's `get` sends it.
-    async fn get(&self, path: &str) -> Raw {
-        self.raw(Method::GET, path, None, None).await
-    }
-
-    /// PATCH as kube's apply sends it: compact JSON body, apply-patch+yaml content type.
-    async fn apply(&self, path: &str, query: &str, body: &Value) -> Raw {
-        self.raw(Method::PATCH, &format!("{path}{query}"), Some(APPLY_CT), Some(body.to_string()))
-            .await
-    }
-
-    /// DELETE as kube's delete sends it: `path?`, JSON content type, body `{}`.
-    async fn delete(&self, path: &str) -> Raw {
-        self.raw(
-            Method::DELETE,
-            &format!("{path}?"),
-            Some("application/json"),
-            Some("{}".to_owned()),
-        )
-        .await
-    }
-
+impl Seed for ClusterEnv {
     /// The namespace `n` with a ServiceAccount, a Secret and a DaemonSet in it, applied
     /// over the raw wire by `better-compute`.
     async fn seed(&self) {
@@ -183,54 +61,19 @@ impl Env {
     /// Manager `kubectl` force-applies another value of `.data.k` of the seeded Secret
     /// `n/s`, so that it owns the field and an unforced apply of ours conflicts.
     fn kubectl_takes_secret_data(&self) {
-        let now = self.sim.state().clock.now();
-        self.sim
-            .state()
-            .kube
-            .apply_manifest(
-                &self.id,
-                "kubectl",
-                &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}}),
-                true,
-                now,
-            )
-            .unwrap();
-    }
-
-    fn node_names(&self) -> Vec<String> {
-        let now = self.sim.state().clock.now();
-        let mut names: Vec<String> = self
-            .sim
-            .state()
-            .model()
-            .cluster_nodes(&self.id, now)
-            .unwrap()
-            .into_iter()
-            .map(|n| n.name)
-            .collect();
-        names.sort();
-        names
+        self.apply_as(
+            "kubectl",
+            &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}}),
+            true,
+        );
     }
 }
 
-/// A DaemonSet `bcd` in `n` mapping the bcd env from Secret `bcd-join` (SPEC §6), with
-/// an optional nodeSelector and tolerations.
+/// A DaemonSet `bcd` in `n` as SPEC §6/§9 describe it (testing::bcd_daemonset_spec),
+/// with an optional nodeSelector and tolerations.
 fn daemonset(node_selector: Option<Value>, tolerations: &[Value]) -> Value {
-    let env = |name: &str, key: &str| json!({"name":name,"valueFrom":{"secretKeyRef":{"name":"bcd-join","key":key}}});
-    let mut pod = json!({
-        "serviceAccountName": "bcd",
-        "containers": [{"name":"bcd","image":"bcd:sim","env":[
-            env(bcd::ENV_SERVER_URL, "serverUrl"), env(bcd::ENV_JOIN_TOKEN, "joinToken")]}],
-    });
-    if let Some(sel) = node_selector {
-        pod["nodeSelector"] = sel;
-    }
-    if !tolerations.is_empty() {
-        pod["tolerations"] = Value::Array(tolerations.to_vec());
-    }
     json!({"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"bcd","namespace":"n"},
-        "spec":{"selector":{"matchLabels":{"app":"bcd"}},
-            "template":{"metadata":{"labels":{"app":"bcd"}},"spec":pod}}})
+        "spec": testing::bcd_daemonset_spec(node_selector, tolerations)})
 }
 
 /// Form-encodes a query value as kube does (kube-wire.md "URL shapes": a space becomes
@@ -251,8 +94,8 @@ fn form(v: &str) -> String {
 
 /// A metav1 Status as kube-wire.md "404 and 409 bodies" shows it: `reason` set, `code`
 /// equal to the HTTP status, JSON.
-fn assert_status(r: &Raw, code: u16, reason: &str) {
-    let v = &r.body;
+fn assert_status(r: &Reply, code: u16, reason: &str) {
+    let v = &r.json();
     assert_eq!(r.status.as_u16(), code, "{v}");
     assert_eq!(v["kind"], "Status", "{v}");
     assert_eq!(v["apiVersion"], "v1", "{v}");
@@ -261,7 +104,8 @@ fn assert_status(r: &Raw, code: u16, reason: &str) {
     assert_eq!(v["code"], code, "{v}");
     assert!(v["metadata"].is_object(), "{v}");
     assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
-    assert!(r.content_type.starts_with("application/json"), "{}", r.content_type);
+    let content_type = r.header("content-type").unwrap_or_default();
+    assert!(content_type.starts_with("application/json"), "{content_type}");
 }
 
 fn rv_of(v: &Value) -> u64 {
@@ -285,7 +129,7 @@ fn api_error(e: kube::Error) -> Box<kube::core::Status> {
 async fn raw_get_item_is_200_with_matching_api_version_and_kind() {
     let env = setup().await;
     env.seed().await;
-    let node = env.node_names()[0].clone();
+    let node = env.node_names(None)[0].clone();
     for (path, api_version, kind) in [
         ("/api/v1/namespaces/n".to_owned(), "v1", "Namespace"),
         ("/api/v1/namespaces/n/secrets/s".to_owned(), "v1", "Secret"),
@@ -294,10 +138,13 @@ async fn raw_get_item_is_200_with_matching_api_version_and_kind() {
         (format!("/api/v1/nodes/{node}"), "v1", "Node"),
     ] {
         let r = env.get(&path).await;
-        assert_eq!(r.status, 200, "{path}: {}", r.body);
-        assert_eq!(r.body["apiVersion"], api_version, "{path}");
-        assert_eq!(r.body["kind"], kind, "{path}");
-        assert!(r.content_type.starts_with("application/json"), "{path}");
+        assert_eq!(r.status, 200, "{path}: {}", r.json());
+        assert_eq!(r.json()["apiVersion"], api_version, "{path}");
+        assert_eq!(r.json()["kind"], kind, "{path}");
+        assert!(
+            r.header("content-type").is_some_and(|t| t.starts_with("application/json")),
+            "{path}"
+        );
     }
 }
 
@@ -315,11 +162,12 @@ async fn raw_list_with_empty_query_has_items_kind_api_version_and_resource_versi
         ("/api/v1/nodes?", "v1", "NodeList", 3),
     ] {
         let r = env.get(path).await;
-        assert_eq!(r.status, 200, "{path}: {}", r.body);
-        assert_eq!(r.body["kind"], kind, "{path}");
-        assert_eq!(r.body["apiVersion"], api_version, "{path}");
-        assert!(r.body["metadata"]["resourceVersion"].is_string(), "{path}");
-        let items = r.body["items"].as_array().unwrap_or_else(|| panic!("{path}: items"));
+        assert_eq!(r.status, 200, "{path}: {}", r.json());
+        assert_eq!(r.json()["kind"], kind, "{path}");
+        assert_eq!(r.json()["apiVersion"], api_version, "{path}");
+        assert!(r.json()["metadata"]["resourceVersion"].is_string(), "{path}");
+        let body = r.json();
+        let items = body["items"].as_array().unwrap_or_else(|| panic!("{path}: items"));
         assert_eq!(items.len(), n, "{path}");
         // Items may leave out apiVersion/kind; when present they must match exactly.
         let item_kind = kind.trim_end_matches("List");
@@ -331,7 +179,7 @@ async fn raw_list_with_empty_query_has_items_kind_api_version_and_resource_versi
     // An empty collection still has `items` (an array, not missing).
     let r = env.get("/api/v1/namespaces/n2/secrets?").await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.body["items"], json!([]));
+    assert_eq!(r.json()["items"], json!([]));
 }
 
 /// kube-wire.md "Per operation", apply and gotcha 3: PATCH `?&fieldManager=…` with
@@ -342,16 +190,16 @@ async fn raw_apply_with_leading_ampersand_creates_201_then_200() {
     let env = setup().await;
     let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bc-p1","labels":{POOL_LABEL:"p1"}}});
     let r = env.apply("/api/v1/namespaces/bc-p1", APPLY_Q, &ns).await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    assert_eq!(r.body["kind"], "Namespace");
-    assert_eq!(r.body["metadata"]["labels"][POOL_LABEL], "p1");
+    assert_eq!(r.status, 201, "{}", r.json());
+    assert_eq!(r.json()["kind"], "Namespace");
+    assert_eq!(r.json()["metadata"]["labels"][POOL_LABEL], "p1");
     let mut changed = ns.clone();
     changed["metadata"]["labels"]["extra"] = json!("1");
     let r2 = env.apply("/api/v1/namespaces/bc-p1", APPLY_Q, &changed).await;
-    assert_eq!(r2.status, 200, "{}", r2.body);
-    assert_eq!(r2.body["metadata"]["labels"]["extra"], "1");
-    assert!(rv_of(&r2.body) > rv_of(&r.body), "a change bumps resourceVersion");
-    assert_eq!(r2.body["metadata"]["uid"], r.body["metadata"]["uid"]);
+    assert_eq!(r2.status, 200, "{}", r2.json());
+    assert_eq!(r2.json()["metadata"]["labels"]["extra"], "1");
+    assert!(rv_of(&r2.json()) > rv_of(&r.json()), "a change bumps resourceVersion");
+    assert_eq!(r2.json()["metadata"]["uid"], r.json()["metadata"]["uid"]);
 }
 
 /// kube-wire.md "Minimal simulator surface": an apply that changes nothing keeps the
@@ -362,11 +210,11 @@ async fn raw_apply_no_op_keeps_resource_version() {
     env.seed().await;
     let ds = daemonset(None, &[]);
     let path = "/apis/apps/v1/namespaces/n/daemonsets/bcd";
-    let before = env.get(path).await.body;
+    let before = env.get(path).await.json();
     for q in [APPLY_Q, FORCE_Q] {
         let r = env.apply(path, q, &ds).await;
-        assert_eq!(r.status, 200, "{q}: {}", r.body);
-        assert_eq!(r.body["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"]);
+        assert_eq!(r.status, 200, "{q}: {}", r.json());
+        assert_eq!(r.json()["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"]);
     }
 }
 
@@ -383,18 +231,19 @@ async fn raw_apply_conflict_is_409_with_causes_and_force_wins() {
     let path = "/api/v1/namespaces/n/secrets/s";
     let r = env.apply(path, APPLY_Q, &ours).await;
     assert_status(&r, 409, "Conflict");
-    assert_eq!(r.body["details"]["name"], "s");
-    assert_eq!(r.body["details"]["kind"], "secrets");
-    let causes = r.body["details"]["causes"].as_array().expect("details.causes");
+    assert_eq!(r.json()["details"]["name"], "s");
+    assert_eq!(r.json()["details"]["kind"], "secrets");
+    let body = r.json();
+    let causes = body["details"]["causes"].as_array().expect("details.causes");
     assert!(!causes.is_empty());
     assert_eq!(causes[0]["reason"], "FieldManagerConflict");
     assert_eq!(causes[0]["field"], ".data.k");
     assert!(causes[0]["message"].as_str().unwrap().contains("kubectl"));
-    assert!(r.body["message"].as_str().unwrap().starts_with("Apply failed with 1 conflict"));
+    assert!(r.json()["message"].as_str().unwrap().starts_with("Apply failed with 1 conflict"));
 
     let r = env.apply(path, FORCE_Q, &ours).await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body["data"]["k"], "eA==");
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["data"]["k"], "eA==");
 }
 
 /// kube-wire.md "Per operation", delete: DELETE `path?` with content type
@@ -409,21 +258,21 @@ async fn raw_delete_with_empty_body_answers_object_or_success_status() {
         ("/api/v1/namespaces/n/serviceaccounts/bcd", "serviceaccounts", "bcd"),
         ("/apis/apps/v1/namespaces/n/daemonsets/bcd", "daemonsets", "bcd"),
     ] {
-        let uid = env.get(path).await.body["metadata"]["uid"].clone();
+        let uid = env.get(path).await.json()["metadata"]["uid"].clone();
         let r = env.delete(path).await;
-        assert!(matches!(r.status.as_u16(), 200 | 202), "{path}: {}", r.body);
-        deleted_answer(&r.body, path);
-        if r.body["kind"] == "Status" {
-            assert_eq!(r.body["details"]["name"], name);
-            assert_eq!(r.body["details"]["kind"], plural);
-            assert_eq!(r.body["details"]["uid"], uid);
+        assert!(matches!(r.status.as_u16(), 200 | 202), "{path}: {}", r.json());
+        deleted_answer(&r.json(), path);
+        if r.json()["kind"] == "Status" {
+            assert_eq!(r.json()["details"]["name"], name);
+            assert_eq!(r.json()["details"]["kind"], plural);
+            assert_eq!(r.json()["details"]["uid"], uid);
         }
         assert_status(&env.delete(path).await, 404, "NotFound");
         assert_status(&env.get(path).await, 404, "NotFound");
     }
     let r = env.delete("/api/v1/namespaces/n").await;
-    assert!(matches!(r.status.as_u16(), 200 | 202), "{}", r.body);
-    deleted_answer(&r.body, "namespace");
+    assert!(matches!(r.status.as_u16(), 200 | 202), "{}", r.json());
+    deleted_answer(&r.json(), "namespace");
     assert_status(&env.delete("/api/v1/namespaces/n/secrets/s").await, 404, "NotFound");
 }
 
@@ -462,13 +311,13 @@ async fn raw_every_error_is_a_status_with_reason() {
         "/api/v1/namespaces/n/secrets/s/extra/segments",
     ] {
         let r = env.get(path).await;
-        assert_eq!(r.body["reason"], "NotFound", "{path}: {}", r.body);
+        assert_eq!(r.json()["reason"], "NotFound", "{path}: {}", r.json());
         assert_status(&r, 404, "NotFound");
     }
     // A missing object names itself in `details`.
     let r = env.get("/api/v1/namespaces/missing").await;
     assert_status(&r, 404, "NotFound");
-    assert_eq!(r.body["details"], json!({"name":"missing","kind":"namespaces"}));
+    assert_eq!(r.json()["details"], json!({"name":"missing","kind":"namespaces"}));
     // Unknown cluster.
     let r = env
         .http
@@ -500,13 +349,23 @@ async fn raw_every_error_is_a_status_with_reason() {
     assert_status(&r, 405, "MethodNotAllowed");
     let r = env
         .raw(
-            Method::POST,
+            Method::PUT,
             "/api/v1/namespaces/n/secrets?",
             Some("application/json"),
             Some("{}".into()),
         )
         .await;
     assert_status(&r, 405, "MethodNotAllowed");
+    // A create (POST to the collection) of an object without a name.
+    let r = env
+        .raw(
+            Method::POST,
+            "/api/v1/namespaces/n/secrets?",
+            Some("application/json"),
+            Some("{}".into()),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
     // A body that is not JSON.
     let r = env
         .raw(
@@ -526,10 +385,10 @@ async fn raw_wrong_or_missing_token_is_401_unauthorized() {
     let env = setup().await;
     for token in [Some("wrong"), None] {
         for path in ["/api/v1/nodes?", "/api/v1/namespaces/n", "/no/such/route"] {
-            let r = env.raw_token(Method::GET, path, None, None, token).await;
+            let r = env.raw_as(Method::GET, path, None, None, token).await;
             if path == "/no/such/route" {
                 // Unrouted paths are 404 whoever asks; what matters is the Status.
-                assert_eq!(r.body["kind"], "Status");
+                assert_eq!(r.json()["kind"], "Status");
                 continue;
             }
             assert_status(&r, 401, "Unauthorized");
@@ -544,17 +403,17 @@ async fn raw_wrong_or_missing_token_is_401_unauthorized() {
 async fn raw_node_label_selectors_with_plus_for_spaces() {
     let env = setup().await;
     let r = env.get("/api/v1/nodes?&labelSelector=gpu%3Dtrue%2Ctier+in+%28a%2Cb%29").await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 2);
     for (selector, n) in selector_cases() {
         let r = env.get(&format!("/api/v1/nodes?&labelSelector={}", form(selector))).await;
-        assert_eq!(r.status, 200, "{selector}: {}", r.body);
-        assert_eq!(r.body["kind"], "NodeList");
-        assert_eq!(r.body["items"].as_array().unwrap().len(), n, "{selector}");
+        assert_eq!(r.status, 200, "{selector}: {}", r.json());
+        assert_eq!(r.json()["kind"], "NodeList");
+        assert_eq!(r.json()["items"].as_array().unwrap().len(), n, "{selector}");
     }
     // The watcher's initial list adds `limit` (kube-wire.md "watcher"): still a list.
     let r = env.get("/api/v1/nodes?&labelSelector=gpu%3Dtrue&limit=500").await;
-    assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 2);
 }
 
 /// Selector and expected Node count over [`setup`]'s nodes (2 × gpu/tier a, 1 × tier b).
@@ -591,14 +450,14 @@ async fn raw_server_metadata_is_set() {
         "/api/v1/namespaces/n/serviceaccounts/bcd",
         "/apis/apps/v1/namespaces/n/daemonsets/bcd",
     ] {
-        let m = &env.get(path).await.body["metadata"];
+        let m = &env.get(path).await.json()["metadata"];
         assert!(m["resourceVersion"].as_str().is_some_and(|s| s.parse::<u64>().is_ok()), "{path}");
         assert!(m["uid"].as_str().is_some_and(|s| !s.is_empty()), "{path}");
         let created = m["creationTimestamp"].as_str().unwrap_or_else(|| panic!("{path}"));
         assert!(bc_domain::Timestamp::parse_rfc3339(created).is_ok(), "{path}: {created}");
     }
-    let node = env.node_names()[0].clone();
-    let m = &env.get(&format!("/api/v1/nodes/{node}")).await.body["metadata"];
+    let node = env.node_names(None)[0].clone();
+    let m = &env.get(&format!("/api/v1/nodes/{node}")).await.json()["metadata"];
     assert!(m["resourceVersion"].is_string());
     assert!(m["uid"].is_string());
 }
@@ -613,17 +472,17 @@ async fn raw_secret_data_is_base64_and_string_data_is_folded() {
     let body = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"t","namespace":"n"},
         "data":{"bin":"AP8Q"},"stringData":{"joinToken":"abc def"}});
     let r = env.apply(path, APPLY_Q, &body).await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    assert_eq!(r.body["data"]["bin"], "AP8Q");
-    assert_eq!(r.body["data"]["joinToken"], "YWJjIGRlZg==");
-    assert!(r.body.get("stringData").is_none(), "stringData is write-only");
+    assert_eq!(r.status, 201, "{}", r.json());
+    assert_eq!(r.json()["data"]["bin"], "AP8Q");
+    assert_eq!(r.json()["data"]["joinToken"], "YWJjIGRlZg==");
+    assert!(r.json().get("stringData").is_none(), "stringData is write-only");
     let r = env.get(path).await;
-    assert_eq!(r.body["data"], json!({"bin":"AP8Q","joinToken":"YWJjIGRlZg=="}));
+    assert_eq!(r.json()["data"], json!({"bin":"AP8Q","joinToken":"YWJjIGRlZg=="}));
     // `data` that is not base64 is refused as the apiserver refuses it, and leaves the
     // Secret as it was.
     let bad = json!({"metadata":{"name":"t","namespace":"n"},"data":{"bin":"not base64!"}});
     assert_status(&env.apply(path, FORCE_Q, &bad).await, 400, "BadRequest");
-    assert_eq!(env.get(path).await.body["data"]["bin"], "AP8Q");
+    assert_eq!(env.get(path).await.json()["data"]["bin"], "AP8Q");
 }
 
 /// kube-wire.md "Per operation", apply: the body is the object as compact JSON, also when
@@ -632,9 +491,9 @@ async fn raw_secret_data_is_base64_and_string_data_is_folded() {
 async fn raw_apply_body_without_type_meta_is_accepted() {
     let env = setup().await;
     let r = env.apply("/api/v1/namespaces/x", APPLY_Q, &json!({"metadata":{"name":"x"}})).await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.status, 201, "{}", r.json());
     assert_eq!(
-        (r.body["apiVersion"].as_str(), r.body["kind"].as_str()),
+        (r.json()["apiVersion"].as_str(), r.json()["kind"].as_str()),
         (Some("v1"), Some("Namespace"))
     );
 }
@@ -649,7 +508,7 @@ async fn kube_get_every_kind() {
     let env = setup().await;
     env.seed().await;
     let c = env.kube().await;
-    let node = env.node_names()[0].clone();
+    let node = env.node_names(None)[0].clone();
     let ns = bounded(Api::<Namespace>::all(c.clone()).get("n")).await.unwrap();
     assert_eq!(ns.metadata.name.as_deref(), Some("n"));
     let s = bounded(Api::<Secret>::namespaced(c.clone(), "n").get("s")).await.unwrap();
@@ -720,7 +579,7 @@ async fn kube_list_with_label_selectors() {
     let all = bounded(nodes.list(&ListParams::default())).await.unwrap();
     let mut names: Vec<String> = all.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
     names.sort();
-    assert_eq!(names, env.node_names());
+    assert_eq!(names, env.node_names(None));
     assert_eq!(
         bounded(Api::<Namespace>::all(c.clone()).list(&ListParams::default()))
             .await
@@ -872,8 +731,8 @@ async fn kube_delete_every_kind() {
 #[tokio::test]
 async fn kube_wrong_token_is_401() {
     let env = setup().await;
-    assert!(env.kubeconfig.contains(&env.token));
-    let c = env.kube_with(&env.kubeconfig.replace(&env.token, "wrong-token")).await;
+    assert!(env.kubeconfig().contains(&env.token));
+    let c = testing::kube_client(&env.kubeconfig().replace(&env.token, "wrong-token")).await;
     let e = bounded(Api::<Namespace>::all(c).get_opt("n")).await.unwrap_err();
     let s = api_error(e);
     assert_eq!((s.code, s.reason.as_str()), (401, "Unauthorized"));
@@ -915,122 +774,142 @@ async fn kube_internal_error_is_one_request() {
     assert_eq!(kube.request_count(&env.id, "get namespaces"), before + 1);
 }
 
+/// Kubernetes API conventions (create): POST to the collection creates the object, 201
+/// with it, its fields owned by the request's `fieldManager` (operation `Update`); a
+/// name already taken is 409 `AlreadyExists` and leaves the existing object as it was.
+#[tokio::test]
+async fn raw_post_creates_201_and_a_taken_name_is_409_already_exists() {
+    let env = setup().await;
+    let ns =
+        json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n","labels":{"team":"x"}}});
+    let create = |body: &Value| {
+        env.raw(
+            Method::POST,
+            "/api/v1/namespaces?&fieldManager=better-compute",
+            Some("application/json"),
+            Some(body.to_string()),
+        )
+    };
+    let r = create(&ns).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let made = r.json();
+    assert_eq!(made["metadata"]["labels"]["team"], "x");
+    assert_eq!(made["metadata"]["managedFields"][0]["manager"], FM);
+    assert_eq!(made["metadata"]["managedFields"][0]["operation"], "Update");
+    let mut other = ns.clone();
+    other["metadata"]["labels"]["team"] = json!("y");
+    let r = create(&other).await;
+    assert_status(&r, 409, "AlreadyExists");
+    assert_eq!(r.json()["details"], json!({"name": "n", "kind": "namespaces"}));
+    let now = env.get("/api/v1/namespaces/n").await.json();
+    assert_eq!(now["metadata"]["labels"]["team"], "x", "the existing object is untouched");
+    assert_eq!(now["metadata"]["resourceVersion"], made["metadata"]["resourceVersion"]);
+    // Namespaced: the body's namespace must be the URL's, and the namespace must exist.
+    let sa = |ns: &str| json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bcd","namespace":ns}});
+    let post = |path: &'static str, body: Value| {
+        env.raw(Method::POST, path, Some("application/json"), Some(body.to_string()))
+    };
+    assert_eq!(post("/api/v1/namespaces/n/serviceaccounts?", sa("n")).await.status, 201);
+    assert_status(&post("/api/v1/namespaces/n/serviceaccounts?", sa("m")).await, 400, "BadRequest");
+    assert_status(&post("/api/v1/namespaces/m/serviceaccounts?", sa("m")).await, 404, "NotFound");
+
+    // The real client's create sees the same.
+    let c = env.kube().await;
+    let api = Api::<Namespace>::all(c);
+    let pp = PostParams { field_manager: Some(FM.into()), ..Default::default() };
+    let mut typed = Namespace::default();
+    typed.metadata.name = Some("n".into());
+    let e = bounded(api.create(&pp, &typed)).await.unwrap_err();
+    assert_eq!(api_error(e).reason, "AlreadyExists");
+    typed.metadata.name = Some("n2".into());
+    let made = bounded(api.create(&pp, &typed)).await.unwrap();
+    assert!(made.metadata.uid.is_some());
+}
+
+/// Kubernetes API conventions (DeleteOptions.preconditions): a delete whose uid or
+/// resourceVersion does not match the object is 409 `Conflict` ("Precondition failed")
+/// and deletes nothing; matching ones delete.
+#[tokio::test]
+async fn delete_preconditions_that_do_not_match_are_409_conflict() {
+    let env = setup().await;
+    env.seed().await;
+    let path = "/api/v1/namespaces/n/secrets/s";
+    let s = env.get(path).await.json();
+    let (uid, rv) = (s["metadata"]["uid"].clone(), s["metadata"]["resourceVersion"].clone());
+    let item = format!("{path}?");
+    let delete = |body: Value| {
+        env.raw(Method::DELETE, &item, Some("application/json"), Some(body.to_string()))
+    };
+    for pre in [json!({"uid": "someone-else"}), json!({"uid": uid, "resourceVersion": "1"})] {
+        let r = delete(json!({"preconditions": pre})).await;
+        assert_status(&r, 409, "Conflict");
+        assert!(
+            r.json()["message"].as_str().unwrap().contains("Precondition failed"),
+            "{}",
+            r.text
+        );
+        assert_eq!(env.get(path).await.status, 200, "not deleted");
+    }
+    assert_status(&delete(json!("not options")).await, 400, "BadRequest");
+
+    // The real client sends DeleteParams.preconditions in the body.
+    let api = Api::<Secret>::namespaced(env.kube().await, "n");
+    let stale = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some("x".into()), resource_version: None }),
+        ..DeleteParams::default()
+    };
+    assert!(api_error(bounded(api.delete("s", &stale)).await.unwrap_err()).is_conflict());
+    let exact = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: uid.as_str().map(str::to_owned),
+            resource_version: rv.as_str().map(str::to_owned),
+        }),
+        ..DeleteParams::default()
+    };
+    bounded(api.delete("s", &exact)).await.unwrap();
+    assert_status(&env.get(path).await, 404, "NotFound");
+}
+
 // ---------------------------------------------------------------------------------------
 // bcd (SPEC §9 and §6)
 // ---------------------------------------------------------------------------------------
 
-/// A join endpoint that records every body and answers 201.
-#[derive(Clone, Default)]
-struct JoinServer {
-    calls: Arc<Mutex<Vec<Value>>>,
-}
-
-impl JoinServer {
-    async fn serve(&self) -> String {
-        async fn join(
-            State(s): State<JoinServer>,
-            Json(body): Json<Value>,
-        ) -> (AxumStatus, Json<Value>) {
-            s.calls.lock().unwrap().push(body.clone());
-            let name = body["nodeName"].as_str().unwrap_or_default().to_owned();
-            (
-                AxumStatus::CREATED,
-                Json(json!({"nodeId": format!("node-{name}"), "poolId": "p1",
-                    "nodeCredential": "c", "heartbeatSeconds": 30})),
-            )
-        }
-        let app = axum::Router::new()
-            .route("/api/compute/agents/join", post(join))
-            .with_state(self.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        url
-    }
-
-    /// The node names that called, sorted.
-    fn callers(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .calls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|c| c["nodeName"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-/// bcd rounds until one makes no call (at most 20).
-async fn settle(sim: &Sim) {
-    for _ in 0..20 {
-        if bounded(bcd::run_once(sim.state())).await == 0 {
-            return;
-        }
-    }
-    panic!("bcd did not settle in 20 rounds");
-}
-
 /// What the substrate reconciler applies (SPEC §6), through the real kube client:
-/// Namespace `n`, ServiceAccount `bcd`, Secret `bcd-join` (unless `secret` is false)
-/// and the DaemonSet with the pool label as nodeSelector and `tolerations`.
-async fn apply_substrate(env: &Env, server_url: &str, secret: bool, tolerations: &[Value]) {
+/// testing::Substrate's Namespace `n`, Secret `bcd-join` (unless `with_secret` is
+/// false), ServiceAccount `bcd` and DaemonSet with the pool label as nodeSelector and
+/// `tolerations`.
+async fn apply_substrate(
+    env: &ClusterEnv,
+    server_url: &str,
+    with_secret: bool,
+    tolerations: &[Value],
+) {
     let c = env.kube().await;
     let pp = PatchParams::apply(FM);
-    let labels = BTreeMap::from([(POOL_LABEL.to_owned(), "p1".to_owned())]);
-    let mut ns = Namespace::default();
-    ns.metadata.name = Some("n".into());
-    ns.metadata.labels = Some(labels.clone());
-    bounded(Api::<Namespace>::all(c.clone()).patch("n", &pp, &Patch::Apply(&ns))).await.unwrap();
-    let mut sa = ServiceAccount::default();
-    sa.metadata.name = Some("bcd".into());
-    bounded(Api::<ServiceAccount>::namespaced(c.clone(), "n").patch(
-        "bcd",
-        &pp,
-        &Patch::Apply(&sa),
-    ))
-    .await
-    .unwrap();
-    if secret {
-        let mut s = Secret::default();
-        s.metadata.name = Some("bcd-join".into());
-        s.string_data = Some(BTreeMap::from([
-            ("serverUrl".to_owned(), server_url.to_owned()),
-            ("joinToken".to_owned(), "join-token-1".to_owned()),
-        ]));
-        bounded(Api::<Secret>::namespaced(c.clone(), "n").patch(
-            "bcd-join",
-            &pp,
-            &Patch::Apply(&s),
-        ))
-        .await
-        .unwrap();
+    let substrate = Substrate {
+        namespace: "n".into(),
+        with_secret,
+        tolerations: tolerations.to_vec(),
+        ..Substrate::new(server_url, "join-token-1")
+    };
+    for o in substrate.objects() {
+        let ar = match o.object.kind {
+            ObjectKind::Namespace => ApiResource::erase::<Namespace>(&()),
+            ObjectKind::Secret => ApiResource::erase::<Secret>(&()),
+            ObjectKind::ServiceAccount => ApiResource::erase::<ServiceAccount>(&()),
+            ObjectKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+        };
+        let api = match &o.object.namespace {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(c.clone(), ns, &ar),
+            None => Api::<DynamicObject>::all_with(c.clone(), &ar),
+        };
+        bounded(api.patch(&o.object.name, &pp, &Patch::Apply(&o.manifest))).await.unwrap();
     }
-    let ds: DaemonSet =
-        serde_json::from_value(daemonset(Some(json!({POOL_LABEL: "p1"})), tolerations)).unwrap();
-    bounded(Api::<DaemonSet>::namespaced(c, "n").patch("bcd", &pp, &Patch::Apply(&ds)))
-        .await
-        .unwrap();
 }
 
 /// The names of the nodes carrying the pool label, sorted.
-fn pool_nodes(env: &Env) -> Vec<String> {
-    let now = env.sim.state().clock.now();
-    let mut v: Vec<String> = env
-        .sim
-        .state()
-        .model()
-        .cluster_nodes(&env.id, now)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.labels.get(POOL_LABEL).is_some_and(|v| v == "p1"))
-        .map(|n| n.name)
-        .collect();
-    v.sort();
-    v
+fn pool_nodes(env: &ClusterEnv) -> Vec<String> {
+    env.node_names(Some((POOL_LABEL, POOL)))
 }
 
 /// SPEC §9: a node matching the DaemonSet's nodeSelector, with the Secret present, POSTs
@@ -1039,14 +918,14 @@ fn pool_nodes(env: &Env) -> Vec<String> {
 #[tokio::test]
 async fn bcd_matching_nodes_join_with_the_documented_body() {
     let env = setup().await;
-    let join = JoinServer::default();
-    let url = join.serve().await;
+    let join = JoinServer::start().await;
+    let url = join.url().to_owned();
     apply_substrate(&env, &url, true, &[]).await;
-    settle(&env.sim).await;
+    testing::settle(&env.sim).await;
     let expected = pool_nodes(&env);
     assert_eq!(expected.len(), 2);
     assert_eq!(join.callers(), expected, "exactly the pool's nodes, once each");
-    for call in join.calls.lock().unwrap().iter() {
+    for call in join.calls().iter() {
         let keys: Vec<&str> = call.as_object().unwrap().keys().map(String::as_str).collect();
         for k in &keys {
             assert!(
@@ -1065,10 +944,10 @@ async fn bcd_matching_nodes_join_with_the_documented_body() {
 #[tokio::test]
 async fn bcd_without_the_secret_never_calls() {
     let env = setup().await;
-    let join = JoinServer::default();
-    let url = join.serve().await;
+    let join = JoinServer::start().await;
+    let url = join.url().to_owned();
     apply_substrate(&env, &url, false, &[]).await;
-    settle(&env.sim).await;
+    testing::settle(&env.sim).await;
     assert!(join.callers().is_empty());
 }
 
@@ -1082,7 +961,7 @@ async fn bcd_tainted_nodes_join_only_when_tolerated() {
         "true",
         "NoSchedule",
     );
-    let env = setup_with(vec![
+    let env = ClusterEnv::running(vec![
         testing::node_pool("bc-p1-cpu", 1, &[(POOL_LABEL, "p1")]),
         tainted,
         testing::node_pool("own", 1, &[]),
@@ -1099,16 +978,16 @@ async fn bcd_tainted_nodes_join_only_when_tolerated() {
             .clone()
     };
     let (plain, gpu) = (name_of(false), name_of(true));
-    let join = JoinServer::default();
-    let url = join.serve().await;
+    let join = JoinServer::start().await;
+    let url = join.url().to_owned();
 
     apply_substrate(&env, &url, true, &[]).await;
-    settle(&env.sim).await;
+    testing::settle(&env.sim).await;
     assert_eq!(join.callers(), vec![plain.clone()], "the untolerated taint keeps bcd off");
 
     let tol = json!({"key":"gpu","operator":"Equal","value":"true","effect":"NoSchedule"});
     apply_substrate(&env, &url, true, &[tol]).await;
-    settle(&env.sim).await;
+    testing::settle(&env.sim).await;
     let mut both = vec![plain, gpu];
     both.sort();
     assert_eq!(join.callers(), both, "tolerated: the tainted node joins too, once");

@@ -3,81 +3,22 @@
 //! (research/digitalocean.md §1–§5, §9). Time moves only by stepping a `ManualClock`.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use bc_domain::Timestamp;
-use bc_domain::ports::ManualClock;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::model::{Fault, routes};
-use bc_sim::testing::TEST_TOKEN as T;
-use bc_sim::{Sim, SimServer};
+use bc_sim::testing::{self, Served, TEST_TOKEN as T};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-struct Harness {
-    clock: Arc<ManualClock>,
-    sim: Sim,
-    server: SimServer,
-    http: reqwest::Client,
-}
-
-impl Harness {
-    async fn new(config: SimConfig) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
-        let sim = Sim::new(config, clock.clone());
-        let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        Self { clock, sim, server, http: reqwest::Client::new() }
-    }
-
-    fn step(&self, secs: i64) {
-        self.clock.advance(time::Duration::seconds(secs));
-    }
-
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        token: Option<&str>,
-        body: Option<Value>,
-    ) -> reqwest::Response {
-        let url = if path.starts_with("http") {
-            path.to_owned()
-        } else {
-            format!("{}{path}", self.server.url())
-        };
-        let mut rb = self.http.request(method, url);
-        if let Some(t) = token {
-            rb = rb.bearer_auth(t);
-        }
-        if let Some(b) = body {
-            rb = rb.json(&b);
-        }
-        rb.send().await.unwrap()
-    }
-
-    async fn json(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let r = self.call(method, path, Some(T), body).await;
-        let status = r.status();
-        let text = r.text().await.unwrap();
-        (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
-    }
-}
-
+/// The shared cluster body, its pool labelled `role=bc` and tainted
+/// `dedicated=bc:NoSchedule`.
 fn cluster_body(name: &str) -> Value {
-    json!({
-        "name": name, "region": "nyc1", "version": "latest",
-        "node_pools": [{"name": "workers", "size": "s-2vcpu-4gb", "count": 2, "labels": {"role": "bc"},
-                        "taints": [{"key": "dedicated", "value": "bc", "effect": "NoSchedule"}]}],
-    })
-}
-
-fn lb_body(name: &str) -> Value {
-    json!({
-        "name": name, "region": "nyc1",
-        "forwarding_rules": [{"entry_protocol": "http", "entry_port": 80, "target_protocol": "http", "target_port": 8080}],
-        "droplet_ids": [1],
-    })
+    let mut body = testing::cluster_body(name);
+    body["node_pools"][0]["labels"] = json!({"role": "bc"});
+    body["node_pools"][0]["taints"] =
+        json!([{"key": "dedicated", "value": "bc", "effect": "NoSchedule"}]);
+    body
 }
 
 fn assert_error(status: StatusCode, body: &Value, want_status: u16, want_id: &str) {
@@ -89,13 +30,13 @@ fn assert_error(status: StatusCode, body: &Value, want_status: u16, want_id: &st
 
 #[tokio::test]
 async fn cluster_lifecycle_envelopes_and_statuses() {
-    let h = Harness::new(SimConfig::default()).await;
-    let r = h.call(Method::POST, routes::CLUSTERS, Some(T), Some(cluster_body("alpha"))).await;
-    assert_eq!(r.status(), StatusCode::CREATED);
+    let h = Served::start(SimConfig::default()).await;
+    let r = h.call_as(Method::POST, routes::CLUSTERS, Some(T), Some(cluster_body("alpha"))).await;
+    assert_eq!(r.status, StatusCode::CREATED);
     for name in ["x-request-id", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"] {
-        assert!(r.headers().contains_key(name), "{name}");
+        assert!(r.headers.contains_key(name), "{name}");
     }
-    let v: Value = r.json().await.unwrap();
+    let v: Value = r.json();
     let c = &v["kubernetes_cluster"];
     let id = c["id"].as_str().unwrap().to_owned();
     assert_eq!(c["status"]["state"], "provisioning");
@@ -114,18 +55,20 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
 
     // Kubeconfig and credentials: 404 until running.
     let r = h
-        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/kubeconfig"), Some(T), None)
+        .call_as(Method::GET, &format!("/v2/kubernetes/clusters/{id}/kubeconfig"), Some(T), None)
         .await;
-    let rid = r.headers()["x-request-id"].to_str().unwrap().to_owned();
-    let (status, body) = (r.status(), r.json::<Value>().await.unwrap());
+    let rid = r.headers["x-request-id"].to_str().unwrap().to_owned();
+    let (status, body) = (r.status, r.json());
     assert_error(status, &body, 404, "not_found");
     assert_eq!(body["request_id"], rid.as_str());
-    let (s, b) =
-        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/credentials"), None).await;
+    let (s, b) = h
+        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/credentials"), None)
+        .await
+        .parts();
     assert_error(s, &b, 404, "not_found");
 
     h.step(2);
-    let (s, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await;
+    let (s, v) = h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await.parts();
     assert_eq!(s, StatusCode::OK);
     let c = &v["kubernetes_cluster"];
     assert_eq!(c["status"]["state"], "running");
@@ -137,23 +80,25 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
     assert!(node["droplet_id"].as_str().unwrap().parse::<u64>().is_ok());
 
     let r = h
-        .call(
+        .call_as(
             Method::GET,
             &format!("/v2/kubernetes/clusters/{id}/kubeconfig?expiry_seconds=600"),
             Some(T),
             None,
         )
         .await;
-    assert_eq!(r.status(), StatusCode::OK);
-    assert_eq!(r.headers()["content-type"], "application/yaml");
-    let yaml = r.text().await.unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.headers["content-type"], "application/yaml");
+    let yaml = r.text.clone();
     let token = h.sim.state().model().cluster_api_token(&id).unwrap();
     assert!(yaml.contains(&format!("server: \"{endpoint}\"")));
     assert!(yaml.contains("current-context: \"do-nyc1-alpha\""));
     assert!(yaml.contains("- name: \"do-nyc1-alpha-admin\""));
     assert!(yaml.contains(&format!("token: \"{token}\"")));
-    let (s, cr) =
-        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/credentials"), None).await;
+    let (s, cr) = h
+        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/credentials"), None)
+        .await
+        .parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(cr["server"], endpoint.as_str());
     assert_eq!(cr["token"], token.as_str());
@@ -163,63 +108,75 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
 
     // Update (202), upgrades (null at the newest version), bad upgrade (422), options.
     let (s, v) = h
-        .json(
+        .call(
             Method::PUT,
             &format!("/v2/kubernetes/clusters/{id}"),
             Some(json!({"name": "alpha", "tags": ["team"]})),
         )
-        .await;
+        .await
+        .parts();
     assert_eq!(s, StatusCode::ACCEPTED);
     assert_eq!(v["kubernetes_cluster"]["tags"], json!(["team", "k8s", format!("k8s:{id}")]));
-    let (s, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/upgrades"), None).await;
+    let (s, v) =
+        h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/upgrades"), None).await.parts();
     assert_eq!(s, StatusCode::OK);
     assert!(v["available_upgrade_versions"].is_null(), "{v}");
-    let (s, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/user"), None).await;
+    let (s, v) =
+        h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/user"), None).await.parts();
     assert_eq!(s, StatusCode::OK);
     assert!(v["kubernetes_cluster_user"]["username"].is_string());
-    let (s, v) =
-        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/status_messages"), None).await;
+    let (s, v) = h
+        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/status_messages"), None)
+        .await
+        .parts();
     assert_eq!((s, v), (StatusCode::OK, json!({"messages": []})));
     let (s, v) = h
-        .json(
+        .call(
             Method::POST,
             &format!("/v2/kubernetes/clusters/{id}/upgrade"),
             Some(json!({"version": "1.31.9-do.0"})),
         )
-        .await;
+        .await
+        .parts();
     assert_error(s, &v, 422, "unprocessable_entity");
     assert_eq!(v["message"], "invalid upgrade path");
 
     // Node pools: list (no paging), create 201, get, update 202, delete node 202, delete 204.
-    let (s, v) =
-        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/node_pools"), None).await;
+    let (s, v) = h
+        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/node_pools"), None)
+        .await
+        .parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["node_pools"].as_array().unwrap().len(), 1);
     let (s, v) = h
-        .json(
+        .call(
             Method::POST,
             &format!("/v2/kubernetes/clusters/{id}/node_pools"),
             Some(json!({"name": "extra", "size": "c-4", "count": 1})),
         )
-        .await;
+        .await
+        .parts();
     assert_eq!(s, StatusCode::CREATED);
     let pid = v["node_pool"]["id"].as_str().unwrap().to_owned();
     assert_eq!(v["node_pool"]["nodes"][0]["status"]["state"], "provisioning");
     let (s, v) = h
-        .json(
+        .call(
             Method::PUT,
             &format!("/v2/kubernetes/clusters/{id}/node_pools/{pid}"),
             Some(json!({"name": "extra", "count": 2})),
         )
-        .await;
+        .await
+        .parts();
     assert_eq!(s, StatusCode::ACCEPTED);
     assert_eq!(v["node_pool"]["count"], 2);
     h.step(1);
-    let (_, v) =
-        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/node_pools/{pid}"), None).await;
+    let (_, v) = h
+        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/node_pools/{pid}"), None)
+        .await
+        .parts();
     let nid = v["node_pool"]["nodes"][0]["id"].as_str().unwrap().to_owned();
     let r = h
-        .call(
+        .call_as(
             Method::DELETE,
             &format!(
                 "/v2/kubernetes/clusters/{id}/node_pools/{pid}/nodes/{nid}?skip_drain=1&replace=1"
@@ -228,36 +185,39 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
             None,
         )
         .await;
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let (_, v) =
-        h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/node_pools/{pid}"), None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    let (_, v) = h
+        .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/node_pools/{pid}"), None)
+        .await
+        .parts();
     assert_eq!(v["node_pool"]["count"], 2);
     assert_eq!(v["node_pool"]["nodes"][0]["status"]["state"], "deleting");
     let r = h
-        .call(
+        .call_as(
             Method::DELETE,
             &format!("/v2/kubernetes/clusters/{id}/node_pools/{pid}"),
             Some(T),
             None,
         )
         .await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    assert!(r.text().await.unwrap().is_empty());
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert!(r.text.clone().is_empty());
 
     // Delete: 204, deleting, then 404.
-    let r = h.call(Method::DELETE, &format!("/v2/kubernetes/clusters/{id}"), Some(T), None).await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let (_, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await;
+    let r =
+        h.call_as(Method::DELETE, &format!("/v2/kubernetes/clusters/{id}"), Some(T), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let (_, v) = h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await.parts();
     assert_eq!(v["kubernetes_cluster"]["status"]["state"], "deleting");
     h.step(1);
-    let (s, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await;
+    let (s, v) = h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await.parts();
     assert_error(s, &v, 404, "not_found");
 }
 
 #[tokio::test]
 async fn options_and_upgrade_envelopes() {
-    let h = Harness::new(SimConfig::default()).await;
-    let (s, v) = h.json(Method::GET, routes::OPTIONS, None).await;
+    let h = Served::start(SimConfig::default()).await;
+    let (s, v) = h.call(Method::GET, routes::OPTIONS, None).await.parts();
     assert_eq!(s, StatusCode::OK);
     let o = &v["options"];
     assert_eq!(o["regions"].as_array().unwrap().len(), 10);
@@ -277,10 +237,11 @@ async fn options_and_upgrade_envelopes() {
 
     let mut body = cluster_body("old");
     body["version"] = json!("1.31.9-do.0");
-    let (_, v) = h.json(Method::POST, routes::CLUSTERS, Some(body)).await;
+    let (_, v) = h.call(Method::POST, routes::CLUSTERS, Some(body)).await.parts();
     let id = v["kubernetes_cluster"]["id"].as_str().unwrap().to_owned();
     h.step(2);
-    let (_, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}/upgrades"), None).await;
+    let (_, v) =
+        h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/upgrades"), None).await.parts();
     let ups: Vec<&str> = v["available_upgrade_versions"]
         .as_array()
         .unwrap()
@@ -289,27 +250,28 @@ async fn options_and_upgrade_envelopes() {
         .collect();
     assert_eq!(ups, vec!["1.32.5-do.0", "1.32.6-do.1"]);
     let r = h
-        .call(
+        .call_as(
             Method::POST,
             &format!("/v2/kubernetes/clusters/{id}/upgrade"),
             Some(T),
             Some(json!({"version": "1.32.6-do.1"})),
         )
         .await;
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    assert!(r.text().await.unwrap().is_empty());
-    let (_, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert!(r.text.clone().is_empty());
+    let (_, v) = h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await.parts();
     assert_eq!(v["kubernetes_cluster"]["status"]["state"], "upgrading");
     h.step(2);
-    let (_, v) = h.json(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await;
+    let (_, v) = h.call(Method::GET, &format!("/v2/kubernetes/clusters/{id}"), None).await.parts();
     assert_eq!(v["kubernetes_cluster"]["version"], "1.32.6-do.1");
     assert_eq!(v["kubernetes_cluster"]["status"]["state"], "running");
 }
 
 #[tokio::test]
 async fn load_balancer_lifecycle_over_http() {
-    let h = Harness::new(SimConfig::default()).await;
-    let (s, v) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("web"))).await;
+    let h = Served::start(SimConfig::default()).await;
+    let (s, v) =
+        h.call(Method::POST, routes::LOAD_BALANCERS, Some(testing::lb_body("web"))).await.parts();
     assert_eq!(s, StatusCode::ACCEPTED);
     let lb = &v["load_balancer"];
     let id = lb["id"].as_str().unwrap().to_owned();
@@ -318,7 +280,7 @@ async fn load_balancer_lifecycle_over_http() {
     assert_eq!(lb["region"]["name"], "New York 1");
     assert_eq!(lb["type"], "REGIONAL");
     assert_eq!((lb["size_unit"].as_u64(), lb["size"].as_str()), (Some(1), Some("lb-small")));
-    assert_eq!(lb["droplet_ids"], json!([1]));
+    assert_eq!(lb["droplet_ids"], json!([3164444]));
     assert_eq!(lb["tag"], "");
     assert_eq!(
         lb["health_check"],
@@ -326,27 +288,31 @@ async fn load_balancer_lifecycle_over_http() {
     );
     assert_eq!(lb["sticky_sessions"], json!({"type": "none"}));
 
-    let (s, v) =
-        h.json(Method::PUT, &format!("/v2/load_balancers/{id}"), Some(lb_body("web"))).await;
+    let (s, v) = h
+        .call(Method::PUT, &format!("/v2/load_balancers/{id}"), Some(testing::lb_body("web")))
+        .await
+        .parts();
     assert_error(s, &v, 403, "forbidden");
     h.step(1);
-    let (s, v) = h.json(Method::GET, &format!("/v2/load_balancers/{id}"), None).await;
+    let (s, v) = h.call(Method::GET, &format!("/v2/load_balancers/{id}"), None).await.parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["load_balancer"]["status"], "active");
     assert!(!v["load_balancer"]["ip"].as_str().unwrap().is_empty());
-    let mut renamed = lb_body("web2");
+    let mut renamed = testing::lb_body("web2");
     renamed["region"] = v["load_balancer"]["region"].clone(); // a GET's region object is accepted back
-    let (s, v) = h.json(Method::PUT, &format!("/v2/load_balancers/{id}"), Some(renamed)).await;
+    let (s, v) =
+        h.call(Method::PUT, &format!("/v2/load_balancers/{id}"), Some(renamed)).await.parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["load_balancer"]["name"], "web2");
 
-    let (s, v) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("web2"))).await;
+    let (s, v) =
+        h.call(Method::POST, routes::LOAD_BALANCERS, Some(testing::lb_body("web2"))).await.parts();
     assert_error(s, &v, 422, "unprocessable_entity");
     assert_eq!(v["message"], "name is not unique");
 
     let (s, v) = h
-        .json(Method::POST, routes::LOAD_BALANCERS, Some(json!({"name": "g", "type": "GLOBAL", "target_load_balancer_ids": [id], "domains": [{"name": "x.example.com", "is_managed": false}]})))
-        .await;
+        .call(Method::POST, routes::LOAD_BALANCERS, Some(json!({"name": "g", "type": "GLOBAL", "target_load_balancer_ids": [id], "domains": [{"name": "x.example.com", "is_managed": false}]})))
+        .await.parts();
     assert_eq!(s, StatusCode::ACCEPTED);
     let g = &v["load_balancer"];
     assert!(g.get("region").is_none());
@@ -354,23 +320,28 @@ async fn load_balancer_lifecycle_over_http() {
     assert_eq!(g["domains"][0]["status"], "CREATING");
     assert_eq!(g["glb_settings"]["target_protocol"], "HTTP");
 
-    let r = h.call(Method::DELETE, &format!("/v2/load_balancers/{id}"), Some(T), None).await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let (s, v) = h.json(Method::GET, &format!("/v2/load_balancers/{id}"), None).await;
+    let r = h.call_as(Method::DELETE, &format!("/v2/load_balancers/{id}"), Some(T), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let (s, v) = h.call(Method::GET, &format!("/v2/load_balancers/{id}"), None).await.parts();
     assert_error(s, &v, 404, "not_found");
 }
 
 #[tokio::test]
 async fn pagination_across_pages() {
-    let h = Harness::new(SimConfig::default()).await;
+    let h = Served::start(SimConfig::default()).await;
     for i in 0..45 {
         let (s, _) = h
-            .json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body(&format!("lb-{i:02}"))))
-            .await;
+            .call(
+                Method::POST,
+                routes::LOAD_BALANCERS,
+                Some(testing::lb_body(&format!("lb-{i:02}"))),
+            )
+            .await
+            .parts();
         assert_eq!(s, StatusCode::ACCEPTED);
     }
     let base = format!("{}/v2/load_balancers", h.server.url());
-    let (_, p1) = h.json(Method::GET, "/v2/load_balancers?per_page=20", None).await;
+    let (_, p1) = h.call(Method::GET, "/v2/load_balancers?per_page=20", None).await.parts();
     assert_eq!(p1["meta"]["total"], 45);
     assert_eq!(p1["load_balancers"].as_array().unwrap().len(), 20);
     let pages = &p1["links"]["pages"];
@@ -378,12 +349,12 @@ async fn pagination_across_pages() {
     assert_eq!(pages["next"], format!("{base}?page=2&per_page=20").as_str());
     assert_eq!(pages["last"], format!("{base}?page=3&per_page=20").as_str());
 
-    let (_, p2) = h.json(Method::GET, pages["next"].as_str().unwrap(), None).await;
+    let (_, p2) = h.call(Method::GET, pages["next"].as_str().unwrap(), None).await.parts();
     let pages2 = &p2["links"]["pages"];
     assert_eq!(pages2["first"], format!("{base}?page=1&per_page=20").as_str());
     assert_eq!(pages2["prev"], format!("{base}?page=1&per_page=20").as_str());
     assert_eq!(pages2["next"], format!("{base}?page=3&per_page=20").as_str());
-    let (_, p3) = h.json(Method::GET, pages2["last"].as_str().unwrap(), None).await;
+    let (_, p3) = h.call(Method::GET, pages2["last"].as_str().unwrap(), None).await.parts();
     assert_eq!(p3["load_balancers"].as_array().unwrap().len(), 5);
     let pages3 = &p3["links"]["pages"];
     assert!(pages3.get("next").is_none() && pages3.get("last").is_none());
@@ -394,7 +365,7 @@ async fn pagination_across_pages() {
     let mut url = Some("/v2/load_balancers?per_page=20".to_owned());
     for _ in 0..10 {
         let Some(u) = url.take() else { break };
-        let (_, v) = h.json(Method::GET, &u, None).await;
+        let (_, v) = h.call(Method::GET, &u, None).await.parts();
         for lb in v["load_balancers"].as_array().unwrap() {
             assert!(seen.insert(lb["id"].as_str().unwrap().to_owned()));
         }
@@ -403,79 +374,74 @@ async fn pagination_across_pages() {
     assert_eq!(seen.len(), 45);
 
     // Default 20 per page; per_page capped at 200; one page → empty links.
-    let (_, d) = h.json(Method::GET, "/v2/load_balancers", None).await;
+    let (_, d) = h.call(Method::GET, "/v2/load_balancers", None).await.parts();
     assert_eq!(d["load_balancers"].as_array().unwrap().len(), 20);
-    let (_, all) = h.json(Method::GET, "/v2/load_balancers?per_page=500", None).await;
+    let (_, all) = h.call(Method::GET, "/v2/load_balancers?per_page=500", None).await.parts();
     assert_eq!(all["load_balancers"].as_array().unwrap().len(), 45);
     assert_eq!(all["links"], json!({}));
-    let (_, c) = h.json(Method::GET, "/v2/kubernetes/clusters", None).await;
+    let (_, c) = h.call(Method::GET, "/v2/kubernetes/clusters", None).await.parts();
     assert_eq!(c, json!({"kubernetes_clusters": [], "links": {}, "meta": {"total": 0}}));
 }
 
 #[tokio::test]
 async fn errors_auth_and_headers() {
-    let h = Harness::new(SimConfig::default()).await;
+    let h = Served::start(SimConfig::default()).await;
     for token in [None, Some("dop_v1_wrong")] {
-        let r = h.call(Method::GET, routes::CLUSTERS, token, None).await;
+        let r = h.call_as(Method::GET, routes::CLUSTERS, token, None).await;
         assert!(
-            r.headers().contains_key("x-request-id")
-                && r.headers().contains_key("ratelimit-remaining")
+            r.headers.contains_key("x-request-id") && r.headers.contains_key("ratelimit-remaining")
         );
-        let (s, b) = (r.status(), r.json::<Value>().await.unwrap());
+        let (s, b) = (r.status, r.json());
         assert_error(s, &b, 401, "unauthorized");
         assert_eq!(b["message"], "Unable to authenticate you");
     }
-    let (s, b) = h.json(Method::GET, routes::ACCOUNT, None).await;
+    let (s, b) = h.call(Method::GET, routes::ACCOUNT, None).await.parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(b["account"]["status"], "active");
-    let (s, b) = h.json(Method::GET, "/v2/droplets", None).await;
+    let (s, b) = h.call(Method::GET, "/v2/droplets", None).await.parts();
     assert_error(s, &b, 404, "not_found");
-    let (s, b) = h.json(Method::PATCH, routes::LOAD_BALANCERS, None).await;
+    let (s, b) = h.call(Method::PATCH, routes::LOAD_BALANCERS, None).await.parts();
     assert_error(s, &b, 404, "not_found");
     let (s, b) = h
-        .json(Method::GET, "/v2/kubernetes/clusters/00000000-0000-4000-8000-000000000000", None)
-        .await;
-    assert_error(s, &b, 404, "not_found");
-    let r = h
-        .http
-        .post(format!("{}{}", h.server.url(), routes::CLUSTERS))
-        .bearer_auth(T)
-        .body("{not json")
-        .send()
+        .call(Method::GET, "/v2/kubernetes/clusters/00000000-0000-4000-8000-000000000000", None)
         .await
-        .unwrap();
-    let (s, b) = (r.status(), r.json::<Value>().await.unwrap());
+        .parts();
+    assert_error(s, &b, 404, "not_found");
+    let r =
+        testing::send(h.http.post(h.url(routes::CLUSTERS)).bearer_auth(T).body("{not json")).await;
+    let (s, b) = (r.status, r.json());
     assert_error(s, &b, 400, "bad_request");
-    let (s, b) = h.json(Method::POST, routes::CLUSTERS, Some(json!({"name": "x"}))).await;
+    let (s, b) = h.call(Method::POST, routes::CLUSTERS, Some(json!({"name": "x"}))).await.parts();
     assert_error(s, &b, 422, "unprocessable_entity");
 
     // Remaining counts down per request; request ids differ.
-    let r1 = h.call(Method::GET, routes::CLUSTERS, Some(T), None).await;
-    let r2 = h.call(Method::GET, routes::CLUSTERS, Some(T), None).await;
-    let rem = |r: &reqwest::Response| {
-        r.headers()["ratelimit-remaining"].to_str().unwrap().parse::<u32>().unwrap()
+    let r1 = h.call_as(Method::GET, routes::CLUSTERS, Some(T), None).await;
+    let r2 = h.call_as(Method::GET, routes::CLUSTERS, Some(T), None).await;
+    let rem = |r: &testing::Reply| {
+        r.headers["ratelimit-remaining"].to_str().unwrap().parse::<u32>().unwrap()
     };
     assert_eq!(rem(&r1), rem(&r2) + 1);
-    assert_ne!(r1.headers()["x-request-id"], r2.headers()["x-request-id"]);
-    assert_eq!(r1.headers()["ratelimit-limit"], "5000");
+    assert_ne!(r1.headers["x-request-id"], r2.headers["x-request-id"]);
+    assert_eq!(r1.headers["ratelimit-limit"], "5000");
 
     // Injected faults: 429 with retry-after, then 500, then through. Counted per route.
     let key = routes::key("GET", routes::LOAD_BALANCERS);
     h.sim.state().model().reset_request_counts();
     h.sim.state().model().inject_failures(&key, 1, Fault::TooManyRequests { retry_after: 9 });
     h.sim.state().model().inject_failures(&key, 1, Fault::ServerError);
-    let r = h.call(Method::GET, routes::LOAD_BALANCERS, Some(T), None).await;
-    assert_eq!(r.headers()["retry-after"], "9");
-    let (s, b) = (r.status(), r.json::<Value>().await.unwrap());
+    let r = h.call_as(Method::GET, routes::LOAD_BALANCERS, Some(T), None).await;
+    assert_eq!(r.headers["retry-after"], "9");
+    let (s, b) = (r.status, r.json());
     assert_error(s, &b, 429, "too_many_requests");
-    let (s, b) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
+    let (s, b) = h.call(Method::GET, routes::LOAD_BALANCERS, None).await.parts();
     assert_error(s, &b, 500, "server_error");
-    let (s, _) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
+    let (s, _) = h.call(Method::GET, routes::LOAD_BALANCERS, None).await.parts();
     assert_eq!(s, StatusCode::OK);
-    let (s, _) = h.json(Method::GET, &format!("{}?page=2", routes::LOAD_BALANCERS), None).await;
+    let (s, _) =
+        h.call(Method::GET, &format!("{}?page=2", routes::LOAD_BALANCERS), None).await.parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h.sim.state().model().request_count(&key), 4);
-    let (s, _) = h.json(Method::GET, "/v2/load_balancers/abc", None).await;
+    let (s, _) = h.call(Method::GET, "/v2/load_balancers/abc", None).await.parts();
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(h.sim.state().model().request_count(&routes::key("GET", routes::LOAD_BALANCER)), 1);
 }
@@ -486,139 +452,146 @@ async fn burst_limit_sends_retry_after() {
         rate_limits: RateLimits { per_hour: 100, per_minute: 2 },
         ..SimConfig::default()
     };
-    let h = Harness::new(config).await;
+    let h = Served::start(config).await;
     for _ in 0..2 {
-        assert_eq!(h.json(Method::GET, routes::OPTIONS, None).await.0, StatusCode::OK);
+        assert_eq!(h.call(Method::GET, routes::OPTIONS, None).await.parts().0, StatusCode::OK);
     }
-    let r = h.call(Method::GET, routes::OPTIONS, Some(T), None).await;
-    assert_eq!(r.headers()["retry-after"], "60");
-    assert_eq!(r.headers()["ratelimit-remaining"], "98");
-    let (s, b) = (r.status(), r.json::<Value>().await.unwrap());
+    let r = h.call_as(Method::GET, routes::OPTIONS, Some(T), None).await;
+    assert_eq!(r.headers["retry-after"], "60");
+    assert_eq!(r.headers["ratelimit-remaining"], "98");
+    let (s, b) = (r.status, r.json());
     assert_error(s, &b, 429, "too_many_requests");
     assert_eq!(b["message"], "API rate limit exceeded.");
     h.step(60);
-    assert_eq!(h.json(Method::GET, routes::OPTIONS, None).await.0, StatusCode::OK);
+    assert_eq!(h.call(Method::GET, routes::OPTIONS, None).await.parts().0, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn associated_resources_over_http() {
-    let h = Harness::new(SimConfig::default()).await;
+    let h = Served::start(SimConfig::default()).await;
     let mut ids = Vec::new();
     for name in ["a", "b"] {
-        let (_, v) = h.json(Method::POST, routes::CLUSTERS, Some(cluster_body(name))).await;
+        let (_, v) = h.call(Method::POST, routes::CLUSTERS, Some(cluster_body(name))).await.parts();
         let id = v["kubernetes_cluster"]["id"].as_str().unwrap().to_owned();
-        let mut lb = lb_body(&format!("lb-{name}"));
+        let mut lb = testing::lb_body(&format!("lb-{name}"));
         lb["tags"] = json!([format!("k8s:{id}")]);
-        let (_, l) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb)).await;
+        let (_, l) = h.call(Method::POST, routes::LOAD_BALANCERS, Some(lb)).await.parts();
         let vol = h.sim.state().model().inject_volume(T, &id, &format!("pvc-{name}")).unwrap();
         ids.push((id, l["load_balancer"]["id"].as_str().unwrap().to_owned(), vol));
     }
     let (a, a_lb, a_vol) = &ids[0];
     let (s, v) = h
-        .json(
+        .call(
             Method::GET,
             &format!("/v2/kubernetes/clusters/{a}/destroy_with_associated_resources"),
             None,
         )
-        .await;
+        .await
+        .parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         v,
         json!({"load_balancers": [{"id": a_lb, "name": "lb-a"}], "volumes": [{"id": a_vol, "name": "pvc-a"}], "volume_snapshots": []})
     );
     let r = h
-        .call(
+        .call_as(
             Method::DELETE,
             &format!("/v2/kubernetes/clusters/{a}/destroy_with_associated_resources/selective"),
             Some(T),
             Some(json!({"volumes": [a_vol]})),
         )
         .await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(
-        h.json(Method::GET, &format!("/v2/load_balancers/{a_lb}"), None).await.0,
+        h.call(Method::GET, &format!("/v2/load_balancers/{a_lb}"), None).await.parts().0,
         StatusCode::OK
     );
     let (b, b_lb, _) = &ids[1];
     let r = h
-        .call(
+        .call_as(
             Method::DELETE,
             &format!("/v2/kubernetes/clusters/{b}/destroy_with_associated_resources/dangerous"),
             Some(T),
             None,
         )
         .await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(
-        h.json(Method::GET, &format!("/v2/load_balancers/{b_lb}"), None).await.0,
+        h.call(Method::GET, &format!("/v2/load_balancers/{b_lb}"), None).await.parts().0,
         StatusCode::NOT_FOUND
     );
 }
 
 #[tokio::test]
 async fn droplets_and_rules_endpoints_and_list_lag() {
-    let h = Harness::new(SimConfig::default()).await;
-    let mut tagged = lb_body("tagged");
+    let h = Served::start(SimConfig::default()).await;
+    let mut tagged = testing::lb_body("tagged");
     tagged["droplet_ids"] = json!([]);
     tagged["tag"] = json!("web");
-    let (_, v) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(tagged)).await;
+    let (_, v) = h.call(Method::POST, routes::LOAD_BALANCERS, Some(tagged)).await.parts();
     let tagged_id = v["load_balancer"]["id"].as_str().unwrap().to_owned();
-    let (_, v) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("ids"))).await;
+    let (_, v) =
+        h.call(Method::POST, routes::LOAD_BALANCERS, Some(testing::lb_body("ids"))).await.parts();
     let ids_id = v["load_balancer"]["id"].as_str().unwrap().to_owned();
     h.step(1);
     let (s, v) = h
-        .json(
+        .call(
             Method::POST,
             &format!("/v2/load_balancers/{tagged_id}/droplets"),
             Some(json!({"droplet_ids": [5]})),
         )
-        .await;
+        .await
+        .parts();
     assert_error(s, &v, 422, "unprocessable_entity");
     let r = h
-        .call(
+        .call_as(
             Method::POST,
             &format!("/v2/load_balancers/{ids_id}/droplets"),
             Some(T),
             Some(json!({"droplet_ids": [5]})),
         )
         .await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
     h.step(1);
     let rule = json!({"forwarding_rules": [{"entry_protocol": "tcp", "entry_port": 5432, "target_protocol": "tcp", "target_port": 5432}]});
     let r = h
-        .call(
+        .call_as(
             Method::POST,
             &format!("/v2/load_balancers/{ids_id}/forwarding_rules"),
             Some(T),
             Some(rule),
         )
         .await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let (_, v) = h.json(Method::GET, &format!("/v2/load_balancers/{ids_id}"), None).await;
-    assert_eq!(v["load_balancer"]["droplet_ids"], json!([1, 5]));
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let (_, v) = h.call(Method::GET, &format!("/v2/load_balancers/{ids_id}"), None).await.parts();
+    assert_eq!(v["load_balancer"]["droplet_ids"], json!([3164444, 5]));
     assert_eq!(v["load_balancer"]["forwarding_rules"].as_array().unwrap().len(), 2);
 
     // CDN cache purge: GLOBAL only.
-    let (s, v) = h.json(Method::DELETE, &format!("/v2/load_balancers/{ids_id}/cache"), None).await;
+    let (s, v) =
+        h.call(Method::DELETE, &format!("/v2/load_balancers/{ids_id}/cache"), None).await.parts();
     assert_error(s, &v, 422, "unprocessable_entity");
     let (_, v) = h
-        .json(
+        .call(
             Method::POST,
             routes::LOAD_BALANCERS,
             Some(json!({"name": "g", "type": "GLOBAL", "target_load_balancer_ids": [ids_id]})),
         )
-        .await;
+        .await
+        .parts();
     let g = v["load_balancer"]["id"].as_str().unwrap().to_owned();
-    let r = h.call(Method::DELETE, &format!("/v2/load_balancers/{g}/cache"), Some(T), None).await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r =
+        h.call_as(Method::DELETE, &format!("/v2/load_balancers/{g}/cache"), Some(T), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
     h.step(1);
 
     // Eventual list consistency: a fresh object is missing from lists for a while.
     h.sim.state().model().set_list_lag(Some(std::time::Duration::from_secs(1)));
-    let (_, _) = h.json(Method::POST, routes::LOAD_BALANCERS, Some(lb_body("late"))).await;
-    let (_, v) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
+    let (_, _) =
+        h.call(Method::POST, routes::LOAD_BALANCERS, Some(testing::lb_body("late"))).await.parts();
+    let (_, v) = h.call(Method::GET, routes::LOAD_BALANCERS, None).await.parts();
     assert_eq!(v["meta"]["total"], 3);
     h.step(1);
-    let (_, v) = h.json(Method::GET, routes::LOAD_BALANCERS, None).await;
+    let (_, v) = h.call(Method::GET, routes::LOAD_BALANCERS, None).await.parts();
     assert_eq!(v["meta"]["total"], 4);
 }

@@ -7,27 +7,16 @@ use std::sync::Arc;
 use bc_domain::model::SecretString;
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::ports::{
-    ApplyOutcome, ClusterApi, ClusterError, DeleteOutcome, KubeObject, ObjectKind, ObjectRef,
-    OwnerLabel,
+    ApplyOutcome, ClusterApi, ClusterError, DeleteOutcome, ObjectKind, ObjectRef,
 };
 use bc_domain::ports::{Clock, ManualClock};
+use bc_sim::direct::DirectProvider;
 use bc_sim::kube::direct::DirectClusterApi;
 use bc_sim::{Sim, SimConfig, testing};
 use serde_json::json;
 
-fn owner(pool: &str) -> OwnerLabel {
-    OwnerLabel { key: LABEL_SUBSTRATE_POOL.into(), value: pool.into() }
-}
-
 fn ns_ref(name: &str) -> ObjectRef {
-    ObjectRef { kind: ObjectKind::Namespace, namespace: None, name: name.into() }
-}
-
-fn namespace(name: &str, pool: &str) -> KubeObject {
-    KubeObject {
-        object: ns_ref(name),
-        manifest: json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":name,"labels":{LABEL_SUBSTRATE_POOL:pool}}}),
-    }
+    testing::object_ref(ObjectKind::Namespace, None, name)
 }
 
 /// A simulator (not served: the direct face needs no listener) with one cluster that
@@ -58,7 +47,9 @@ async fn direct_face_keeps_the_ownership_rules() {
 
     assert_eq!(c.get_labels(&ns_ref("bc-p1")).await.unwrap(), None);
     assert_eq!(
-        c.apply_owned(&namespace("bc-p1", "p1"), &owner("p1")).await.unwrap(),
+        c.apply_owned(&testing::namespace_object("bc-p1", "p1"), &testing::owner("p1"))
+            .await
+            .unwrap(),
         ApplyOutcome::Created
     );
     let rv = |name: &str| {
@@ -68,12 +59,16 @@ async fn direct_face_keeps_the_ownership_rules() {
     };
     let before = rv("bc-p1");
     assert_eq!(
-        c.apply_owned(&namespace("bc-p1", "p1"), &owner("p1")).await.unwrap(),
+        c.apply_owned(&testing::namespace_object("bc-p1", "p1"), &testing::owner("p1"))
+            .await
+            .unwrap(),
         ApplyOutcome::Applied
     );
     assert_eq!(rv("bc-p1"), before);
     assert_eq!(
-        c.apply_owned(&namespace("bc-p1", "p2"), &owner("p2")).await.unwrap(),
+        c.apply_owned(&testing::namespace_object("bc-p1", "p2"), &testing::owner("p2"))
+            .await
+            .unwrap(),
         ApplyOutcome::Foreign { owner: Some("p1".into()) }
     );
 
@@ -89,20 +84,22 @@ async fn direct_face_keeps_the_ownership_rules() {
         .unwrap();
     let theirs = rv("theirs");
     assert_eq!(
-        c.apply_owned(&namespace("theirs", "p1"), &owner("p1")).await.unwrap(),
+        c.apply_owned(&testing::namespace_object("theirs", "p1"), &testing::owner("p1"))
+            .await
+            .unwrap(),
         ApplyOutcome::Foreign { owner: None }
     );
     assert_eq!(rv("theirs"), theirs, "not patched");
     assert_eq!(
-        c.delete_owned(&ns_ref("theirs"), &owner("p1")).await.unwrap(),
+        c.delete_owned(&ns_ref("theirs"), &testing::owner("p1")).await.unwrap(),
         DeleteOutcome::Foreign { owner: None }
     );
     assert_eq!(
-        c.delete_owned(&ns_ref("bc-p1"), &owner("p1")).await.unwrap(),
+        c.delete_owned(&ns_ref("bc-p1"), &testing::owner("p1")).await.unwrap(),
         DeleteOutcome::Deleted
     );
     assert_eq!(
-        c.delete_owned(&ns_ref("bc-p1"), &owner("p1")).await.unwrap(),
+        c.delete_owned(&ns_ref("bc-p1"), &testing::owner("p1")).await.unwrap(),
         DeleteOutcome::Absent
     );
 
@@ -134,7 +131,9 @@ async fn direct_face_gates_like_the_http_face() {
     let bad = SecretString::new(good.expose().replace(&token, "nope"));
     let c = api.connect(&bad).await.unwrap();
     let err = c.list_nodes("").await.unwrap_err();
-    assert!(matches!(err, ClusterError::Refused(_)), "{err:?}");
+    // 401: an expired or revoked token is a credentials error (mint new ones), as the
+    // kube adapter classifies it.
+    assert!(matches!(err, ClusterError::Credentials(_)), "{err:?}");
 
     let elsewhere = SecretString::new(good.expose().replace(&id, "no-such-cluster"));
     let c = api.connect(&elsewhere).await.unwrap();
@@ -153,4 +152,25 @@ async fn direct_face_gates_like_the_http_face() {
         api.connect(&SecretString::new("server: https://example.com\ntoken: t\n")).await.err(),
         Some(ClusterError::Credentials(_))
     ));
+}
+
+/// SPEC §6 under races, through the direct face: the same scenario as the kube
+/// adapter's over HTTP (testing::check_ownership_races).
+#[tokio::test]
+async fn ownership_holds_when_the_tenant_acts_between_read_and_write() {
+    let env = testing::ClusterEnv::start().await;
+    testing::check_ownership_races(&env, &DirectClusterApi::new(env.sim.state().clone())).await;
+}
+
+/// A revoked cluster token, through the direct faces: the session mints anew.
+#[tokio::test]
+async fn a_revoked_cluster_token_is_replaced_by_a_new_mint() {
+    let env = testing::ClusterEnv::start().await;
+    let state = env.sim.state().clone();
+    testing::check_session_recovers_from_a_revoked_token(
+        &env,
+        Arc::new(DirectProvider::new(state.clone(), testing::TEST_TOKEN)),
+        Arc::new(DirectClusterApi::new(state)),
+    )
+    .await;
 }

@@ -3,96 +3,23 @@
 //! create/merge/no-op, conflicts, selectors with `+`-encoded spaces, deletes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use bc_domain::ports::{Clock, ManualClock};
-use bc_sim::{Sim, SimConfig, SimServer, testing};
-use reqwest::StatusCode;
+use bc_domain::ports::Clock;
+use bc_sim::testing::{self, ClusterEnv};
 use serde_json::{Value, json};
 
-struct Env {
-    _server: SimServer,
-    sim: Sim,
-    clock: Arc<ManualClock>,
-    id: String,
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
 /// A served simulator with one cluster of two pools (gpu and plain), not yet running.
-async fn setup() -> (Env, String) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let (sim, clock) = testing::sim(SimConfig::default());
-    let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+async fn setup() -> (ClusterEnv, String) {
     let gpu = testing::with_taint(
         testing::node_pool("gpu", 2, &[("gpu", "true"), ("tier", "a")]),
         "gpu",
         "true",
         "NoSchedule",
     );
-    let id = testing::create_cluster(
-        &sim,
-        "c1",
-        vec![gpu, testing::node_pool("plain", 1, &[("tier", "b")])],
-    );
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let base = format!("{}/k8s/{}", server.url(), id);
-    let token = sim.state().model().cluster_api_token(&id).unwrap();
-    (Env { _server: server, sim, clock, id: id.clone(), http, base, token }, id)
-}
-
-impl Env {
-    fn run(&self) {
-        // Fast delays are seconds; a minute provisions the cluster and its nodes.
-        testing::run_until_running(&self.sim, &self.clock, &self.id);
-    }
-
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> (StatusCode, Value) {
-        let mut req =
-            self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
-        if let Some(b) = body {
-            req = req.header("content-type", "application/apply-patch+yaml").body(b.to_string());
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status();
-        (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap())
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.send(reqwest::Method::GET, path, None).await
-    }
-
-    async fn apply(&self, path: &str, query: &str, body: &Value) -> (StatusCode, Value) {
-        self.send(reqwest::Method::PATCH, &format!("{path}?{query}"), Some(body)).await
-    }
-
-    async fn nodes(&self, selector: &str) -> Vec<String> {
-        let resp = self
-            .http
-            .get(format!("{}/api/v1/nodes", self.base))
-            .bearer_auth(&self.token)
-            .query(&[("labelSelector", selector)])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200, "{selector}");
-        let v: Value = resp.json().await.unwrap();
-        assert_eq!(v["kind"], "NodeList");
-        let mut names: Vec<String> = v["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n["metadata"]["name"].as_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
-    }
+    let env =
+        ClusterEnv::provisioning(vec![gpu, testing::node_pool("plain", 1, &[("tier", "b")])]).await;
+    let id = env.id.clone();
+    (env, id)
 }
 
 fn assert_status(v: &Value, code: u16, reason: &str) {
@@ -105,11 +32,11 @@ fn assert_status(v: &Value, code: u16, reason: &str) {
 async fn gate_unknown_routes_and_auth() {
     let (env, id) = setup().await;
     // Provisioning: the API is not up yet.
-    let (s, v) = env.get("/api/v1/namespaces").await;
+    let (s, v) = env.get("/api/v1/namespaces").await.parts();
     assert_eq!(s, 503);
     assert_status(&v, 503, "ServiceUnavailable");
     env.run();
-    let (s, v) = env.get("/api/v1/namespaces?").await;
+    let (s, v) = env.get("/api/v1/namespaces?").await.parts();
     assert_eq!(s, 200);
     assert_eq!(v["kind"], "NamespaceList");
     assert!(v["metadata"]["resourceVersion"].is_string());
@@ -121,7 +48,7 @@ async fn gate_unknown_routes_and_auth() {
         "/api/v1/namespaces/x/configmaps/y",
         "/version",
     ] {
-        let (s, v) = env.get(path).await;
+        let (s, v) = env.get(path).await.parts();
         assert_eq!(s, 404, "{path}");
         assert_status(&v, 404, "NotFound");
     }
@@ -139,7 +66,7 @@ async fn gate_unknown_routes_and_auth() {
     assert_eq!(resp.status(), 404);
     assert_status(&resp.json().await.unwrap(), 404, "NotFound");
 
-    let (s, v) = env.get("/api/v1/namespaces/missing").await;
+    let (s, v) = env.get("/api/v1/namespaces/missing").await.parts();
     assert_eq!(s, 404);
     assert_status(&v, 404, "NotFound");
     assert_eq!(v["details"]["kind"], "namespaces");
@@ -152,7 +79,7 @@ async fn apply_creates_merges_and_is_a_no_op_when_unchanged() {
     env.run();
     let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bc-p1","labels":{"better-compute.dev/substrate-pool":"p1"}}});
     let (s, created) =
-        env.apply("/api/v1/namespaces/bc-p1", "&fieldManager=better-compute", &ns).await;
+        env.apply("/api/v1/namespaces/bc-p1", "?&fieldManager=better-compute", &ns).await.parts();
     assert_eq!(s, 201);
     let rv = created["metadata"]["resourceVersion"].clone();
     assert!(created["metadata"]["uid"].is_string());
@@ -161,15 +88,19 @@ async fn apply_creates_merges_and_is_a_no_op_when_unchanged() {
     assert_eq!(created["metadata"]["managedFields"][0]["manager"], "better-compute");
     assert_eq!(created["metadata"]["managedFields"][0]["operation"], "Apply");
 
-    let (s, again) =
-        env.apply("/api/v1/namespaces/bc-p1", "&force=true&fieldManager=better-compute", &ns).await;
+    let (s, again) = env
+        .apply("/api/v1/namespaces/bc-p1", "?&force=true&fieldManager=better-compute", &ns)
+        .await
+        .parts();
     assert_eq!(s, 200);
     assert_eq!(again["metadata"]["resourceVersion"], rv, "nothing changed");
 
     let mut changed = ns.clone();
     changed["metadata"]["labels"]["extra"] = json!("1");
-    let (s, merged) =
-        env.apply("/api/v1/namespaces/bc-p1", "&fieldManager=better-compute", &changed).await;
+    let (s, merged) = env
+        .apply("/api/v1/namespaces/bc-p1", "?&fieldManager=better-compute", &changed)
+        .await
+        .parts();
     assert_eq!(s, 200);
     let (old, new) = (
         rv.as_str().unwrap().parse::<u64>().unwrap(),
@@ -182,8 +113,13 @@ async fn apply_creates_merges_and_is_a_no_op_when_unchanged() {
     // Secret stringData is folded into base64 data.
     let secret = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"bcd-join","namespace":"bc-p1"},"stringData":{"joinToken":"abc"}});
     let (s, v) = env
-        .apply("/api/v1/namespaces/bc-p1/secrets/bcd-join", "&fieldManager=better-compute", &secret)
-        .await;
+        .apply(
+            "/api/v1/namespaces/bc-p1/secrets/bcd-join",
+            "?&fieldManager=better-compute",
+            &secret,
+        )
+        .await
+        .parts();
     assert_eq!(s, 201);
     assert_eq!(v["data"]["joinToken"], "YWJj");
     assert!(v.get("stringData").is_none());
@@ -212,20 +148,21 @@ async fn apply_creates_merges_and_is_a_no_op_when_unchanged() {
         .unwrap();
     assert_eq!(resp.status(), 415);
     assert_status(&resp.json().await.unwrap(), 415, "UnsupportedMediaType");
-    let (s, v) = env.apply("/api/v1/namespaces/bc-p1", "", &ns).await;
+    let (s, v) = env.apply("/api/v1/namespaces/bc-p1", "?", &ns).await.parts();
     assert_eq!(s, 422);
     assert_status(&v, 422, "Invalid");
-    let (s, v) = env.apply("/api/v1/namespaces/other", "&fieldManager=x", &ns).await;
+    let (s, v) = env.apply("/api/v1/namespaces/other", "?&fieldManager=x", &ns).await.parts();
     assert_eq!(s, 400);
     assert_status(&v, 400, "BadRequest");
     // A namespaced object needs its namespace.
     let (s, v) = env
         .apply(
             "/api/v1/namespaces/nope/serviceaccounts/bcd",
-            "&fieldManager=x",
+            "?&fieldManager=x",
             &json!({"metadata":{"name":"bcd"}}),
         )
-        .await;
+        .await
+        .parts();
     assert_eq!(s, 404);
     assert_status(&v, 404, "NotFound");
 }
@@ -253,8 +190,10 @@ async fn another_managers_field_conflicts_without_force() {
     )
     .unwrap();
     let ours = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}});
-    let (s, v) =
-        env.apply("/api/v1/namespaces/n/secrets/s", "&fieldManager=better-compute", &ours).await;
+    let (s, v) = env
+        .apply("/api/v1/namespaces/n/secrets/s", "?&fieldManager=better-compute", &ours)
+        .await
+        .parts();
     assert_eq!(s, 409);
     assert_status(&v, 409, "Conflict");
     let cause = &v["details"]["causes"][0];
@@ -263,12 +202,15 @@ async fn another_managers_field_conflicts_without_force() {
     assert!(cause["message"].as_str().unwrap().contains("kubectl"));
     // An unchanged value is shared, not a conflict.
     let same = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eA=="}});
-    let (s, _) =
-        env.apply("/api/v1/namespaces/n/secrets/s", "&fieldManager=better-compute", &same).await;
+    let (s, _) = env
+        .apply("/api/v1/namespaces/n/secrets/s", "?&fieldManager=better-compute", &same)
+        .await
+        .parts();
     assert_eq!(s, 200);
     let (s, v) = env
-        .apply("/api/v1/namespaces/n/secrets/s", "&force=true&fieldManager=better-compute", &ours)
-        .await;
+        .apply("/api/v1/namespaces/n/secrets/s", "?&force=true&fieldManager=better-compute", &ours)
+        .await
+        .parts();
     assert_eq!(s, 200);
     assert_eq!(v["data"]["k"], "eQ==");
 }
@@ -301,7 +243,7 @@ async fn nodes_come_from_the_model_and_select_by_label() {
     assert_eq!(resp.status(), 400);
     assert_status(&resp.json().await.unwrap(), 400, "BadRequest");
 
-    let (s, node) = env.get(&format!("/api/v1/nodes/{}", gpu[0])).await;
+    let (s, node) = env.get(&format!("/api/v1/nodes/{}", gpu[0])).await.parts();
     assert_eq!(s, 200);
     assert_eq!(node["kind"], "Node");
     assert!(node["spec"]["providerID"].as_str().unwrap().starts_with("digitalocean://"));
@@ -314,7 +256,7 @@ async fn nodes_come_from_the_model_and_select_by_label() {
     let labels: BTreeMap<String, String> =
         serde_json::from_value(node["metadata"]["labels"].clone()).unwrap();
     assert_eq!(labels.get("gpu").map(String::as_str), Some("true"));
-    let (s, v) = env.get("/api/v1/nodes/none").await;
+    let (s, v) = env.get("/api/v1/nodes/none").await.parts();
     assert_eq!(s, 404);
     assert_status(&v, 404, "NotFound");
 }
@@ -323,39 +265,44 @@ async fn nodes_come_from_the_model_and_select_by_label() {
 async fn delete_returns_the_object_or_a_status_and_cascades() {
     let (env, _) = setup().await;
     env.run();
-    let fm = "&fieldManager=better-compute";
-    env.apply("/api/v1/namespaces/n", fm, &json!({"metadata":{"name":"n"}})).await;
+    let fm = "?&fieldManager=better-compute";
+    env.apply("/api/v1/namespaces/n", fm, &json!({"metadata":{"name":"n"}})).await.parts();
     env.apply("/api/v1/namespaces/n/serviceaccounts/bcd", fm, &json!({"metadata":{"name":"bcd"}}))
-        .await;
+        .await
+        .parts();
     let ds = json!({"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"bcd","namespace":"n"},"spec":{"selector":{"matchLabels":{"app":"bcd"}},"template":{"metadata":{"labels":{"app":"bcd"}},"spec":{"containers":[{"name":"bcd","image":"bcd"}]}}}});
-    let (s, v) = env.apply("/apis/apps/v1/namespaces/n/daemonsets/bcd", fm, &ds).await;
+    let (s, v) = env.apply("/apis/apps/v1/namespaces/n/daemonsets/bcd", fm, &ds).await.parts();
     assert_eq!(s, 201);
     assert_eq!(v["metadata"]["generation"], 1);
-    let (s, list) = env.get("/apis/apps/v1/namespaces/n/daemonsets?").await;
+    let (s, list) = env.get("/apis/apps/v1/namespaces/n/daemonsets?").await.parts();
     assert_eq!((s.as_u16(), list["kind"].as_str()), (200, Some("DaemonSetList")));
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
 
-    let (s, v) =
-        env.send(reqwest::Method::DELETE, "/api/v1/namespaces/n/serviceaccounts/bcd?", None).await;
+    let (s, v) = env
+        .raw(reqwest::Method::DELETE, "/api/v1/namespaces/n/serviceaccounts/bcd?", None, None)
+        .await
+        .parts();
     assert_eq!(s, 200);
     assert_eq!(v["kind"], "Status");
     assert_eq!(v["status"], "Success");
-    let (s, v) =
-        env.send(reqwest::Method::DELETE, "/api/v1/namespaces/n/serviceaccounts/bcd?", None).await;
+    let (s, v) = env
+        .raw(reqwest::Method::DELETE, "/api/v1/namespaces/n/serviceaccounts/bcd?", None, None)
+        .await
+        .parts();
     assert_eq!(s, 404);
     assert_status(&v, 404, "NotFound");
 
-    let (s, v) = env.send(reqwest::Method::DELETE, "/api/v1/namespaces/n", None).await;
+    let (s, v) = env.raw(reqwest::Method::DELETE, "/api/v1/namespaces/n", None, None).await.parts();
     assert_eq!(s, 200);
     assert_eq!(v["kind"], "Namespace");
     assert_eq!(v["status"]["phase"], "Terminating");
     assert!(v["metadata"]["deletionTimestamp"].is_string());
-    let (s, _) = env.get("/api/v1/namespaces/n").await;
+    let (s, _) = env.get("/api/v1/namespaces/n").await.parts();
     assert_eq!(s, 404);
-    let (s, _) = env.get("/apis/apps/v1/namespaces/n/daemonsets/bcd").await;
+    let (s, _) = env.get("/apis/apps/v1/namespaces/n/daemonsets/bcd").await.parts();
     assert_eq!(s, 404, "the namespace took its DaemonSet with it");
 
-    let (s, v) = env.send(reqwest::Method::PUT, "/api/v1/nodes", None).await;
+    let (s, v) = env.raw(reqwest::Method::PUT, "/api/v1/nodes", None, None).await.parts();
     assert_eq!(s, 405);
     assert_status(&v, 405, "MethodNotAllowed");
 }
@@ -365,28 +312,28 @@ async fn requests_are_counted_and_failures_injected() {
     let (env, id) = setup().await;
     env.run();
     let kube = &env.sim.state().kube;
-    let fm = "&fieldManager=better-compute";
-    env.apply("/api/v1/namespaces/n", fm, &json!({"metadata":{"name":"n"}})).await;
-    env.get("/api/v1/namespaces/n").await;
-    env.get("/api/v1/namespaces/n").await;
+    let fm = "?&fieldManager=better-compute";
+    env.apply("/api/v1/namespaces/n", fm, &json!({"metadata":{"name":"n"}})).await.parts();
+    env.get("/api/v1/namespaces/n").await.parts();
+    env.get("/api/v1/namespaces/n").await.parts();
     env.nodes("").await;
-    env.get("/api/v1/namespaces/n/configmaps").await;
+    env.get("/api/v1/namespaces/n/configmaps").await.parts();
     assert_eq!(kube.request_count(&id, "apply namespaces"), 1);
     assert_eq!(kube.request_count(&id, "get namespaces"), 2);
     assert_eq!(kube.request_count(&id, "list nodes"), 1);
     assert_eq!(kube.request_count(&id, bc_sim::kube::UNMATCHED), 1);
 
     kube.inject_failures(&id, Some("get namespaces"), 1, 500);
-    let (s, v) = env.get("/api/v1/namespaces/n").await;
+    let (s, v) = env.get("/api/v1/namespaces/n").await.parts();
     assert_eq!(s, 500);
     assert_status(&v, 500, "InternalError");
-    let (s, _) = env.get("/api/v1/namespaces/n").await;
+    let (s, _) = env.get("/api/v1/namespaces/n").await.parts();
     assert_eq!(s, 200, "one failure only");
     kube.inject_failures(&id, None, 1, 403);
-    let (s, v) = env.get("/api/v1/nodes").await;
+    let (s, v) = env.get("/api/v1/nodes").await.parts();
     assert_eq!(s, 403);
     assert_status(&v, 403, "Forbidden");
     kube.inject_failures(&id, None, 5, 429);
     kube.clear_faults();
-    assert_eq!(env.get("/api/v1/nodes").await.0, 200);
+    assert_eq!(env.get("/api/v1/nodes").await.parts().0, 200);
 }

@@ -1,47 +1,20 @@
 //! The model's rules under a stepped `ManualClock` (research/digitalocean.md §9): no
 //! sleeps, no timing assertions — time moves only when a test says so.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use bc_domain::Timestamp;
 use bc_domain::ports::{Clock, ManualClock};
+use bc_sim::SimState;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::model::{
     ClusterCreate, ClusterState, ClusterUpdate, Fault, LbStatus, LoadBalancerSpec, Model,
     NodePoolSpec, NodeState, Selection, TaintSpec, catalog, routes,
 };
-use bc_sim::testing::{self, TEST_TOKEN as T};
-use bc_sim::{Sim, SimState};
+use bc_sim::testing::{self, TEST_TOKEN as T, cluster_create, step};
 use serde_json::json;
 
-fn sim(config: SimConfig) -> (Arc<ManualClock>, Sim) {
-    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
-    let sim = Sim::new(config, clock.clone());
-    (clock, sim)
-}
-
-fn step(clock: &ManualClock, secs: i64) {
-    clock.advance(time::Duration::seconds(secs));
-}
-
 fn pool(name: &str, count: i64) -> NodePoolSpec {
-    NodePoolSpec {
-        name: Some(name.into()),
-        size: Some("s-2vcpu-4gb".into()),
-        count: Some(count),
-        ..Default::default()
-    }
-}
-
-fn cluster_req(name: &str, version: &str, pools: Vec<NodePoolSpec>) -> ClusterCreate {
-    ClusterCreate {
-        name: Some(name.into()),
-        region: Some("nyc1".into()),
-        version: Some(version.into()),
-        node_pools: Some(pools),
-        ..Default::default()
-    }
+    testing::node_pool(name, count, &[])
 }
 
 fn lb_req(v: serde_json::Value) -> LoadBalancerSpec {
@@ -49,17 +22,13 @@ fn lb_req(v: serde_json::Value) -> LoadBalancerSpec {
 }
 
 fn regional(name: &str) -> LoadBalancerSpec {
-    lb_req(json!({
-        "name": name, "region": "nyc1",
-        "forwarding_rules": [{"entry_protocol": "http", "entry_port": 80, "target_protocol": "http", "target_port": 8080}],
-        "droplet_ids": [1, 2],
-    }))
+    lb_req(testing::lb_body(name))
 }
 
 /// Create a cluster and run the clock until it is running.
 fn running_cluster(state: &SimState, clock: &ManualClock, pools: Vec<NodePoolSpec>) -> String {
     let now = clock.now();
-    let c = state.model().create_cluster(T, cluster_req("c", "latest", pools), now).unwrap();
+    let c = state.model().create_cluster(T, cluster_create("c", "latest", pools), now).unwrap();
     step(clock, 10);
     assert!(state.model().cluster_is_running(&c.id, clock.now()));
     c.id
@@ -67,7 +36,7 @@ fn running_cluster(state: &SimState, clock: &ManualClock, pools: Vec<NodePoolSpe
 
 #[test]
 fn cluster_provisioning_fills_endpoint_ipv4_node_names_and_droplets() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let spec = testing::with_taint(
         testing::node_pool("workers", 2, &[("role", "bc")]),
@@ -77,7 +46,7 @@ fn cluster_provisioning_fills_endpoint_ipv4_node_names_and_droplets() {
     );
     let c = st
         .model()
-        .create_cluster(T, cluster_req("alpha", "latest", vec![spec]), clock.now())
+        .create_cluster(T, cluster_create("alpha", "latest", vec![spec]), clock.now())
         .unwrap();
     assert_eq!(c.state, ClusterState::Provisioning);
     assert_eq!(c.message, "provisioning");
@@ -137,30 +106,30 @@ fn cluster_provisioning_fills_endpoint_ipv4_node_names_and_droplets() {
 
 #[test]
 fn create_validation_refuses_per_options() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let mut m = sim.state().model();
     let now = clock.now();
     let err = |m: &mut Model, r: ClusterCreate| m.create_cluster(T, r, now).unwrap_err();
     assert_eq!(err(&mut m, ClusterCreate::default()).status, 422);
-    let mut r = cluster_req("a", "latest", vec![pool("p", 1)]);
+    let mut r = cluster_create("a", "latest", vec![pool("p", 1)]);
     r.region = Some("mars1".into());
     assert_eq!(err(&mut m, r).status, 422);
-    assert_eq!(err(&mut m, cluster_req("a", "1.20.0-do.0", vec![pool("p", 1)])).status, 422);
+    assert_eq!(err(&mut m, cluster_create("a", "1.20.0-do.0", vec![pool("p", 1)])).status, 422);
     // 1.32.5 exists but is not offered for new clusters (only each minor's latest patch).
-    assert_eq!(err(&mut m, cluster_req("a", "1.32.5-do.0", vec![pool("p", 1)])).status, 422);
-    assert_eq!(err(&mut m, cluster_req("a", "latest", vec![])).status, 422);
-    assert_eq!(err(&mut m, cluster_req("a", "latest", vec![pool("p", 0)])).status, 422);
+    assert_eq!(err(&mut m, cluster_create("a", "1.32.5-do.0", vec![pool("p", 1)])).status, 422);
+    assert_eq!(err(&mut m, cluster_create("a", "latest", vec![])).status, 422);
+    assert_eq!(err(&mut m, cluster_create("a", "latest", vec![pool("p", 0)])).status, 422);
     let mut p = pool("p", 1);
     p.size = Some("s-64vcpu".into());
-    assert_eq!(err(&mut m, cluster_req("a", "latest", vec![p])).status, 422);
+    assert_eq!(err(&mut m, cluster_create("a", "latest", vec![p])).status, 422);
     let mut p = pool("p", 1);
     p.taints = Some(vec![TaintSpec {
         key: Some("k".into()),
         value: None,
         effect: Some("Sometimes".into()),
     }]);
-    assert_eq!(err(&mut m, cluster_req("a", "latest", vec![p])).status, 422);
-    let mut r = cluster_req("a", "latest", vec![pool("p", 1)]);
+    assert_eq!(err(&mut m, cluster_create("a", "latest", vec![p])).status, 422);
+    let mut r = cluster_create("a", "latest", vec![pool("p", 1)]);
     r.tags = Some(vec!["k8s-mine".into()]);
     assert_eq!(err(&mut m, r).status, 422);
     // Scale to zero is allowed with autoscaling from 0.
@@ -168,13 +137,13 @@ fn create_validation_refuses_per_options() {
     p.auto_scale = Some(true);
     p.min_nodes = Some(0);
     p.max_nodes = Some(3);
-    let ok = m.create_cluster(T, cluster_req("a", "1.32", vec![p, pool("q", 1)]), now).unwrap();
+    let ok = m.create_cluster(T, cluster_create("a", "1.32", vec![p, pool("q", 1)]), now).unwrap();
     assert_eq!(ok.version, "1.32.6-do.1");
     // Names are unique per account.
-    assert_eq!(err(&mut m, cluster_req("a", "latest", vec![pool("p", 1)])).status, 422);
+    assert_eq!(err(&mut m, cluster_create("a", "latest", vec![pool("p", 1)])).status, 422);
     // Unknown token → 401.
     assert_eq!(
-        m.create_cluster("nope", cluster_req("b", "latest", vec![pool("p", 1)]), now)
+        m.create_cluster("nope", cluster_create("b", "latest", vec![pool("p", 1)]), now)
             .unwrap_err()
             .status,
         401
@@ -183,7 +152,7 @@ fn create_validation_refuses_per_options() {
 
 #[test]
 fn cluster_update_keeps_server_tags_and_immutables() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let id = running_cluster(st, &clock, vec![pool("p", 1)]);
     let now = clock.now();
@@ -226,11 +195,11 @@ fn upgrade_path_needs_latest_patch_before_next_minor() {
     assert_eq!(catalog::upgrades_from("1.32.6-do.1"), vec!["1.33.1-do.0"]);
     assert!(catalog::upgrades_from("1.33.1-do.0").is_empty());
 
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let c = st
         .model()
-        .create_cluster(T, cluster_req("u", "1.31", vec![pool("p", 1)]), clock.now())
+        .create_cluster(T, cluster_create("u", "1.31", vec![pool("p", 1)]), clock.now())
         .unwrap();
     assert_eq!(c.version, "1.31.9-do.0");
     // Not while provisioning.
@@ -261,7 +230,7 @@ fn upgrade_path_needs_latest_patch_before_next_minor() {
 
 #[test]
 fn resize_down_drains_then_deletes_then_removes() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let id = running_cluster(st, &clock, vec![pool("p", 3)]);
     let pid = st.model().list_node_pools(T, &id, clock.now()).unwrap()[0].id.clone();
@@ -298,7 +267,7 @@ fn resize_down_drains_then_deletes_then_removes() {
 
 #[test]
 fn delete_node_replace_keeps_count_shrink_drops_one() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let id = running_cluster(st, &clock, vec![pool("p", 2)]);
     let p = st.model().list_node_pools(T, &id, clock.now()).unwrap().remove(0);
@@ -328,7 +297,7 @@ fn delete_node_replace_keeps_count_shrink_drops_one() {
 
 #[test]
 fn cluster_delete_goes_deleting_then_404() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let id = running_cluster(st, &clock, vec![pool("p", 1)]);
     st.model().delete_cluster(T, &id, clock.now()).unwrap();
@@ -341,11 +310,11 @@ fn cluster_delete_goes_deleting_then_404() {
 
 #[test]
 fn forced_error_and_degraded_carry_messages() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let c = st
         .model()
-        .create_cluster(T, cluster_req("e", "latest", vec![pool("p", 1)]), clock.now())
+        .create_cluster(T, cluster_create("e", "latest", vec![pool("p", 1)]), clock.now())
         .unwrap();
     assert!(st.model().force_cluster_state(&c.id, ClusterState::Error, "droplet create failed"));
     step(&clock, 10);
@@ -360,7 +329,7 @@ fn forced_error_and_degraded_carry_messages() {
 
 #[test]
 fn load_balancer_new_to_active_and_busy_window() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let lb = st.model().create_load_balancer(T, regional("web"), clock.now()).unwrap();
     assert_eq!((lb.status, lb.ip.as_str()), (LbStatus::New, ""));
@@ -395,7 +364,7 @@ fn load_balancer_new_to_active_and_busy_window() {
 
 #[test]
 fn load_balancer_put_is_full_replace_with_defaults() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let full = lb_req(json!({
         "name": "full", "region": "fra1", "size_unit": 2,
@@ -439,7 +408,7 @@ fn load_balancer_put_is_full_replace_with_defaults() {
 
 #[test]
 fn load_balancer_validation_422s() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let now = clock.now();
     let mut m = st.model();
@@ -472,7 +441,7 @@ fn load_balancer_validation_422s() {
 
 #[test]
 fn load_balancer_resize_once_per_minute_and_immutables() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let lb = st.model().create_load_balancer(T, regional("r"), clock.now()).unwrap();
     step(&clock, 1);
@@ -510,7 +479,7 @@ fn load_balancer_resize_once_per_minute_and_immutables() {
 
 #[test]
 fn global_load_balancer_rules() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let r = st.model().create_load_balancer(T, regional("backend"), clock.now()).unwrap();
     let g = st
@@ -550,7 +519,7 @@ fn global_load_balancer_rules() {
 
 #[test]
 fn associated_resources_plain_selective_dangerous() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let make = |name: &str| {
         let id = running_cluster(st, &clock, vec![pool("p", 1)]);
@@ -608,7 +577,7 @@ fn rate_limits_slide_per_minute_and_per_hour() {
         rate_limits: RateLimits { per_hour: 8, per_minute: 3 },
         ..SimConfig::default()
     };
-    let (clock, sim) = sim(config);
+    let (sim, clock) = testing::sim(config);
     let st = sim.state();
     let key = routes::key("GET", routes::CLUSTERS);
     let t0 = clock.now();
@@ -654,7 +623,7 @@ fn rate_limits_slide_per_minute_and_per_hour() {
 
 #[test]
 fn faults_refusals_counters_and_brief_404() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let key = routes::key("PUT", routes::NODE_POOL);
     st.model().inject_failures(&key, 2, Fault::ServerError);
@@ -677,7 +646,7 @@ fn faults_refusals_counters_and_brief_404() {
     assert_eq!(m.total_requests(), 0);
 
     m.set_brief_not_found(Some(Duration::from_secs(3)));
-    let c = m.create_cluster(T, cluster_req("b", "latest", vec![pool("p", 1)]), now).unwrap();
+    let c = m.create_cluster(T, cluster_create("b", "latest", vec![pool("p", 1)]), now).unwrap();
     let lb = m.create_load_balancer(T, regional("b"), now).unwrap();
     assert_eq!(m.get_cluster(T, &c.id, now).unwrap_err().status, 404);
     assert_eq!(m.get_load_balancer(T, &lb.id, now).unwrap_err().status, 404);
@@ -690,7 +659,7 @@ fn faults_refusals_counters_and_brief_404() {
 
 #[test]
 fn scoped_tokens_get_403_outside_their_scopes() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let mut m = sim.state().model();
     m.add_scoped_token("dop_v1_ro", &["kubernetes:read", "kubernetes:access_cluster"]);
     let now = clock.now();
@@ -719,7 +688,7 @@ fn scoped_tokens_get_403_outside_their_scopes() {
 
 #[test]
 fn dualstack_gets_ipv6_and_internal_gets_a_private_ip() {
-    let (clock, sim) = sim(SimConfig::default());
+    let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();
     let mut ds = regional("ds");
     ds.network_stack = Some("DUALSTACK".into());

@@ -2,80 +2,39 @@
 //! rules, error classification as the HTTP adapter would do it, shared counters and
 //! faults, autopilot as a provider flag, and credentials equal to what HTTP serves.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bc_domain::model::{ClusterMode, ForwardingRule, HealthCheck, LoadBalancerType, Protocol};
+use bc_domain::ProviderError;
+use bc_domain::model::ClusterMode;
 use bc_domain::policy::{Taint, TaintEffect};
 use bc_domain::ports::{
-    Clock, CreateClusterRequest, LoadBalancerRequest, ManualClock, NodePoolRequest,
+    Clock, CreateClusterRequest, MaintenanceWindow, ManualClock, NodePoolRequest,
     ProviderClusterState, ProviderImpl, ProviderLoadBalancerStatus, ProviderNodeState,
-    ProviderTargets,
+    UpdateClusterRequest,
 };
-use bc_domain::{ProviderError, Timestamp};
 use bc_sim::Sim;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::direct::DirectProvider;
 use bc_sim::model::{Fault, routes};
-use bc_sim::testing::TEST_TOKEN;
+use bc_sim::testing::{self, TEST_TOKEN, step};
 
 fn setup(config: SimConfig) -> (Arc<ManualClock>, Sim, DirectProvider) {
-    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_ms(1_800_000_000_000)));
-    let sim = Sim::new(config, clock.clone());
+    let (sim, clock) = testing::sim(config);
     let p = DirectProvider::new(sim.state().clone(), TEST_TOKEN);
     (clock, sim, p)
 }
 
-fn step(clock: &ManualClock, secs: i64) {
-    clock.advance(time::Duration::seconds(secs));
-}
-
+/// A pool labelled `bc/pool`, tainted `bc=x:NoExecute`, tagged `team`.
 fn pool_req(name: &str, count: u32) -> NodePoolRequest {
     NodePoolRequest {
-        name: name.into(),
-        size: "s-2vcpu-4gb".into(),
-        count: Some(count),
-        auto_scale: None,
-        labels: BTreeMap::from([("bc/pool".to_owned(), "p1".to_owned())]),
         taints: vec![Taint { key: "bc".into(), value: "x".into(), effect: TaintEffect::NoExecute }],
         tags: vec!["team".into()],
+        ..testing::node_pool_request(name, count)
     }
 }
 
 fn cluster_req(name: &str, mode: ClusterMode, pools: Vec<NodePoolRequest>) -> CreateClusterRequest {
-    CreateClusterRequest {
-        name: name.into(),
-        region: "ams3".into(),
-        version: "latest".into(),
-        high_availability: false,
-        mode,
-        tags: vec!["bc".into()],
-        node_pools: pools,
-    }
-}
-
-fn lb_req(name: &str) -> LoadBalancerRequest {
-    LoadBalancerRequest {
-        name: name.into(),
-        kind: LoadBalancerType::Regional,
-        region: Some("nyc1".into()),
-        forwarding_rules: vec![ForwardingRule {
-            entry_protocol: Protocol::Http,
-            entry_port: 80,
-            target_protocol: Protocol::Http,
-            target_port: 8080,
-            certificate_id: None,
-            tls_passthrough: false,
-        }],
-        health_check: HealthCheck::default(),
-        sticky_sessions: None,
-        targets: ProviderTargets::DropletIds(vec![11, 12]),
-        size_unit: Some(1),
-        redirect_http_to_https: false,
-        global_settings: None,
-        domains: vec![],
-        tags: vec!["k8s:abc".into()],
-    }
+    CreateClusterRequest { mode, ..testing::cluster_request(name, pools) }
 }
 
 #[tokio::test]
@@ -93,7 +52,9 @@ async fn cluster_and_pools_through_the_port() {
     assert_eq!(c.tags, vec!["bc".to_owned()], "server tags stripped");
     assert_eq!(c.node_pools[0].tags, vec!["team".to_owned()]);
     assert!(c.node_pools[0].nodes.iter().all(|n| n.droplet_id.is_none() && n.name.is_empty()));
-    assert_eq!(k.credentials(&c.id).await.unwrap_err(), ProviderError::NotFound);
+    // Research §8.1: the kubeconfig is not served while the cluster provisions; that is
+    // "not ready yet", never "gone".
+    assert!(matches!(k.credentials(&c.id).await.unwrap_err(), ProviderError::Transient { .. }));
     step(&clock, 2);
     let c = k.get_cluster(&c.id).await.unwrap();
     assert_eq!(c.state, ProviderClusterState::Running);
@@ -117,7 +78,10 @@ async fn cluster_and_pools_through_the_port() {
     k.delete_node_pool(&c.id, &added.id).await.unwrap();
     assert!(k.available_upgrades(&c.id).await.unwrap().is_empty());
     let e = k.upgrade_cluster(&c.id, "1.31.9-do.0").await.unwrap_err();
-    assert_eq!(e, ProviderError::Refused { message: "invalid upgrade path".into() });
+    // The message reads as the HTTP adapter's: method, path, status, request id, text.
+    let ProviderError::Refused { message } = e else { panic!("{e:?}") };
+    assert!(message.starts_with(&format!("POST /v2/kubernetes/clusters/{}/upgrade: 422", c.id)));
+    assert!(message.ends_with("invalid upgrade path"), "{message}");
     let opts = k.options().await.unwrap();
     assert_eq!(opts.versions[0].slug, "1.33.1-do.0");
     assert_eq!(opts.regions.len(), 10);
@@ -133,7 +97,7 @@ async fn cluster_and_pools_through_the_port() {
     }
 
     // Associated resources and selective delete.
-    let mut lb = lb_req("assoc");
+    let mut lb = testing::lb_request("assoc");
     lb.tags = vec![format!("k8s:{}", c.id)];
     let lb = p.load_balancers().create(&lb).await.unwrap();
     let a = k.associated_resources(&c.id).await.unwrap();
@@ -192,10 +156,10 @@ async fn errors_are_classified_like_the_http_adapter() {
 
     // LB busy → Transient; after the window the update goes through.
     let lbs = p.load_balancers();
-    let lb = lbs.create(&lb_req("web")).await.unwrap();
+    let lb = lbs.create(&testing::lb_request("web")).await.unwrap();
     assert_eq!(lb.status, ProviderLoadBalancerStatus::New);
     assert!(matches!(
-        lbs.update(&lb.id, &lb_req("web")).await.unwrap_err(),
+        lbs.update(&lb.id, &testing::lb_request("web")).await.unwrap_err(),
         ProviderError::Transient { .. }
     ));
     step(&clock, 1);
@@ -203,8 +167,8 @@ async fn errors_are_classified_like_the_http_adapter() {
     assert_eq!(got.status, ProviderLoadBalancerStatus::Active);
     assert!(got.ip.is_some());
     // What the provider holds reads back as the request that made it (diffable).
-    assert_eq!(got.spec, lb_req("web"));
-    assert!(lbs.update(&lb.id, &lb_req("web")).await.is_ok());
+    assert_eq!(got.spec, testing::lb_request("web"));
+    assert!(lbs.update(&lb.id, &testing::lb_request("web")).await.is_ok());
     assert_eq!(lbs.list().await.unwrap().len(), 1);
     lbs.delete(&lb.id).await.unwrap();
     assert_eq!(lbs.delete(&lb.id).await.unwrap_err(), ProviderError::NotFound);
@@ -230,26 +194,83 @@ async fn hourly_exhaustion_waits_until_the_oldest_request_ages_out() {
 
 #[tokio::test]
 async fn credentials_match_the_http_kubeconfig() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let (clock, sim, p) = setup(SimConfig::default());
-    let server = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let served = testing::Served::start(SimConfig::default()).await;
+    let (clock, p) = (&served.clock, DirectProvider::new(served.sim.state().clone(), TEST_TOKEN));
     let c = p
         .kubernetes()
         .create_cluster(&cluster_req("k", ClusterMode::Standard, vec![pool_req("p", 1)]))
         .await
         .unwrap();
-    step(&clock, 2);
+    served.step(2);
     let creds = p.kubernetes().credentials(&c.id).await.unwrap();
     assert_eq!(creds.expires_at, Some(clock.now() + time::Duration::days(7)));
-    let http = reqwest::Client::new()
-        .get(format!("{}/v2/kubernetes/clusters/{}/kubeconfig", server.url(), c.id))
-        .bearer_auth(TEST_TOKEN)
-        .send()
+    let http = served.get(&format!("/v2/kubernetes/clusters/{}/kubeconfig", c.id)).await.text;
+    assert_eq!(creds.kubeconfig.expose(), http);
+    assert!(http.contains(&format!("{}/k8s/{}", served.server.url(), c.id)));
+}
+
+/// Research §1: a 403 is retryable only when it is the load balancer's "busy" answer; a
+/// scope refusal is `Refused`, exactly as the HTTP adapter classifies it (one
+/// classification, bc_domain::classify::digitalocean).
+#[tokio::test]
+async fn only_the_busy_403_is_transient() {
+    let (_clock, sim, p) = setup(SimConfig::default());
+    sim.state().model().add_scoped_token("dop_v1_reader", &["kubernetes:read"]);
+    let reader = DirectProvider::new(sim.state().clone(), "dop_v1_reader");
+    let e = reader
+        .kubernetes()
+        .create_cluster(&cluster_req("a", ClusterMode::Standard, vec![pool_req("p", 1)]))
         .await
-        .unwrap()
-        .text()
+        .unwrap_err();
+    let ProviderError::Refused { message } = &e else { panic!("{e:?}") };
+    assert!(message.contains("403") && !message.contains("dop_v1_reader"), "{message}");
+    assert!(!e.is_retryable());
+
+    let lbs = p.load_balancers();
+    let lb = lbs.create(&testing::lb_request("web")).await.unwrap();
+    let busy = lbs.update(&lb.id, &testing::lb_request("web")).await.unwrap_err();
+    assert!(matches!(busy, ProviderError::Transient { .. }), "{busy:?}");
+}
+
+/// Research §4.4: PUT changes name and tags, and HA only false → true.
+#[tokio::test]
+async fn cluster_update_changes_name_tags_and_ha_only_upwards() {
+    let (clock, _sim, p) = setup(SimConfig::default());
+    let k = p.kubernetes();
+    let c = k
+        .create_cluster(&cluster_req("a", ClusterMode::Standard, vec![pool_req("p", 1)]))
         .await
         .unwrap();
-    assert_eq!(creds.kubeconfig.expose(), http);
-    assert!(http.contains(&format!("{}/k8s/{}", server.url(), c.id)));
+    step(&clock, 2);
+    let c = k.get_cluster(&c.id).await.unwrap();
+    assert!(!c.high_availability);
+    let up = UpdateClusterRequest {
+        name: "b".into(),
+        tags: vec!["bc".into(), "team".into()],
+        high_availability: Some(true),
+        surge_upgrade: Some(true),
+        maintenance_window: Some(MaintenanceWindow {
+            start_time: "03:00".into(),
+            day: "sunday".into(),
+        }),
+        ..UpdateClusterRequest::keeping(&c)
+    };
+    let changed = k.update_cluster(&c.id, &up).await.unwrap();
+    assert_eq!((changed.name.as_str(), changed.high_availability), ("b", true));
+    assert_eq!(changed.tags, vec!["bc", "team"], "server tags stay stripped");
+    assert!(changed.surge_upgrade && !changed.auto_upgrade);
+    assert_eq!(changed.maintenance_window, up.maintenance_window);
+    assert_eq!(k.get_cluster(&c.id).await.unwrap(), changed, "it stuck");
+
+    let down = UpdateClusterRequest {
+        high_availability: Some(false),
+        ..UpdateClusterRequest::keeping(&changed)
+    };
+    let e = k.update_cluster(&c.id, &down).await.unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::Refused { message } if message.contains("high availability")),
+        "{e:?}"
+    );
+    assert!(k.get_cluster(&c.id).await.unwrap().high_availability);
+    assert_eq!(k.update_cluster("nope", &down).await.unwrap_err(), ProviderError::NotFound);
 }

@@ -1,16 +1,25 @@
-//! The `ClusterApi` port: reaching a cluster's Kubernetes API with its credentials.
+//! The `ClusterApi` port: reaching a cluster's Kubernetes API with its credentials; the
+//! one ownership rule every cluster adapter applies (over the primitive operations of
+//! [`ClusterOps`]); and [`ClusterSession`], which keeps a cluster reachable across token
+//! expiry by minting new credentials at the provider.
 //!
 //! Invariant: `apply_owned` and `delete_owned` read the object first and never patch or
-//! delete one that lacks the owner label (or carries another value of it); `force` is
-//! used only on objects that carry it.
+//! delete one that lacks the owner label (or carries another value of it): an absent
+//! object is created (never applied, which could merge into one made meanwhile), a
+//! delete carries the uid and resourceVersion it read as preconditions, and `force` is
+//! used only on objects that carry the label. This rule exists once, here; adapters
+//! implement only [`ClusterOps`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::error::ProviderError;
 use crate::model::SecretString;
+use crate::ports::provider::ProviderImpl;
 
 /// The kinds of object we manage in clusters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -65,13 +74,37 @@ impl std::fmt::Display for ObjectRef {
 }
 
 /// An object to apply: its ref and its full manifest (with `apiVersion`, `kind`,
-/// `metadata.labels` including the owner label).
-#[derive(Debug, Clone, PartialEq)]
+/// `metadata.labels` including the owner label). `Debug` shows a Secret's keys but not
+/// its values (the join token).
+#[derive(Clone, PartialEq)]
 pub struct KubeObject {
     /// Which object.
     pub object: ObjectRef,
     /// The manifest.
     pub manifest: serde_json::Value,
+}
+
+impl std::fmt::Debug for KubeObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut shown = self.manifest.clone();
+        if self.object.kind == ObjectKind::Secret
+            && let Some(m) = shown.as_object_mut()
+        {
+            for field in ["data", "stringData"] {
+                if let Some(serde_json::Value::Object(values)) = m.get_mut(field) {
+                    for v in values.values_mut() {
+                        *v = serde_json::Value::String("[redacted]".into());
+                    }
+                } else if m.contains_key(field) {
+                    m.insert(field.into(), serde_json::Value::String("[redacted]".into()));
+                }
+            }
+        }
+        f.debug_struct("KubeObject")
+            .field("object", &self.object)
+            .field("manifest", &shown)
+            .finish()
+    }
 }
 
 /// The label that marks objects as ours: `key=value`.
@@ -127,7 +160,8 @@ pub struct ClusterNode {
 /// Errors reaching a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterError {
-    /// The kubeconfig could not be used.
+    /// The kubeconfig could not be used, or the cluster refused its token (401: expired
+    /// or revoked). Mint new credentials at the provider ([`ClusterSession`] does).
     #[error("invalid cluster credentials: {0}")]
     Credentials(String),
     /// The API could not be reached, or answered 5xx/429.
@@ -136,12 +170,193 @@ pub enum ClusterError {
     /// The API refused the request (4xx other than not-found).
     #[error("cluster API refused the request: {0}")]
     Refused(String),
-    /// Server-side apply conflicted with another field manager.
+    /// Server-side apply conflicted with another field manager, or the object kept
+    /// changing under a read-then-write.
     #[error("apply conflict: {0}")]
     Conflict(String),
+    /// The provider could not hand out the cluster's credentials (the cluster is gone,
+    /// still provisioning, the account is refused, throttled…).
+    #[error("cluster credentials from the provider: {0}")]
+    Provider(ProviderError),
 }
 
-/// A connected client for one cluster.
+/// A failed primitive operation (see [`ClusterOps`]), as
+/// `classify::kubernetes::classify_status` reads a Status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectError {
+    /// The object (or its namespace) does not exist.
+    NotFound,
+    /// A create found the name taken.
+    AlreadyExists,
+    /// A field-manager conflict or a failed precondition.
+    Conflict(String),
+    /// Anything else.
+    Failed(ClusterError),
+}
+
+impl From<ClusterError> for ObjectError {
+    fn from(e: ClusterError) -> Self {
+        ObjectError::Failed(e)
+    }
+}
+
+impl ObjectError {
+    /// As a [`ClusterError`], for a caller for whom no class of it is an answer
+    /// (`what` names the object or list).
+    pub fn into_cluster_error(self, what: &dyn std::fmt::Display) -> ClusterError {
+        match self {
+            // Not the object's own absence (callers answer that), but something it needs
+            // (its namespace, the API path): retrying does not fix it.
+            ObjectError::NotFound => ClusterError::Refused(format!("{what}: not found")),
+            ObjectError::AlreadyExists => {
+                ClusterError::Conflict(format!("{what} was created by someone else"))
+            }
+            ObjectError::Conflict(m) => ClusterError::Conflict(m),
+            ObjectError::Failed(e) => e,
+        }
+    }
+}
+
+/// What a read of an object returns: its labels and identity.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+/// Conditions a delete must meet (Kubernetes `DeleteOptions.preconditions`); the server
+/// answers 409 Conflict when the object is not that one any more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The uid it must have.
+    pub uid: Option<String>,
+    /// The resourceVersion it must have.
+    pub resource_version: Option<String>,
+}
+
+/// The primitive operations of a Kubernetes API that the ownership rule is built on.
+/// Each cluster adapter implements these over its transport, classifying failures with
+/// `classify::kubernetes::classify_status`; [`ClusterClient`] comes with them.
+#[async_trait]
+pub trait ClusterOps: Send + Sync {
+    /// GET one object (`NotFound` when absent).
+    async fn read(&self, object: &ObjectRef) -> Result<ObjectMeta, ObjectError>;
+    /// POST the object to its collection, field manager `better-compute`
+    /// (`AlreadyExists` when the name is taken).
+    async fn create(&self, object: &KubeObject) -> Result<(), ObjectError>;
+    /// Server-side apply, field manager `better-compute`, forced or not.
+    async fn apply(&self, object: &KubeObject, force: bool) -> Result<(), ObjectError>;
+    /// DELETE with `preconditions` (`NotFound` when absent, `Conflict` when they fail).
+    async fn delete(
+        &self,
+        object: &ObjectRef,
+        preconditions: &Preconditions,
+    ) -> Result<(), ObjectError>;
+    /// Nodes matching a label selector.
+    async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError>;
+}
+
+/// Whose an object is, by its owner label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// It carries `owner`.
+    Ours,
+    /// It does not: its owner label's value, if any.
+    Foreign(Option<String>),
+}
+
+/// The ownership rule: an object is ours exactly when it carries `owner.key=owner.value`.
+pub fn ownership(labels: &BTreeMap<String, String>, owner: &OwnerLabel) -> Ownership {
+    match labels.get(&owner.key) {
+        Some(v) if *v == owner.value => Ownership::Ours,
+        other => Ownership::Foreign(other.cloned()),
+    }
+}
+
+/// How many read-decide-write rounds the ownership rule makes before it reports the
+/// object as changing under it.
+pub const OWNERSHIP_ATTEMPTS: usize = 3;
+
+/// An object's labels, `None` when absent.
+pub async fn get_labels<O: ClusterOps + ?Sized>(
+    ops: &O,
+    object: &ObjectRef,
+) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+    match ops.read(object).await {
+        Ok(meta) => Ok(Some(meta.labels)),
+        Err(ObjectError::NotFound) => Ok(None),
+        Err(e) => Err(e.into_cluster_error(object)),
+    }
+}
+
+/// Creates the object when absent; applies it (forced) when it carries `owner`; reports
+/// it `Foreign` otherwise. A create that finds the name taken (someone made it since the
+/// read) reads again and decides again, so the tenant's object is never merged into.
+pub async fn apply_owned<O: ClusterOps + ?Sized>(
+    ops: &O,
+    object: &KubeObject,
+    owner: &OwnerLabel,
+) -> Result<ApplyOutcome, ClusterError> {
+    let r = &object.object;
+    for _ in 0..OWNERSHIP_ATTEMPTS {
+        match ops.read(r).await {
+            Err(ObjectError::NotFound) => match ops.create(object).await {
+                Ok(()) => return Ok(ApplyOutcome::Created),
+                // Made (or deleted and made again) since the read: decide again.
+                Err(ObjectError::AlreadyExists) => continue,
+                Err(e) => return Err(e.into_cluster_error(r)),
+            },
+            Err(e) => return Err(e.into_cluster_error(r)),
+            Ok(meta) => match ownership(&meta.labels, owner) {
+                Ownership::Foreign(owner) => return Ok(ApplyOutcome::Foreign { owner }),
+                Ownership::Ours => {
+                    ops.apply(object, true).await.map_err(|e| e.into_cluster_error(r))?;
+                    return Ok(ApplyOutcome::Applied);
+                }
+            },
+        }
+    }
+    Err(ClusterError::Conflict(format!(
+        "{r} kept appearing and disappearing over {OWNERSHIP_ATTEMPTS} attempts"
+    )))
+}
+
+/// Deletes the object if it carries `owner`, on the condition that it is still the
+/// object read (same uid and resourceVersion); when that fails, reads and decides again.
+pub async fn delete_owned<O: ClusterOps + ?Sized>(
+    ops: &O,
+    object: &ObjectRef,
+    owner: &OwnerLabel,
+) -> Result<DeleteOutcome, ClusterError> {
+    for _ in 0..OWNERSHIP_ATTEMPTS {
+        let meta = match ops.read(object).await {
+            Ok(meta) => meta,
+            Err(ObjectError::NotFound) => return Ok(DeleteOutcome::Absent),
+            Err(e) => return Err(e.into_cluster_error(object)),
+        };
+        if let Ownership::Foreign(owner) = ownership(&meta.labels, owner) {
+            return Ok(DeleteOutcome::Foreign { owner });
+        }
+        let pre = Preconditions { uid: meta.uid, resource_version: meta.resource_version };
+        match ops.delete(object, &pre).await {
+            Ok(()) => return Ok(DeleteOutcome::Deleted),
+            Err(ObjectError::NotFound) => return Ok(DeleteOutcome::Absent),
+            // Changed or replaced since the read: decide again on what is there now.
+            Err(ObjectError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into_cluster_error(object)),
+        }
+    }
+    Err(ClusterError::Conflict(format!(
+        "{object} kept changing over {OWNERSHIP_ATTEMPTS} attempts"
+    )))
+}
+
+/// A connected client for one cluster. Every [`ClusterOps`] is one, with the ownership
+/// rule of this module.
 #[async_trait]
 pub trait ClusterClient: Send + Sync {
     /// An object's labels, or `None` if it does not exist.
@@ -174,4 +389,183 @@ pub trait ClusterApi: Send + Sync {
         &self,
         kubeconfig: &SecretString,
     ) -> Result<Arc<dyn ClusterClient>, ClusterError>;
+}
+
+#[async_trait]
+impl<O: ClusterOps + ?Sized> ClusterClient for O {
+    async fn get_labels(
+        &self,
+        object: &ObjectRef,
+    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+        get_labels(self, object).await
+    }
+    async fn apply_owned(
+        &self,
+        object: &KubeObject,
+        owner: &OwnerLabel,
+    ) -> Result<ApplyOutcome, ClusterError> {
+        apply_owned(self, object, owner).await
+    }
+    async fn delete_owned(
+        &self,
+        object: &ObjectRef,
+        owner: &OwnerLabel,
+    ) -> Result<DeleteOutcome, ClusterError> {
+        delete_owned(self, object, owner).await
+    }
+    async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
+        ClusterOps::list_nodes(self, label_selector).await
+    }
+}
+
+/// One provider cluster reached through a [`ClusterApi`] with the credentials its
+/// provider hands out: the client is made on first use and kept; when the cluster
+/// refuses the credentials (`Credentials`: an expired or revoked token), the provider's
+/// cached kubeconfig is dropped, a new one minted, and the call made once more.
+pub struct ClusterSession {
+    provider: Arc<dyn ProviderImpl>,
+    api: Arc<dyn ClusterApi>,
+    cluster_id: String,
+    client: Mutex<Option<Arc<dyn ClusterClient>>>,
+}
+
+impl std::fmt::Debug for ClusterSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSession").field("cluster_id", &self.cluster_id).finish()
+    }
+}
+
+impl ClusterSession {
+    /// A session with provider cluster `cluster_id` of `provider`'s account.
+    pub fn new(
+        provider: Arc<dyn ProviderImpl>,
+        api: Arc<dyn ClusterApi>,
+        cluster_id: impl Into<String>,
+    ) -> Self {
+        Self { provider, api, cluster_id: cluster_id.into(), client: Mutex::new(None) }
+    }
+
+    /// The provider cluster id.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    fn cached(&self) -> Option<Arc<dyn ClusterClient>> {
+        self.client.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Credentials from the provider (its cache, or a mint), connected.
+    async fn connect(&self) -> Result<Arc<dyn ClusterClient>, ClusterError> {
+        let creds = self
+            .provider
+            .kubernetes()
+            .credentials(&self.cluster_id)
+            .await
+            .map_err(ClusterError::Provider)?;
+        let client = self.api.connect(&creds.kubeconfig).await?;
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
+        Ok(client)
+    }
+
+    /// The connected client, connecting on first use.
+    pub async fn client(&self) -> Result<Arc<dyn ClusterClient>, ClusterError> {
+        match self.cached() {
+            Some(c) => Ok(c),
+            None => self.connect().await,
+        }
+    }
+
+    /// Drops the client and the provider's cached credentials, mints new ones and
+    /// connects with them.
+    pub async fn reconnect(&self) -> Result<Arc<dyn ClusterClient>, ClusterError> {
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.provider.kubernetes().invalidate_credentials(&self.cluster_id);
+        self.connect().await
+    }
+
+    /// Runs `call` on the client; on `Credentials`, reconnects with new credentials and
+    /// runs it once more.
+    async fn with_client<T, F, Fut>(&self, call: F) -> Result<T, ClusterError>
+    where
+        F: Fn(Arc<dyn ClusterClient>) -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, ClusterError>> + Send,
+        T: Send,
+    {
+        let client = match self.client().await {
+            Err(ClusterError::Credentials(_)) => self.reconnect().await?,
+            other => other?,
+        };
+        match call(client).await {
+            Err(ClusterError::Credentials(_)) => call(self.reconnect().await?).await,
+            other => other,
+        }
+    }
+}
+
+#[async_trait]
+impl ClusterClient for ClusterSession {
+    async fn get_labels(
+        &self,
+        object: &ObjectRef,
+    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+        self.with_client(|c| async move { c.get_labels(object).await }).await
+    }
+    async fn apply_owned(
+        &self,
+        object: &KubeObject,
+        owner: &OwnerLabel,
+    ) -> Result<ApplyOutcome, ClusterError> {
+        self.with_client(|c| async move { c.apply_owned(object, owner).await }).await
+    }
+    async fn delete_owned(
+        &self,
+        object: &ObjectRef,
+        owner: &OwnerLabel,
+    ) -> Result<DeleteOutcome, ClusterError> {
+        self.with_client(|c| async move { c.delete_owned(object, owner).await }).await
+    }
+    async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
+        self.with_client(|c| async move { c.list_nodes(label_selector).await }).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_secrets_debug_hides_its_values_and_other_kinds_show_everything() {
+        let secret = KubeObject {
+            object: ObjectRef {
+                kind: ObjectKind::Secret,
+                namespace: Some("n".into()),
+                name: "s".into(),
+            },
+            manifest: json!({"kind": "Secret", "metadata": {"name": "s"},
+                "data": {"joinToken": "Ymo="}, "stringData": {"joinToken": "bcj_plain_token"}}),
+        };
+        let shown = format!("{secret:?}");
+        assert!(!shown.contains("bcj_plain_token") && !shown.contains("Ymo="), "{shown}");
+        assert!(shown.contains("joinToken") && shown.contains("[redacted]"), "{shown}");
+        let ns = KubeObject {
+            object: ObjectRef { kind: ObjectKind::Namespace, namespace: None, name: "n".into() },
+            manifest: json!({"metadata": {"name": "n"}, "data": {"k": "v"}}),
+        };
+        assert!(format!("{ns:?}").contains("\"v\""));
+    }
+
+    #[test]
+    fn ownership_is_exactly_our_key_and_value() {
+        let owner = OwnerLabel { key: "o".into(), value: "p1".into() };
+        let labels = |v: &[(&str, &str)]| {
+            v.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(ownership(&labels(&[("o", "p1"), ("x", "y")]), &owner), Ownership::Ours);
+        assert_eq!(
+            ownership(&labels(&[("o", "p2")]), &owner),
+            Ownership::Foreign(Some("p2".into()))
+        );
+        assert_eq!(ownership(&labels(&[]), &owner), Ownership::Foreign(None));
+    }
 }

@@ -12,10 +12,11 @@ pub mod secret;
 pub mod store;
 
 pub use authz::{Authorizer, Decision, Permission};
-pub use clock::{Clock, ManualClock};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use cluster::{
-    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, DeleteOutcome, KubeObject,
-    ObjectKind, ObjectRef, OwnerLabel,
+    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, ClusterSession,
+    DeleteOutcome, KubeObject, ObjectError, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel,
+    Ownership, Preconditions,
 };
 pub use events::{EventPublisher, PublishError};
 pub use provider::*;

@@ -119,10 +119,61 @@ pub struct ProviderCluster {
     pub high_availability: bool,
     /// Tags, server-added ones stripped.
     pub tags: Vec<String>,
+    /// Patch upgrades in the maintenance window.
+    pub auto_upgrade: bool,
+    /// Surge upgrades (new nodes before old ones go).
+    pub surge_upgrade: bool,
+    /// The maintenance window, when the provider reports one.
+    pub maintenance_window: Option<MaintenanceWindow>,
     /// Node pools.
     pub node_pools: Vec<ProviderNodePool>,
     /// Created.
     pub created_at: Option<Timestamp>,
+}
+
+/// A cluster's weekly maintenance window (DigitalOcean's `maintenance_policy`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceWindow {
+    /// Start, `HH:MM` UTC.
+    pub start_time: String,
+    /// `any`, or `monday` … `sunday`.
+    pub day: String,
+}
+
+/// A change to a cluster (DigitalOcean `PUT /v2/kubernetes/clusters/{id}`,
+/// research/digitalocean.md §4.4). `name` and the whole `tags` list are always sent (tags
+/// replace, server tags excluded); the rest only when `Some`, so what is left out keeps
+/// its value. Region, version (use `upgrade_cluster`), VPC and node pools are not
+/// changed here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateClusterRequest {
+    /// Name (the current one to keep it).
+    pub name: String,
+    /// Every user tag.
+    pub tags: Vec<String>,
+    /// HA control plane: only false → true is possible; asking true → false is `Refused`.
+    pub high_availability: Option<bool>,
+    /// Patch upgrades in the maintenance window.
+    pub auto_upgrade: Option<bool>,
+    /// Surge upgrades.
+    pub surge_upgrade: Option<bool>,
+    /// The maintenance window.
+    pub maintenance_window: Option<MaintenanceWindow>,
+}
+
+impl UpdateClusterRequest {
+    /// A request that keeps `cluster` as it is (its name and tags, nothing else sent):
+    /// change what needs changing from here.
+    pub fn keeping(cluster: &ProviderCluster) -> Self {
+        Self {
+            name: cluster.name.clone(),
+            tags: cluster.tags.clone(),
+            high_availability: None,
+            auto_upgrade: None,
+            surge_upgrade: None,
+            maintenance_window: None,
+        }
+    }
 }
 
 /// What to ask for a node pool (create or update).
@@ -223,12 +274,22 @@ pub struct ProviderCapabilities {
 /// Managed Kubernetes at a provider.
 #[async_trait]
 pub trait KubernetesProvider: Send + Sync {
-    /// Every cluster of the account (all pages).
+    /// Every cluster of the account (all pages; a list that changed while it was read
+    /// is read again, and one that keeps changing is `Transient`, never partial). An
+    /// object missing from a list may still exist: confirm with a GET before acting on
+    /// its absence.
     async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>>;
     /// One cluster.
     async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster>;
     /// Creates a cluster.
     async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster>;
+    /// Changes a cluster's name, tags, HA (false → true only), upgrade settings or
+    /// maintenance window; the answer is the cluster as changed.
+    async fn update_cluster(
+        &self,
+        id: &str,
+        req: &UpdateClusterRequest,
+    ) -> ProviderResult<ProviderCluster>;
     /// Deletes a cluster only (associated resources stay).
     async fn delete_cluster(&self, id: &str) -> ProviderResult<()>;
     /// The resources the provider associates with a cluster.
@@ -277,7 +338,9 @@ pub trait KubernetesProvider: Send + Sync {
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()>;
     /// Regions, versions and sizes.
     async fn options(&self) -> ProviderResult<ProviderOptions>;
-    /// A kubeconfig for the cluster (adapters cache it until near expiry).
+    /// A kubeconfig (bearer-token type) for the cluster; adapters cache it until near
+    /// expiry. `Transient` while the cluster still provisions (its kubeconfig is not
+    /// served yet), `NotFound` once the cluster is gone.
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials>;
     /// Forgets cached credentials of the cluster, so the next `credentials` call mints
     /// new ones. Call it when the cluster's API refuses them (401). Adapters that cache
@@ -309,13 +372,54 @@ pub enum ProviderTargets {
     LoadBalancerIds(Vec<String>),
 }
 
+/// A provider load balancer's kind, as fine as the provider has it (DigitalOcean:
+/// `REGIONAL` for HTTP, `REGIONAL_NETWORK` for L4, `GLOBAL`). The kind cannot change and
+/// a PUT sends it, so observed state keeps the provider's exact kind and an update sends
+/// it back unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProviderLoadBalancerKind {
+    /// One region, HTTP(S) (the kind SPEC §11 `regional` creates).
+    Regional,
+    /// One region, layer 4 (TCP/UDP).
+    RegionalNetwork,
+    /// Global.
+    Global,
+    /// A kind this adapter does not know, as the provider spells it.
+    Unknown(String),
+}
+
+impl ProviderLoadBalancerKind {
+    /// The SPEC §11 type it counts as (an unknown kind counts as regional).
+    pub fn lb_type(&self) -> LoadBalancerType {
+        match self {
+            Self::Global => LoadBalancerType::Global,
+            Self::Regional | Self::RegionalNetwork | Self::Unknown(_) => LoadBalancerType::Regional,
+        }
+    }
+
+    /// Whether it is global (no region, no forwarding rules, no size units).
+    pub fn is_global(&self) -> bool {
+        *self == Self::Global
+    }
+}
+
+impl From<LoadBalancerType> for ProviderLoadBalancerKind {
+    /// The kind a load balancer of SPEC §11 `type` is created as.
+    fn from(t: LoadBalancerType) -> Self {
+        match t {
+            LoadBalancerType::Regional => Self::Regional,
+            LoadBalancerType::Global => Self::Global,
+        }
+    }
+}
+
 /// The whole desired provider object (updates replace it whole).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadBalancerRequest {
     /// Name.
     pub name: String,
-    /// Type.
-    pub kind: LoadBalancerType,
+    /// Kind (create-only: an update sends the kind the balancer has).
+    pub kind: ProviderLoadBalancerKind,
     /// Region (regional).
     pub region: Option<String>,
     /// Forwarding rules (regional).
@@ -356,7 +460,7 @@ pub struct ProviderLoadBalancer {
 /// Load balancers at a provider.
 #[async_trait]
 pub trait LoadBalancerProvider: Send + Sync {
-    /// Every load balancer of the account (all pages).
+    /// Every load balancer of the account (all pages, as `list_clusters` reads them).
     async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>>;
     /// One load balancer.
     async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer>;
@@ -385,6 +489,57 @@ pub trait ProviderImpl: Send + Sync {
     fn load_balancers(&self) -> &dyn LoadBalancerProvider;
 }
 
+/// The credentials document of a provider account (SPEC §5 `credentials: {token}`): what
+/// `providerAccounts.create` takes in and seals with the `SecretBox`, and what a
+/// `ProviderRegistry` opens. `Debug` never prints the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCredentials {
+    /// The provider API token (DigitalOcean: `dop_v1_…`).
+    #[serde(serialize_with = "SecretString::serialize_exposed")]
+    pub token: SecretString,
+}
+
+impl std::fmt::Debug for ProviderCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderCredentials").field("token", &self.token).finish()
+    }
+}
+
+/// Why a credentials document is not usable (never quoting it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    /// Not the JSON object `{"token": "…"}`.
+    #[error("credentials must be the JSON object {{\"token\": \"…\"}}")]
+    Shape,
+    /// The token is empty, or holds whitespace or control characters (it travels in an
+    /// HTTP header).
+    #[error("credentials.token must be a non-empty token without spaces or control characters")]
+    Token,
+}
+
+impl ProviderCredentials {
+    /// Credentials of `token`, checked as [`ProviderCredentials::open`] checks them.
+    pub fn new(token: SecretString) -> Result<Self, CredentialsError> {
+        let t = token.expose();
+        if t.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(CredentialsError::Token);
+        }
+        Ok(Self { token })
+    }
+
+    /// The plaintext to seal: the document's JSON.
+    pub fn to_plaintext(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Reads an opened document. The parser's message is dropped: it can quote the input.
+    pub fn open(plaintext: &[u8]) -> Result<Self, CredentialsError> {
+        let doc: Self = serde_json::from_slice(plaintext).map_err(|_| CredentialsError::Shape)?;
+        Self::new(doc.token)
+    }
+}
+
 /// Maps an account to its provider implementation.
 #[async_trait]
 pub trait ProviderRegistry: Send + Sync {
@@ -400,4 +555,28 @@ pub trait ProviderRegistry: Send + Sync {
         provider: crate::model::ProviderKind,
         token: &SecretString,
     ) -> ProviderResult<Arc<dyn ProviderImpl>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_document_round_trips_and_never_shows_the_token() {
+        let c = ProviderCredentials::new(SecretString::new("dop_v1_abc")).unwrap();
+        assert_eq!(c.to_plaintext(), br#"{"token":"dop_v1_abc"}"#.to_vec());
+        assert_eq!(ProviderCredentials::open(&c.to_plaintext()).unwrap(), c);
+        assert!(!format!("{c:?}").contains("dop_v1_abc"));
+        for bad in [&br#"{"token":"dop_v1_abc","x":1}"#[..], b"dop_v1_abc", br#"{"tok":"a"}"#] {
+            let e = ProviderCredentials::open(bad).unwrap_err();
+            assert_eq!(e, CredentialsError::Shape);
+            assert!(!e.to_string().contains("dop_v1_abc"));
+        }
+        for bad in ["", "a b", "a\nb"] {
+            assert_eq!(
+                ProviderCredentials::new(SecretString::new(bad)).unwrap_err(),
+                CredentialsError::Token
+            );
+        }
+    }
 }

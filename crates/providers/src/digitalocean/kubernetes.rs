@@ -1,26 +1,30 @@
 //! DOKS through the [`KubernetesProvider`] port: clusters, node pools, nodes, upgrades,
 //! options and kubeconfigs (research/digitalocean.md §4.4).
 //!
-//! Invariant: a kubeconfig is minted once per cluster and reused until less than the
-//! refresh margin of its lifetime is left (judged by the injected clock), never per
-//! reconcile; it is dropped when the cluster is deleted or its API refuses it.
+//! Invariant: a kubeconfig (always the bearer-token type, research §4.4) is minted once
+//! per cluster — concurrent first callers of one cluster wait for one mint, while other
+//! clusters mint in parallel — and reused until less than the refresh margin of its
+//! lifetime is left (judged by the injected clock), never per reconcile; it is dropped
+//! when the cluster is deleted or its API refuses it. A kubeconfig 404 of a cluster that
+//! exists is "not ready yet" (`Transient`), not "gone".
 
 use async_trait::async_trait;
 use bc_domain::ProviderError;
 use bc_domain::Timestamp;
+use bc_domain::classify::digitalocean;
 use bc_domain::model::{ClusterMode, SecretString};
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
     KubernetesVersion, NodePoolRequest, ProviderCluster, ProviderNodePool, ProviderOptions,
-    ProviderResult,
+    ProviderResult, UpdateClusterRequest,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::DigitalOcean;
 use super::wire::{
-    ClusterEnvelope, ClusterList, CreateClusterOut, NodePoolEnvelope, NodePoolList, NodePoolOut,
-    OptionsEnvelope, Upgrades, WireAssociated, WireCluster, WireNodePool,
+    ClusterEnvelope, CreateClusterOut, NodePoolEnvelope, NodePoolList, NodePoolOut,
+    OptionsEnvelope, UpdateClusterOut, Upgrades, WireAssociated, WireCluster, WireNodePool,
 };
 
 /// A cached kubeconfig and when its token expires.
@@ -58,6 +62,18 @@ impl DigitalOcean {
         self.credentials.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Drops what is kept for a deleted cluster: its kubeconfig and its mint lock.
+    fn forget_cluster(&self, cluster_id: &str) {
+        self.invalidate_credentials(cluster_id);
+        self.minting.lock().unwrap_or_else(|e| e.into_inner()).remove(cluster_id);
+    }
+
+    /// The lock held while `cluster_id`'s kubeconfig is minted (one per cluster).
+    fn mint_lock(&self, cluster_id: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.minting.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(cluster_id.to_owned()).or_default().clone()
+    }
+
     fn cached_credentials(&self, cluster_id: &str, now: Timestamp) -> Option<ClusterCredentials> {
         // A margin as long as the lifetime would mint on every call: cap it at half.
         let margin = self.config.kubeconfig_refresh_margin.min(self.config.kubeconfig_expiry / 2);
@@ -75,14 +91,7 @@ impl KubernetesProvider for DigitalOcean {
     }
 
     async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
-        let clusters = self
-            .list_all("/v2/kubernetes/clusters", |p: ClusterList| {
-                (
-                    p.kubernetes_clusters.unwrap_or_default(),
-                    p.links.and_then(|l| l.pages).and_then(|p| p.next),
-                )
-            })
-            .await?;
+        let clusters = self.list_all("/v2/kubernetes/clusters", |c: &WireCluster| &c.id).await?;
         Ok(clusters.into_iter().map(WireCluster::into_port).collect())
     }
 
@@ -105,9 +114,21 @@ impl KubernetesProvider for DigitalOcean {
         Ok(c.kubernetes_cluster.into_port())
     }
 
+    async fn update_cluster(
+        &self,
+        id: &str,
+        req: &UpdateClusterRequest,
+    ) -> ProviderResult<ProviderCluster> {
+        let body = serde_json::to_value(UpdateClusterOut::from_request(req))
+            .map_err(|e| ProviderError::Refused { message: format!("cluster update: {e}") })?;
+        let c: ClusterEnvelope =
+            self.transport.send_json(Method::PUT, &cluster_path(id), &body).await?;
+        Ok(c.kubernetes_cluster.into_port())
+    }
+
     async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
         self.transport.send(Method::DELETE, &cluster_path(id), &[], None).await?;
-        self.invalidate_credentials(id);
+        self.forget_cluster(id);
         Ok(())
     }
 
@@ -130,7 +151,7 @@ impl KubernetesProvider for DigitalOcean {
             "volume_snapshots": Vec::<String>::new(),
         });
         self.transport.send(Method::DELETE, &path, &[], Some(&body)).await?;
-        self.invalidate_credentials(id);
+        self.forget_cluster(id);
         Ok(())
     }
 
@@ -234,7 +255,8 @@ impl KubernetesProvider for DigitalOcean {
         if let Some(c) = self.cached_credentials(cluster_id, self.transport.clock().now()) {
             return Ok(c);
         }
-        let _minting = self.minting.lock().await;
+        let lock = self.mint_lock(cluster_id);
+        let _minting = lock.lock().await;
         // Someone may have minted while we waited for the lock.
         let now = self.transport.clock().now();
         if let Some(c) = self.cached_credentials(cluster_id, now) {
@@ -242,10 +264,17 @@ impl KubernetesProvider for DigitalOcean {
         }
         let expiry_secs = self.config.kubeconfig_expiry.as_secs().max(60);
         let path = format!("{}/kubeconfig", cluster_path(cluster_id));
-        let reply = self
-            .transport
-            .send(Method::GET, &path, &[("expiry_seconds", expiry_secs.to_string())], None)
-            .await?;
+        // `type=token`: a bearer token the kube client can use, even where the account
+        // enables SSO (whose kubeconfig needs an exec plugin).
+        let query = [("expiry_seconds", expiry_secs.to_string()), ("type", "token".to_owned())];
+        let reply = match self.transport.send(Method::GET, &path, &query, None).await {
+            Ok(reply) => reply,
+            Err(ProviderError::NotFound) => {
+                let cluster = self.get_cluster(cluster_id).await.map(|_| ());
+                return Err(digitalocean::kubeconfig_not_found(cluster_id, cluster));
+            }
+            Err(e) => return Err(e),
+        };
         // The kubeconfig is passed through as YAML text; its token lives as long as we
         // asked, counted from before the request (so we never think it lives longer).
         let expires_at = now + time::Duration::seconds(expiry_secs as i64);

@@ -11,7 +11,7 @@ use reqwest::Method;
 
 use super::DigitalOcean;
 use super::kubernetes::seg;
-use super::wire::{LoadBalancerEnvelope, LoadBalancerList, WireLoadBalancer, load_balancer_body};
+use super::wire::{LoadBalancerEnvelope, WireLoadBalancer, load_balancer_body};
 
 fn lb_path(id: &str) -> String {
     format!("/v2/load_balancers/{}", seg(id))
@@ -20,14 +20,7 @@ fn lb_path(id: &str) -> String {
 #[async_trait]
 impl LoadBalancerProvider for DigitalOcean {
     async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
-        let lbs = self
-            .list_all("/v2/load_balancers", |p: LoadBalancerList| {
-                (
-                    p.load_balancers.unwrap_or_default(),
-                    p.links.and_then(|l| l.pages).and_then(|p| p.next),
-                )
-            })
-            .await?;
+        let lbs = self.list_all("/v2/load_balancers", |l: &WireLoadBalancer| &l.id).await?;
         Ok(lbs.into_iter().map(WireLoadBalancer::into_port).collect())
     }
 

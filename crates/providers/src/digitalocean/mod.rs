@@ -14,7 +14,7 @@ mod registry;
 mod transport;
 mod wire;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,9 +86,10 @@ pub struct DigitalOcean {
     transport: Transport,
     config: DigitalOceanConfig,
     credentials: Mutex<HashMap<String, CredentialCache>>,
-    /// Held while a kubeconfig is minted, so concurrent first callers of a cluster wait
-    /// for one mint instead of each minting their own.
-    minting: tokio::sync::Mutex<()>,
+    /// Per cluster, held while its kubeconfig is minted, so concurrent first callers of
+    /// a cluster wait for one mint instead of each minting their own, while other
+    /// clusters' mints go ahead.
+    minting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for DigitalOcean {
@@ -129,7 +130,7 @@ impl DigitalOcean {
             transport,
             config,
             credentials: Mutex::new(HashMap::new()),
-            minting: tokio::sync::Mutex::new(()),
+            minting: Mutex::new(HashMap::new()),
         })
     }
 
@@ -138,24 +139,69 @@ impl DigitalOcean {
         self.transport.bucket()
     }
 
-    /// Reads every page of a list endpoint. `split` takes one page apart into its items
-    /// and its `links.pages.next`.
-    async fn list_all<P, T>(
+    /// Reads every page of a list endpoint (`id_of` names an object). Page-number
+    /// paging over a list that changes meanwhile can skip an object (a delete on an
+    /// earlier page shifts the rest left) or repeat one (an insert shifts them right), so
+    /// a walk during which `meta.total` moved, an id came twice, or the objects read do
+    /// not add up to `meta.total` is thrown away and the list walked again, at most
+    /// [`LIST_WALKS`] times. What a walk cannot see (as many objects inserted after the
+    /// read position as deleted before it) is left to the caller's GET before it acts
+    /// on an absence.
+    async fn list_all<T: DeserializeOwned>(
         &self,
         path: &str,
-        split: impl Fn(P) -> (Vec<T>, Option<String>),
-    ) -> ProviderResult<Vec<T>>
-    where
-        P: DeserializeOwned,
-    {
-        let mut out = Vec::new();
+        id_of: impl Fn(&T) -> &str,
+    ) -> ProviderResult<Vec<T>> {
+        let mut changed = String::new();
+        for _ in 0..LIST_WALKS {
+            match self.walk(path, &id_of).await? {
+                Walk::Whole(items) => return Ok(items),
+                Walk::Changed(why) => changed = why,
+            }
+        }
+        Err(ProviderError::Transient {
+            message: format!(
+                "GET {path}: the list changed during each of {LIST_WALKS} reads ({changed}); \
+                 refusing a list that may miss objects"
+            ),
+        })
+    }
+
+    /// One walk over every page.
+    async fn walk<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        id_of: &impl Fn(&T) -> &str,
+    ) -> ProviderResult<Walk<T>> {
+        let mut out: Vec<T> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut total = None;
         let mut page: u64 = 1;
-        for _ in 0..self.config.max_pages {
+        for read in 0..self.config.max_pages {
             let query =
                 [("page", page.to_string()), ("per_page", self.config.per_page.to_string())];
-            let (items, next) = split(self.transport.get_json::<P>(path, &query).await?);
-            out.extend(items);
-            let Some(next) = next else { return Ok(out) };
+            let p = self.transport.get_json::<wire::ListPage<T>>(path, &query).await?.into_page();
+            if read == 0 {
+                total = p.total;
+            } else if p.total != total {
+                let show = |t: Option<u64>| t.map_or("none".to_owned(), |t| t.to_string());
+                let (before, now) = (show(total), show(p.total));
+                return Ok(Walk::Changed(format!("meta.total went from {before} to {now}")));
+            }
+            for item in p.items {
+                if !seen.insert(id_of(&item).to_owned()) {
+                    return Ok(Walk::Changed(format!("{} came on two pages", id_of(&item))));
+                }
+                out.push(item);
+            }
+            let Some(next) = p.next else {
+                return Ok(match total {
+                    Some(t) if t != out.len() as u64 => {
+                        Walk::Changed(format!("read {} objects of meta.total {t}", out.len()))
+                    }
+                    _ => Walk::Whole(out),
+                });
+            };
             // Only the page number is taken from `next`: the request goes to our own base
             // URL, so a `next` naming another host never receives the token.
             let next_page = next_page_number(&next).unwrap_or(page + 1);
@@ -173,6 +219,24 @@ impl DigitalOcean {
             ),
         })
     }
+}
+
+/// How many times a list is walked before a list that keeps changing is an error.
+pub const LIST_WALKS: usize = 3;
+
+/// One page of a list: its items, `links.pages.next`, `meta.total`.
+pub(crate) struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+    pub total: Option<u64>,
+}
+
+/// What one walk over the pages saw.
+enum Walk<T> {
+    /// Every object, each once.
+    Whole(Vec<T>),
+    /// The list changed under the walk (why).
+    Changed(String),
 }
 
 /// The `page` query parameter of a `links.pages.next` URL.

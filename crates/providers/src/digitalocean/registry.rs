@@ -12,16 +12,11 @@ use async_trait::async_trait;
 use bc_domain::ProviderAccountId;
 use bc_domain::ProviderError;
 use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
-use bc_domain::ports::{Clock, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox};
-use serde::Deserialize;
+use bc_domain::ports::{
+    Clock, ProviderCredentials, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox,
+};
 
 use super::{DigitalOcean, DigitalOceanConfig};
-
-/// The sealed credentials' plaintext.
-#[derive(Deserialize)]
-struct Credentials {
-    token: String,
-}
 
 struct Cached {
     /// The ciphertext the instance was built from: a rotated token seals differently,
@@ -76,14 +71,11 @@ impl DigitalOceanRegistry {
             self.secret_box.open(sealed, id.as_bytes()).map_err(|_| ProviderError::Refused {
                 message: format!("credentials of account {id} could not be opened"),
             })?;
-        // The parse error is not shown: serde's messages can quote the input.
-        let creds: Credentials =
-            serde_json::from_slice(&plain).map_err(|_| ProviderError::Refused {
-                message: format!("credentials of account {id} are not {{\"token\": …}}"),
-            })?;
-        let token = SecretString::new(creds.token);
+        let creds = ProviderCredentials::open(&plain).map_err(|e| ProviderError::Refused {
+            message: format!("credentials of account {id}: {e}"),
+        })?;
         let provider =
-            Arc::new(DigitalOcean::new(self.config.clone(), &token, self.clock.clone())?);
+            Arc::new(DigitalOcean::new(self.config.clone(), &creds.token, self.clock.clone())?);
         cache.insert(
             account.provider_account_id.clone(),
             Cached { sealed: sealed.clone(), provider: provider.clone() },

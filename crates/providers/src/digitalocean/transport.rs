@@ -1,10 +1,14 @@
 //! The HTTP transport of one DigitalOcean account: it takes a token from the account's
 //! bucket, sends the request with the bearer token, feeds the `ratelimit-*` headers back
-//! into the bucket, and classifies every failure once, in [`classify`].
+//! into the bucket, and hands every failed answer to the one classification of
+//! DigitalOcean answers, `bc_domain::classify::digitalocean` (which the simulator's
+//! direct face uses too).
 //!
 //! Invariant: the token is only ever in the `Authorization` header (marked sensitive);
-//! no message built here formats a request or a header, so no error or log line can carry
-//! it. Every message names method, path, status, the provider's message and request id.
+//! no message built here formats a request or a header, and the classification scrubs
+//! the token from what the provider sent before cutting it, so no error or log line can
+//! carry it. Every message names method, path, status, the provider's message and
+//! request id.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,13 +21,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::rate_limit::{Acquire, RateLimitConfig, TokenBucket};
-use super::wire::ErrorBody;
+use bc_domain::classify::digitalocean::{self, Failure};
 use bc_domain::model::SecretString;
 use bc_domain::ports::ProviderResult;
-
-/// The message DigitalOcean sends on a 403 while a load balancer still applies an earlier
-/// change (research §1): retrying later succeeds, so it is `Transient`, not `Refused`.
-const BUSY_MARKER: &str = "can't be updated while it processes previous actions";
 
 /// The bucket of one account, shared by every caller of that account.
 pub type SharedBucket = Arc<Mutex<TokenBucket>>;
@@ -168,20 +168,31 @@ impl Transport {
         let limits = RateHeaders::from_headers(&headers);
         {
             let mut bucket = self.lock();
-            bucket.observe(limits.remaining, limits.reset, now);
+            bucket.observe(limits.remaining, limits.reset(), now);
             if status == StatusCode::TOO_MANY_REQUESTS {
                 // Every caller of this account waits, not only this one.
-                let wait = limits.retry_after(now);
-                bucket.pause_until(now + time::Duration::milliseconds(millis(wait) as i64));
+                let wait_ms = digitalocean::rate_limit_wait_ms(
+                    limits.retry_after_secs,
+                    limits.reset_secs,
+                    now,
+                );
+                let wait_ms = i64::try_from(wait_ms).unwrap_or(i64::MAX);
+                bucket.pause_until(now + time::Duration::milliseconds(wait_ms));
             }
         }
         if status.is_success() {
             return Ok(Reply { status, body: text });
         }
-        let error = scrub(
-            classify(&method, path, status.as_u16(), &headers, &text, now),
-            self.token.expose(),
-        );
+        let failure = Failure {
+            method: method.as_str(),
+            path,
+            status: status.as_u16(),
+            body: &text,
+            request_id: headers.get("x-request-id").and_then(|v| v.to_str().ok()),
+            retry_after_secs: limits.retry_after_secs,
+            ratelimit_reset: limits.reset_secs,
+        };
+        let error = digitalocean::classify(&failure, self.token.expose(), now);
         tracing::debug!(%method, path, status = status.as_u16(), error = %error, "DigitalOcean request failed");
         Err(error)
     }
@@ -208,10 +219,11 @@ impl Transport {
 }
 
 /// The rate-limit headers of one response (names are case-insensitive in `HeaderMap`).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RateHeaders {
     pub remaining: Option<u64>,
-    pub reset: Option<Timestamp>,
+    /// `ratelimit-reset`, Unix seconds.
+    pub reset_secs: Option<i64>,
     pub retry_after_secs: Option<u64>,
 }
 
@@ -222,83 +234,19 @@ impl RateHeaders {
         };
         Self {
             remaining: num("ratelimit-remaining"),
-            reset: num("ratelimit-reset")
-                .and_then(|s| i64::try_from(s).ok())
-                .map(|s| Timestamp::from_unix_ms(s.saturating_mul(1000))),
+            reset_secs: num("ratelimit-reset").and_then(|s| i64::try_from(s).ok()),
             retry_after_secs: num("retry-after"),
         }
     }
 
-    /// How long a 429 asks us to wait: `retry-after` seconds, else until
-    /// `ratelimit-reset`, and never less than a second (a reset already past still means
-    /// "not now").
-    pub(crate) fn retry_after(&self, now: Timestamp) -> Duration {
-        let wait = match (self.retry_after_secs, self.reset) {
-            (Some(secs), _) => Duration::from_secs(secs),
-            (None, Some(reset)) => {
-                Duration::from_millis((reset - now).whole_milliseconds().max(0) as u64)
-            }
-            (None, None) => Duration::ZERO,
-        };
-        wait.max(Duration::from_secs(1))
+    /// `ratelimit-reset` as a time.
+    pub(crate) fn reset(&self) -> Option<Timestamp> {
+        self.reset_secs.map(|s| Timestamp::from_unix_ms(s.saturating_mul(1000)))
     }
 }
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The one classification of DigitalOcean failures (DESIGN.md "Ports").
-pub(crate) fn classify(
-    method: &Method,
-    path: &str,
-    status: u16,
-    headers: &HeaderMap,
-    body: &str,
-    now: Timestamp,
-) -> ProviderError {
-    let parsed: ErrorBody = serde_json::from_str(body).unwrap_or_default();
-    let provider_message = parsed
-        .message
-        .filter(|m| !m.is_empty())
-        // godo keeps a non-JSON body as the message; cap it so an HTML error page does
-        // not flood logs.
-        .unwrap_or_else(|| body.chars().take(200).collect::<String>().trim().to_owned());
-    let request_id = parsed
-        .request_id
-        .filter(|r| !r.is_empty())
-        .or_else(|| headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned));
-    let message = match &request_id {
-        Some(id) => format!("{method} {path}: {status} (request \"{id}\") {provider_message}"),
-        None => format!("{method} {path}: {status} {provider_message}"),
-    };
-    match status {
-        401 => ProviderError::Unauthorized,
-        404 => ProviderError::NotFound,
-        429 => {
-            let wait = RateHeaders::from_headers(headers).retry_after(now);
-            ProviderError::RateLimited { retry_after_ms: millis(wait) }
-        }
-        403 if provider_message.contains(BUSY_MARKER) => ProviderError::Transient { message },
-        400..=499 => ProviderError::Refused { message },
-        _ => ProviderError::Transient { message },
-    }
-}
-
-/// Removes the token from a message, in case a proxy or debugging server echoed the
-/// request headers into its error body (the message quotes the body).
-fn scrub(e: ProviderError, token: &str) -> ProviderError {
-    if token.is_empty() {
-        return e;
-    }
-    let clean = |m: String| m.replace(token, "[redacted]");
-    match e {
-        ProviderError::Refused { message } => ProviderError::Refused { message: clean(message) },
-        ProviderError::Transient { message } => {
-            ProviderError::Transient { message: clean(message) }
-        }
-        other => other,
-    }
 }
 
 /// A failure before a status arrived: timeouts and connection errors are `Transient`.
@@ -337,64 +285,22 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 mod tests {
     use super::*;
 
-    fn now() -> Timestamp {
-        Timestamp::from_unix_ms(1_800_000_000_000)
-    }
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    #[test]
+    fn rate_headers_are_read_whatever_their_case() {
         let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
-
-    fn c(status: u16, h: &HeaderMap, body: &str) -> ProviderError {
-        classify(&Method::PUT, "/v2/load_balancers/x", status, h, body, now())
-    }
-
-    #[test]
-    fn statuses_map_to_classes() {
-        let none = HeaderMap::new();
+        h.insert("RateLimit-Remaining", HeaderValue::from_static("12"));
+        h.insert("ratelimit-reset", HeaderValue::from_static("1800000042"));
+        h.insert("Retry-After", HeaderValue::from_static(" 29 "));
+        let r = RateHeaders::from_headers(&h);
         assert_eq!(
-            c(401, &none, r#"{"id":"unauthorized","message":"Unable to authenticate you"}"#),
-            ProviderError::Unauthorized
+            r,
+            RateHeaders {
+                remaining: Some(12),
+                reset_secs: Some(1_800_000_042),
+                retry_after_secs: Some(29)
+            }
         );
-        assert_eq!(c(404, &none, r#"{"id":"not_found"}"#), ProviderError::NotFound);
-        let ProviderError::Refused { message } = c(
-            422,
-            &headers(&[("x-request-id", "rid-1")]),
-            r#"{"id":"unprocessable_entity","message":"name is not unique"}"#,
-        ) else {
-            panic!()
-        };
-        assert_eq!(message, "PUT /v2/load_balancers/x: 422 (request \"rid-1\") name is not unique");
-        assert!(matches!(
-            c(400, &none, "error parsing request body"),
-            ProviderError::Refused { .. }
-        ));
-        assert!(matches!(
-            c(403, &none, r#"{"id":"forbidden","message":"You do not have access"}"#),
-            ProviderError::Refused { .. }
-        ));
-        let busy = r#"{"id":"forbidden","message":"Load Balancer can't be updated while it processes previous actions","request_id":"r9"}"#;
-        let ProviderError::Transient { message } = c(403, &none, busy) else { panic!() };
-        assert!(message.contains("(request \"r9\")"));
-        assert!(matches!(c(500, &none, ""), ProviderError::Transient { .. }));
-        assert!(matches!(c(503, &none, "<html>"), ProviderError::Transient { .. }));
-    }
-
-    #[test]
-    fn rate_limited_wait_comes_from_retry_after_then_reset() {
-        let h = headers(&[("retry-after", "29"), ("ratelimit-reset", "1800000600")]);
-        assert_eq!(c(429, &h, ""), ProviderError::RateLimited { retry_after_ms: 29_000 });
-        let h = headers(&[("RateLimit-Reset", "1800000042")]);
-        assert_eq!(c(429, &h, ""), ProviderError::RateLimited { retry_after_ms: 42_000 });
-        let h = headers(&[("ratelimit-reset", "1700000000")]);
-        assert_eq!(c(429, &h, ""), ProviderError::RateLimited { retry_after_ms: 1_000 });
-        assert_eq!(
-            c(429, &HeaderMap::new(), ""),
-            ProviderError::RateLimited { retry_after_ms: 1_000 }
-        );
+        assert_eq!(r.reset(), Some(Timestamp::from_unix_ms(1_800_000_042_000)));
+        assert_eq!(RateHeaders::from_headers(&HeaderMap::new()), RateHeaders::default());
     }
 }

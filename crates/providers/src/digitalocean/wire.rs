@@ -4,22 +4,23 @@
 //! Invariant: parsing a response never fails on what the provider may legitimately send —
 //! unknown states become `Unknown(..)`, `null` lists are empty, the LB `region` may be an
 //! object or a slug, droplet ids may be strings or numbers, timestamps may carry
-//! fractional seconds — and server-added tags (`k8s`, `k8s:*`, `k8s-worker`) never reach
-//! the caller.
+//! fractional seconds — and the tags DigitalOcean adds to clusters and node pools (`k8s`,
+//! `k8s:*`, `k8s-worker`) never reach the caller, while a load balancer's tags (it adds
+//! none) come back exactly as sent, so desired and observed state compare equal.
 
 use std::collections::BTreeMap;
 
 use bc_domain::Timestamp;
 use bc_domain::model::{
-    Domain, ForwardingRule, GlobalSettings, HealthCheck, HealthCheckProtocol, LoadBalancerType,
-    Protocol, StickySessions,
+    Domain, ForwardingRule, GlobalSettings, HealthCheck, HealthCheckProtocol, Protocol,
+    StickySessions,
 };
 use bc_domain::policy::{Taint, TaintEffect};
 use bc_domain::ports::{
     AssociatedResources, CreateClusterRequest, KubernetesVersion, LoadBalancerRequest,
-    NamedResource, NodePoolRequest, ProviderCluster, ProviderClusterState, ProviderLoadBalancer,
-    ProviderLoadBalancerStatus, ProviderNode, ProviderNodePool, ProviderNodeState, ProviderOptions,
-    ProviderTargets,
+    MaintenanceWindow, NamedResource, NodePoolRequest, ProviderCluster, ProviderClusterState,
+    ProviderLoadBalancer, ProviderLoadBalancerKind, ProviderLoadBalancerStatus, ProviderNode,
+    ProviderNodePool, ProviderNodeState, ProviderOptions, ProviderTargets, UpdateClusterRequest,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -62,20 +63,42 @@ pub(crate) struct Links {
     pub pages: Option<Pages>,
 }
 
+/// `meta` of a list response.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Meta {
+    #[serde(default)]
+    pub total: Option<u64>,
+}
+
+/// One page of a paginated list (research §3): the objects under their plural key, the
+/// page links and `meta.total`.
+#[derive(Debug, Deserialize)]
+#[serde(bound = "T: Deserialize<'de>")]
+pub(crate) struct ListPage<T> {
+    #[serde(default, alias = "kubernetes_clusters", alias = "load_balancers")]
+    pub items: Option<Vec<T>>,
+    #[serde(default)]
+    pub links: Option<Links>,
+    #[serde(default)]
+    pub meta: Option<Meta>,
+}
+
+impl<T> ListPage<T> {
+    /// Its objects, `links.pages.next` and `meta.total`.
+    pub(crate) fn into_page(self) -> crate::digitalocean::Page<T> {
+        crate::digitalocean::Page {
+            items: self.items.unwrap_or_default(),
+            next: self.links.and_then(|l| l.pages).and_then(|p| p.next),
+            total: self.meta.and_then(|m| m.total),
+        }
+    }
+}
+
 /// The page links; only `next` matters to a client that reads to the end.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Pages {
     #[serde(default)]
     pub next: Option<String>,
-}
-
-/// The DigitalOcean error body.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct ErrorBody {
-    #[serde(default)]
-    pub message: Option<String>,
-    #[serde(default)]
-    pub request_id: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -156,22 +179,29 @@ pub(crate) struct WireCluster {
     #[serde(default)]
     pub tags: Option<Vec<String>>,
     #[serde(default)]
+    pub auto_upgrade: Option<bool>,
+    #[serde(default)]
+    pub surge_upgrade: Option<bool>,
+    #[serde(default)]
+    pub maintenance_policy: Option<WireMaintenance>,
+    #[serde(default)]
     pub node_pools: Option<Vec<WireNodePool>>,
     #[serde(default)]
     pub created_at: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ClusterEnvelope {
-    pub kubernetes_cluster: WireCluster,
+/// `maintenance_policy`, in responses (with the read-only `duration`) and requests.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub(crate) struct WireMaintenance {
+    #[serde(default)]
+    pub start_time: Option<String>,
+    #[serde(default)]
+    pub day: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct ClusterList {
-    #[serde(default)]
-    pub kubernetes_clusters: Option<Vec<WireCluster>>,
-    #[serde(default)]
-    pub links: Option<Links>,
+pub(crate) struct ClusterEnvelope {
+    pub kubernetes_cluster: WireCluster,
 }
 
 #[derive(Debug, Deserialize)]
@@ -329,6 +359,14 @@ impl WireCluster {
             endpoint: non_empty(self.endpoint),
             high_availability: self.ha.unwrap_or(false),
             tags: strip_tags(self.tags),
+            auto_upgrade: self.auto_upgrade.unwrap_or(false),
+            surge_upgrade: self.surge_upgrade.unwrap_or(false),
+            maintenance_window: self.maintenance_policy.and_then(|m| {
+                Some(MaintenanceWindow {
+                    start_time: non_empty(m.start_time)?,
+                    day: non_empty(m.day)?,
+                })
+            }),
             node_pools: self
                 .node_pools
                 .unwrap_or_default()
@@ -468,6 +506,38 @@ impl<'a> CreateClusterOut<'a> {
             ha: req.high_availability,
             tags: req.tags.iter().map(String::as_str).filter(|t| !is_server_tag(t)).collect(),
             node_pools: req.node_pools.iter().map(|p| NodePoolOut::from_request(p, true)).collect(),
+        }
+    }
+}
+
+/// A cluster update body (research §4.4): name and the whole tag list always; the rest
+/// only when asked, so what is left out keeps its value.
+#[derive(Debug, Serialize)]
+pub(crate) struct UpdateClusterOut<'a> {
+    pub name: &'a str,
+    pub tags: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ha: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_upgrade: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub surge_upgrade: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maintenance_policy: Option<WireMaintenance>,
+}
+
+impl<'a> UpdateClusterOut<'a> {
+    pub(crate) fn from_request(req: &'a UpdateClusterRequest) -> Self {
+        Self {
+            name: &req.name,
+            tags: req.tags.iter().map(String::as_str).filter(|t| !is_server_tag(t)).collect(),
+            ha: req.high_availability,
+            auto_upgrade: req.auto_upgrade,
+            surge_upgrade: req.surge_upgrade,
+            maintenance_policy: req.maintenance_window.as_ref().map(|w| WireMaintenance {
+                start_time: Some(w.start_time.clone()),
+                day: Some(w.day.clone()),
+            }),
         }
     }
 }
@@ -614,14 +684,6 @@ pub(crate) struct LoadBalancerEnvelope {
     pub load_balancer: WireLoadBalancer,
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct LoadBalancerList {
-    #[serde(default)]
-    pub load_balancers: Option<Vec<WireLoadBalancer>>,
-    #[serde(default)]
-    pub links: Option<Links>,
-}
-
 fn protocol(s: &str) -> Option<Protocol> {
     // Responses have been seen upper-cased (`"HTTP"` in glb_settings).
     match s.to_ascii_lowercase().as_str() {
@@ -661,16 +723,23 @@ pub(crate) fn lb_status(s: Option<&str>) -> ProviderLoadBalancerStatus {
     }
 }
 
-fn lb_kind(s: Option<&str>) -> LoadBalancerType {
+/// The provider's kind as it spells it; an absent type is its default, `REGIONAL`.
+pub(crate) fn lb_kind(s: Option<&str>) -> ProviderLoadBalancerKind {
     match s {
-        Some("GLOBAL") => LoadBalancerType::Global,
-        // REGIONAL (HTTP) and REGIONAL_NETWORK (L4) are both regional to us; an absent
-        // type is the provider's default, REGIONAL.
-        Some("REGIONAL") | Some("REGIONAL_NETWORK") | None => LoadBalancerType::Regional,
-        Some(other) => {
-            tracing::warn!(kind = other, "unknown load balancer type, treating as regional");
-            LoadBalancerType::Regional
-        }
+        Some("REGIONAL") | Some("") | None => ProviderLoadBalancerKind::Regional,
+        Some("REGIONAL_NETWORK") => ProviderLoadBalancerKind::RegionalNetwork,
+        Some("GLOBAL") => ProviderLoadBalancerKind::Global,
+        Some(other) => ProviderLoadBalancerKind::Unknown(other.to_owned()),
+    }
+}
+
+/// The `type` a body sends: exactly the kind (kept from what was observed on update).
+pub(crate) fn lb_kind_str(kind: &ProviderLoadBalancerKind) -> &str {
+    match kind {
+        ProviderLoadBalancerKind::Regional => "REGIONAL",
+        ProviderLoadBalancerKind::RegionalNetwork => "REGIONAL_NETWORK",
+        ProviderLoadBalancerKind::Global => "GLOBAL",
+        ProviderLoadBalancerKind::Unknown(s) => s,
     }
 }
 
@@ -746,12 +815,12 @@ impl WireLoadBalancer {
             ProviderTargets::LoadBalancerIds(lb_ids)
         } else if let Some(tag) = tag {
             ProviderTargets::Tag(tag)
-        } else if droplets.is_empty() && kind == LoadBalancerType::Global {
+        } else if droplets.is_empty() && kind.is_global() {
             ProviderTargets::LoadBalancerIds(Vec::new())
         } else {
             ProviderTargets::DropletIds(droplets)
         };
-        let global = kind == LoadBalancerType::Global;
+        let global = kind.is_global();
         let global_settings = self.glb_settings.filter(|_| global).and_then(|g| {
             Some(GlobalSettings {
                 target_protocol: protocol(g.target_protocol.as_deref().unwrap_or("http"))?,
@@ -788,7 +857,10 @@ impl WireLoadBalancer {
                 redirect_http_to_https: self.redirect_http_to_https.unwrap_or(false),
                 global_settings,
                 domains,
-                tags: strip_tags(self.tags),
+                // DigitalOcean adds no tags to load balancers: `k8s:<cluster id>` is one a
+                // caller set (it associates the balancer with a cluster), so it is kept,
+                // and observed tags compare equal to the requested ones.
+                tags: self.tags.unwrap_or_default(),
             },
             created_at: parse_time(self.created_at.as_deref()),
         }
@@ -798,10 +870,10 @@ impl WireLoadBalancer {
 /// The whole load balancer body, for create and for update alike: a PUT resets every
 /// field it leaves out, so nothing may be left out.
 pub(crate) fn load_balancer_body(req: &LoadBalancerRequest) -> Value {
-    let global = req.kind == LoadBalancerType::Global;
+    let global = req.kind.is_global();
     let mut body = serde_json::Map::new();
     body.insert("name".into(), json!(req.name));
-    body.insert("type".into(), json!(if global { "GLOBAL" } else { "REGIONAL" }));
+    body.insert("type".into(), json!(lb_kind_str(&req.kind)));
     if !global && let Some(region) = &req.region {
         body.insert("region".into(), json!(region));
     }
@@ -947,16 +1019,16 @@ mod tests {
         }}))
         .unwrap();
         let lb = lb.load_balancer.into_port();
-        assert_eq!(lb.spec.kind, LoadBalancerType::Regional);
+        assert_eq!(lb.spec.kind, ProviderLoadBalancerKind::RegionalNetwork);
         assert_eq!(lb.spec.region.as_deref(), Some("nyc1"));
         assert_eq!(lb.spec.targets, ProviderTargets::DropletIds(vec![3164444, 3164445]));
         assert_eq!(lb.spec.sticky_sessions, None);
-        assert_eq!(lb.spec.tags, vec!["mine"]);
+        assert_eq!(lb.spec.tags, vec!["k8s:abc", "mine"], "LB tags are the caller's own");
         assert_eq!(lb.spec.health_check.healthy_threshold, 5);
         assert_eq!(lb.spec.forwarding_rules[0].entry_protocol, Protocol::Tcp);
         let body = load_balancer_body(&lb.spec);
         assert_eq!(body["region"], json!("nyc1"));
-        assert_eq!(body["type"], json!("REGIONAL"));
+        assert_eq!(body["type"], json!("REGIONAL_NETWORK"), "a PUT keeps the real type");
         assert_eq!(body["droplet_ids"], json!([3164444, 3164445]));
         assert_eq!(body["size_unit"], json!(2));
         assert_eq!(body["sticky_sessions"], json!({"type": "none"}));
@@ -974,7 +1046,7 @@ mod tests {
         .unwrap();
         let lb = lb.into_port();
         assert_eq!(lb.status, ProviderLoadBalancerStatus::Unknown("weird".into()));
-        assert_eq!(lb.spec.kind, LoadBalancerType::Global);
+        assert_eq!(lb.spec.kind, ProviderLoadBalancerKind::Global);
         assert_eq!(lb.spec.size_unit, None);
         assert_eq!(lb.spec.global_settings.as_ref().unwrap().target_protocol, Protocol::Http);
         assert!(lb.spec.global_settings.as_ref().unwrap().cdn);

@@ -25,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::SimState;
+use crate::interleave::Moment;
 use crate::model::{
     ApiError, ClusterCreate, ClusterUpdate, LoadBalancerSpec, NodePoolSpec, Selection, catalog,
     routes,
@@ -49,8 +50,7 @@ impl IntoResponse for ApiError {
 
 fn error_body(e: &ApiError, request_id: &str) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = json!({"id": e.id, "message": e.message, "request_id": request_id});
-    let mut r = (status, axum::Json(body)).into_response();
+    let mut r = (status, axum::Json(e.body(request_id))).into_response();
     if let Some(s) = e.retry_after
         && let Ok(v) = HeaderValue::from_str(&s.to_string())
     {
@@ -158,14 +158,20 @@ fn expiry(q: &HashMap<String, String>) -> Option<u64> {
     q.get("expiry_seconds").and_then(|v| v.parse().ok())
 }
 
+/// Runs what another actor does once page `page` of list `template` is served.
+fn after_page(s: &SimState, template: &str, page: usize) {
+    let moment = Moment::AfterListPage { route: routes::key("GET", template), page };
+    s.interleave.run(s, &moment);
+}
+
 /// Slices `items` by `page`/`per_page` and builds `links` (full URLs, only the ones
-/// that make sense) and `meta`.
+/// that make sense) and `meta`; the page number served comes last.
 fn paginate<T>(
     items: Vec<T>,
     q: &HashMap<String, String>,
     headers: &HeaderMap,
     uri: &Uri,
-) -> (Vec<T>, Value, Value) {
+) -> (Vec<T>, Value, Value, usize) {
     let total = items.len();
     let per_page = q
         .get("per_page")
@@ -189,7 +195,7 @@ fn paginate<T>(
     let links = if pages.is_empty() { json!({}) } else { json!({"pages": pages}) };
     let slice =
         items.into_iter().skip((page - 1).saturating_mul(per_page)).take(per_page).collect();
-    (slice, links, json!({"total": total}))
+    (slice, links, json!({"total": total}), page)
 }
 
 // ----- clusters -----------------------------------------------------------------------------
@@ -204,8 +210,10 @@ async fn list_clusters(
     let now = s.clock.now();
     let mut m = s.model();
     let all = m.list_clusters(&t, now)?;
-    let (page, links, meta) = paginate(all, &q, &headers, &uri);
+    let (page, links, meta, n) = paginate(all, &q, &headers, &uri);
     let items: Vec<Value> = page.iter().map(|c| render::cluster(c, &m)).collect();
+    drop(m);
+    after_page(&s, routes::CLUSTERS, n);
     Ok(json(StatusCode::OK, json!({"kubernetes_clusters": items, "links": links, "meta": meta})))
 }
 
@@ -491,8 +499,9 @@ async fn list_lbs(
     uri: Uri,
 ) -> Res {
     let all = s.model().list_load_balancers(&t, s.clock.now())?;
-    let (page, links, meta) = paginate(all, &q, &headers, &uri);
+    let (page, links, meta, n) = paginate(all, &q, &headers, &uri);
     let items: Vec<Value> = page.iter().map(render::load_balancer).collect();
+    after_page(&s, routes::LOAD_BALANCERS, n);
     Ok(json(StatusCode::OK, json!({"load_balancers": items, "links": links, "meta": meta})))
 }
 

@@ -1,24 +1,25 @@
-//! The direct face of the simulated Kubernetes API: `ClusterApi`/`ClusterClient` straight
-//! on the [`KubeStore`] and the model, without HTTP.
+//! The direct face of the simulated Kubernetes API: `ClusterApi` over the primitive
+//! `ClusterOps` straight on the [`KubeStore`] and the model, without HTTP.
 //!
 //! Invariant: it answers exactly as `bc_providers::kube::KubeClusterApi` does over the
-//! HTTP face — same gate (token, cluster running), same read-before-write ownership
-//! rule (never patch or delete an object without our label; `force` only on ours), same
-//! error classes.
+//! HTTP face — the same gate (token, cluster running, faults, interleaved actors), the
+//! same store operations, the same classification of their Status errors
+//! (`bc_domain::classify::kubernetes`) and, through `ClusterOps`, the same ownership
+//! rule (`bc_domain::ports::cluster`), none of it copied here.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bc_domain::classify::kubernetes::classify_status;
 use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
-    ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, DeleteOutcome, KubeObject,
-    ObjectRef, OwnerLabel,
+    ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, ObjectError,
+    ObjectMeta, ObjectRef, Preconditions,
 };
 
 use super::store::labels_of;
-use super::{ApplyRequest, KubeError, KubeStore, Resource, Selector, Verb, op_key};
+use super::{ApplyRequest, KubeError, KubeStore, Resource, Selector, Verb};
 use crate::SimState;
 
 /// `ClusterApi` on the simulator's state.
@@ -103,126 +104,89 @@ pub struct DirectClusterClient {
     token: String,
 }
 
-/// The error classes of the real adapter: 409 → Conflict; 429 and 5xx → Unreachable;
-/// any other 4xx → Refused. Messages never carry credentials.
-pub fn classify(e: &KubeError) -> ClusterError {
-    let msg = format!("{} ({})", e.message, e.reason);
-    match e.code {
-        409 => ClusterError::Conflict(msg),
-        429 | 500..=599 => ClusterError::Unreachable(msg),
-        _ => ClusterError::Refused(msg),
-    }
-}
-
-fn owner_of(labels: &BTreeMap<String, String>, owner: &OwnerLabel) -> Result<(), Option<String>> {
-    match labels.get(&owner.key) {
-        Some(v) if *v == owner.value => Ok(()),
-        other => Err(other.cloned()),
-    }
+/// A Status error as every face classifies it.
+fn classify(e: KubeError) -> ObjectError {
+    classify_status(e.code, &e.reason, &e.message)
 }
 
 impl DirectClusterClient {
-    fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, KubeError> {
-        KubeStore::gate(&self.state, &self.cluster_id, Some(&self.token), &op_key(verb, resource))
+    fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, ObjectError> {
+        KubeStore::gate(&self.state, &self.cluster_id, Some(&self.token), verb, resource)
+            .map_err(classify)
     }
 
-    /// Like a GET of the item: 404 (object or, as over HTTP, the cluster) is `None`.
-    fn read(&self, object: &ObjectRef) -> Result<Option<serde_json::Value>, ClusterError> {
-        let got = self.gate(Verb::Get, Resource::of(object.kind)).and_then(|_| {
-            self.state.kube.get(
-                &self.cluster_id,
-                Resource::of(object.kind),
-                object.namespace.as_deref(),
-                &object.name,
-            )
-        });
-        match got {
-            Ok(v) => Ok(Some(v)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(classify(&e)),
-        }
-    }
-
-    fn apply(&self, object: &KubeObject, force: bool) -> Result<(), ClusterError> {
-        self.gate(Verb::Apply, Resource::of(object.object.kind)).map_err(|e| classify(&e))?;
+    fn request<'a>(&self, object: &'a KubeObject, force: bool) -> ApplyRequest<'a> {
         let o = &object.object;
-        self.state
-            .kube
-            .apply(
-                &self.cluster_id,
-                &ApplyRequest {
-                    resource: Resource::of(o.kind),
-                    namespace: o.namespace.as_deref(),
-                    name: &o.name,
-                    body: &object.manifest,
-                    manager: FIELD_MANAGER,
-                    force,
-                },
-                self.state.clock.now(),
-            )
-            .map(|_| ())
-            .map_err(|e| classify(&e))
+        ApplyRequest {
+            resource: Resource::of(o.kind),
+            namespace: o.namespace.as_deref(),
+            name: &o.name,
+            body: &object.manifest,
+            manager: FIELD_MANAGER,
+            force,
+        }
     }
 }
 
 #[async_trait]
-impl ClusterClient for DirectClusterClient {
-    async fn get_labels(
-        &self,
-        object: &ObjectRef,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
-        Ok(self.read(object)?.map(|v| labels_of(&v)))
+impl ClusterOps for DirectClusterClient {
+    async fn read(&self, object: &ObjectRef) -> Result<ObjectMeta, ObjectError> {
+        let resource = Resource::of(object.kind);
+        self.gate(Verb::Get, resource)?;
+        let v = self
+            .state
+            .kube
+            .get(&self.cluster_id, resource, object.namespace.as_deref(), &object.name)
+            .map_err(classify)?;
+        let s = |p: &str| v.pointer(p).and_then(serde_json::Value::as_str).map(str::to_owned);
+        Ok(ObjectMeta {
+            labels: labels_of(&v),
+            uid: s("/metadata/uid"),
+            resource_version: s("/metadata/resourceVersion"),
+        })
     }
 
-    async fn apply_owned(
-        &self,
-        object: &KubeObject,
-        owner: &OwnerLabel,
-    ) -> Result<ApplyOutcome, ClusterError> {
-        match self.read(&object.object)? {
-            None => {
-                self.apply(object, false)?;
-                Ok(ApplyOutcome::Created)
-            }
-            Some(existing) => match owner_of(&labels_of(&existing), owner) {
-                Ok(()) => {
-                    self.apply(object, true)?;
-                    Ok(ApplyOutcome::Applied)
-                }
-                Err(other) => Ok(ApplyOutcome::Foreign { owner: other }),
-            },
-        }
+    async fn create(&self, object: &KubeObject) -> Result<(), ObjectError> {
+        self.gate(Verb::Create, Resource::of(object.object.kind))?;
+        let now = self.state.clock.now();
+        self.state
+            .kube
+            .create(&self.cluster_id, &self.request(object, false), now)
+            .map_err(classify)?;
+        Ok(())
     }
 
-    async fn delete_owned(
+    async fn apply(&self, object: &KubeObject, force: bool) -> Result<(), ObjectError> {
+        self.gate(Verb::Apply, Resource::of(object.object.kind))?;
+        let now = self.state.clock.now();
+        self.state
+            .kube
+            .apply(&self.cluster_id, &self.request(object, force), now)
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn delete(
         &self,
         object: &ObjectRef,
-        owner: &OwnerLabel,
-    ) -> Result<DeleteOutcome, ClusterError> {
-        let Some(existing) = self.read(object)? else {
-            return Ok(DeleteOutcome::Absent);
-        };
-        if let Err(other) = owner_of(&labels_of(&existing), owner) {
-            return Ok(DeleteOutcome::Foreign { owner: other });
-        }
-        self.gate(Verb::Delete, Resource::of(object.kind)).map_err(|e| classify(&e))?;
-        match self.state.kube.delete(
-            &self.cluster_id,
-            Resource::of(object.kind),
-            object.namespace.as_deref(),
-            &object.name,
-            self.state.clock.now(),
-        ) {
-            Ok(_) => Ok(DeleteOutcome::Deleted),
-            Err(e) if e.is_not_found() => Ok(DeleteOutcome::Absent),
-            Err(e) => Err(classify(&e)),
-        }
+        preconditions: &Preconditions,
+    ) -> Result<(), ObjectError> {
+        let resource = Resource::of(object.kind);
+        self.gate(Verb::Delete, resource)?;
+        let now = self.state.clock.now();
+        let ns = object.namespace.as_deref();
+        self.state
+            .kube
+            .delete(&self.cluster_id, resource, ns, &object.name, preconditions, now)
+            .map_err(classify)?;
+        Ok(())
     }
 
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
-        let view = self.gate(Verb::List, Resource::Node).map_err(|e| classify(&e))?;
-        let selector =
-            Selector::parse(label_selector).map_err(|e| classify(&KubeError::bad_request(e)))?;
+        let failed = |e: ObjectError| e.into_cluster_error(&"the Node list");
+        let view = self.gate(Verb::List, Resource::Node).map_err(failed)?;
+        let selector = Selector::parse(label_selector)
+            .map_err(|e| failed(classify(KubeError::bad_request(e))))?;
         Ok(view
             .nodes
             .into_iter()

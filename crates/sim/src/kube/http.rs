@@ -1,6 +1,9 @@
 //! The HTTP face of the simulated Kubernetes API (routes relative to `/k8s/{cluster_id}`),
 //! shaped after what the `kube` 5 client sends and accepts (research/kube-wire.md).
 //!
+//! Serves GET (get, list), POST (create), PATCH (server-side apply only) and DELETE (with
+//! `DeleteOptions.preconditions`) on the stored kinds, and GET on Nodes.
+//!
 //! Invariant: every answer is JSON, and every error — including unknown routes and
 //! methods — is a metav1 Status with `reason` set and HTTP status equal to `code`.
 
@@ -16,7 +19,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use serde_json::{Value, json};
 
-use super::{KubeError, KubeStore, Resource, Selector, UNMATCHED, Verb, node_json, op_key};
+use bc_domain::ports::Preconditions;
+
+use super::{KubeError, KubeStore, Resource, Selector, UNMATCHED, Verb, node_json};
 use crate::SimState;
 
 type Params = HashMap<String, String>;
@@ -116,7 +121,7 @@ impl Call {
     }
 
     fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, KubeError> {
-        KubeStore::gate(&self.state, self.cluster(), self.bearer(), &op_key(verb, resource))
+        KubeStore::gate(&self.state, self.cluster(), self.bearer(), verb, resource)
     }
 
     /// The verb of a request on one object.
@@ -127,6 +132,80 @@ impl Call {
             Method::DELETE => Some(Verb::Delete),
             _ => None,
         }
+    }
+
+    /// 415 UnsupportedMediaType unless the body is `wanted` (`what` says what is served).
+    fn expect_content_type(&self, wanted: &str, what: &str) -> Result<(), KubeError> {
+        let content_type = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if content_type.starts_with(wanted) {
+            return Ok(());
+        }
+        Err(KubeError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the simulator {what}, not {content_type:?}"),
+        ))
+    }
+
+    /// `DeleteOptions.preconditions` of a DELETE body (an empty body has none).
+    fn preconditions(&self) -> Result<Preconditions, KubeError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Preconditions::default());
+        }
+        let v: Value = serde_json::from_slice(&self.body)
+            .ok()
+            .filter(Value::is_object)
+            .ok_or_else(|| KubeError::bad_request("the body is not a DeleteOptions object"))?;
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        Ok(Preconditions {
+            uid: s("/preconditions/uid"),
+            resource_version: s("/preconditions/resourceVersion"),
+        })
+    }
+
+    /// GET (list) or POST (create) on a collection of stored objects.
+    fn collection(
+        &self,
+        resource: Resource,
+        namespace: Option<&str>,
+    ) -> Result<Response, KubeError> {
+        match self.method {
+            Method::GET => self.list(resource, namespace),
+            Method::POST => self.create(resource, namespace),
+            _ => Ok(method_not_allowed(&self.method)),
+        }
+    }
+
+    /// POST: creates the object the JSON body describes, 201, or 409 AlreadyExists.
+    fn create(&self, resource: Resource, namespace: Option<&str>) -> Result<Response, KubeError> {
+        self.gate(Verb::Create, resource)?;
+        self.expect_content_type("application/json", "creates from application/json only")?;
+        let body: Value = serde_json::from_slice(&self.body)
+            .map_err(|e| KubeError::bad_request(format!("the body is not JSON: {e}")))?;
+        let Some(name) = body.pointer("/metadata/name").and_then(Value::as_str) else {
+            return Err(KubeError::new(
+                422,
+                "Invalid",
+                format!(
+                    "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                    resource.kind()
+                ),
+            ));
+        };
+        let q = self.query()?;
+        let user_agent =
+            self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let manager = q.get("fieldManager").map(String::as_str).unwrap_or(user_agent);
+        let created = self.state.kube.create(
+            self.cluster(),
+            &super::ApplyRequest { resource, namespace, name, body: &body, manager, force: false },
+            self.state.clock.now(),
+        )?;
+        Ok(respond(201, &created.object))
     }
 
     /// GET on a collection of stored objects.
@@ -154,20 +233,10 @@ impl Call {
         match self.method {
             Method::GET => Ok(respond(200, &kube.get(cluster, resource, namespace, name)?)),
             Method::PATCH => {
-                let content_type = self
-                    .headers
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                if !content_type.starts_with("application/apply-patch+yaml") {
-                    return Err(KubeError::new(
-                        415,
-                        "UnsupportedMediaType",
-                        format!(
-                            "the simulator supports only server-side apply (application/apply-patch+yaml), not {content_type:?}"
-                        ),
-                    ));
-                }
+                self.expect_content_type(
+                    "application/apply-patch+yaml",
+                    "supports only server-side apply (application/apply-patch+yaml)",
+                )?;
                 // kube sends JSON, which is valid YAML; the Json extractor would reject
                 // the content type, hence the raw body.
                 let body: Value = serde_json::from_slice(&self.body).map_err(|e| {
@@ -184,7 +253,9 @@ impl Call {
                 Ok(respond(if applied.created { 201 } else { 200 }, &applied.object))
             }
             Method::DELETE => {
-                match kube.delete(cluster, resource, namespace, name, self.state.clock.now())? {
+                let pre = self.preconditions()?;
+                let now = self.state.clock.now();
+                match kube.delete(cluster, resource, namespace, name, &pre, now)? {
                     super::Deleted::Object(o) | super::Deleted::Status(o) => Ok(respond(200, &o)),
                 }
             }
@@ -239,12 +310,7 @@ macro_rules! handler {
     };
 }
 
-handler!(namespaces, |c| {
-    if c.method != Method::GET {
-        return Ok(method_not_allowed(&c.method));
-    }
-    c.list(Resource::Namespace, None)
-});
+handler!(namespaces, |c| c.collection(Resource::Namespace, None));
 
 handler!(namespace, |c| {
     let name = c.param("ns").unwrap_or_default().to_owned();
@@ -268,11 +334,8 @@ fn core_resource(c: &Call) -> Result<Resource, KubeError> {
 
 handler!(core_collection, |c| {
     let resource = core_resource(&c)?;
-    if c.method != Method::GET {
-        return Ok(method_not_allowed(&c.method));
-    }
     let ns = c.param("ns").map(str::to_owned);
-    c.list(resource, ns.as_deref())
+    c.collection(resource, ns.as_deref())
 });
 
 handler!(core_item, |c| {
@@ -283,11 +346,8 @@ handler!(core_item, |c| {
 });
 
 handler!(daemonsets, |c| {
-    if c.method != Method::GET {
-        return Ok(method_not_allowed(&c.method));
-    }
     let ns = c.param("ns").map(str::to_owned);
-    c.list(Resource::DaemonSet, ns.as_deref())
+    c.collection(Resource::DaemonSet, ns.as_deref())
 });
 
 handler!(daemonset, |c| {

@@ -16,7 +16,7 @@ pub mod store;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bc_domain::ports::ObjectKind;
+use bc_domain::ports::{ObjectKind, Preconditions};
 use bc_domain::time::Timestamp;
 use serde_json::{Value, json};
 
@@ -24,7 +24,7 @@ pub use error::KubeError;
 pub use selector::Selector;
 pub use store::{Applied, ApplyRequest, Deleted};
 
-use crate::bcd::JoinOutcome;
+use crate::interleave::Moment;
 use crate::{SimNode, SimState};
 
 /// The resources the simulated API serves.
@@ -110,6 +110,8 @@ pub enum Verb {
     Get,
     /// GET of a collection.
     List,
+    /// POST to a collection.
+    Create,
     /// PATCH with server-side apply.
     Apply,
     /// DELETE.
@@ -117,15 +119,21 @@ pub enum Verb {
 }
 
 impl Verb {
-    /// `get`, `list`, `apply`, `delete` (the Kubernetes audit verbs, with `apply` for
-    /// server-side apply patches).
+    /// `get`, `list`, `create`, `apply`, `delete` (the Kubernetes audit verbs, with
+    /// `apply` for server-side apply patches).
     pub fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
             Verb::List => "list",
+            Verb::Create => "create",
             Verb::Apply => "apply",
             Verb::Delete => "delete",
         }
+    }
+
+    /// Whether it changes objects.
+    pub fn writes(self) -> bool {
+        matches!(self, Verb::Create | Verb::Apply | Verb::Delete)
     }
 }
 
@@ -151,11 +159,10 @@ pub struct ClusterView {
     pub nodes: Vec<SimNode>,
 }
 
-/// Kubernetes objects of every simulated cluster, and what the simulated bcd did.
+/// Kubernetes objects of every simulated cluster, request counters and injected faults.
 #[derive(Debug, Default)]
 pub struct KubeStore {
     objects: Mutex<store::Objects>,
-    joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
     /// Requests per (cluster id, operation key).
     counters: Mutex<BTreeMap<(String, String), u64>>,
     faults: Mutex<BTreeMap<String, Faults>>,
@@ -164,10 +171,6 @@ pub struct KubeStore {
 impl KubeStore {
     fn objects(&self) -> MutexGuard<'_, store::Objects> {
         self.objects.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn joins_mut(&self) -> MutexGuard<'_, BTreeMap<(String, String), JoinOutcome>> {
-        self.joins.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Counts one request of `op` (see [`op_key`]) at `cluster_id`.
@@ -215,16 +218,20 @@ impl KubeStore {
         Some(code)
     }
 
-    /// Lets a request of `op` at `cluster_id` through, or says why not: 404 NotFound
-    /// when the cluster does not exist (or is gone), 401 Unauthorized when `bearer` is
-    /// not its token, 503 ServiceUnavailable while it is not running, then any injected
-    /// failure. Counts the request first and advances the model to now.
+    /// Lets a `verb` request on `resource` at `cluster_id` through, or says why not: 404
+    /// NotFound when the cluster does not exist (or is gone), 401 Unauthorized when
+    /// `bearer` is not its token, 503 ServiceUnavailable while it is not running, then
+    /// any injected failure. Counts the request first and advances the model to now;
+    /// before a write it runs what `SimState::interleave` queued for it.
     pub fn gate(
         state: &SimState,
         cluster_id: &str,
         bearer: Option<&str>,
-        op: &str,
+        verb: Verb,
+        resource: Resource,
     ) -> Result<ClusterView, KubeError> {
+        let op = op_key(verb, resource);
+        let op = op.as_str();
         state.kube.count(cluster_id, op);
         let now = state.clock.now();
         let mut model = state.model();
@@ -265,6 +272,10 @@ impl KubeStore {
                 _ => "BadRequest",
             };
             return Err(KubeError::new(code, reason, format!("injected failure of {op}")));
+        }
+        if verb.writes() {
+            let moment = Moment::BeforeKubeWrite { cluster: cluster_id.to_owned(), resource };
+            state.interleave.run(state, &moment);
         }
         Ok(ClusterView { nodes })
     }
@@ -348,26 +359,32 @@ impl KubeStore {
         )
     }
 
-    /// Deletes an object.
+    /// Creates an object (409 AlreadyExists when its name is taken).
+    pub fn create(
+        &self,
+        cluster_id: &str,
+        req: &ApplyRequest<'_>,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        self.objects().create(cluster_id, req, now)
+    }
+
+    /// Deletes an object if it meets `pre` (409 Conflict otherwise).
     pub fn delete(
         &self,
         cluster_id: &str,
         resource: Resource,
         namespace: Option<&str>,
         name: &str,
+        pre: &Preconditions,
         now: Timestamp,
     ) -> Result<Deleted, KubeError> {
-        self.objects().delete(cluster_id, resource, namespace, name, now)
+        self.objects().delete(cluster_id, resource, namespace, name, pre, now)
     }
 
     /// The clusters that hold objects.
     pub fn cluster_ids(&self) -> Vec<String> {
         self.objects().cluster_ids()
-    }
-
-    /// What each simulated bcd did, per (cluster id, node name).
-    pub fn join_outcomes(&self) -> BTreeMap<(String, String), JoinOutcome> {
-        self.joins_mut().clone()
     }
 }
 
@@ -395,7 +412,7 @@ pub fn node_json(n: &SimNode, resource_version: u64) -> Value {
         "kind": "Node",
         "metadata": {
             "name": n.name,
-            "uid": format!("5e1a0000-0000-4000-9000-{:012x}", fnv(&n.provider_id) & 0xffff_ffff_ffff),
+            "uid": format!("5e1a0000-0000-4000-9000-{:012x}", crate::fnv1a(&n.provider_id) & 0xffff_ffff_ffff),
             "resourceVersion": resource_version.to_string(),
             "labels": n.labels,
         },
@@ -404,11 +421,6 @@ pub fn node_json(n: &SimNode, resource_version: u64) -> Value {
             "conditions": [{"type": "Ready", "status": status, "reason": reason}],
         },
     })
-}
-
-/// A stable hash for derived ids (not for security).
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The routes under `/k8s/{cluster_id}`.

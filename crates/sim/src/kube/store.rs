@@ -1,14 +1,20 @@
-//! The objects of every simulated cluster and the server-side apply that changes them.
+//! The objects of every simulated cluster and the writes that change them: server-side
+//! apply, create (POST) and delete with preconditions.
 //!
 //! Invariant: an apply never takes a changed field from another field manager without
 //! `force` (409 Conflict instead); an apply that changes nothing leaves the object —
-//! including its `resourceVersion` — exactly as it was; resource versions only grow.
+//! including its `resourceVersion` — exactly as it was; a create never touches an
+//! existing object (409 AlreadyExists); a delete whose preconditions (uid,
+//! resourceVersion) do not match leaves the object (409 Conflict); resource versions only
+//! grow.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use bc_domain::time::Timestamp;
 use serde_json::{Map, Value, json};
+
+use bc_domain::ports::Preconditions;
 
 use super::error::{Cause, KubeError};
 use super::fields::{self, FieldPath};
@@ -34,8 +40,8 @@ pub(crate) struct Stored {
     content: Value,
     /// Which managers own each leaf.
     owners: BTreeMap<FieldPath, BTreeSet<String>>,
-    /// When each manager last changed the object.
-    manager_times: BTreeMap<String, Timestamp>,
+    /// When each manager last changed the object, and how (`Apply` or `Update`).
+    manager_times: BTreeMap<String, (Timestamp, &'static str)>,
     uid: String,
     resource_version: u64,
     created: Timestamp,
@@ -157,6 +163,39 @@ impl Objects {
         req: &ApplyRequest<'_>,
         now: Timestamp,
     ) -> Result<Applied, KubeError> {
+        self.write(cluster, req, now, "Apply")
+    }
+
+    /// Create (POST): the object must not exist (409 AlreadyExists); its fields are then
+    /// owned by the request's field manager, as an `Update`.
+    pub(crate) fn create(
+        &mut self,
+        cluster: &str,
+        req: &ApplyRequest<'_>,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        // The body is checked against the URL before the name is looked up.
+        validate_body(req)?;
+        let key = (req.resource, ns_key(req.resource, req.namespace), req.name.to_owned());
+        if self.clusters.get(cluster).is_some_and(|c| c.objects.contains_key(&key)) {
+            return Err(KubeError::new(
+                409,
+                "AlreadyExists",
+                format!("{} \"{}\" already exists", req.resource.plural(), req.name),
+            )
+            .on(req.resource.plural(), req.name));
+        }
+        let manager = if req.manager.is_empty() { "unknown" } else { req.manager };
+        self.write(cluster, &ApplyRequest { manager, force: false, ..req.clone() }, now, "Update")
+    }
+
+    fn write(
+        &mut self,
+        cluster: &str,
+        req: &ApplyRequest<'_>,
+        now: Timestamp,
+        operation: &'static str,
+    ) -> Result<Applied, KubeError> {
         let resource = req.resource;
         let name = req.name;
         if req.manager.is_empty() {
@@ -262,7 +301,7 @@ impl Objects {
                     old.generation
                 };
                 let mut manager_times = old.manager_times;
-                manager_times.insert(manager, now);
+                manager_times.insert(manager, (now, operation));
                 manager_times.retain(|m, _| owners.values().any(|ms| ms.contains(m)));
                 Stored {
                     content,
@@ -277,7 +316,7 @@ impl Objects {
             None => Stored {
                 content,
                 owners,
-                manager_times: BTreeMap::from([(manager, now)]),
+                manager_times: BTreeMap::from([(manager, (now, operation))]),
                 uid: self.next_uid(),
                 resource_version: rv,
                 created: now,
@@ -290,20 +329,44 @@ impl Objects {
         Ok(Applied { object, created })
     }
 
-    /// Deletes an object; a Namespace takes its namespaced objects with it.
+    /// Deletes an object if it meets `pre` (409 Conflict otherwise, as the apiserver's
+    /// storage answers); a Namespace takes its namespaced objects with it.
     pub(crate) fn delete(
         &mut self,
         cluster: &str,
         resource: Resource,
         namespace: Option<&str>,
         name: &str,
+        pre: &Preconditions,
         now: Timestamp,
     ) -> Result<Deleted, KubeError> {
         let key: Key = (resource, ns_key(resource, namespace), name.to_owned());
-        let removed = self
-            .clusters
-            .get_mut(cluster)
-            .and_then(|c| c.objects.remove(&key))
+        let objects = self.clusters.get_mut(cluster).map(|c| &mut c.objects);
+        let Some(current) = objects.as_ref().and_then(|o| o.get(&key)) else {
+            return Err(KubeError::not_found(resource.plural(), name));
+        };
+        let failed = match (&pre.uid, &pre.resource_version) {
+            (Some(uid), _) if *uid != current.uid => Some(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                current.uid
+            )),
+            (_, Some(rv)) if *rv != current.resource_version.to_string() => Some(format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in \
+                 object meta: {}",
+                current.resource_version
+            )),
+            _ => None,
+        };
+        if let Some(why) = failed {
+            return Err(KubeError::new(
+                409,
+                "Conflict",
+                format!("Operation cannot be fulfilled on {} \"{name}\": {why}", resource.plural()),
+            )
+            .on(resource.plural(), name));
+        }
+        let removed = objects
+            .and_then(|o| o.remove(&key))
             .ok_or_else(|| KubeError::not_found(resource.plural(), name))?;
         let rv = self.next_rv();
         if resource == Resource::Namespace {
@@ -501,15 +564,16 @@ fn render(resource: Resource, key: &Key, s: &Stored) -> Value {
     let managed: Vec<Value> = by_manager
         .iter()
         .map(|(m, paths)| {
+            let (time, operation) = s.manager_times.get(*m).copied().unzip();
             let mut e = json!({
                 "manager": m,
-                "operation": "Apply",
+                "operation": operation.unwrap_or("Apply"),
                 "apiVersion": resource.api_version(),
                 "fieldsType": "FieldsV1",
                 "fieldsV1": fields::fields_v1(paths),
             });
-            if let Some(t) = s.manager_times.get(*m) {
-                e["time"] = json!(kube_time(*t));
+            if let Some(t) = time {
+                e["time"] = json!(kube_time(t));
             }
             e
         })
@@ -622,11 +686,51 @@ mod tests {
         let e = apply(&mut o, Resource::ServiceAccount, Some("zz"), "x", json!({}), "bc", false)
             .unwrap_err();
         assert_eq!(e.reason, "NotFound");
-        match o.delete("c1", Resource::Namespace, None, "n", t()).unwrap() {
+        match o
+            .delete("c1", Resource::Namespace, None, "n", &Preconditions::default(), t())
+            .unwrap()
+        {
             Deleted::Object(v) => assert_eq!(v["status"]["phase"], json!("Terminating")),
             other => panic!("{other:?}"),
         }
         assert!(o.get("c1", Resource::ServiceAccount, Some("n"), "x").is_err());
-        assert!(o.delete("c1", Resource::Namespace, None, "n", t()).is_err());
+        assert!(
+            o.delete("c1", Resource::Namespace, None, "n", &Preconditions::default(), t()).is_err()
+        );
+    }
+
+    #[test]
+    fn create_refuses_a_taken_name_and_delete_checks_its_preconditions() {
+        let mut o = Objects::default();
+        let ns = json!({"metadata":{"name":"n","labels":{"team":"x"}}});
+        let req = ApplyRequest {
+            resource: Resource::Namespace,
+            namespace: None,
+            name: "n",
+            body: &ns,
+            manager: "bc",
+            force: false,
+        };
+        let made = o.create("c1", &req, t()).unwrap();
+        assert!(made.created);
+        assert_eq!(made.object["metadata"]["managedFields"][0]["operation"], "Update");
+        let e = o.create("c1", &req, t()).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+        assert_eq!(e.message, "namespaces \"n\" already exists");
+
+        let uid = made.object["metadata"]["uid"].as_str().unwrap().to_owned();
+        let rv = made.object["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+        for pre in [
+            Preconditions { uid: Some("other".into()), resource_version: None },
+            Preconditions { uid: Some(uid.clone()), resource_version: Some("999".into()) },
+        ] {
+            let e = o.delete("c1", Resource::Namespace, None, "n", &pre, t()).unwrap_err();
+            assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"), "{pre:?}");
+            assert!(e.message.contains("Precondition failed"), "{}", e.message);
+            assert!(o.get("c1", Resource::Namespace, None, "n").is_ok(), "not deleted");
+        }
+        let pre = Preconditions { uid: Some(uid), resource_version: Some(rv) };
+        o.delete("c1", Resource::Namespace, None, "n", &pre, t()).unwrap();
+        assert!(o.get("c1", Resource::Namespace, None, "n").is_err());
     }
 }

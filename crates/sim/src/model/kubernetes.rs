@@ -1250,6 +1250,21 @@ impl Model {
         false
     }
 
+    /// Revokes the bearer token the cluster's kubeconfigs carry (as an expired or
+    /// revoked DigitalOcean token): its API answers 401 to it from now on, and the next
+    /// kubeconfig or credentials request hands out a new one. Returns the new token, or
+    /// `None` if the cluster is unknown.
+    pub fn revoke_cluster_token(&mut self, cluster_id: &str) -> Option<String> {
+        let fresh = format!("doks-sim-{}", self.ids.uuid().replace('-', ""));
+        let c = self
+            .accounts
+            .values_mut()
+            .flat_map(|a| a.clusters.iter_mut())
+            .find(|c| c.id == cluster_id)?;
+        c.api_token = fresh.clone();
+        Some(fresh)
+    }
+
     /// Sets a cluster's version directly (tests: start from a version not offered for
     /// new clusters, e.g. an older patch). Returns false if the cluster or version is
     /// unknown.

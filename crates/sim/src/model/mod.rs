@@ -75,6 +75,11 @@ impl ApiError {
     pub fn server_error() -> Self {
         Self::new(500, "server_error", "Server was unable to give you a response.")
     }
+
+    /// The error body every face renders (research §1): `{id, message, request_id}`.
+    pub fn body(&self, request_id: &str) -> serde_json::Value {
+        serde_json::json!({"id": self.id, "message": self.message, "request_id": request_id})
+    }
 }
 
 /// A failure injected for the next requests to one endpoint.

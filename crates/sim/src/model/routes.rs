@@ -62,6 +62,26 @@ pub fn key(method: &str, template: &str) -> String {
     format!("{method} {template}")
 }
 
+/// `template` with its `{…}` segments replaced by `ids`, in order (a missing id leaves
+/// the segment as it is): the path a request of that route has.
+pub fn fill(template: &str, ids: &[&str]) -> String {
+    let mut ids = ids.iter();
+    template
+        .split('/')
+        .map(|seg| {
+            let param = seg.starts_with('{') && seg.ends_with('}');
+            match ids.clone().next().filter(|_| param) {
+                Some(id) => {
+                    ids.next();
+                    (*id).to_owned()
+                }
+                None => seg.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The token scope a route needs (research §0/§4.4/§5.2): GET → `read`, POST →
 /// `create`, PUT → `update`, DELETE → `delete`, except node-pool and node changes and
 /// upgrades (`kubernetes:update`), the deprecated node recycle (`kubernetes:delete`),
@@ -97,4 +117,16 @@ pub fn scope(route_key: &str) -> Option<&'static str> {
         _ => return None,
     };
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_in_order() {
+        assert_eq!(fill(NODE, &["c", "p", "n"]), "/v2/kubernetes/clusters/c/node_pools/p/nodes/n");
+        assert_eq!(fill(CLUSTERS, &[]), CLUSTERS);
+        assert_eq!(fill(NODE_POOL, &["c"]), "/v2/kubernetes/clusters/c/node_pools/{node_pool_id}");
+    }
 }

@@ -1,0 +1,293 @@
+//! The one classification of provider and cluster API failures, per face: what a failed
+//! DigitalOcean answer means as a [`ProviderError`] (`digitalocean`), and what a
+//! Kubernetes `Status` means as an [`ObjectError`] / [`ClusterError`] (`kubernetes`).
+//!
+//! Invariant: every face that answers like DigitalOcean or Kubernetes — the reqwest and
+//! kube adapters, the simulator's in-process faces — classifies through these functions,
+//! so a test on the simulator's direct face sees the class production sees; no message
+//! built here carries the secret it was asked to scrub, and none is longer than the cap.
+
+use crate::error::ProviderError;
+use crate::ports::cluster::{ClusterError, ObjectError};
+use crate::time::Timestamp;
+
+/// The longest provider text a message quotes (an HTML error page must not flood logs).
+pub const MESSAGE_CAP: usize = 200;
+
+/// `text` with every occurrence of `secret` replaced, then cut to [`MESSAGE_CAP`]
+/// characters — in that order, so a secret straddling the cut leaves no prefix behind.
+pub fn scrub_then_cut(text: &str, secret: &str) -> String {
+    let clean =
+        if secret.is_empty() { text.to_owned() } else { text.replace(secret, "[redacted]") };
+    clean.trim().chars().take(MESSAGE_CAP).collect::<String>().trim_end().to_owned()
+}
+
+/// DigitalOcean's answers (research/digitalocean.md §1, §2).
+pub mod digitalocean {
+    use serde::Deserialize;
+
+    use super::*;
+
+    /// The message DigitalOcean sends on a 403 while a load balancer still applies an
+    /// earlier change (research §1): retrying later succeeds, so it is `Transient`.
+    pub const BUSY_MARKER: &str = "can't be updated while it processes previous actions";
+
+    /// One failed answer, as any face received it.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Failure<'a> {
+        /// The request's method.
+        pub method: &'a str,
+        /// The request's path.
+        pub path: &'a str,
+        /// HTTP status (not 2xx).
+        pub status: u16,
+        /// The body, as text (`{id, message, request_id}` JSON, or anything a proxy sent).
+        pub body: &'a str,
+        /// The `x-request-id` header.
+        pub request_id: Option<&'a str>,
+        /// The `retry-after` header, in seconds.
+        pub retry_after_secs: Option<u64>,
+        /// The `ratelimit-reset` header, in Unix seconds.
+        pub ratelimit_reset: Option<i64>,
+    }
+
+    /// The error body of research §1.
+    #[derive(Debug, Default, Deserialize)]
+    struct ErrorBody {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        request_id: Option<String>,
+    }
+
+    /// How long a 429 asks the caller to wait, in milliseconds: `retry-after` seconds,
+    /// else until `ratelimit-reset`, never less than a second (a reset already past still
+    /// means "not now").
+    pub fn rate_limit_wait_ms(
+        retry_after_secs: Option<u64>,
+        ratelimit_reset: Option<i64>,
+        now: Timestamp,
+    ) -> u64 {
+        let ms = match (retry_after_secs, ratelimit_reset) {
+            (Some(secs), _) => secs.saturating_mul(1000),
+            (None, Some(reset)) => {
+                u64::try_from(reset.saturating_mul(1000).saturating_sub(now.unix_ms())).unwrap_or(0)
+            }
+            (None, None) => 0,
+        };
+        ms.max(1000)
+    }
+
+    /// The class of a failed answer: 401 `Unauthorized`; 404 `NotFound`; 429
+    /// `RateLimited` with [`rate_limit_wait_ms`]; the busy 403 `Transient`; any other
+    /// 4xx `Refused`; 5xx and the rest `Transient`. Messages read
+    /// `METHOD PATH: STATUS (request "ID") MESSAGE` as godo writes them, with `secret`
+    /// scrubbed from everything the provider sent.
+    pub fn classify(f: &Failure<'_>, secret: &str, now: Timestamp) -> ProviderError {
+        let parsed: ErrorBody = serde_json::from_str(f.body).unwrap_or_default();
+        // godo keeps a non-JSON body as the message.
+        let provider_message = match parsed.message.filter(|m| !m.trim().is_empty()) {
+            Some(m) => scrub_then_cut(&m, secret),
+            None => scrub_then_cut(f.body, secret),
+        };
+        let request_id = parsed
+            .request_id
+            .filter(|r| !r.is_empty())
+            .or_else(|| f.request_id.map(str::to_owned))
+            .map(|r| scrub_then_cut(&r, secret));
+        let (method, path, status) = (f.method, f.path, f.status);
+        let message = match &request_id {
+            Some(id) => format!("{method} {path}: {status} (request \"{id}\") {provider_message}"),
+            None => format!("{method} {path}: {status} {provider_message}"),
+        };
+        match status {
+            401 => ProviderError::Unauthorized,
+            404 => ProviderError::NotFound,
+            429 => ProviderError::RateLimited {
+                retry_after_ms: rate_limit_wait_ms(f.retry_after_secs, f.ratelimit_reset, now),
+            },
+            403 if provider_message.contains(BUSY_MARKER) => ProviderError::Transient { message },
+            400..=499 => ProviderError::Refused { message },
+            _ => ProviderError::Transient { message },
+        }
+    }
+
+    /// What a 404 of a cluster's kubeconfig means, given what a GET of the cluster then
+    /// answered: the cluster exists, so its kubeconfig is not served yet (research §8.1,
+    /// it is provisioning) and a later retry succeeds — `Transient`, not "gone"; the
+    /// cluster is gone too — `NotFound`; the GET failed — that failure.
+    pub fn kubeconfig_not_found(
+        cluster_id: &str,
+        cluster: Result<(), ProviderError>,
+    ) -> ProviderError {
+        match cluster {
+            Ok(()) => ProviderError::Transient {
+                message: format!(
+                    "the kubeconfig of cluster {cluster_id} is not served yet (the cluster is \
+                     still provisioning); retry later"
+                ),
+            },
+            Err(e) => e,
+        }
+    }
+}
+
+/// The Kubernetes API's answers (research/kube-wire.md "404 and 409 bodies").
+pub mod kubernetes {
+    use super::*;
+
+    /// The class of a failed call answered with a metav1 `Status`, decided on `reason`
+    /// first as the kube client does, then on `code`:
+    /// `NotFound` (404), `AlreadyExists` (409 on create), `Conflict` (409: a field
+    /// manager conflict or a failed precondition), `Unauthorized` (401: the token is
+    /// expired or revoked) → [`ClusterError::Credentials`], 429 and 5xx →
+    /// [`ClusterError::Unreachable`], any other 4xx → [`ClusterError::Refused`].
+    /// `message` is the server's, which names objects, never credentials.
+    pub fn classify_status(code: u16, reason: &str, message: &str) -> ObjectError {
+        let msg = format!("{} ({code} {reason})", super::scrub_then_cut(message, ""));
+        match (reason, code) {
+            ("NotFound", _) => ObjectError::NotFound,
+            ("AlreadyExists", _) => ObjectError::AlreadyExists,
+            ("Conflict", _) | (_, 409) => ObjectError::Conflict(msg),
+            ("Unauthorized", _) | (_, 401) => ObjectError::Failed(ClusterError::Credentials(msg)),
+            (_, 429 | 500..=599) => ObjectError::Failed(ClusterError::Unreachable(msg)),
+            // A 404 without `reason` is not a Kubernetes answer (a plain proxy page):
+            // kube itself does not read it as NotFound, so neither do we.
+            _ => ObjectError::Failed(ClusterError::Refused(msg)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digitalocean::{Failure, classify, kubeconfig_not_found};
+    use super::kubernetes::classify_status;
+    use super::*;
+
+    fn now() -> Timestamp {
+        Timestamp::from_unix_ms(1_800_000_000_000)
+    }
+
+    fn failure(status: u16, body: &str) -> Failure<'_> {
+        Failure {
+            method: "PUT",
+            path: "/v2/load_balancers/x",
+            status,
+            body,
+            request_id: None,
+            retry_after_secs: None,
+            ratelimit_reset: None,
+        }
+    }
+
+    fn c(status: u16, body: &str) -> ProviderError {
+        classify(&failure(status, body), "", now())
+    }
+
+    #[test]
+    fn digitalocean_statuses_map_to_classes() {
+        let unauthorized = r#"{"id":"unauthorized","message":"Unable to authenticate you"}"#;
+        assert_eq!(c(401, unauthorized), ProviderError::Unauthorized);
+        assert_eq!(c(404, r#"{"id":"not_found"}"#), ProviderError::NotFound);
+        let f = Failure {
+            request_id: Some("rid-1"),
+            ..failure(422, r#"{"id":"unprocessable_entity","message":"name is not unique"}"#)
+        };
+        let ProviderError::Refused { message } = classify(&f, "", now()) else { panic!() };
+        assert_eq!(message, "PUT /v2/load_balancers/x: 422 (request \"rid-1\") name is not unique");
+        assert!(matches!(c(400, "error parsing request body"), ProviderError::Refused { .. }));
+        let forbidden =
+            r#"{"id":"forbidden","message":"You are not authorized to perform this operation"}"#;
+        assert!(
+            matches!(c(403, forbidden), ProviderError::Refused { .. }),
+            "only busy is transient"
+        );
+        let busy = r#"{"id":"forbidden","message":"Load Balancer can't be updated while it processes previous actions","request_id":"r9"}"#;
+        let ProviderError::Transient { message } = c(403, busy) else { panic!() };
+        assert!(message.contains("(request \"r9\")"));
+        assert!(matches!(c(500, ""), ProviderError::Transient { .. }));
+        assert!(matches!(c(503, "<html>"), ProviderError::Transient { .. }));
+    }
+
+    #[test]
+    fn rate_limited_wait_comes_from_retry_after_then_reset() {
+        let f = |retry: Option<u64>, reset: Option<i64>| {
+            classify(
+                &Failure { retry_after_secs: retry, ratelimit_reset: reset, ..failure(429, "") },
+                "",
+                now(),
+            )
+        };
+        assert_eq!(
+            f(Some(29), Some(1_800_000_600)),
+            ProviderError::RateLimited { retry_after_ms: 29_000 }
+        );
+        assert_eq!(
+            f(None, Some(1_800_000_042)),
+            ProviderError::RateLimited { retry_after_ms: 42_000 }
+        );
+        assert_eq!(
+            f(None, Some(1_700_000_000)),
+            ProviderError::RateLimited { retry_after_ms: 1_000 }
+        );
+        assert_eq!(f(None, None), ProviderError::RateLimited { retry_after_ms: 1_000 });
+    }
+
+    #[test]
+    fn a_token_straddling_the_cut_is_scrubbed_before_it() {
+        let token = "dop_v1_0123456789abcdef0123456789abcdef";
+        // The token starts 10 characters before the cap: cut first, a 10-character prefix
+        // of it would survive.
+        let body = format!("{}{token} and more", "x".repeat(MESSAGE_CAP - 10));
+        for b in [body.clone(), serde_json::json!({"id": "x", "message": body}).to_string()] {
+            let ProviderError::Refused { message } = classify(&failure(418, &b), token, now())
+            else {
+                panic!()
+            };
+            assert!(!message.contains(&token[..10]), "{message}");
+            assert!(message.contains("[redacted]"), "{message}");
+        }
+        assert_eq!(scrub_then_cut(&"y".repeat(500), token).chars().count(), MESSAGE_CAP);
+    }
+
+    #[test]
+    fn a_kubeconfig_404_is_not_ready_unless_the_cluster_is_gone() {
+        assert!(matches!(kubeconfig_not_found("c1", Ok(())), ProviderError::Transient { .. }));
+        assert_eq!(
+            kubeconfig_not_found("c1", Err(ProviderError::NotFound)),
+            ProviderError::NotFound
+        );
+        assert_eq!(
+            kubeconfig_not_found("c1", Err(ProviderError::Unauthorized)),
+            ProviderError::Unauthorized
+        );
+    }
+
+    #[test]
+    fn kubernetes_statuses_map_on_reason_then_code() {
+        assert_eq!(classify_status(404, "NotFound", "x"), ObjectError::NotFound);
+        assert_eq!(classify_status(409, "AlreadyExists", "x"), ObjectError::AlreadyExists);
+        assert!(
+            matches!(classify_status(409, "Conflict", "m"), ObjectError::Conflict(m) if m == "m (409 Conflict)")
+        );
+        assert!(matches!(
+            classify_status(401, "Unauthorized", "Unauthorized"),
+            ObjectError::Failed(ClusterError::Credentials(_))
+        ));
+        for (code, reason) in
+            [(500, "InternalError"), (503, "ServiceUnavailable"), (429, "TooManyRequests")]
+        {
+            assert!(matches!(
+                classify_status(code, reason, "m"),
+                ObjectError::Failed(ClusterError::Unreachable(_))
+            ));
+        }
+        for (code, reason) in [(403, "Forbidden"), (400, "BadRequest"), (422, "Invalid"), (404, "")]
+        {
+            assert!(matches!(
+                classify_status(code, reason, "m"),
+                ObjectError::Failed(ClusterError::Refused(_))
+            ));
+        }
+    }
+}

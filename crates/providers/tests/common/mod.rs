@@ -1,0 +1,36 @@
+//! The DigitalOcean adapter over the simulator's served HTTP face: the one builder the
+//! adapter tests share (the simulator side is `bc_sim::testing::Served`).
+//!
+//! Invariant: the adapter never sleeps on its token bucket in tests — a wait is reported
+//! as `RateLimited` instead — and reads the simulator's clock.
+
+#![allow(dead_code)] // Each test binary uses its own part of this module.
+
+use std::time::Duration;
+
+use bc_domain::model::SecretString;
+use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig, RateLimitConfig};
+use bc_sim::testing::{Served, TEST_TOKEN};
+
+/// The adapter settings for a server at `base_url`, with a bucket that never waits.
+pub fn config_for(base_url: &str) -> DigitalOceanConfig {
+    DigitalOceanConfig {
+        rate_limit: RateLimitConfig { max_wait: Duration::ZERO, ..RateLimitConfig::default() },
+        ..DigitalOceanConfig::with_base_url(base_url)
+    }
+}
+
+/// The adapter settings for `served`.
+pub fn config(served: &Served) -> DigitalOceanConfig {
+    config_for(&served.server.url())
+}
+
+/// The adapter of the default account.
+pub fn adapter(served: &Served) -> DigitalOcean {
+    adapter_with(served, config(served), TEST_TOKEN)
+}
+
+/// The adapter of account `token` with `config`.
+pub fn adapter_with(served: &Served, config: DigitalOceanConfig, token: &str) -> DigitalOcean {
+    DigitalOcean::new(config, &SecretString::new(token), served.clock.clone()).expect("adapter")
+}
