@@ -7,11 +7,16 @@
 //! high availability), so an accepted policy is always reachable from the current one.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
 
 use crate::error::{Error, FieldViolation};
 use crate::id::ProviderAccountId;
 use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName};
-use crate::policy::{ClusterPolicy, Flavor, PoolPolicy, SubstratePolicy, VERSION_LATEST};
+use crate::policy::{
+    ClusterPolicy, Flavor, PoolPolicy, SLUG_PATTERN, SubstratePolicy, VERSION_LATEST,
+};
 
 /// Most flavors a pool may have.
 pub const MAX_FLAVORS: usize = 16;
@@ -118,9 +123,10 @@ fn validate_substrate(s: &SubstratePolicy, path: &str, out: &mut Vec<FieldViolat
 /// Why `s` cannot be a provider slug or id: empty, or with whitespace or control
 /// characters (no provider's slug or id has them, and they would corrupt URLs).
 fn slug_problem(s: &str) -> Option<&'static str> {
+    static RE: OnceLock<Regex> = OnceLock::new();
     if s.is_empty() {
         Some("must not be empty")
-    } else if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    } else if !RE.get_or_init(|| Regex::new(SLUG_PATTERN).expect("static regex")).is_match(s) {
         Some("must not contain spaces or control characters")
     } else {
         None
