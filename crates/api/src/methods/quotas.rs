@@ -1,0 +1,100 @@
+//! `quotas.*` (SPEC §4): how many of a resource a pool may hold.
+
+use bc_domain::model::{Quota, QuotaResource};
+use bc_domain::ports::Permission;
+use bc_domain::{PoolId, TenantId};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::examples as ex;
+use super::not_served;
+use crate::access::Target;
+use crate::registry::{
+    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
+};
+
+pub(crate) static QUOTAS: Resource = Resource {
+    name: "quotas",
+    page: "quotas",
+    module: "pools",
+    description: "Quotas cap how many of a resource a pool may hold; today the one resource is `loadBalancers`. A pool without a quota row for a resource may hold none of it: creating one is `RESOURCE_EXHAUSTED`. A load balancer books one unit when it is created, in the same transaction as its record, so with a limit of N exactly N concurrent creates succeed; the unit is released when the load balancer is deleted. The server flag `--default-pool-quota loadBalancers=N` gives new pools that row.",
+};
+
+/// Input of `quotas.set`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuotasSetInput {
+    /// The pool's tenant.
+    pub tenant_id: TenantId,
+    /// The pool.
+    pub pool_id: PoolId,
+    /// The resource the limit is for.
+    pub resource: QuotaResource,
+    /// Most units the pool may hold (0 or more).
+    pub limit: u32,
+}
+
+impl MethodInput for QuotasSetInput {
+    fn target(&self) -> Target {
+        Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
+    }
+    fn example() -> Value {
+        json!({ "tenantId": ex::TENANT, "poolId": ex::POOL, "resource": "loadBalancers", "limit": 5 })
+    }
+}
+
+/// Input of `quotas.list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuotasListInput {
+    /// The pool's tenant.
+    pub tenant_id: TenantId,
+    /// The pool.
+    pub pool_id: PoolId,
+}
+
+impl MethodInput for QuotasListInput {
+    fn target(&self) -> Target {
+        Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
+    }
+    fn example() -> Value {
+        json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
+    }
+}
+
+/// Output of `quotas.list`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotasListOutput {
+    /// The pool's quota rows.
+    pub quotas: Vec<Quota>,
+}
+
+pub(crate) fn methods() -> Vec<Method> {
+    vec![
+        Method::declare::<QuotasSetInput, Quota>(
+            MethodInfo {
+                resource: &QUOTAS,
+                name: "set",
+                kind: Kind::Write,
+                authorization: Authorization::on(
+                    Permission::QuotasManage,
+                    ResourceType::ComputeSystem,
+                ),
+                description: "Sets the pool's limit for resource (loadBalancers) to limit (0 or more) and returns the quota row: resource, limit, and used, the units booked now. A limit below used releases nothing: new bookings are refused until enough are released. Decided as compute:quotas:manage on compute-system: quotas are set by the operator of the whole system, not by tenants.",
+            },
+            not_served,
+        ),
+        Method::declare::<QuotasListInput, QuotasListOutput>(
+            MethodInfo {
+                resource: &QUOTAS,
+                name: "list",
+                kind: Kind::Read,
+                authorization: Authorization::on(Permission::PoolsRead, ResourceType::Pool),
+                description: "Returns the pool's quota rows, quotas: [{ resource, limit, used }]. A resource without a row grants none. Decided as compute:pools:read on the pool.",
+            },
+            not_served,
+        ),
+    ]
+}
