@@ -259,15 +259,27 @@ type Run =
 /// The type-erased input check of one method: parsed body in, its target out.
 type TargetOf = Arc<dyn Fn(&Value) -> Result<Target, ApiError> + Send + Sync>;
 
+/// The type-erased field checks of one method (serde and the schema, no cross-field rule).
+type FieldsOf = Arc<dyn Fn(&Value) -> Result<(), ApiError> + Send + Sync>;
+
 /// Parses a body into a method's input and holds it to every input rule: serde (types,
 /// unknown fields, the validated newtypes), the schema's documented constraints, then the
 /// input's own cross-field rules. One function, for serving and for [`Method::check`].
 fn parse_input<I: MethodInput>(checker: &Checker, body: &Value) -> Result<I, ApiError> {
-    let input: I = crate::body::deserialize(body)?;
-    let mut violations = checker.violations(body);
+    let input = parse_fields::<I>(checker, body)?;
+    let violations = input.validate();
     if violations.is_empty() {
-        violations = input.validate();
+        Ok(input)
+    } else {
+        Err(DomainError::from_violations(&violations).into())
     }
+}
+
+/// The first two steps of [`parse_input`]: serde and the schema's constraints, each
+/// field on its own.
+fn parse_fields<I: MethodInput>(checker: &Checker, body: &Value) -> Result<I, ApiError> {
+    let input: I = crate::body::deserialize(body)?;
+    let violations = checker.violations(body);
     if violations.is_empty() {
         Ok(input)
     } else {
@@ -287,6 +299,7 @@ pub struct Method {
     example: Value,
     run: Run,
     target: TargetOf,
+    fields: FieldsOf,
 }
 
 impl fmt::Debug for Method {
@@ -320,6 +333,8 @@ impl Method {
         let checker = input.clone();
         let target: TargetOf =
             Arc::new(move |body| parse_input::<I>(&checker, body).map(|i| i.target()));
+        let checker = input.clone();
+        let fields: FieldsOf = Arc::new(move |body| parse_fields::<I>(&checker, body).map(drop));
         Self {
             info,
             input_name: I::schema_name().into_owned(),
@@ -330,6 +345,7 @@ impl Method {
             example: I::example(),
             run,
             target,
+            fields,
         }
     }
 
@@ -348,6 +364,13 @@ impl Method {
     /// call would act on (no authorization, no handler).
     pub fn check(&self, body: &Value) -> Result<Target, ApiError> {
         (self.target)(body)
+    }
+
+    /// Holds a parsed body to each field's own rules only (its type and its documented
+    /// constraints), not the rules across fields: what a field's documented pattern
+    /// promises is exactly what this accepts.
+    pub fn check_fields(&self, body: &Value) -> Result<(), ApiError> {
+        (self.fields)(body)
     }
 
     /// The input's JSON Schema (every subschema inlined).

@@ -14,7 +14,7 @@ use super::{list_output, not_served};
 use crate::access::Target;
 use crate::page::{PageSize, PageToken};
 use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
+    Authorization, Kind, Method, MethodId, MethodInfo, MethodInput, Resource, ResourceType,
 };
 
 pub(crate) static POOLS: Resource = Resource {
@@ -108,7 +108,8 @@ impl MethodInput for PoolsListInput {
         Target::list(&self.tenant_id, None)
     }
     fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "pageSize": 50 })
+        let next = PageToken::issue(MethodId { resource: "pools", name: "list" }, ex::POOL);
+        json!({ "tenantId": ex::TENANT, "pageSize": 50, "pageToken": next })
     }
 }
 
