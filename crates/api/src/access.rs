@@ -59,6 +59,11 @@ impl Target {
         Target::List { tenant: tenant.clone(), within: within.map(Box::new) }
     }
 
+    /// A list in `tenant`, inside `account` when one is given.
+    pub fn list_in_account(tenant: &TenantId, account: Option<&ProviderAccountId>) -> Self {
+        Self::list(tenant, account.map(|a| Target::ProviderAccount(tenant.clone(), a.clone())))
+    }
+
     /// The tenant the call names.
     pub fn tenant(&self) -> Option<&TenantId> {
         match self {

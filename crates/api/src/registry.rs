@@ -158,6 +158,26 @@ pub struct Resource {
     pub description: &'static str,
 }
 
+impl Resource {
+    /// The facts of a method of this resource, checked as `permission @ on`.
+    pub const fn method(
+        &'static self,
+        name: &'static str,
+        kind: Kind,
+        permission: Permission,
+        on: ResourceType,
+        description: &'static str,
+    ) -> MethodInfo {
+        MethodInfo {
+            resource: self,
+            name,
+            kind,
+            authorization: Authorization::on(permission, on),
+            description,
+        }
+    }
+}
+
 /// A method's declared facts.
 #[derive(Debug, Clone, Copy)]
 pub struct MethodInfo {

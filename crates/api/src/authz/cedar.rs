@@ -9,7 +9,7 @@
 //! are linked, so a decision costs the same whatever else the token holds; entities are
 //! built with the schema, without which action groups never match.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use bc_domain::TokenId;
@@ -72,9 +72,56 @@ const ROLES: [(Role, &str); 3] =
 #[error("authorization policies: {0}")]
 pub struct PolicyError(String);
 
+/// The entity type names, parsed once.
+#[derive(Debug, Clone)]
+struct Types {
+    token: EntityTypeName,
+    action: EntityTypeName,
+    system: EntityTypeName,
+    tenant: EntityTypeName,
+    pool: EntityTypeName,
+    account: EntityTypeName,
+    cluster: EntityTypeName,
+    node_pool: EntityTypeName,
+    load_balancer: EntityTypeName,
+}
+
+impl Types {
+    fn new() -> Result<Self, String> {
+        let t = |name: &str| EntityTypeName::from_str(name).map_err(|e| e.to_string());
+        Ok(Self {
+            token: t("Token")?,
+            action: t("Action")?,
+            system: t("System")?,
+            tenant: t("Tenant")?,
+            pool: t("Pool")?,
+            account: t("ProviderAccount")?,
+            cluster: t("KubernetesCluster")?,
+            node_pool: t("KubernetesNodePool")?,
+            load_balancer: t("LoadBalancer")?,
+        })
+    }
+
+    /// The entity of a scope: `compute-system` is the one `System`, the others by kind.
+    /// Built from parts, so no id ever needs escaping.
+    fn scope(&self, scope: &Scope) -> EntityUid {
+        let (type_name, id) = match scope {
+            Scope::System => (&self.system, "compute-system"),
+            Scope::Tenant(t) => (&self.tenant, t.as_str()),
+            Scope::Pool(p) => (&self.pool, p.as_str()),
+            Scope::ProviderAccount(a) => (&self.account, a.as_str()),
+            Scope::KubernetesCluster(c) => (&self.cluster, c.as_str()),
+            Scope::KubernetesNodePool(n) => (&self.node_pool, n.as_str()),
+            Scope::LoadBalancer(l) => (&self.load_balancer, l.as_str()),
+        };
+        EntityUid::from_type_name_and_id(type_name.clone(), EntityId::new(id))
+    }
+}
+
 /// Cedar behind the [`Authorizer`] port.
 #[derive(Debug, Clone)]
 pub struct CedarAuthorizer {
+    types: Types,
     schema: Schema,
     /// The role templates and the operator's policies; grants are linked into a clone.
     base: PolicySet,
@@ -127,7 +174,8 @@ impl CedarAuthorizer {
                 .join("; ");
             return Err(PolicyError(format!("do not validate against the schema: {problems}")));
         }
-        Ok(Self { schema, base, has_operator_policies })
+        let types = Types::new().map_err(|e| err("entity types", &e))?;
+        Ok(Self { types, schema, base, has_operator_policies })
     }
 
     /// Decides, reporting Cedar's own errors (a request the schema refuses, a link that
@@ -140,16 +188,16 @@ impl CedarAuthorizer {
         chain: &[Scope],
     ) -> Result<Decision, String> {
         let Some(resource) = chain.first() else { return Ok(Decision::Deny) };
-        let uids: Vec<EntityUid> = chain.iter().map(scope_uid).collect::<Result<_, _>>()?;
-        let on_chain: HashSet<&EntityUid> = uids.iter().collect();
-        let principal_uid = uid("Token", principal.as_str())?;
+        let types = &self.types;
+        let principal_uid = EntityUid::from_type_name_and_id(
+            types.token.clone(),
+            EntityId::new(principal.as_str()),
+        );
         let mut policies = self.base.clone();
         let mut linked = 0;
-        for (i, grant) in grants.iter().enumerate() {
-            let scope = scope_uid(&grant.scope)?;
-            if !on_chain.contains(&scope) {
-                continue;
-            }
+        // Only the grants on the resource's chain can allow: the others are not linked,
+        // so a decision costs the same whatever else the token holds.
+        for (i, grant) in grants.iter().enumerate().filter(|(_, g)| chain.contains(&g.scope)) {
             let template = ROLES.iter().find(|(r, _)| *r == grant.role).map(|(_, id)| *id);
             let template = template.ok_or("unknown role")?;
             policies
@@ -158,7 +206,7 @@ impl CedarAuthorizer {
                     PolicyId::new(format!("grant:{i}")),
                     HashMap::from([
                         (SlotId::principal(), principal_uid.clone()),
-                        (SlotId::resource(), scope),
+                        (SlotId::resource(), types.scope(&grant.scope)),
                     ]),
                 )
                 .map_err(|e| format!("linking grant {i}: {e}"))?;
@@ -167,12 +215,16 @@ impl CedarAuthorizer {
         if linked == 0 && !self.has_operator_policies {
             return Ok(Decision::Deny);
         }
+        let uids: Vec<EntityUid> = chain.iter().map(|s| types.scope(s)).collect();
         let entities = uids.iter().enumerate().map(|(i, u)| {
             Entity::new_no_attrs(u.clone(), uids.get(i + 1).into_iter().cloned().collect())
         });
         let entities = Entities::from_entities(entities, Some(&self.schema))
             .map_err(|e| format!("entities of {}: {e}", resource.to_scope_string()))?;
-        let action = uid("Action", permission.as_str())?;
+        let action = EntityUid::from_type_name_and_id(
+            types.action.clone(),
+            EntityId::new(permission.as_str()),
+        );
         let request = Request::new(
             principal_uid,
             action,
@@ -217,24 +269,5 @@ fn role_name(role: Role) -> &'static str {
         Role::Viewer => "viewer",
         Role::Editor => "editor",
         Role::Operator => "operator",
-    }
-}
-
-/// An entity uid built from its parts, so no id ever needs escaping.
-fn uid(type_name: &str, id: &str) -> Result<EntityUid, String> {
-    let type_name = EntityTypeName::from_str(type_name).map_err(|e| e.to_string())?;
-    Ok(EntityUid::from_type_name_and_id(type_name, EntityId::new(id)))
-}
-
-/// The entity of a scope: `compute-system` is the one `System`, the others by kind.
-fn scope_uid(scope: &Scope) -> Result<EntityUid, String> {
-    match scope {
-        Scope::System => uid("System", "compute-system"),
-        Scope::Tenant(t) => uid("Tenant", t.as_str()),
-        Scope::Pool(p) => uid("Pool", p.as_str()),
-        Scope::ProviderAccount(a) => uid("ProviderAccount", a.as_str()),
-        Scope::KubernetesCluster(c) => uid("KubernetesCluster", c.as_str()),
-        Scope::KubernetesNodePool(n) => uid("KubernetesNodePool", n.as_str()),
-        Scope::LoadBalancer(l) => uid("LoadBalancer", l.as_str()),
     }
 }

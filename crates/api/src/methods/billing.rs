@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::not_served;
 use crate::access::Target;
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static BILLING: Resource = Resource {
     name: "billing",
@@ -68,13 +66,7 @@ pub struct BillingUsageOutput {
 
 pub(crate) fn methods() -> Vec<Method> {
     vec![Method::declare::<BillingUsageInput, BillingUsageOutput>(
-        MethodInfo {
-            resource: &BILLING,
-            name: "usage",
-            kind: Kind::Read,
-            authorization: Authorization::on(Permission::BillingRead, ResourceType::ComputeTenant),
-            description: "Returns lines: [{ meter, resource, poolId, quantity, from, to }], one for each resource and meter in use within the window [from, to): quantity is the hours of use within the window, as a decimal with 6 digits, exact to the second, and from and to are that use clipped to the window. With meter, only that meter's, e.g. vps.load-balancer.hours. from must be before to. Decided as compute:billing:read on the tenant.",
-        },
+        BILLING.method("usage", Kind::Read, Permission::BillingRead, ResourceType::ComputeTenant, "Returns lines: [{ meter, resource, poolId, quantity, from, to }], one for each resource and meter in use within the window [from, to): quantity is the hours of use within the window, as a decimal with 6 digits, exact to the second, and from and to are that use clipped to the window. With meter, only that meter's, e.g. vps.load-balancer.hours. from must be before to. Decided as compute:billing:read on the tenant."),
         not_served,
     )]
 }

@@ -8,12 +8,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_output, not_served};
+use super::{list_input, list_output, not_served, object_ref};
 use crate::access::Target;
-use crate::page::{PageSize, PageToken};
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static BOOKINGS: Resource = Resource {
     name: "bookings",
@@ -59,43 +56,21 @@ impl MethodInput for BookingsCreateInput {
     }
 }
 
-/// Input of `bookings.end`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BookingsEndInput {
-    /// The booking's tenant.
-    pub tenant_id: TenantId,
-    /// The booking.
-    pub booking_id: BookingId,
-}
+object_ref!(
+    /// Input of `bookings.end`.
+    BookingsEndInput, booking_id: BookingId, Booking, "bookingId" = ex::BOOKING
+);
 
-impl MethodInput for BookingsEndInput {
-    fn target(&self) -> Target {
-        Target::Booking(self.tenant_id.clone(), self.booking_id.clone())
+list_input!(
+    /// Input of `bookings.list`.
+    BookingsListInput {
+        /// The pool.
+        pool_id: PoolId,
+        /// Only active or only ended bookings.
+        #[serde(default)]
+        state: Option<BookingState>,
     }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "bookingId": ex::BOOKING })
-    }
-}
-
-/// Input of `bookings.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BookingsListInput {
-    /// The pool's tenant.
-    pub tenant_id: TenantId,
-    /// The pool.
-    pub pool_id: PoolId,
-    /// Only active or only ended bookings.
-    #[serde(default)]
-    pub state: Option<BookingState>,
-    /// Items per page.
-    #[serde(default)]
-    pub page_size: Option<PageSize>,
-    /// `nextPageToken` of the previous page.
-    #[serde(default)]
-    pub page_token: Option<PageToken>,
-}
+);
 
 impl MethodInput for BookingsListInput {
     fn target(&self) -> Target {
@@ -111,47 +86,23 @@ list_output!(
     BookingsListOutput, bookings, Booking
 );
 
-const fn info(
-    name: &'static str,
-    kind: Kind,
-    permission: Permission,
-    description: &'static str,
-) -> MethodInfo {
-    MethodInfo {
-        resource: &BOOKINGS,
-        name,
-        kind,
-        authorization: Authorization::on(permission, ResourceType::Pool),
-        description,
-    }
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     use Permission::{BookingsManage as Manage, BookingsRead as Read};
     vec![
         Method::declare::<BookingsCreateInput, Booking>(
-            info(
-                "create",
-                Kind::Write,
-                Manage,
+            BOOKINGS.method("create", Kind::Write, Manage, ResourceType::Pool,
                 "Books the pool and returns the booking, state active: on nodeName if given, and until endsAt (an RFC 3339 time) if given, else until it is ended. While a drain upgrade waits on the pool the call is FAILED_PRECONDITION naming the upgrade. A repeat with the same requestId and the same body within 24 hours returns the first booking and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:bookings:manage on the pool.",
             ),
             not_served,
         ),
         Method::declare::<BookingsEndInput, Booking>(
-            info(
-                "end",
-                Kind::Write,
-                Manage,
+            BOOKINGS.method("end", Kind::Write, Manage, ResourceType::Pool,
                 "Ends the booking and returns it, state ended, with endedAt. Ending an ended booking returns it unchanged. Decided as compute:bookings:manage on its pool.",
             ),
             not_served,
         ),
         Method::declare::<BookingsListInput, BookingsListOutput>(
-            info(
-                "list",
-                Kind::Read,
-                Read,
+            BOOKINGS.method("list", Kind::Read, Read, ResourceType::Pool,
                 "Lists the pool's bookings, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; with state, only the active or only the ended ones (a booking past its endsAt counts as ended). Decided as compute:bookings:read on the pool.",
             ),
             not_served,

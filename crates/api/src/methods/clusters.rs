@@ -15,12 +15,9 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::node_pools::NodePoolSpec;
-use super::{list_output, not_served};
+use super::{list_input, list_output, not_served, object_ref};
 use crate::access::Target;
-use crate::page::{PageSize, PageToken};
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static KUBERNETES_CLUSTERS: Resource = Resource {
     name: "kubernetesClusters",
@@ -106,49 +103,23 @@ impl MethodInput for KubernetesClustersCreateInput {
     }
 }
 
-/// Input of `kubernetesClusters.get` and `kubernetesClusters.delete`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterRef {
-    /// The cluster's tenant.
-    pub tenant_id: TenantId,
-    /// The cluster.
-    pub cluster_id: ClusterId,
-}
+object_ref!(
+    /// Input of `kubernetesClusters.get` and `kubernetesClusters.delete`.
+    ClusterRef, cluster_id: ClusterId, Cluster, "clusterId" = ex::CLUSTER
+);
 
-impl MethodInput for ClusterRef {
-    fn target(&self) -> Target {
-        Target::Cluster(self.tenant_id.clone(), self.cluster_id.clone())
+list_input!(
+    /// Input of `kubernetesClusters.list`.
+    KubernetesClustersListInput {
+        /// Only this account's clusters.
+        #[serde(default)]
+        provider_account_id: Option<ProviderAccountId>,
     }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER })
-    }
-}
-
-/// Input of `kubernetesClusters.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct KubernetesClustersListInput {
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// Only this account's clusters.
-    #[serde(default)]
-    pub provider_account_id: Option<ProviderAccountId>,
-    /// Items per page.
-    #[serde(default)]
-    pub page_size: Option<PageSize>,
-    /// `nextPageToken` of the previous page.
-    #[serde(default)]
-    pub page_token: Option<PageToken>,
-}
+);
 
 impl MethodInput for KubernetesClustersListInput {
     fn target(&self) -> Target {
-        let within = self
-            .provider_account_id
-            .clone()
-            .map(|a| Target::ProviderAccount(self.tenant_id.clone(), a));
-        Target::list(&self.tenant_id, within)
+        Target::list_in_account(&self.tenant_id, self.provider_account_id.as_ref())
     }
     fn example() -> Value {
         json!({ "tenantId": ex::TENANT, "providerAccountId": ex::ACCOUNT })
@@ -250,28 +221,12 @@ list_output!(
     KubernetesClustersListOutput, kubernetes_clusters, KubernetesClusterView
 );
 
-const fn info(
-    name: &'static str,
-    kind: Kind,
-    permission: Permission,
-    on: ResourceType,
-    description: &'static str,
-) -> MethodInfo {
-    MethodInfo {
-        resource: &KUBERNETES_CLUSTERS,
-        name,
-        kind,
-        authorization: Authorization::on(permission, on),
-        description,
-    }
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     use Permission::{KubernetesManage as Manage, KubernetesRead as Read};
     use ResourceType::{KubernetesCluster as OnCluster, ProviderAccount as OnAccount};
     vec![
         Method::declare::<KubernetesClustersCreateInput, KubernetesClusterView>(
-            info(
+            KUBERNETES_CLUSTERS.method(
                 "create",
                 Kind::Write,
                 Manage,
@@ -281,7 +236,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<ClusterRef, KubernetesClusterView>(
-            info(
+            KUBERNETES_CLUSTERS.method(
                 "get",
                 Kind::Read,
                 Read,
@@ -291,7 +246,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<KubernetesClustersListInput, KubernetesClustersListOutput>(
-            info(
+            KUBERNETES_CLUSTERS.method(
                 "list",
                 Kind::Read,
                 Read,
@@ -301,7 +256,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<KubernetesClustersUpgradeInput, KubernetesClusterView>(
-            info(
+            KUBERNETES_CLUSTERS.method(
                 "upgrade",
                 Kind::Write,
                 Manage,
@@ -311,7 +266,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<ClusterRef, KubernetesClusterView>(
-            info(
+            KUBERNETES_CLUSTERS.method(
                 "delete",
                 Kind::Write,
                 Manage,

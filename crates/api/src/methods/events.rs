@@ -11,9 +11,7 @@ use super::examples as ex;
 use super::not_served;
 use crate::access::Target;
 use crate::page::MAX_PAGE_SIZE;
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static EVENTS: Resource = Resource {
     name: "events",
@@ -60,13 +58,7 @@ pub struct EventsListOutput {
 
 pub(crate) fn methods() -> Vec<Method> {
     vec![Method::declare::<EventsListInput, EventsListOutput>(
-        MethodInfo {
-            resource: &EVENTS,
-            name: "list",
-            kind: Kind::Read,
-            authorization: Authorization::on(Permission::EventsRead, ResourceType::ComputeTenant),
-            description: "Returns events: the tenant's events with a seq after afterSeq (default 0), in seq order, at most limit of them (1–500, default 100); with subject, only that subject's. Ask again with the last seq seen as afterSeq for the next ones. Decided as compute:events:read on the tenant.",
-        },
+        EVENTS.method("list", Kind::Read, Permission::EventsRead, ResourceType::ComputeTenant, "Returns events: the tenant's events with a seq after afterSeq (default 0), in seq order, at most limit of them (1–500, default 100); with subject, only that subject's. Ask again with the last seq seen as afterSeq for the next ones. Decided as compute:events:read on the tenant."),
         not_served,
     )]
 }

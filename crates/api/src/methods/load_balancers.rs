@@ -16,12 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_output, not_served};
+use super::{list_input, list_output, not_served, object_ref};
 use crate::access::Target;
-use crate::page::{PageSize, PageToken};
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static LOAD_BALANCERS: Resource = Resource {
     name: "loadBalancers",
@@ -122,52 +119,27 @@ impl MethodInput for LoadBalancersCreateInput {
     }
 }
 
-/// Input of `loadBalancers.get` and `loadBalancers.delete`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LoadBalancerRef {
-    /// The load balancer's tenant.
-    pub tenant_id: TenantId,
-    /// The load balancer.
-    pub load_balancer_id: LoadBalancerId,
-}
+object_ref!(
+    /// Input of `loadBalancers.get` and `loadBalancers.delete`.
+    LoadBalancerRef, load_balancer_id: LoadBalancerId, LoadBalancer,
+    "loadBalancerId" = ex::LOAD_BALANCER
+);
 
-impl MethodInput for LoadBalancerRef {
-    fn target(&self) -> Target {
-        Target::LoadBalancer(self.tenant_id.clone(), self.load_balancer_id.clone())
+list_input!(
+    /// Input of `loadBalancers.list`.
+    LoadBalancersListInput {
+        /// Only this pool's.
+        #[serde(default)]
+        pool_id: Option<PoolId>,
+        /// Only this account's.
+        #[serde(default)]
+        provider_account_id: Option<ProviderAccountId>,
     }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "loadBalancerId": ex::LOAD_BALANCER })
-    }
-}
-
-/// Input of `loadBalancers.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LoadBalancersListInput {
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// Only this pool's.
-    #[serde(default)]
-    pub pool_id: Option<PoolId>,
-    /// Only this account's.
-    #[serde(default)]
-    pub provider_account_id: Option<ProviderAccountId>,
-    /// Items per page.
-    #[serde(default)]
-    pub page_size: Option<PageSize>,
-    /// `nextPageToken` of the previous page.
-    #[serde(default)]
-    pub page_token: Option<PageToken>,
-}
+);
 
 impl MethodInput for LoadBalancersListInput {
     fn target(&self) -> Target {
-        let within = self
-            .provider_account_id
-            .clone()
-            .map(|a| Target::ProviderAccount(self.tenant_id.clone(), a));
-        Target::list(&self.tenant_id, within)
+        Target::list_in_account(&self.tenant_id, self.provider_account_id.as_ref())
     }
     fn example() -> Value {
         json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
@@ -366,28 +338,12 @@ list_output!(
     LoadBalancersListOutput, load_balancers, LoadBalancerView
 );
 
-const fn info(
-    name: &'static str,
-    kind: Kind,
-    permission: Permission,
-    on: ResourceType,
-    description: &'static str,
-) -> MethodInfo {
-    MethodInfo {
-        resource: &LOAD_BALANCERS,
-        name,
-        kind,
-        authorization: Authorization::on(permission, on),
-        description,
-    }
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     use Permission::{LoadBalancersManage as Manage, LoadBalancersRead as Read};
     use ResourceType::{ProviderAccount as OnAccount, ProviderLoadBalancer as OnLb};
     vec![
         Method::declare::<LoadBalancersCreateInput, LoadBalancerView>(
-            info(
+            LOAD_BALANCERS.method(
                 "create",
                 Kind::Write,
                 Manage,
@@ -397,7 +353,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<LoadBalancerRef, LoadBalancerView>(
-            info(
+            LOAD_BALANCERS.method(
                 "get",
                 Kind::Read,
                 Read,
@@ -407,7 +363,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<LoadBalancersListInput, LoadBalancersListOutput>(
-            info(
+            LOAD_BALANCERS.method(
                 "list",
                 Kind::Read,
                 Read,
@@ -417,7 +373,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<LoadBalancersUpdateInput, LoadBalancerView>(
-            info(
+            LOAD_BALANCERS.method(
                 "update",
                 Kind::Write,
                 Manage,
@@ -427,7 +383,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<LoadBalancerRef, LoadBalancerView>(
-            info(
+            LOAD_BALANCERS.method(
                 "delete",
                 Kind::Write,
                 Manage,

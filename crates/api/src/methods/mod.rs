@@ -97,3 +97,49 @@ macro_rules! list_output {
     };
 }
 pub(crate) use list_output;
+
+/// An input naming one object of a tenant, `{tenantId, <id>}`, acting on that object.
+macro_rules! object_ref {
+    ($(#[$doc:meta])* $name:ident, $field:ident: $id:ty, $target:ident, $key:literal = $example:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            /// The object's tenant.
+            pub tenant_id: bc_domain::TenantId,
+            /// The object.
+            pub $field: $id,
+        }
+
+        impl crate::registry::MethodInput for $name {
+            fn target(&self) -> crate::access::Target {
+                crate::access::Target::$target(self.tenant_id.clone(), self.$field.clone())
+            }
+            fn example() -> serde_json::Value {
+                serde_json::json!({ "tenantId": crate::methods::examples::TENANT, $key: $example })
+            }
+        }
+    };
+}
+pub(crate) use object_ref;
+
+/// A list input (SPEC §2): `tenantId`, the list's own filters, `pageSize`, `pageToken`.
+macro_rules! list_input {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            /// The tenant.
+            pub tenant_id: bc_domain::TenantId,
+            $($(#[$fdoc])* pub $field: $ty,)*
+            /// Items per page.
+            #[serde(default)]
+            pub page_size: Option<crate::page::PageSize>,
+            /// `nextPageToken` of the previous page.
+            #[serde(default)]
+            pub page_token: Option<crate::page::PageToken>,
+        }
+    };
+}
+pub(crate) use list_input;

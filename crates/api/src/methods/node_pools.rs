@@ -15,12 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_output, not_served};
+use super::{list_input, list_output, not_served, object_ref};
 use crate::access::Target;
-use crate::page::{PageSize, PageToken};
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static KUBERNETES_NODE_POOLS: Resource = Resource {
     name: "kubernetesNodePools",
@@ -154,40 +151,18 @@ impl MethodInput for KubernetesNodePoolsCreateInput {
     }
 }
 
-/// Input of `kubernetesNodePools.get` and `kubernetesNodePools.delete`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodePoolRef {
-    /// The node pool's tenant.
-    pub tenant_id: TenantId,
-    /// The node pool.
-    pub node_pool_id: NodePoolId,
-}
+object_ref!(
+    /// Input of `kubernetesNodePools.get` and `kubernetesNodePools.delete`.
+    NodePoolRef, node_pool_id: NodePoolId, NodePool, "nodePoolId" = ex::NODE_POOL
+);
 
-impl MethodInput for NodePoolRef {
-    fn target(&self) -> Target {
-        Target::NodePool(self.tenant_id.clone(), self.node_pool_id.clone())
+list_input!(
+    /// Input of `kubernetesNodePools.list`.
+    KubernetesNodePoolsListInput {
+        /// The cluster.
+        cluster_id: ClusterId,
     }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "nodePoolId": ex::NODE_POOL })
-    }
-}
-
-/// Input of `kubernetesNodePools.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct KubernetesNodePoolsListInput {
-    /// The cluster's tenant.
-    pub tenant_id: TenantId,
-    /// The cluster.
-    pub cluster_id: ClusterId,
-    /// Items per page.
-    #[serde(default)]
-    pub page_size: Option<PageSize>,
-    /// `nextPageToken` of the previous page.
-    #[serde(default)]
-    pub page_token: Option<PageToken>,
-}
+);
 
 impl MethodInput for KubernetesNodePoolsListInput {
     fn target(&self) -> Target {
@@ -317,28 +292,12 @@ list_output!(
     KubernetesNodePoolsListOutput, kubernetes_node_pools, NodePoolView
 );
 
-const fn info(
-    name: &'static str,
-    kind: Kind,
-    permission: Permission,
-    on: ResourceType,
-    description: &'static str,
-) -> MethodInfo {
-    MethodInfo {
-        resource: &KUBERNETES_NODE_POOLS,
-        name,
-        kind,
-        authorization: Authorization::on(permission, on),
-        description,
-    }
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     use Permission::{KubernetesManage as Manage, KubernetesRead as Read};
     use ResourceType::{KubernetesCluster as OnCluster, KubernetesNodePool as OnNodePool};
     vec![
         Method::declare::<KubernetesNodePoolsCreateInput, NodePoolView>(
-            info(
+            KUBERNETES_NODE_POOLS.method(
                 "create",
                 Kind::Write,
                 Manage,
@@ -348,7 +307,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<NodePoolRef, NodePoolView>(
-            info(
+            KUBERNETES_NODE_POOLS.method(
                 "get",
                 Kind::Read,
                 Read,
@@ -358,7 +317,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<KubernetesNodePoolsListInput, KubernetesNodePoolsListOutput>(
-            info(
+            KUBERNETES_NODE_POOLS.method(
                 "list",
                 Kind::Read,
                 Read,
@@ -368,7 +327,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<KubernetesNodePoolsResizeInput, NodePoolView>(
-            info(
+            KUBERNETES_NODE_POOLS.method(
                 "resize",
                 Kind::Write,
                 Manage,
@@ -378,7 +337,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<NodePoolRef, NodePoolView>(
-            info(
+            KUBERNETES_NODE_POOLS.method(
                 "delete",
                 Kind::Write,
                 Manage,

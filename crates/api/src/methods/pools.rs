@@ -10,12 +10,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_output, not_served};
+use super::{list_input, list_output, not_served, object_ref};
 use crate::access::Target;
-use crate::page::{PageSize, PageToken};
-use crate::registry::{
-    Authorization, Kind, Method, MethodId, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::page::PageToken;
+use crate::registry::{Kind, Method, MethodId, MethodInput, Resource, ResourceType};
 
 pub(crate) static POOLS: Resource = Resource {
     name: "pools",
@@ -67,41 +65,19 @@ impl MethodInput for PoolsCreateInput {
     }
 }
 
-/// Input of `pools.get` and `pools.archive`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolRef {
-    /// The pool's tenant.
-    pub tenant_id: TenantId,
-    /// The pool.
-    pub pool_id: PoolId,
-}
+object_ref!(
+    /// Input of `pools.get`, `pools.archive`, `quotas.list` and `kubernetesSubstrates.get`.
+    PoolRef, pool_id: PoolId, Pool, "poolId" = ex::POOL
+);
 
-impl MethodInput for PoolRef {
-    fn target(&self) -> Target {
-        Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
+list_input!(
+    /// Input of `pools.list`.
+    PoolsListInput {
+        /// Include archived pools.
+        #[serde(default)]
+        include_archived: bool,
     }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
-    }
-}
-
-/// Input of `pools.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolsListInput {
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// Include archived pools.
-    #[serde(default)]
-    pub include_archived: bool,
-    /// Items per page.
-    #[serde(default)]
-    pub page_size: Option<PageSize>,
-    /// `nextPageToken` of the previous page.
-    #[serde(default)]
-    pub page_token: Option<PageToken>,
-}
+);
 
 impl MethodInput for PoolsListInput {
     fn target(&self) -> Target {
@@ -145,28 +121,12 @@ impl MethodInput for PoolsUpdateInput {
     }
 }
 
-const fn info(
-    name: &'static str,
-    kind: Kind,
-    permission: Permission,
-    on: ResourceType,
-    description: &'static str,
-) -> MethodInfo {
-    MethodInfo {
-        resource: &POOLS,
-        name,
-        kind,
-        authorization: Authorization::on(permission, on),
-        description,
-    }
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     use Permission::{PoolsManage, PoolsRead};
     use ResourceType::{ComputeTenant, Pool as OnPool};
     vec![
         Method::declare::<PoolsCreateInput, Pool>(
-            info(
+            POOLS.method(
                 "create",
                 Kind::Write,
                 PoolsManage,
@@ -176,7 +136,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<PoolRef, Pool>(
-            info(
+            POOLS.method(
                 "get",
                 Kind::Read,
                 PoolsRead,
@@ -186,7 +146,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<PoolsListInput, PoolsListOutput>(
-            info(
+            POOLS.method(
                 "list",
                 Kind::Read,
                 PoolsRead,
@@ -196,7 +156,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<PoolsUpdateInput, Pool>(
-            info(
+            POOLS.method(
                 "update",
                 Kind::Write,
                 PoolsManage,
@@ -206,7 +166,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<PoolRef, Pool>(
-            info(
+            POOLS.method(
                 "archive",
                 Kind::Write,
                 PoolsManage,

@@ -12,12 +12,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_output, not_served};
+use super::{list_input, list_output, not_served, object_ref};
 use crate::access::Target;
-use crate::page::{PageSize, PageToken};
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static PROVIDER_ACCOUNTS: Resource = Resource {
     name: "providerAccounts",
@@ -100,38 +97,16 @@ impl MethodInput for ProviderAccountsCreateInput {
     }
 }
 
-/// Input of `providerAccounts.get` and `providerAccounts.delete`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderAccountRef {
-    /// The account's tenant.
-    pub tenant_id: TenantId,
-    /// The account.
-    pub provider_account_id: ProviderAccountId,
-}
+object_ref!(
+    /// Input of `providerAccounts.get` and `providerAccounts.delete`.
+    ProviderAccountRef, provider_account_id: ProviderAccountId, ProviderAccount,
+    "providerAccountId" = ex::ACCOUNT
+);
 
-impl MethodInput for ProviderAccountRef {
-    fn target(&self) -> Target {
-        Target::ProviderAccount(self.tenant_id.clone(), self.provider_account_id.clone())
-    }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "providerAccountId": ex::ACCOUNT })
-    }
-}
-
-/// Input of `providerAccounts.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderAccountsListInput {
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// Items per page.
-    #[serde(default)]
-    pub page_size: Option<PageSize>,
-    /// `nextPageToken` of the previous page.
-    #[serde(default)]
-    pub page_token: Option<PageToken>,
-}
+list_input!(
+    /// Input of `providerAccounts.list`.
+    ProviderAccountsListInput {}
+);
 
 impl MethodInput for ProviderAccountsListInput {
     fn target(&self) -> Target {
@@ -176,28 +151,12 @@ list_output!(
     ProviderAccountsListOutput, provider_accounts, ProviderAccountView
 );
 
-const fn info(
-    name: &'static str,
-    kind: Kind,
-    permission: Permission,
-    on: ResourceType,
-    description: &'static str,
-) -> MethodInfo {
-    MethodInfo {
-        resource: &PROVIDER_ACCOUNTS,
-        name,
-        kind,
-        authorization: Authorization::on(permission, on),
-        description,
-    }
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     use Permission::{ProviderAccountsManage as Manage, ProviderAccountsRead as Read};
     use ResourceType::{ComputeTenant, ProviderAccount as OnAccount};
     vec![
         Method::declare::<ProviderAccountsCreateInput, ProviderAccountView>(
-            info(
+            PROVIDER_ACCOUNTS.method(
                 "create",
                 Kind::Write,
                 Manage,
@@ -207,7 +166,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<ProviderAccountRef, ProviderAccountView>(
-            info(
+            PROVIDER_ACCOUNTS.method(
                 "get",
                 Kind::Read,
                 Read,
@@ -217,7 +176,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<ProviderAccountsListInput, ProviderAccountsListOutput>(
-            info(
+            PROVIDER_ACCOUNTS.method(
                 "list",
                 Kind::Read,
                 Read,
@@ -227,7 +186,7 @@ pub(crate) fn methods() -> Vec<Method> {
             not_served,
         ),
         Method::declare::<ProviderAccountRef, ProviderAccountView>(
-            info(
+            PROVIDER_ACCOUNTS.method(
                 "delete",
                 Kind::Write,
                 Manage,

@@ -9,10 +9,9 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::not_served;
+use super::pools::PoolRef;
 use crate::access::Target;
-use crate::registry::{
-    Authorization, Kind, Method, MethodInfo, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
 
 pub(crate) static QUOTAS: Resource = Resource {
     name: "quotas",
@@ -44,25 +43,6 @@ impl MethodInput for QuotasSetInput {
     }
 }
 
-/// Input of `quotas.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct QuotasListInput {
-    /// The pool's tenant.
-    pub tenant_id: TenantId,
-    /// The pool.
-    pub pool_id: PoolId,
-}
-
-impl MethodInput for QuotasListInput {
-    fn target(&self) -> Target {
-        Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
-    }
-    fn example() -> Value {
-        json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
-    }
-}
-
 /// Output of `quotas.list`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -74,26 +54,11 @@ pub struct QuotasListOutput {
 pub(crate) fn methods() -> Vec<Method> {
     vec![
         Method::declare::<QuotasSetInput, Quota>(
-            MethodInfo {
-                resource: &QUOTAS,
-                name: "set",
-                kind: Kind::Write,
-                authorization: Authorization::on(
-                    Permission::QuotasManage,
-                    ResourceType::ComputeSystem,
-                ),
-                description: "Sets the pool's limit for resource (loadBalancers) to limit (0 or more) and returns the quota row: resource, limit, and used, the units booked now. A limit below used releases nothing: new bookings are refused until enough are released. Decided as compute:quotas:manage on compute-system: quotas are set by the operator of the whole system, not by tenants.",
-            },
+            QUOTAS.method("set", Kind::Write, Permission::QuotasManage, ResourceType::ComputeSystem, "Sets the pool's limit for resource (loadBalancers) to limit (0 or more) and returns the quota row: resource, limit, and used, the units booked now. A limit below used releases nothing: new bookings are refused until enough are released. Decided as compute:quotas:manage on compute-system: quotas are set by the operator of the whole system, not by tenants."),
             not_served,
         ),
-        Method::declare::<QuotasListInput, QuotasListOutput>(
-            MethodInfo {
-                resource: &QUOTAS,
-                name: "list",
-                kind: Kind::Read,
-                authorization: Authorization::on(Permission::PoolsRead, ResourceType::Pool),
-                description: "Returns the pool's quota rows, quotas: [{ resource, limit, used }]. A resource without a row grants none. Decided as compute:pools:read on the pool.",
-            },
+        Method::declare::<PoolRef, QuotasListOutput>(
+            QUOTAS.method("list", Kind::Read, Permission::PoolsRead, ResourceType::Pool, "Returns the pool's quota rows, quotas: [{ resource, limit, used }]. A resource without a row grants none. Decided as compute:pools:read on the pool."),
             not_served,
         ),
     ]

@@ -139,54 +139,28 @@ fn target_kinds(t: &Targets) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Domain, ForwardingRule, GlobalSettings, HealthCheck, StickySessions};
+    use crate::model::StickySessions;
+
+    /// A spec from its wire form (SPEC §11), so the fixture reads like a request.
+    fn spec(json: serde_json::Value) -> LoadBalancerSpec {
+        serde_json::from_value(json).expect("a well-typed spec")
+    }
 
     fn regional() -> LoadBalancerSpec {
-        LoadBalancerSpec {
-            kind: LoadBalancerType::Regional,
-            region: Some("nyc1".into()),
-            forwarding_rules: vec![ForwardingRule {
-                entry_protocol: Protocol::Http,
-                entry_port: 80,
-                target_protocol: Protocol::Http,
-                target_port: 8080,
-                certificate_id: None,
-                tls_passthrough: false,
-            }],
-            health_check: HealthCheck::default(),
-            sticky_sessions: None,
-            targets: Targets {
-                tag: Some("web".into()),
-                droplet_ids: None,
-                load_balancer_ids: None,
-            },
-            size_unit: Some(1),
-            redirect_http_to_https: false,
-            global_settings: None,
-            domains: None,
-        }
+        spec(serde_json::json!({
+            "type": "regional", "region": "nyc1", "sizeUnit": 1, "targets": { "tag": "web" },
+            "forwardingRules": [
+                { "entryProtocol": "http", "entryPort": 80, "targetProtocol": "http", "targetPort": 8080 }
+            ]
+        }))
     }
 
     fn global() -> LoadBalancerSpec {
-        LoadBalancerSpec {
-            kind: LoadBalancerType::Global,
-            region: None,
-            forwarding_rules: vec![],
-            size_unit: None,
-            global_settings: Some(GlobalSettings {
-                target_protocol: Protocol::Http,
-                target_port: 80,
-                cdn: false,
-                region_priorities: None,
-                failover_threshold: None,
-            }),
-            domains: Some(vec![Domain {
-                name: "example.com".into(),
-                is_managed: true,
-                certificate_id: None,
-            }]),
-            ..regional()
-        }
+        spec(serde_json::json!({
+            "type": "global", "targets": { "tag": "web" },
+            "globalSettings": { "targetProtocol": "http", "targetPort": 80 },
+            "domains": [{ "name": "example.com", "isManaged": true }]
+        }))
     }
 
     fn fields(spec: &LoadBalancerSpec) -> Vec<String> {
