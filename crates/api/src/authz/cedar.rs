@@ -237,7 +237,11 @@ impl CedarAuthorizer {
             cedar_policy::Authorizer::new().is_authorized(&request, &policies, &entities);
         Ok(match response.decision() {
             cedar_policy::Decision::Allow => {
-                Decision::Allow(response.diagnostics().reason().map(|id| id.to_string()).collect())
+                // Cedar gives the deciding policies as a set: sorted, an audit line is stable.
+                let mut reasons: Vec<String> =
+                    response.diagnostics().reason().map(|id| id.to_string()).collect();
+                reasons.sort();
+                Decision::Allow(reasons)
             }
             cedar_policy::Decision::Deny => Decision::Deny,
         })
