@@ -14,7 +14,6 @@
 use bc_domain::model::{
     Booking, KubernetesCluster, LoadBalancer, NodePool, Pool, ProviderAccount, Scope,
 };
-use bc_domain::ports::Permission;
 use bc_domain::{
     BookingId, ClusterId, LoadBalancerId, NodePoolId, PoolId, ProviderAccountId, TenantId,
 };
@@ -309,12 +308,4 @@ async fn resolve(ctx: &Ctx, target: Target) -> Result<Resolved, ApiError> {
             return Err(ApiError::internal("resolve: the target names no object"));
         }
     })
-}
-
-/// The permission a method checks, if it is a tenant method (for tests and docs).
-pub fn permission_of(method: &MethodInfo) -> Option<Permission> {
-    match method.authorization {
-        Authorization::Permission { permission, .. } => Some(permission),
-        _ => None,
-    }
 }

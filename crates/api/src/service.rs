@@ -175,10 +175,6 @@ struct AppState {
     openapi: Arc<Vec<u8>>,
 }
 
-/// The request id of a request, in its extensions (for handlers that log).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestId(pub String);
-
 /// The method a response answered, as its metrics label.
 #[derive(Debug, Clone, Copy)]
 struct MethodLabel(&'static str, &'static str);
@@ -200,9 +196,8 @@ fn request_id(headers: &HeaderMap) -> String {
 }
 
 /// Request id, span, metrics and one log line for every request.
-async fn observe(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let id = request_id(req.headers());
-    req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!(
         "request",
         request_id = %id,
