@@ -1,5 +1,6 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
-//! and NATS), the CI gate and the benchmarks. Std-only so that it builds in seconds.
+//! and NATS), the CI gate, the benchmarks and the generated reference docs. Std-only so
+//! that it builds in seconds: the docs are written by a bc-api example it runs.
 
 mod services;
 
@@ -23,6 +24,9 @@ tasks:
       Package selection in the extra args (-p NAME) replaces --workspace.
   ci [-- <args for the test runner>]
       cargo fmt --check, cargo clippy -D warnings, then test --require-services.
+  docs
+      Write the API reference generated from bc-api's method registry:
+      docs/reference/api/<resource>.md and docs/reference/openapi.json.
   bench [NAME...] [-- <args for the benchmark>]
       Run the named benchmarks (all that exist when none is named) in release mode,
       with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available.
@@ -35,7 +39,11 @@ tasks:
 const BENCHES: &[Bench] = &[
     Bench { name: "store", package: "bc-store", dir: "store" },
     Bench { name: "sim", package: "bc-sim", dir: "sim" },
+    Bench { name: "authz", package: "bc-api", dir: "api" },
 ];
+
+/// Where `cargo xtask docs` writes, relative to the workspace root.
+const DOCS_DIR: &str = "docs/reference";
 
 /// One benchmark: an example named `<name>_bench` in a crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +91,8 @@ enum Task {
         /// Arguments passed to each benchmark (after `--`).
         args: Vec<String>,
     },
+    /// `cargo xtask docs`.
+    Docs,
     /// `cargo xtask help`.
     Help,
 }
@@ -130,6 +140,10 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             }
             Ok(Task::Bench { names, args: extra })
         }
+        "docs" => match own.first() {
+            None if extra.is_empty() => Ok(Task::Docs),
+            _ => Err("`docs` takes no arguments".into()),
+        },
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
     }
@@ -440,6 +454,17 @@ fn run_benches(names: &[String], args: &[String]) -> u8 {
     code
 }
 
+/// `cargo xtask docs`: run bc-api's `gen_docs` example into `docs/reference`.
+fn run_docs() -> u8 {
+    let dir = workspace_root().join(DOCS_DIR);
+    let args: Vec<String> = ["run", "--quiet", "-p", "bc-api", "--example", "gen_docs", "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([dir.display().to_string()])
+        .collect();
+    run_cargo(&args, None)
+}
+
 /// Entry point: parse the task and run it; services are stopped before exiting.
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -447,6 +472,7 @@ fn main() -> ExitCode {
         Ok(Task::Test(test)) => run_tests(&test),
         Ok(Task::Ci(test)) => run_ci(&test),
         Ok(Task::Bench { names, args }) => run_benches(&names, &args),
+        Ok(Task::Docs) => run_docs(),
         Ok(Task::Help) => {
             println!("{USAGE}");
             0
@@ -478,6 +504,13 @@ mod tests {
         assert!(parse_args(&args(&["test", "-p", "x"])).is_err());
         assert!(parse_args(&args(&[])).is_err());
         assert!(parse_args(&args(&["frobnicate"])).is_err());
+    }
+
+    #[test]
+    fn parses_docs() {
+        assert_eq!(parse_args(&args(&["docs"])), Ok(Task::Docs));
+        assert!(parse_args(&args(&["docs", "x"])).is_err());
+        assert!(parse_args(&args(&["docs", "--", "x"])).is_err());
     }
 
     #[test]

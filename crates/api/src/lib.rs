@@ -1,1 +1,35 @@
-//! bc-api: the HTTP API, method registry, authentication and authorization. Not built yet: see the README.
+//! bc-api: the HTTP API of SPEC §2–§12 on the store, provider and authorization ports.
+//!
+//! Every method is declared once in the [`registry`]; routing, authentication
+//! ([`auth`]), input checks ([`check`]), authorization ([`access`], [`authz`]), the
+//! OpenAPI document and the reference docs ([`docs`]) all come from that declaration.
+//! [`Api`] builds the axum router from the ports, with no globals, so a service can serve
+//! it alone or mount it in its own app.
+//!
+//! Invariant: no adapter type appears in this crate's public surface; everything it
+//! touches outside itself is a bc-domain port.
+
+pub mod access;
+pub mod auth;
+pub mod authz;
+mod body;
+pub mod check;
+pub mod docs;
+pub mod error;
+pub mod methods;
+pub mod metrics;
+pub mod page;
+pub mod ratelimit;
+pub mod registry;
+mod schema;
+pub mod service;
+
+pub use access::{Access, Resolved, Target};
+pub use auth::Caller;
+pub use authz::{CedarAuthorizer, ReadScope, ScopedIds};
+pub use error::ApiError;
+pub use registry::{Call, Method, MethodInfo, MethodInput, registry};
+pub use service::{Api, Ctx, Services, Settings};
+
+/// The version the reference docs name ("served by bc-api <version>").
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

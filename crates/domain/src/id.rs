@@ -8,6 +8,9 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::str::FromStr;
+use std::sync::OnceLock;
+
+use regex::Regex;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -17,6 +20,9 @@ pub const ID_ALPHABET: &str = "0123456789abcdefghjkmnpqrstvwxyz";
 pub const ID_BODY_MIN: usize = 26;
 /// Most characters after `<prefix>_`.
 pub const ID_BODY_MAX: usize = 52;
+/// The rule of an id's body (after `<prefix>_`): [`ID_ALPHABET`], 26 to 52 characters.
+/// The parser matches it and [`Id::pattern`] prints it, so the two cannot drift.
+pub const ID_BODY_PATTERN: &str = "[0-9a-hjkmnp-tv-z]{26,52}";
 
 /// A kind of id: its prefix and its total length cap.
 pub trait IdKind: 'static {
@@ -73,8 +79,11 @@ pub struct Id<K: IdKind> {
     kind: PhantomData<fn() -> K>,
 }
 
-fn is_id_char(c: u8) -> bool {
-    matches!(c, b'0'..=b'9' | b'a'..=b'h' | b'j' | b'k' | b'm' | b'n' | b'p'..=b't' | b'v'..=b'z')
+/// Whether an id body (already of a valid length) matches [`ID_BODY_PATTERN`].
+fn body_matches(body: &str) -> bool {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(&format!("^{ID_BODY_PATTERN}$")).expect("static regex"))
+        .is_match(body)
 }
 
 impl<K: IdKind> Id<K> {
@@ -88,7 +97,7 @@ impl<K: IdKind> Id<K> {
         if !(ID_BODY_MIN..=ID_BODY_MAX).contains(&len) {
             return Err(IdError::BodyLength { noun: K::NOUN, prefix: K::PREFIX, len });
         }
-        if !body.bytes().all(is_id_char) {
+        if !body_matches(body) {
             return Err(IdError::Alphabet { noun: K::NOUN, prefix: K::PREFIX });
         }
         if s.len() > K::MAX_LEN {
@@ -112,6 +121,17 @@ impl<K: IdKind> Id<K> {
     /// The id as a string.
     pub fn as_str(&self) -> &str {
         &self.value
+    }
+
+    /// The rule of this kind's ids as a regular expression, e.g.
+    /// `^pool_[0-9a-hjkmnp-tv-z]{26,52}$` (the length cap comes on top: [`Self::max_len`]).
+    pub fn pattern() -> String {
+        format!("^{}_{ID_BODY_PATTERN}$", K::PREFIX)
+    }
+
+    /// Most characters of this kind's ids: the kind's cap, or what the body rule allows.
+    pub fn max_len() -> usize {
+        K::MAX_LEN.min(K::PREFIX.len() + 1 + ID_BODY_MAX)
     }
 
     /// The id's body with `_` written as `-`, for provider and Kubernetes names
@@ -257,6 +277,16 @@ mod tests {
         assert!(ClusterId::parse(&format!("cluster_{}", "a".repeat(53))).is_err());
         let msg = PoolId::parse("pool_x").unwrap_err().to_string();
         assert!(msg.contains("26 to 52"), "{msg}");
+    }
+
+    #[test]
+    fn body_pattern_is_the_alphabet() {
+        for c in 0u8..128 {
+            let body = (c as char).to_string().repeat(ID_BODY_MIN);
+            assert_eq!(body_matches(&body), ID_ALPHABET.contains(c as char), "{c}");
+        }
+        assert_eq!(PoolId::pattern(), "^pool_[0-9a-hjkmnp-tv-z]{26,52}$");
+        assert_eq!((PoolId::max_len(), TokenId::max_len()), (57, 56));
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub mod name;
 pub mod policy;
 pub mod ports;
 pub mod rules;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod state;
 pub mod time;
 pub mod token;

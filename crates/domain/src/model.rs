@@ -68,6 +68,7 @@ impl fmt::Debug for SealedSecret {
 }
 
 /// A pool's lifecycle state.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum PoolState {
@@ -78,6 +79,7 @@ pub enum PoolState {
 }
 
 /// A tenant's pool.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Pool {
@@ -103,6 +105,7 @@ pub struct Pool {
 }
 
 /// A quota resource.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum QuotaResource {
@@ -124,6 +127,7 @@ impl QuotaResource {
 }
 
 /// A pool's quota row for one resource. No row grants none.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Quota {
@@ -136,6 +140,7 @@ pub struct Quota {
 }
 
 /// A provider kind.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
@@ -172,6 +177,7 @@ pub struct ProviderAccount {
 }
 
 /// Create or adopt.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum SubstrateMode {
@@ -182,6 +188,7 @@ pub enum SubstrateMode {
 }
 
 /// `waitingToJoin` of SPEC §6.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingToJoin {
@@ -192,6 +199,7 @@ pub struct WaitingToJoin {
 }
 
 /// `upgrade` of SPEC §6: a drain upgrade waiting for bookings to end.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeWait {
@@ -235,6 +243,7 @@ pub struct Substrate {
 }
 
 /// A cluster's mode.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClusterMode {
@@ -245,6 +254,7 @@ pub enum ClusterMode {
 }
 
 /// Whether a cluster was created by this system or adopted.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClusterOrigin {
@@ -345,6 +355,7 @@ pub struct NodePool {
 }
 
 /// Load balancer type.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum LoadBalancerType {
@@ -355,6 +366,7 @@ pub enum LoadBalancerType {
 }
 
 /// An entry or target protocol.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
@@ -387,16 +399,19 @@ impl Protocol {
 }
 
 /// A regional forwarding rule.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForwardingRule {
     /// Entry protocol.
     pub entry_protocol: Protocol,
     /// Entry port.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub entry_port: u32,
     /// Target protocol.
     pub target_protocol: Protocol,
     /// Target port.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub target_port: u32,
     /// TLS certificate (provider id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -407,6 +422,7 @@ pub struct ForwardingRule {
 }
 
 /// Health check protocol.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthCheckProtocol {
@@ -419,22 +435,28 @@ pub enum HealthCheckProtocol {
 }
 
 /// A health check; the defaults are those of SPEC §11.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HealthCheck {
     /// Protocol.
     pub protocol: HealthCheckProtocol,
     /// Port.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: u32,
     /// Path (http/https).
     pub path: String,
     /// Seconds between checks.
+    #[cfg_attr(feature = "schema", schemars(range(min = 3, max = 300)))]
     pub check_interval_seconds: u32,
     /// Seconds to wait for an answer.
+    #[cfg_attr(feature = "schema", schemars(range(min = 3, max = 300)))]
     pub response_timeout_seconds: u32,
     /// Successes before healthy.
+    #[cfg_attr(feature = "schema", schemars(range(min = 2, max = 10)))]
     pub healthy_threshold: u32,
     /// Failures before unhealthy.
+    #[cfg_attr(feature = "schema", schemars(range(min = 2, max = 10)))]
     pub unhealthy_threshold: u32,
 }
 
@@ -453,11 +475,13 @@ impl Default for HealthCheck {
 }
 
 /// Sticky sessions.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StickySessions {
     /// `cookies` or `none`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^(cookies|none)$")))]
     pub kind: String,
     /// Cookie name (cookies only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -468,6 +492,7 @@ pub struct StickySessions {
 }
 
 /// Load balancer targets: exactly one kind.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Targets {
@@ -476,13 +501,16 @@ pub struct Targets {
     pub tag: Option<String>,
     /// Droplet ids (1–10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 10)))]
     pub droplet_ids: Option<Vec<u64>>,
     /// Regional load balancers of this system (global only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub load_balancer_ids: Option<Vec<LoadBalancerId>>,
 }
 
 /// Global load balancer settings.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GlobalSettings {
@@ -498,10 +526,12 @@ pub struct GlobalSettings {
     pub region_priorities: Option<BTreeMap<String, u32>>,
     /// Failover threshold percent (1–99).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 99)))]
     pub failover_threshold: Option<u32>,
 }
 
 /// A global load balancer domain.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Domain {
@@ -608,6 +638,7 @@ pub struct Node {
 }
 
 /// Booking state as stored.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum BookingState {
@@ -618,6 +649,7 @@ pub enum BookingState {
 }
 
 /// A booking of a pool (what drain upgrades wait for).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Booking {
@@ -801,6 +833,7 @@ pub struct NewEvent {
 }
 
 /// A stored event.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {

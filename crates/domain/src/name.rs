@@ -73,32 +73,76 @@ macro_rules! validated_string {
     };
 }
 
-/// The rule of tenant ids and request ids: `^[A-Za-z0-9._:-]{1,N}$`.
-fn check_token_chars(s: &str, what: &str, max: usize) -> Result<(), NameError> {
+/// Most characters of a tenant id.
+pub const TENANT_ID_MAX: usize = 128;
+/// The rule of tenant ids (SPEC §2); the parser matches it and the API docs print it.
+pub const TENANT_ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,128}$";
+/// Most characters of a request id.
+pub const REQUEST_ID_MAX: usize = 64;
+/// The rule of request ids (SPEC §2).
+pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,64}$";
+/// Most characters of an object name (pool, cluster, node pool, load balancer).
+pub const OBJECT_NAME_MAX: usize = 63;
+/// Most characters of a flavor name.
+pub const FLAVOR_NAME_MAX: usize = 20;
+/// The DNS-label rule of object and flavor names (SPEC §2).
+pub const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// Most characters of a label value.
+pub const LABEL_VALUE_MAX: usize = 63;
+/// The rule of label values (Kubernetes; may be empty).
+pub const LABEL_VALUE_PATTERN: &str = "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$";
+/// Most characters of a label key's DNS-subdomain prefix.
+pub const LABEL_KEY_PREFIX_MAX: usize = 253;
+/// Most characters of a label key's name part.
+pub const LABEL_KEY_NAME_MAX: usize = 63;
+/// The rule of a label key's prefix (a DNS subdomain).
+pub const LABEL_KEY_PREFIX_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// The rule of a label key's name part.
+pub const LABEL_KEY_NAME_PATTERN: &str = "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+
+/// The whole label key rule as one pattern (prefix and `/` optional), built from the two
+/// parts' patterns so it cannot drift from them; the parts' length caps come on top.
+pub fn label_key_pattern() -> String {
+    let inner = |p: &'static str| p.trim_start_matches('^').trim_end_matches('$');
+    format!("^({}/)?{}$", inner(LABEL_KEY_PREFIX_PATTERN), inner(LABEL_KEY_NAME_PATTERN))
+}
+
+/// The rule of tenant ids and request ids: `^[A-Za-z0-9._:-]{1,N}$`. The length is
+/// checked first only to give the clearer message; `pattern` decides.
+fn check_token_chars(
+    s: &str,
+    what: &str,
+    max: usize,
+    cell: &'static OnceLock<Regex>,
+    pattern: &str,
+) -> Result<(), NameError> {
     if s.is_empty() || s.len() > max {
         return Err(NameError(format!("{what} must be 1 to {max} characters")));
     }
-    if !s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-')) {
+    if !re(cell, pattern).is_match(s) {
         return Err(NameError(format!("{what} may only use the characters [A-Za-z0-9._:-]")));
     }
     Ok(())
 }
 
 fn check_tenant_id(s: &str) -> Result<(), NameError> {
-    check_token_chars(s, "tenantId", 128)
+    static RE: OnceLock<Regex> = OnceLock::new();
+    check_token_chars(s, "tenantId", TENANT_ID_MAX, &RE, TENANT_ID_PATTERN)
 }
 
 fn check_request_id(s: &str) -> Result<(), NameError> {
-    check_token_chars(s, "requestId", 64)
+    static RE: OnceLock<Regex> = OnceLock::new();
+    check_token_chars(s, "requestId", REQUEST_ID_MAX, &RE, REQUEST_ID_PATTERN)
 }
 
-/// The DNS-label rule of object and flavor names: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
+/// The DNS-label rule of object and flavor names: [`NAME_PATTERN`].
 fn check_dns_label(s: &str, what: &str, max: usize) -> Result<(), NameError> {
     static RE: OnceLock<Regex> = OnceLock::new();
     if s.is_empty() || s.len() > max {
         return Err(NameError(format!("{what} must be 1 to {max} characters")));
     }
-    if !re(&RE, "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").is_match(s) {
+    if !re(&RE, NAME_PATTERN).is_match(s) {
         return Err(NameError(format!(
             "{what} must be lower-case letters, digits and '-', starting and ending with a letter or digit"
         )));
@@ -107,19 +151,19 @@ fn check_dns_label(s: &str, what: &str, max: usize) -> Result<(), NameError> {
 }
 
 fn check_object_name(s: &str) -> Result<(), NameError> {
-    check_dns_label(s, "name", 63)
+    check_dns_label(s, "name", OBJECT_NAME_MAX)
 }
 
 fn check_flavor_name(s: &str) -> Result<(), NameError> {
-    check_dns_label(s, "flavor name", 20)
+    check_dns_label(s, "flavor name", FLAVOR_NAME_MAX)
 }
 
 fn check_label_value(s: &str) -> Result<(), NameError> {
     static RE: OnceLock<Regex> = OnceLock::new();
-    if s.len() > 63 {
-        return Err(NameError("label value must be at most 63 characters".into()));
+    if s.len() > LABEL_VALUE_MAX {
+        return Err(NameError(format!("label value must be at most {LABEL_VALUE_MAX} characters")));
     }
-    if !re(&RE, "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$").is_match(s) {
+    if !re(&RE, LABEL_VALUE_PATTERN).is_match(s) {
         return Err(NameError(
             "label value must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit".into(),
         ));
@@ -136,19 +180,21 @@ fn check_label_key(s: &str) -> Result<(), NameError> {
         None => (None, s),
     };
     if let Some(p) = prefix {
-        if p.is_empty() || p.len() > 253 {
-            return Err(NameError("label key prefix must be 1 to 253 characters".into()));
+        if p.is_empty() || p.len() > LABEL_KEY_PREFIX_MAX {
+            return Err(NameError(format!(
+                "label key prefix must be 1 to {LABEL_KEY_PREFIX_MAX} characters"
+            )));
         }
-        if !re(&PREFIX, r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-            .is_match(p)
-        {
+        if !re(&PREFIX, LABEL_KEY_PREFIX_PATTERN).is_match(p) {
             return Err(NameError("label key prefix must be a DNS subdomain".into()));
         }
     }
-    if name.is_empty() || name.len() > 63 {
-        return Err(NameError("label key name must be 1 to 63 characters".into()));
+    if name.is_empty() || name.len() > LABEL_KEY_NAME_MAX {
+        return Err(NameError(format!(
+            "label key name must be 1 to {LABEL_KEY_NAME_MAX} characters"
+        )));
     }
-    if !re(&NAME, "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$").is_match(name) {
+    if !re(&NAME, LABEL_KEY_NAME_PATTERN).is_match(name) {
         return Err(NameError(
             "label key name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit".into(),
         ));
@@ -253,6 +299,17 @@ mod tests {
         assert!(LabelValue::parse("a_b.c-D").is_ok());
         assert!(LabelValue::parse("_a").is_err());
         assert!(LabelValue::parse(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn label_key_pattern_joins_the_parts() {
+        let re = Regex::new(&label_key_pattern()).unwrap();
+        for ok in ["tier", "better-compute.dev/flavor", "a.b-c/X_y.z"] {
+            assert!(re.is_match(ok) && LabelKey::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["/tier", "Example.com/tier", "a/b/c", "-x", "x-"] {
+            assert!(!re.is_match(bad) && LabelKey::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

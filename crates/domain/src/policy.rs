@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// A pool's policy.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PoolPolicy {
@@ -18,6 +19,7 @@ pub struct PoolPolicy {
     pub substrate: Option<SubstratePolicy>,
     /// The pool's flavors (1–16 when a substrate is set).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = crate::rules::policy::MAX_FLAVORS)))]
     pub flavors: Vec<Flavor>,
     /// How upgrades treat active bookings.
     #[serde(default)]
@@ -25,18 +27,21 @@ pub struct PoolPolicy {
 }
 
 /// The substrate part of a policy.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubstratePolicy {
     /// Must be `kubernetes`.
     pub kind: SubstrateKind,
     /// A provider account id of the same tenant (checked as `acct_…` by the validator).
+    #[cfg_attr(feature = "schema", schemars(with = "crate::id::ProviderAccountId"))]
     pub account: String,
     /// Create a cluster, or adopt one.
     pub cluster: ClusterPolicy,
 }
 
 /// The only substrate kind.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum SubstrateKind {
@@ -45,6 +50,7 @@ pub enum SubstrateKind {
 }
 
 /// Exactly one of `create` or `adopt`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum ClusterPolicy {
@@ -55,19 +61,23 @@ pub enum ClusterPolicy {
 }
 
 /// `cluster.create`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterPolicy {
     /// Provider region slug (required).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
     pub region: String,
     /// An exact provider version slug, or `latest`.
     #[serde(default = "latest")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
     pub version: String,
     /// High-availability control plane.
     #[serde(default)]
     pub high_availability: bool,
     /// Cluster name; default `bc-<pool>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::name::ObjectName>"))]
     pub name: Option<String>,
 }
 
@@ -78,30 +88,45 @@ fn latest() -> String {
 /// The version keyword that means the provider's newest.
 pub const VERSION_LATEST: &str = "latest";
 
+/// The rule of provider slugs and ids (regions, sizes, versions, provider cluster ids): not
+/// empty, no whitespace or control characters (no provider's has them, and they would
+/// corrupt URLs). The validator matches it and the API docs print it.
+pub const SLUG_PATTERN: &str = r"^[^\s\p{Cc}]+$";
+
 /// `cluster.adopt`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdoptClusterPolicy {
     /// The provider's id of the cluster to adopt.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
     pub provider_cluster_id: String,
 }
 
 /// One flavor: a node size and its scale.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Flavor {
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::FlavorName"))]
     /// Flavor name, unique in the pool (1–20 characters).
     pub name: String,
     /// Provider size slug.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
     pub size: String,
     /// Fixed node count (1–512); exclusive with `autoScale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = crate::rules::policy::MAX_NODES)))]
     pub count: Option<u32>,
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_scale: Option<AutoScale>,
     /// Node labels added to the pool's own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "BTreeMap<crate::name::LabelKey, crate::name::LabelValue>")
+    )]
     pub labels: BTreeMap<String, String>,
     /// Node taints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -109,29 +134,36 @@ pub struct Flavor {
 }
 
 /// Autoscaling bounds.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoScale {
     /// Fewest nodes (0–512).
+    #[cfg_attr(feature = "schema", schemars(range(max = crate::rules::policy::MAX_NODES)))]
     pub min: u32,
     /// Most nodes (1–512, ≥ min).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = crate::rules::policy::MAX_NODES)))]
     pub max: u32,
 }
 
 /// A node taint.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Taint {
     /// Taint key (a label key).
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::LabelKey"))]
     pub key: String,
     /// Taint value (a label value).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::LabelValue"))]
     pub value: String,
     /// Effect.
     pub effect: TaintEffect,
 }
 
 /// A taint's effect.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
     /// Do not schedule.
@@ -154,6 +186,7 @@ impl TaintEffect {
 }
 
 /// How an upgrade treats active bookings.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum UpgradePolicy {

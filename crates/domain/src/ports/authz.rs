@@ -1,8 +1,12 @@
 //! The `Authorizer` port: decides whether a token's grants allow a permission on a
 //! concrete resource, given the resource's scope chain (leaf first, `compute-system` last).
+//!
+//! Invariant: a decision depends only on its arguments (the engine's policies are fixed
+//! when it is built), so the caller decides which resource to ask about and when.
 
 use serde::{Deserialize, Serialize};
 
+use crate::id::TokenId;
 use crate::model::{Grant, Scope};
 
 /// The permissions of SPEC §3.
@@ -50,6 +54,23 @@ pub enum Permission {
 }
 
 impl Permission {
+    /// Every permission, in SPEC §3's order.
+    pub const ALL: [Permission; 13] = [
+        Permission::PoolsRead,
+        Permission::PoolsManage,
+        Permission::ProviderAccountsRead,
+        Permission::ProviderAccountsManage,
+        Permission::KubernetesRead,
+        Permission::KubernetesManage,
+        Permission::LoadBalancersRead,
+        Permission::LoadBalancersManage,
+        Permission::BookingsRead,
+        Permission::BookingsManage,
+        Permission::BillingRead,
+        Permission::EventsRead,
+        Permission::QuotasManage,
+    ];
+
     /// The textual form, e.g. `compute:pools:read`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -88,7 +109,15 @@ impl Decision {
 
 /// Decides permissions (implemented with Cedar in bc-api).
 pub trait Authorizer: Send + Sync {
-    /// Whether `grants` allow `permission` on the resource whose scope chain is `chain`
-    /// (leaf first, ending with `compute-system`).
-    fn authorize(&self, grants: &[Grant], permission: Permission, chain: &[Scope]) -> Decision;
+    /// Whether the token `principal`, holding `grants`, may use `permission` on the
+    /// resource whose scope chain is `chain` (the resource first, each element inside the
+    /// next, ending with `compute-system`). The principal's id lets operator policies name
+    /// a token; the grants are the token's own (SPEC §3).
+    fn authorize(
+        &self,
+        principal: &TokenId,
+        grants: &[Grant],
+        permission: Permission,
+        chain: &[Scope],
+    ) -> Decision;
 }

@@ -41,21 +41,30 @@ impl UsageLine {
     }
 }
 
-/// Serializes in the wire shape of SPEC §12: `{meter, resource, poolId, quantity, from,
+/// The wire shape of a [`UsageLine`] (SPEC §12): `{meter, resource, poolId, quantity, from,
 /// to}` — `seconds` is carried as `quantity`, so the API cannot send both or neither.
+#[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UsageLineWire<'a> {
+    /// Meter, e.g. `vps.load-balancer.hours`.
+    meter: &'a str,
+    /// The resource's id.
+    resource: &'a str,
+    /// The pool the resource belongs to.
+    pool_id: &'a PoolId,
+    /// Hours as a decimal with 6 fractional digits, exact to the second.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+\.[0-9]{6}$")))]
+    quantity: String,
+    /// Start of the billed use within the window.
+    from: Timestamp,
+    /// End of the billed use within the window.
+    to: Timestamp,
+}
+
 impl Serialize for UsageLine {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Wire<'a> {
-            meter: &'a str,
-            resource: &'a str,
-            pool_id: &'a PoolId,
-            quantity: String,
-            from: Timestamp,
-            to: Timestamp,
-        }
-        Wire {
+        UsageLineWire {
             meter: &self.meter,
             resource: &self.resource,
             pool_id: &self.pool_id,

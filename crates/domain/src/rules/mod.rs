@@ -14,6 +14,7 @@
 //!   (SPEC §6).
 //! - [`plan`]: the flavor → provider node-pool plan that never touches the tenant's
 //!   pools (SPEC §6).
+//! - [`load_balancer`]: what regional and global load balancers take (SPEC §11).
 //! - [`drain`]: the next upgrade step, drain waits, active bookings and the refusal of
 //!   bookings while a drain waits (SPEC §6, §10).
 //! - [`idempotency`]: the 24-hour `requestId` window and what a repeated create gets
@@ -23,6 +24,7 @@ pub mod billing;
 pub mod drain;
 pub mod idempotency;
 pub mod join;
+pub mod load_balancer;
 pub mod plan;
 pub mod policy;
 pub mod quota;

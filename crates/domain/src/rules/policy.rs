@@ -7,11 +7,16 @@
 //! high availability), so an accepted policy is always reachable from the current one.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
 
 use crate::error::{Error, FieldViolation};
 use crate::id::ProviderAccountId;
 use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName};
-use crate::policy::{ClusterPolicy, Flavor, PoolPolicy, SubstratePolicy, VERSION_LATEST};
+use crate::policy::{
+    AutoScale, ClusterPolicy, Flavor, PoolPolicy, SLUG_PATTERN, SubstratePolicy, VERSION_LATEST,
+};
 
 /// Most flavors a pool may have.
 pub const MAX_FLAVORS: usize = 16;
@@ -117,10 +122,11 @@ fn validate_substrate(s: &SubstratePolicy, path: &str, out: &mut Vec<FieldViolat
 
 /// Why `s` cannot be a provider slug or id: empty, or with whitespace or control
 /// characters (no provider's slug or id has them, and they would corrupt URLs).
-fn slug_problem(s: &str) -> Option<&'static str> {
+pub(crate) fn slug_problem(s: &str) -> Option<&'static str> {
+    static RE: OnceLock<Regex> = OnceLock::new();
     if s.is_empty() {
         Some("must not be empty")
-    } else if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    } else if !RE.get_or_init(|| Regex::new(SLUG_PATTERN).expect("static regex")).is_match(s) {
         Some("must not contain spaces or control characters")
     } else {
         None
@@ -137,45 +143,7 @@ fn validate_flavor(f: &Flavor, path: &str, out: &mut Vec<FieldViolation>) {
             format!("must be a provider size slug, e.g. s-2vcpu-4gb: {msg}"),
         ));
     }
-    match (f.count, f.auto_scale) {
-        (Some(_), Some(_)) | (None, None) => out.push(FieldViolation::new(
-            path,
-            "set exactly one of count (a fixed node count) or autoScale {min, max}",
-        )),
-        _ => {}
-    }
-    if let Some(count) = f.count
-        && !(1..=MAX_NODES).contains(&count)
-    {
-        out.push(FieldViolation::new(
-            format!("{path}.count"),
-            format!("must be 1 to {MAX_NODES}, not {count}"),
-        ));
-    }
-    if let Some(a) = f.auto_scale {
-        let mut bounds_ok = true;
-        if a.min > MAX_NODES {
-            bounds_ok = false;
-            out.push(FieldViolation::new(
-                format!("{path}.autoScale.min"),
-                format!("must be 0 to {MAX_NODES}, not {}", a.min),
-            ));
-        }
-        if !(1..=MAX_NODES).contains(&a.max) {
-            bounds_ok = false;
-            out.push(FieldViolation::new(
-                format!("{path}.autoScale.max"),
-                format!("must be 1 to {MAX_NODES}, not {}", a.max),
-            ));
-        }
-        // Only when both bounds are in range: otherwise the range message already says it.
-        if bounds_ok && a.min > a.max {
-            out.push(FieldViolation::new(
-                format!("{path}.autoScale.max"),
-                format!("must be at least autoScale.min ({}), not {}", a.min, a.max),
-            ));
-        }
-    }
+    out.extend(validate_scale(f.count, f.auto_scale, path));
     for (key, value) in &f.labels {
         // The key is quoted as a JSON string, so any key (spaces, quotes) gives one path.
         let lpath = format!("{path}.labels[{}]", json_string(key));
@@ -213,6 +181,60 @@ fn validate_flavor(f: &Flavor, path: &str, out: &mut Vec<FieldViolation>) {
             ));
         }
     }
+}
+
+/// The scale rule of flavors and node pools (SPEC §4, §8): exactly one of `count`
+/// (1–512) or `autoScale {min 0–512, max 1–512, min ≤ max}`, each violation at its path
+/// under `path` (the object holding `count` and `autoScale`; empty at the top level).
+pub fn validate_scale(
+    count: Option<u32>,
+    auto_scale: Option<AutoScale>,
+    path: &str,
+) -> Vec<FieldViolation> {
+    let mut out = Vec::new();
+    // Top-level fields (`path` empty) are named bare: `count`, not `.count`.
+    let at =
+        |field: &str| if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") };
+    match (count, auto_scale) {
+        (Some(_), Some(_)) | (None, None) => out.push(FieldViolation::new(
+            if path.is_empty() { "count" } else { path },
+            "set exactly one of count (a fixed node count) or autoScale {min, max}",
+        )),
+        _ => {}
+    }
+    if let Some(count) = count
+        && !(1..=MAX_NODES).contains(&count)
+    {
+        out.push(FieldViolation::new(
+            at("count"),
+            format!("must be 1 to {MAX_NODES}, not {count}"),
+        ));
+    }
+    if let Some(a) = auto_scale {
+        let mut bounds_ok = true;
+        if a.min > MAX_NODES {
+            bounds_ok = false;
+            out.push(FieldViolation::new(
+                at("autoScale.min"),
+                format!("must be 0 to {MAX_NODES}, not {}", a.min),
+            ));
+        }
+        if !(1..=MAX_NODES).contains(&a.max) {
+            bounds_ok = false;
+            out.push(FieldViolation::new(
+                at("autoScale.max"),
+                format!("must be 1 to {MAX_NODES}, not {}", a.max),
+            ));
+        }
+        // Only when both bounds are in range: otherwise the range message already says it.
+        if bounds_ok && a.min > a.max {
+            out.push(FieldViolation::new(
+                at("autoScale.max"),
+                format!("must be at least autoScale.min ({}), not {}", a.min, a.max),
+            ));
+        }
+    }
+    out
 }
 
 /// Whether a label key is one the system sets on substrate node pools:
@@ -352,6 +374,13 @@ mod tests {
 
     fn fields(v: &[FieldViolation]) -> Vec<&str> {
         v.iter().map(|v| v.field.as_str()).collect()
+    }
+
+    #[test]
+    fn scale_at_the_top_level_names_bare_fields() {
+        let v = validate_scale(Some(0), Some(AutoScale { min: 3, max: 2 }), "");
+        assert_eq!(fields(&v), ["count", "count", "autoScale.max"]);
+        assert!(validate_scale(None, Some(AutoScale { min: 0, max: 2 }), "").is_empty());
     }
 
     #[test]

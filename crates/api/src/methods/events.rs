@@ -1,0 +1,64 @@
+//! `events.list` (SPEC §12): the outbox, read by tenant and subject.
+
+use bc_domain::TenantId;
+use bc_domain::model::Event;
+use bc_domain::ports::Permission;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::examples as ex;
+use super::not_served;
+use crate::access::Target;
+use crate::page::MAX_PAGE_SIZE;
+use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+
+pub(crate) static EVENTS: Resource = Resource {
+    name: "events",
+    page: "events",
+    module: "events",
+    description: "Events say what the reconcilers did (`vps.load-balancer.ready`, `kubernetes.nodepool.error`, …). Each is written in the same transaction as the state change it reports and carries `{eventId, seq, tenantId, subject, type, time, data}`, `seq` increasing in commit order. Subjects are `compute.pools.<poolId>`, `compute.kubernetes.clusters.<clusterId>` and `compute.load-balancers.<id>`. `GET /api/compute/events/stream?tenantId=…&subject=…` streams them as Server-Sent Events, resumable with `Last-Event-ID` set to the last `seq` seen; with `--nats-url` they are also published to NATS JetStream, the event id being the message id.",
+};
+
+/// Input of `events.list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventsListInput {
+    /// The tenant.
+    pub tenant_id: TenantId,
+    /// Only this subject's events.
+    #[serde(default)]
+    #[schemars(length(max = 256), regex(pattern = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"))]
+    pub subject: Option<String>,
+    /// Only events after this seq.
+    #[serde(default)]
+    pub after_seq: Option<u64>,
+    /// Most events to return.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_PAGE_SIZE), extend("default" = 100))]
+    pub limit: Option<u32>,
+}
+
+impl MethodInput for EventsListInput {
+    fn target(&self) -> Target {
+        Target::Tenant(self.tenant_id.clone())
+    }
+    fn example() -> Value {
+        json!({ "tenantId": ex::TENANT, "subject": format!("compute.pools.{}", ex::POOL), "afterSeq": 0, "limit": 100 })
+    }
+}
+
+/// Output of `events.list`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsListOutput {
+    /// Events in seq order.
+    pub events: Vec<Event>,
+}
+
+pub(crate) fn methods() -> Vec<Method> {
+    vec![Method::declare::<EventsListInput, EventsListOutput>(
+        EVENTS.method("list", Kind::Read, Permission::EventsRead, ResourceType::ComputeTenant, "Returns events: the tenant's events with a seq after afterSeq (default 0), in seq order, at most limit of them (1–500, default 100); with subject, only that subject's. Ask again with the last seq seen as afterSeq for the next ones. Decided as compute:events:read on the tenant."),
+        not_served,
+    )]
+}

@@ -1,0 +1,490 @@
+//! The method registry: every method of the contract declared once — name, kind,
+//! authorization, module, phase, status, description, input and output types, handler —
+//! and everything else derived from that declaration: routing, authentication, input
+//! checks, authorization, OpenAPI and the reference docs.
+//!
+//! Invariants: a method is one [`Method::declare`] call; its input and output JSON Schemas
+//! are derived from its types, and the input schema is both what the docs print and what
+//! a request is held to ([`crate::check`]); no handler runs before its input parsed, met
+//! its constraints and was authorized for the caller (see [`Method::run`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+
+use bc_domain::ports::Permission;
+use bc_domain::{Error as DomainError, FieldViolation};
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::access::{self, Access, Target};
+use crate::auth::{Authentication, Caller};
+use crate::check::Checker;
+use crate::error::ApiError;
+use crate::schema;
+use crate::service::Ctx;
+
+/// The phase every method of this contract belongs to.
+pub const PHASE: &str = "v1.0";
+/// The status every declared method has.
+pub const STATUS: &str = "registered";
+
+/// Whether a method changes state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Reads only.
+    Read,
+    /// Records desired state (and returns at once).
+    Write,
+}
+
+impl Kind {
+    /// `read` or `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+        }
+    }
+}
+
+/// The scope types of SPEC §3: what a permission is checked on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceType {
+    /// `compute-system`.
+    ComputeSystem,
+    /// `compute-tenant`.
+    ComputeTenant,
+    /// `pool`.
+    Pool,
+    /// `provider-account`.
+    ProviderAccount,
+    /// `kubernetes-cluster`.
+    KubernetesCluster,
+    /// `kubernetes-node-pool`.
+    KubernetesNodePool,
+    /// `provider-load-balancer`.
+    ProviderLoadBalancer,
+}
+
+impl ResourceType {
+    /// The textual form, e.g. `compute-tenant`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceType::ComputeSystem => "compute-system",
+            ResourceType::ComputeTenant => "compute-tenant",
+            ResourceType::Pool => "pool",
+            ResourceType::ProviderAccount => "provider-account",
+            ResourceType::KubernetesCluster => "kubernetes-cluster",
+            ResourceType::KubernetesNodePool => "kubernetes-node-pool",
+            ResourceType::ProviderLoadBalancer => "provider-load-balancer",
+        }
+    }
+
+    /// The type of a scope.
+    pub fn of(scope: &bc_domain::model::Scope) -> Self {
+        use bc_domain::model::Scope;
+        match scope {
+            Scope::System => ResourceType::ComputeSystem,
+            Scope::Tenant(_) => ResourceType::ComputeTenant,
+            Scope::Pool(_) => ResourceType::Pool,
+            Scope::ProviderAccount(_) => ResourceType::ProviderAccount,
+            Scope::KubernetesCluster(_) => ResourceType::KubernetesCluster,
+            Scope::KubernetesNodePool(_) => ResourceType::KubernetesNodePool,
+            Scope::LoadBalancer(_) => ResourceType::ProviderLoadBalancer,
+        }
+    }
+}
+
+/// Who may call a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authorization {
+    /// An API token whose grants allow `permission` on the method's resource of type `on`.
+    Permission {
+        /// The permission.
+        permission: Permission,
+        /// The type of the resource it is checked on.
+        on: ResourceType,
+    },
+    /// The join token in the body (`agents.join`).
+    JoinToken,
+    /// A node credential (`agents.heartbeat`).
+    NodeCredential,
+}
+
+impl Authorization {
+    /// `permission @ resource-type`.
+    pub const fn on(permission: Permission, on: ResourceType) -> Self {
+        Authorization::Permission { permission, on }
+    }
+
+    /// How the caller authenticates.
+    pub fn authentication(self) -> Authentication {
+        match self {
+            Authorization::Permission { .. } => Authentication::ApiToken,
+            Authorization::JoinToken => Authentication::JoinToken,
+            Authorization::NodeCredential => Authentication::NodeCredential,
+        }
+    }
+}
+
+impl fmt::Display for Authorization {
+    /// `compute:kubernetes:read @ compute-tenant`, `join token`, `node credential`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Authorization::Permission { permission, on } => {
+                write!(f, "{} @ {}", permission.as_str(), on.as_str())
+            }
+            Authorization::JoinToken => f.write_str("join token"),
+            Authorization::NodeCredential => f.write_str("node credential"),
+        }
+    }
+}
+
+/// A resource of the API: one path segment, one reference page.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Resource {
+    /// The path segment and list key, e.g. `kubernetesSubstrates`.
+    pub name: &'static str,
+    /// The reference page's file name, e.g. `kubernetes-substrates`.
+    pub page: &'static str,
+    /// The module its methods belong to, e.g. `kubernetes`.
+    pub module: &'static str,
+    /// What it is, in the reference docs' voice (Markdown).
+    pub description: &'static str,
+}
+
+impl Resource {
+    /// The facts of a method of this resource, checked as `permission @ on`.
+    pub const fn method(
+        &'static self,
+        name: &'static str,
+        kind: Kind,
+        permission: Permission,
+        on: ResourceType,
+        description: &'static str,
+    ) -> MethodInfo {
+        MethodInfo {
+            resource: self,
+            name,
+            kind,
+            authorization: Authorization::on(permission, on),
+            description,
+        }
+    }
+}
+
+/// A method's declared facts.
+#[derive(Debug, Clone, Copy)]
+pub struct MethodInfo {
+    /// Its resource.
+    pub resource: &'static Resource,
+    /// Its name, e.g. `get`.
+    pub name: &'static str,
+    /// Read or write.
+    pub kind: Kind,
+    /// Who may call it.
+    pub authorization: Authorization,
+    /// What it does, in the reference docs' voice.
+    pub description: &'static str,
+}
+
+impl MethodInfo {
+    /// `POST` path: `/api/compute/<resource>/<method>`.
+    pub fn path(&self) -> String {
+        format!("/api/compute/{}/{}", self.resource.name, self.name)
+    }
+
+    /// The method's id, e.g. `pools.create`.
+    pub fn id(&self) -> MethodId {
+        MethodId { resource: self.resource.name, name: self.name }
+    }
+}
+
+/// A method's id, `<resource>.<method>` (metrics label, idempotency key, page tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MethodId {
+    /// The resource, e.g. `pools`.
+    pub resource: &'static str,
+    /// The method, e.g. `create`.
+    pub name: &'static str,
+}
+
+impl fmt::Display for MethodId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.resource, self.name)
+    }
+}
+
+/// A method's input: a serde type (with `deny_unknown_fields`) whose JSON Schema states
+/// its field constraints, plus what the schema cannot say.
+pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
+    /// What the call acts on, for authorization (SPEC §3): the tenant, an object of it,
+    /// or a list in it.
+    fn target(&self) -> Target;
+
+    /// Constraints across fields (exactly one of two, min ≤ max, unique names), each
+    /// with its JSON path; called only once every field met its own constraints.
+    fn validate(&self) -> Vec<FieldViolation> {
+        Vec::new()
+    }
+
+    /// A valid input, naming the objects of the docs' example tenant (`crate::examples`):
+    /// shown in OpenAPI and sent by the registry-wide tests.
+    fn example() -> Value;
+}
+
+/// A method's output: serialized as the answer, with its schema in OpenAPI.
+pub trait MethodOutput: Serialize + JsonSchema + Send + 'static {}
+impl<T: Serialize + JsonSchema + Send + 'static> MethodOutput for T {}
+
+/// What a handler gets besides the services: the parsed input, who called, and what the
+/// authorization found (the object looked up, or a list's readable scope).
+#[derive(Debug)]
+pub struct Call<I> {
+    /// The input, parsed and checked.
+    pub input: I,
+    /// The authenticated caller.
+    pub caller: Caller,
+    /// What the caller was allowed, with the records looked up to decide it.
+    pub access: Access,
+    /// The method called.
+    pub method: MethodId,
+}
+
+/// A method's handler: an async function of the services and the call.
+pub trait Handler<I, O>: Send + Sync + 'static {
+    /// Runs the method.
+    fn call(&self, ctx: Ctx, call: Call<I>) -> BoxFuture<'static, Result<O, ApiError>>;
+}
+
+impl<I, O, F, Fut> Handler<I, O> for F
+where
+    F: Fn(Ctx, Call<I>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ApiError>> + Send + 'static,
+{
+    fn call(&self, ctx: Ctx, call: Call<I>) -> BoxFuture<'static, Result<O, ApiError>> {
+        Box::pin(self(ctx, call))
+    }
+}
+
+/// The type-erased pipeline of one method: parsed body in, serialized answer out.
+type Run =
+    Arc<dyn Fn(Ctx, Caller, Value) -> BoxFuture<'static, Result<Vec<u8>, ApiError>> + Send + Sync>;
+
+/// The type-erased input check of one method: parsed body in, its target out.
+type TargetOf = Arc<dyn Fn(&Value) -> Result<Target, ApiError> + Send + Sync>;
+
+/// The type-erased field checks of one method (serde and the schema, no cross-field rule).
+type FieldsOf = Arc<dyn Fn(&Value) -> Result<(), ApiError> + Send + Sync>;
+
+/// Parses a body into a method's input and holds it to every input rule: serde (types,
+/// unknown fields, the validated newtypes), the schema's documented constraints, then the
+/// input's own cross-field rules. One function, for serving and for [`Method::check`].
+fn parse_input<I: MethodInput>(checker: &Checker, body: &Value) -> Result<I, ApiError> {
+    let input = parse_fields::<I>(checker, body)?;
+    let violations = input.validate();
+    if violations.is_empty() {
+        Ok(input)
+    } else {
+        Err(DomainError::from_violations(&violations).into())
+    }
+}
+
+/// The first two steps of [`parse_input`]: serde and the schema's constraints, each
+/// field on its own.
+fn parse_fields<I: MethodInput>(checker: &Checker, body: &Value) -> Result<I, ApiError> {
+    let input: I = crate::body::deserialize(body)?;
+    let violations = checker.violations(body);
+    if violations.is_empty() {
+        Ok(input)
+    } else {
+        Err(DomainError::from_violations(&violations).into())
+    }
+}
+
+/// A declared method.
+pub struct Method {
+    /// Its facts.
+    pub info: MethodInfo,
+    input_name: String,
+    input_fields: Vec<&'static str>,
+    output_name: String,
+    input: Arc<Checker>,
+    output_schema: Value,
+    example: Value,
+    run: Run,
+    target: TargetOf,
+    fields: FieldsOf,
+}
+
+impl fmt::Debug for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Method").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+impl Method {
+    /// Declares a method: its facts, its types and its handler.
+    pub fn declare<I: MethodInput, O: MethodOutput>(
+        info: MethodInfo,
+        handler: impl Handler<I, O>,
+    ) -> Self {
+        let input = Arc::new(Checker::new(schema::input_schema::<I>()));
+        let checker = input.clone();
+        let handler = Arc::new(handler);
+        let run: Run = Arc::new(move |ctx, caller, body| {
+            let checker = checker.clone();
+            let handler = handler.clone();
+            Box::pin(async move {
+                let input: I = parse_input(&checker, &body)?;
+                let access = access::authorize(&ctx, &info, &caller, input.target()).await?;
+                let call = Call { input, caller, access, method: info.id() };
+                let output = handler.call(ctx, call).await?;
+                serde_json::to_vec(&output).map_err(|e| {
+                    ApiError::internal(format!("{}: serializing the answer: {e}", info.id()))
+                })
+            })
+        });
+        let checker = input.clone();
+        let target: TargetOf =
+            Arc::new(move |body| parse_input::<I>(&checker, body).map(|i| i.target()));
+        let checker = input.clone();
+        let fields: FieldsOf = Arc::new(move |body| parse_fields::<I>(&checker, body).map(drop));
+        Self {
+            info,
+            input_name: I::schema_name().into_owned(),
+            input_fields: schema::field_order::<I>(),
+            output_name: O::schema_name().into_owned(),
+            input,
+            output_schema: schema::output_schema::<O>(),
+            example: I::example(),
+            run,
+            target,
+            fields,
+        }
+    }
+
+    /// Runs the method on a parsed body for an authenticated caller: parse, check,
+    /// authorize, handle, serialize.
+    pub fn run(
+        &self,
+        ctx: Ctx,
+        caller: Caller,
+        body: Value,
+    ) -> BoxFuture<'static, Result<Vec<u8>, ApiError>> {
+        (self.run)(ctx, caller, body)
+    }
+
+    /// Holds a parsed body to every input rule, as serving does, and returns what the
+    /// call would act on (no authorization, no handler).
+    pub fn check(&self, body: &Value) -> Result<Target, ApiError> {
+        (self.target)(body)
+    }
+
+    /// Holds a parsed body to each field's own rules only (its type and its documented
+    /// constraints), not the rules across fields: what a field's documented pattern
+    /// promises is exactly what this accepts.
+    pub fn check_fields(&self, body: &Value) -> Result<(), ApiError> {
+        (self.fields)(body)
+    }
+
+    /// The input's JSON Schema (every subschema inlined).
+    pub fn input_schema(&self) -> &Value {
+        self.input.schema()
+    }
+
+    /// The documented constraints `body` violates (what [`Method::run`] refuses).
+    pub fn input_violations(&self, body: &Value) -> Vec<FieldViolation> {
+        self.input.violations(body)
+    }
+
+    /// The input's top-level fields in declaration order.
+    pub fn input_fields(&self) -> &[&'static str] {
+        &self.input_fields
+    }
+
+    /// The output's JSON Schema.
+    pub fn output_schema(&self) -> &Value {
+        &self.output_schema
+    }
+
+    /// The input type's schema name (an OpenAPI component).
+    pub fn input_name(&self) -> &str {
+        &self.input_name
+    }
+
+    /// The output type's schema name (an OpenAPI component).
+    pub fn output_name(&self) -> &str {
+        &self.output_name
+    }
+
+    /// A valid example input.
+    pub fn example(&self) -> &Value {
+        &self.example
+    }
+}
+
+/// Every declared method, in the docs' order.
+pub struct Registry {
+    methods: Vec<Method>,
+    index: HashMap<(&'static str, &'static str), usize>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.methods.iter().map(|m| m.info.id())).finish()
+    }
+}
+
+impl Registry {
+    /// A registry of `methods`.
+    ///
+    /// # Panics
+    ///
+    /// When two methods share a path: a declaration bug, caught by every test.
+    pub fn new(methods: Vec<Method>) -> Self {
+        let mut index = HashMap::new();
+        for (i, m) in methods.iter().enumerate() {
+            let previous = index.insert((m.info.resource.name, m.info.name), i);
+            assert!(previous.is_none(), "{} is declared twice", m.info.id());
+        }
+        Self { methods, index }
+    }
+
+    /// Every method.
+    pub fn methods(&self) -> &[Method] {
+        &self.methods
+    }
+
+    /// The method at `/api/compute/<resource>/<name>`.
+    pub fn find(&self, resource: &str, name: &str) -> Option<&Method> {
+        self.index.get(&(resource, name)).map(|&i| &self.methods[i])
+    }
+
+    /// The resources, each once, in declaration order.
+    pub fn resources(&self) -> Vec<&'static Resource> {
+        let mut out: Vec<&'static Resource> = Vec::new();
+        for m in &self.methods {
+            if !out.iter().any(|r| r.name == m.info.resource.name) {
+                out.push(m.info.resource);
+            }
+        }
+        out
+    }
+
+    /// The methods of one resource.
+    pub fn of(&self, resource: &Resource) -> impl Iterator<Item = &Method> {
+        self.methods.iter().filter(move |m| m.info.resource.name == resource.name)
+    }
+}
+
+/// The registry of this contract (SPEC §4–§12).
+pub fn registry() -> &'static Registry {
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::new(crate::methods::all()));
+    &REGISTRY
+}

@@ -1,0 +1,332 @@
+//! The HTTP surface: the router built from the ports (no globals), the dispatch of
+//! `POST /api/compute/<resource>/<method>` through the registry, and the cross-cutting
+//! layer every request passes (request id, span, metrics, log line).
+//!
+//! Invariants: every answer, success or error, of every path carries an `x-request-id`,
+//! and every error is the JSON error of SPEC §2 (404 for an unknown method, 405 for
+//! another verb, 413 over 1 MiB, 429 with `Retry-After`); the order per request is
+//! method → verb → authentication → rate limit → body → input checks → authorization →
+//! handler, so nothing is read from the body of a caller that did not authenticate.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method as Verb, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use bc_domain::ports::{Authorizer, Clock, ProviderRegistry, SecretBox, Store};
+use tracing::Instrument;
+
+use crate::auth::authenticate;
+use crate::authz::CedarAuthorizer;
+use crate::body::{BODY_LIMIT, parse_object, read_limited};
+use crate::error::{ApiError, Code};
+use crate::metrics::{self, Metrics, QueueDepthSource};
+use crate::ratelimit::{RateLimit, RateLimiter};
+use crate::registry::{Registry, registry};
+
+/// Server settings the handlers need (flags of SPEC §13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The largest request body (SPEC §2: 1 MiB).
+    pub body_limit: usize,
+    /// The per-caller rate limit; `None` turns it off.
+    pub rate_limit: Option<RateLimit>,
+    /// How often bcd is told to heartbeat.
+    pub heartbeat_seconds: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            body_limit: BODY_LIMIT,
+            rate_limit: Some(RateLimit::default()),
+            heartbeat_seconds: 30,
+        }
+    }
+}
+
+/// The ports and settings every handler works with.
+pub struct Services {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The authorization engine.
+    pub authorizer: Arc<dyn Authorizer>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Provider implementations per account.
+    pub providers: Arc<dyn ProviderRegistry>,
+    /// Encryption of provider credentials at rest.
+    pub secrets: Arc<dyn SecretBox>,
+    /// Settings.
+    pub settings: Settings,
+}
+
+/// A handler's view of the services: cheap to clone, shared by every request.
+#[derive(Clone)]
+pub struct Ctx(Arc<Services>);
+
+impl Deref for Ctx {
+    type Target = Services;
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("settings", &self.0.settings).finish_non_exhaustive()
+    }
+}
+
+/// Builds the API's router from its ports. The result is a plain axum `Router`, so a
+/// service can serve it alone or mount it inside its own app.
+pub struct Api {
+    services: Services,
+    queue_depth: Option<QueueDepthSource>,
+    registry: &'static Registry,
+}
+
+impl Api {
+    /// The API on these ports, with the Cedar authorizer (role templates only) and the
+    /// default settings.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        providers: Arc<dyn ProviderRegistry>,
+        secrets: Arc<dyn SecretBox>,
+    ) -> Self {
+        Self {
+            services: Services {
+                store,
+                authorizer: Arc::new(CedarAuthorizer::new()),
+                clock,
+                providers,
+                secrets,
+                settings: Settings::default(),
+            },
+            queue_depth: None,
+            registry: registry(),
+        }
+    }
+
+    /// Serves another registry instead of the contract's (tests of the pipeline itself,
+    /// or a service that declares methods of its own).
+    pub fn registry(mut self, registry: &'static Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Uses another authorizer (e.g. Cedar with operator policies).
+    pub fn authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.services.authorizer = authorizer;
+        self
+    }
+
+    /// Uses these settings.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.services.settings = settings;
+        self
+    }
+
+    /// Reports work-queue depth per kind on `/metrics`, read at each scrape.
+    pub fn queue_depth(mut self, source: QueueDepthSource) -> Self {
+        self.queue_depth = Some(source);
+        self
+    }
+
+    /// The router: `/api/compute/*`, `/api/openapi.json`, `/healthz`, `/readyz`, `/metrics`.
+    pub fn router(self) -> Router {
+        let limiter = self.services.settings.rate_limit.map(|l| Arc::new(RateLimiter::new(l)));
+        let openapi = serde_json::to_vec_pretty(&crate::docs::openapi(self.registry))
+            .expect("the OpenAPI document serializes");
+        let state = AppState {
+            ctx: Ctx(Arc::new(self.services)),
+            registry: self.registry,
+            metrics: Arc::new(Metrics::default()),
+            limiter,
+            queue_depth: self.queue_depth,
+            openapi: Arc::new(openapi),
+        };
+        Router::new()
+            .route("/api/compute/{*method}", any(dispatch))
+            .route("/api/openapi.json", get(serve_openapi).fallback(verb_not_allowed))
+            .route("/healthz", get(healthz).fallback(verb_not_allowed))
+            .route("/readyz", get(readyz).fallback(verb_not_allowed))
+            .route("/metrics", get(serve_metrics).fallback(verb_not_allowed))
+            .fallback(no_such_path)
+            .layer(middleware::from_fn_with_state(state.clone(), observe))
+            .with_state(state)
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    ctx: Ctx,
+    registry: &'static Registry,
+    metrics: Arc<Metrics>,
+    limiter: Option<Arc<RateLimiter>>,
+    queue_depth: Option<QueueDepthSource>,
+    openapi: Arc<Vec<u8>>,
+}
+
+/// The method a response answered, as its metrics label.
+#[derive(Debug, Clone, Copy)]
+struct MethodLabel(&'static str, &'static str);
+
+/// The header carrying the request id.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// A caller's own request id is kept when it is short and plain; otherwise a new one.
+fn request_id(headers: &HeaderMap) -> String {
+    let given = headers.get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).filter(|v| {
+        !v.is_empty()
+            && v.len() <= 128
+            && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+    });
+    match given {
+        Some(v) => v.to_owned(),
+        None => format!("req_{}", ulid::Ulid(rand::random()).to_string().to_ascii_lowercase()),
+    }
+}
+
+/// Request id, span, metrics and one log line for every request.
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let id = request_id(req.headers());
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        verb = %req.method(),
+        path = %req.uri().path(),
+    );
+    let start = Instant::now();
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    let elapsed = start.elapsed();
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+    }
+    let code = resp.extensions().get::<Code>().map_or("OK", |c| c.as_str());
+    let method = resp.extensions().get::<MethodLabel>().copied();
+    let label = method.map(|MethodLabel(r, m)| format!("{r}.{m}"));
+    if let Some(label) = &label {
+        state.metrics.observe(label, code, elapsed);
+    }
+    span.in_scope(|| {
+        tracing::info!(
+            status = resp.status().as_u16(),
+            code,
+            method = label.as_deref().unwrap_or("-"),
+            latency_ms = elapsed.as_secs_f64() * 1000.0,
+            "answered"
+        );
+    });
+    resp
+}
+
+/// `POST /api/compute/<resource>/<method>`.
+async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
+    let path = req.uri().path().to_owned();
+    let rest = path.strip_prefix("/api/compute/").unwrap_or_default();
+    let Some((resource, name)) = rest.split_once('/').filter(|(_, n)| !n.contains('/')) else {
+        return unknown_method();
+    };
+    let Some(method) = state.registry.find(resource, name) else {
+        return unknown_method();
+    };
+    let info = method.info;
+    let (parts, body) = req.into_parts();
+    let result = async {
+        if parts.method != Verb::POST {
+            return Err(ApiError::method_not_allowed(&info.path()));
+        }
+        check_content_type(&parts.headers)?;
+        let caller = authenticate(
+            state.ctx.store.as_ref(),
+            info.authorization.authentication(),
+            &parts.headers,
+        )
+        .await?;
+        if let (Some(limiter), Some(key)) = (&state.limiter, caller.rate_key()) {
+            limiter.check(&key)?;
+        }
+        let bytes = read_limited(body, state.ctx.settings.body_limit).await?;
+        let value = parse_object(&bytes)?;
+        method.run(state.ctx.clone(), caller, value).await
+    }
+    .await;
+    let mut resp = match result {
+        Ok(bytes) => json_response(StatusCode::OK, bytes),
+        Err(e) => e.into_response(),
+    };
+    resp.extensions_mut().insert(MethodLabel(info.resource.name, info.name));
+    resp
+}
+
+/// A body is JSON: a `Content-Type` other than `application/json` is refused (a missing
+/// one is taken as JSON, as curl and most clients send it).
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
+    let mime = value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim();
+    if mime.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_body("Content-Type must be application/json"))
+    }
+}
+
+/// 404 for a path under `/api/compute/` that names no method. The path is not echoed:
+/// it is the caller's text and may be anything.
+fn unknown_method() -> Response {
+    let mut resp = ApiError::not_found(
+        "no such method: see /api/openapi.json for the methods (POST /api/compute/<resource>/<method>)",
+    )
+    .into_response();
+    resp.extensions_mut().insert(MethodLabel("unknown", "method"));
+    resp
+}
+
+fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
+    let mut resp = (status, bytes).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+async fn no_such_path() -> Response {
+    ApiError::not_found("no such path").into_response()
+}
+
+async fn verb_not_allowed(req: Request<Body>) -> Response {
+    let mut e = ApiError::method_not_allowed(req.uri().path()).into_response();
+    e.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+    e
+}
+
+async fn healthz() -> Response {
+    json_response(StatusCode::OK, br#"{"status":"ok"}"#.to_vec())
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.ctx.store.ready().await {
+        Ok(()) => json_response(StatusCode::OK, br#"{"status":"ready"}"#.to_vec()),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+async fn serve_metrics(State(state): State<AppState>) -> Response {
+    if let Some(source) = &state.queue_depth {
+        state.metrics.set_queue_depth(&source().await);
+    }
+    let mut resp = state.metrics.encode().into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
+    resp
+}
+
+async fn serve_openapi(State(state): State<AppState>) -> Response {
+    json_response(StatusCode::OK, state.openapi.as_ref().clone())
+}

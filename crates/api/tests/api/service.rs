@@ -1,0 +1,117 @@
+//! The service endpoints and the layer every request passes: `/healthz`, `/readyz`,
+//! `/metrics`, `/api/openapi.json`, request ids, and the per-token rate limit.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::Request;
+use bc_api::methods::examples as ex;
+use bc_api::ratelimit::RateLimit;
+use bc_api::{Api, Settings};
+use bc_domain::model::{Role, Scope};
+use bc_domain::ports::ManualClock;
+use bc_store::{AeadSecretBox, SqlStore};
+use serde_json::json;
+use tower::ServiceExt;
+
+use crate::common::{Harness, NoProviders, grant, t0, test_settings};
+
+#[tokio::test]
+async fn health_readiness_and_the_openapi_document() {
+    let h = Harness::new().await;
+    let a = h.get("/healthz").await;
+    assert_eq!((a.status.as_u16(), a.json["status"].as_str()), (200, Some("ok")));
+    let a = h.get("/readyz").await;
+    assert_eq!((a.status.as_u16(), a.json["status"].as_str()), (200, Some("ready")));
+    let a = h.get("/api/openapi.json").await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json, bc_api::docs::openapi(bc_api::registry()));
+}
+
+#[tokio::test]
+async fn readyz_is_503_json_while_migrations_are_not_current() {
+    let store = Arc::new(SqlStore::connect_unmigrated("sqlite::memory:").await.expect("store"));
+    let app = Api::new(
+        store,
+        Arc::new(ManualClock::new(t0())),
+        Arc::new(NoProviders),
+        Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key")),
+    )
+    .router();
+    let resp = app.oneshot(Request::get("/readyz").body(Body::empty()).unwrap()).await.unwrap();
+    assert!(resp.status().is_server_error(), "{}", resp.status());
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&bytes).expect("a JSON error");
+    assert!(body["error"]["code"].is_string(), "{body}");
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_method_and_code_and_report_queue_depth() {
+    let depth: bc_api::metrics::QueueDepthSource =
+        Arc::new(|| Box::pin(async { vec![("kubernetes.substrates".to_owned(), 3)] }));
+    let h = Harness::with(|api| api.settings(test_settings()).queue_depth(depth)).await;
+    let t = h.token(vec![grant(Role::Viewer, Scope::System)]).await;
+    let body = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
+    h.call("pools.get", Some(&t), &body).await;
+    h.call("pools.get", None, &body).await;
+    h.post_raw("/api/compute/pools/nope", None, "{}").await;
+    let m = h.get("/metrics").await;
+    assert_eq!(m.status, 200);
+    assert!(
+        m.headers["content-type"].to_str().unwrap().starts_with("application/openmetrics-text")
+    );
+    for line in [
+        r#"bc_api_requests_total{method="pools.get",code="UNAVAILABLE"} 1"#,
+        r#"bc_api_requests_total{method="pools.get",code="UNAUTHENTICATED"} 1"#,
+        r#"bc_api_requests_total{method="unknown.method",code="NOT_FOUND"} 1"#,
+        r#"bc_api_request_duration_seconds_count{method="pools.get"} 2"#,
+        r#"bc_work_queue_depth{kind="kubernetes.substrates"} 3"#,
+    ] {
+        assert!(m.text.contains(line), "missing {line} in\n{}", m.text);
+    }
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id() {
+    let h = Harness::new().await;
+    let mut seen = std::collections::BTreeSet::new();
+    for path in ["/healthz", "/nope", "/api/compute/pools/get"] {
+        let a = h.get(path).await;
+        let id = a.headers["x-request-id"].to_str().unwrap().to_owned();
+        assert!(id.starts_with("req_"), "{path}: {id}");
+        seen.insert(id);
+    }
+    assert_eq!(seen.len(), 3, "each request its own id");
+    let given =
+        Request::get("/healthz").header("x-request-id", "trace-42").body(Body::empty()).unwrap();
+    assert_eq!(h.send(given).await.headers["x-request-id"], "trace-42");
+    let odd =
+        Request::get("/healthz").header("x-request-id", "has space").body(Body::empty()).unwrap();
+    assert!(h.send(odd).await.headers["x-request-id"].to_str().unwrap().starts_with("req_"));
+}
+
+#[tokio::test]
+async fn the_rate_limit_is_per_token_with_retry_after() {
+    let limit =
+        RateLimit { burst: NonZeroU32::new(2).unwrap(), replenish_every: Duration::from_secs(60) };
+    let h = Harness::with(|api| {
+        api.settings(Settings { rate_limit: Some(limit), ..Settings::default() })
+    })
+    .await;
+    let a_token = h.token(vec![grant(Role::Viewer, Scope::System)]).await;
+    let b_token = h.token(vec![grant(Role::Viewer, Scope::System)]).await;
+    let body = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
+    for _ in 0..2 {
+        assert!(h.call("pools.get", Some(&a_token), &body).await.reached_handler());
+    }
+    let limited = h.call("pools.get", Some(&a_token), &body).await;
+    assert_eq!((limited.status.as_u16(), limited.code()), (429, "RESOURCE_EXHAUSTED"));
+    let retry: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert!(
+        h.call("pools.get", Some(&b_token), &body).await.reached_handler(),
+        "another token is not limited"
+    );
+}
