@@ -1,1 +1,14 @@
-//! bc-reconcile: the reconcilers and their runtime. Not built yet: see the README.
+//! bc-reconcile: the reconcilers of DESIGN.md ("Reconcilers") and the runtime that
+//! schedules them, on the ports of `bc-domain` only (no adapter types).
+//!
+//! Invariant: a reconciler is handed a key and nothing else — no "what changed" hint.
+//! Each activation re-reads the desired and observed state and derives the whole diff, so
+//! running it twice, after a crash, or on another replica changes nothing; and every
+//! commit it makes carries the fence of the lease it holds
+//! ([`bc_domain::ports::Fence`]), so a replica that lost its lease writes nothing.
+
+pub mod observe;
+pub mod reconciler;
+
+pub use observe::{DirectObserver, Listing, Observer};
+pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};

@@ -13,15 +13,15 @@ use async_trait::async_trait;
 use bc_domain::classify::digitalocean::{self, Failure};
 use bc_domain::model::{
     ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, HealthCheckProtocol,
-    Protocol, SecretString, StickySessions,
+    Protocol, ProviderAccount, ProviderKind, SecretString, StickySessions,
 };
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
     KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, MaintenanceWindow, NamedResource,
-    NodePoolRequest, ProviderCapabilities, ProviderCluster, ProviderClusterState, ProviderImpl,
-    ProviderLoadBalancer, ProviderLoadBalancerKind, ProviderLoadBalancerStatus, ProviderNode,
-    ProviderNodePool, ProviderNodeState, ProviderOptions, ProviderResult, ProviderTargets,
-    UpdateClusterRequest,
+    NodePoolRequest, ProviderCapabilities, ProviderCluster, ProviderClusterState,
+    ProviderCredentials, ProviderImpl, ProviderLoadBalancer, ProviderLoadBalancerKind,
+    ProviderLoadBalancerStatus, ProviderNode, ProviderNodePool, ProviderNodeState, ProviderOptions,
+    ProviderRegistry, ProviderResult, ProviderTargets, SecretBox, UpdateClusterRequest,
 };
 use bc_domain::{ProviderError, Timestamp};
 
@@ -605,5 +605,40 @@ impl ProviderImpl for DirectProvider {
 
     fn load_balancers(&self) -> &dyn LoadBalancerProvider {
         self
+    }
+}
+
+/// The direct face as a [`ProviderRegistry`]: each account's sealed credentials are
+/// opened the way every registry opens them ([`ProviderCredentials::unseal`]), and its
+/// token picks the simulated account, so reconciler tests on the direct face see the
+/// same tokens, scopes, rate limits and faults as over HTTP.
+pub struct DirectRegistry {
+    state: Arc<SimState>,
+    secret_box: Arc<dyn SecretBox>,
+}
+
+impl DirectRegistry {
+    /// A registry over the simulator `state`, opening credentials with `secret_box`.
+    pub fn new(state: Arc<SimState>, secret_box: Arc<dyn SecretBox>) -> Self {
+        Self { state, secret_box }
+    }
+}
+
+#[async_trait]
+impl ProviderRegistry for DirectRegistry {
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        let creds = ProviderCredentials::unseal(self.secret_box.as_ref(), account)?;
+        Ok(Arc::new(DirectProvider::new(self.state.clone(), creds.token.expose())))
+    }
+
+    async fn provider_for_token(
+        &self,
+        _provider: ProviderKind,
+        token: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(Arc::new(DirectProvider::new(self.state.clone(), token.expose())))
     }
 }

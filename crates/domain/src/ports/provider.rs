@@ -533,6 +533,25 @@ impl ProviderCredentials {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// Opens an account's sealed credentials with the server's `SecretBox` (the account
+    /// id is the AAD); every `ProviderRegistry` goes through this one function, so a
+    /// failure reads the same whichever provider face is behind it, and never quotes
+    /// the document.
+    pub fn unseal(
+        secret_box: &dyn crate::ports::SecretBox,
+        account: &crate::model::ProviderAccount,
+    ) -> ProviderResult<Self> {
+        let id = account.provider_account_id.as_str();
+        let plain = secret_box.open(&account.credentials.0, id.as_bytes()).map_err(|_| {
+            ProviderError::Refused {
+                message: format!("credentials of account {id} could not be opened"),
+            }
+        })?;
+        Self::open(&plain).map_err(|e| ProviderError::Refused {
+            message: format!("credentials of account {id}: {e}"),
+        })
+    }
+
     /// Reads an opened document. The parser's message is dropped: it can quote the input.
     pub fn open(plaintext: &[u8]) -> Result<Self, CredentialsError> {
         let doc: Self = serde_json::from_slice(plaintext).map_err(|_| CredentialsError::Shape)?;

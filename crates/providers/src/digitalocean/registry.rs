@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bc_domain::ProviderAccountId;
-use bc_domain::ProviderError;
 use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
 use bc_domain::ports::{
     Clock, ProviderCredentials, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox,
@@ -66,14 +65,7 @@ impl DigitalOceanRegistry {
         {
             return Ok(c.provider.clone());
         }
-        let id = account.provider_account_id.as_str();
-        let plain =
-            self.secret_box.open(sealed, id.as_bytes()).map_err(|_| ProviderError::Refused {
-                message: format!("credentials of account {id} could not be opened"),
-            })?;
-        let creds = ProviderCredentials::open(&plain).map_err(|e| ProviderError::Refused {
-            message: format!("credentials of account {id}: {e}"),
-        })?;
+        let creds = ProviderCredentials::unseal(self.secret_box.as_ref(), account)?;
         let provider =
             Arc::new(DigitalOcean::new(self.config.clone(), &creds.token, self.clock.clone())?);
         cache.insert(
