@@ -315,6 +315,15 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().expect("HTTP client")
 }
 
+/// A reqwest client for loopback that trusts only the CA `ca_pem` (the simulator's:
+/// [`bc_sim::Sim`]'s cluster APIs and https DigitalOcean face present certificates it
+/// signed).
+pub fn http_client_trusting(ca_pem: &str) -> reqwest::Client {
+    install_crypto();
+    let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA PEM");
+    reqwest::Client::builder().no_proxy().tls_certs_only([ca]).build().expect("HTTP client")
+}
+
 /// Sends `rb` (bounded) and reads the whole answer.
 pub async fn send(rb: reqwest::RequestBuilder) -> Reply {
     let r = bounded(rb.send()).await.expect("request");
@@ -338,12 +347,25 @@ pub struct Served {
 }
 
 impl Served {
-    /// Serves a new simulator with `config` on `127.0.0.1:0`.
+    /// Serves a new simulator with `config` on `127.0.0.1:0` (the DigitalOcean face
+    /// over plain http, each cluster's API over TLS).
     pub async fn start(config: SimConfig) -> Self {
+        Self::start_with(config, crate::ServeOptions::default()).await
+    }
+
+    /// [`Self::start`] with serve options (the DigitalOcean face over https).
+    pub async fn start_with(config: SimConfig, options: crate::ServeOptions) -> Self {
         install_crypto();
         let (sim, clock) = sim(config);
-        let server = sim.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-        Self { sim, clock, server, http: http_client() }
+        let addr = "127.0.0.1:0".parse().expect("addr");
+        let server = sim.serve_with(addr, options).await.expect("serve");
+        let http = http_client_trusting(sim.state().tls.ca_pem());
+        Self { sim, clock, server, http }
+    }
+
+    /// The simulator's CA certificate (PEM).
+    pub fn ca_pem(&self) -> String {
+        self.sim.state().tls.ca_pem().to_owned()
     }
 
     /// Moves the clock forward by `secs` seconds.
@@ -405,7 +427,7 @@ pub struct ClusterEnv {
     pub id: String,
     /// The cluster API's bearer token (the one in the kubeconfig).
     pub token: String,
-    /// `http://127.0.0.1:PORT/k8s/<cluster id>`.
+    /// The cluster's API endpoint, `https://127.0.0.1:PORT` (its own TLS listener).
     pub base: String,
 }
 
@@ -443,7 +465,7 @@ impl ClusterEnv {
         let served = Served::start(SimConfig::default()).await;
         let id = create_cluster(&served.sim, "c1", pools);
         let token = served.sim.state().model().cluster_api_token(&id).expect("cluster token");
-        let base = format!("{}/k8s/{id}", served.server.url());
+        let base = served.sim.state().model().cluster_endpoint(&id);
         Self { served, id, token, base }
     }
 
@@ -839,8 +861,13 @@ pub async fn check_ownership_races(env: &ClusterEnv, api: &dyn bc_domain::ports:
         json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": name, "labels": {"team": "tenant"}}})
     };
+    // The labels clients set (the server's own `kubernetes.io/metadata.name` left out).
     let labels = |name: &str| {
-        env.stored(ObjectKind::Namespace, None, name).map(|o| o["metadata"]["labels"].clone())
+        env.stored(ObjectKind::Namespace, None, name).map(|o| {
+            let mut l = o["metadata"]["labels"].clone();
+            l.as_object_mut().map(|m| m.remove("kubernetes.io/metadata.name"));
+            l
+        })
     };
     let cluster = env.id.clone();
 

@@ -17,22 +17,6 @@ use serde::Deserialize;
 use super::{Account, ApiError, Delays, Ids, Model, catalog};
 use crate::SimNode;
 
-/// The CA certificate every simulated cluster presents (a throwaway self-signed
-/// certificate; the simulated API itself speaks plain HTTP, so it is never used to
-/// verify anything, but kubeconfig parsers get a well-formed PEM).
-pub const CLUSTER_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
-MIIBjzCCATWgAwIBAgIUcb6Ck2VNtvtsM+Gh3SVPo6xMxaEwCgYIKoZIzj0EAwIw
-HDEaMBgGA1UEAwwRYmMtc2ltIGNsdXN0ZXIgQ0EwIBcNMjYxMjAyMTQxMjA3WhgP
-MjEyNjExMDgxNDEyMDdaMBwxGjAYBgNVBAMMEWJjLXNpbSBjbHVzdGVyIENBMFkw
-EwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE03rpxg4r4mWYACsYRHpKO47Dsgevxq1q
-jT6VIaN2LNnKFDpVkYUvAb7pdtWYLR9Ln0Ft/PcXZE6pVvo19ipXjaNTMFEwHQYD
-VR0OBBYEFNUFPYHT0bPtjkE4VYe7nkZuXa2/MB8GA1UdIwQYMBaAFNUFPYHT0bPt
-jkE4VYe7nkZuXa2/MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIg
-Ahj599qVUfTuoLa54vm8RoW+hUwbLyoxW44L0xgx0f8CIQCZWHTz2t0CE4+tx1On
-feqxmFcvOYSqE3JGabVfQNiQzQ==
------END CERTIFICATE-----
-";
-
 /// Default kubeconfig token lifetime (research §4.4: 0/absent → 7 days).
 pub const DEFAULT_EXPIRY_SECONDS: u64 = 7 * 24 * 3600;
 
@@ -776,6 +760,7 @@ impl Model {
             upgrade_to: None,
         };
         account.clusters.push(cluster.clone());
+        self.allocate_endpoint(&cluster.id);
         Ok(cluster)
     }
 
@@ -982,7 +967,7 @@ impl Model {
     ) -> Result<String, ApiError> {
         let _ = expiry_seconds;
         let c = self.provisioned(token, id, now)?;
-        Ok(kubeconfig_yaml(&c, &self.cluster_endpoint(&c.id)))
+        Ok(kubeconfig_yaml(&c, &self.cluster_endpoint(&c.id), self.tls.ca_pem()))
     }
 
     /// The credentials (404 until the cluster has provisioned).
@@ -998,7 +983,7 @@ impl Model {
         Ok(Credentials {
             server: self.cluster_endpoint(&c.id),
             certificate_authority_data: base64::engine::general_purpose::STANDARD
-                .encode(CLUSTER_CA_PEM),
+                .encode(self.tls.ca_pem()),
             token: c.api_token.clone(),
             expires_at: now
                 + time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 4_000)),
@@ -1295,23 +1280,57 @@ impl Model {
     /// Kubernetes API shows them.
     pub fn cluster_nodes(&mut self, cluster_id: &str, now: Timestamp) -> Option<Vec<SimNode>> {
         let c = self.live_cluster(cluster_id, now)?;
+        let kubelet = kubernetes_version(&c.version);
         let mut out = Vec::new();
         for p in &c.node_pools {
             for n in p.nodes.iter().filter(|n| !n.name.is_empty()) {
+                // What DOKS nodes carry: the pool's labels, then the well-known ones the
+                // kubelet and the cloud controller set, then DigitalOcean's own.
                 let mut labels = n.labels.clone();
-                labels.insert("kubernetes.io/hostname".into(), n.name.clone());
-                labels.insert("doks.digitalocean.com/node-pool".into(), p.name.clone());
-                labels.insert("doks.digitalocean.com/node-pool-id".into(), p.id.clone());
+                for (k, v) in [
+                    ("kubernetes.io/hostname", n.name.as_str()),
+                    ("kubernetes.io/os", "linux"),
+                    ("kubernetes.io/arch", "amd64"),
+                    ("beta.kubernetes.io/os", "linux"),
+                    ("beta.kubernetes.io/arch", "amd64"),
+                    ("node.kubernetes.io/instance-type", p.size.as_str()),
+                    ("beta.kubernetes.io/instance-type", p.size.as_str()),
+                    ("topology.kubernetes.io/region", c.region.as_str()),
+                    ("failure-domain.beta.kubernetes.io/region", c.region.as_str()),
+                    ("region", c.region.as_str()),
+                    ("doks.digitalocean.com/managed", "true"),
+                    ("doks.digitalocean.com/node-id", n.id.as_str()),
+                    ("doks.digitalocean.com/node-pool", p.name.as_str()),
+                    ("doks.digitalocean.com/node-pool-id", p.id.as_str()),
+                    ("doks.digitalocean.com/version", c.version.as_str()),
+                ] {
+                    labels.insert(k.into(), v.into());
+                }
+                let droplet = n.droplet_id.parse::<u64>().unwrap_or(0);
                 out.push(SimNode {
                     name: n.name.clone(),
                     provider_id: format!("digitalocean://{}", n.droplet_id),
                     labels,
                     taints: p.taints.clone(),
                     ready: n.state == NodeState::Running,
+                    size: p.size.clone(),
+                    internal_ip: format!("10.108.{}.{}", (droplet >> 8) & 0xff, droplet & 0xff),
+                    external_ip: format!("146.190.{}.{}", (droplet >> 8) & 0xff, droplet & 0xff),
+                    created_at: n.created_at,
+                    kubelet_version: kubelet.clone(),
                 });
             }
         }
         Some(out)
+    }
+
+    /// The Kubernetes version a cluster's API reports (`v1.32.6` for `1.32.6-do.1`).
+    pub fn cluster_kubernetes_version(&self, cluster_id: &str) -> Option<String> {
+        self.accounts
+            .values()
+            .flat_map(|a| a.clusters.iter())
+            .find(|c| c.id == cluster_id)
+            .map(|c| kubernetes_version(&c.version))
     }
 
     /// Any account's cluster by id, as it stands at `now` (for tests and other faces;
@@ -1343,6 +1362,14 @@ impl Model {
     }
 }
 
+/// `v1.32.6` for the slug `1.32.6-do.1`.
+fn kubernetes_version(slug: &str) -> String {
+    match catalog::VersionSlug::parse(slug) {
+        Some(v) => format!("v{}", v.kubernetes_version()),
+        None => format!("v{}", slug.split('-').next().unwrap_or(slug)),
+    }
+}
+
 fn associated(account: &Account, cluster_id: &str) -> AssociatedResources {
     let tag = format!("k8s:{cluster_id}");
     AssociatedResources {
@@ -1369,11 +1396,11 @@ fn associated(account: &Account, cluster_id: &str) -> AssociatedResources {
 
 /// The kubeconfig DigitalOcean serves: cluster/context `do-<region>-<name>`, user
 /// `do-<region>-<name>-admin` with the cluster's bearer token.
-pub fn kubeconfig_yaml(c: &Cluster, server: &str) -> String {
+pub fn kubeconfig_yaml(c: &Cluster, server: &str, ca_pem: &str) -> String {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let ctx = format!("do-{}-{}", c.region, c.name);
     let user = format!("{ctx}-admin");
-    let ca = base64::engine::general_purpose::STANDARD.encode(CLUSTER_CA_PEM);
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {ctx}\ncontexts:\n- context:\n    cluster: {ctx}\n    user: {user}\n  name: {ctx}\ncurrent-context: {ctx}\nkind: Config\npreferences: {{}}\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
         ca = q(&ca),
