@@ -438,6 +438,16 @@ impl std::ops::Deref for ClusterEnv {
     }
 }
 
+/// Where a client reaches a simulated cluster's API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// Its own TLS address, `https://127.0.0.1:PORT`, as the kubeconfig says (DOKS-like).
+    Tls,
+    /// The plain-http path `http://127.0.0.1:PORT/k8s/<id>` on the DigitalOcean listener
+    /// (a `server` with a path prefix).
+    PathPrefixed,
+}
+
 /// The pools of [`ClusterEnv::start`]: `bc-p1` (2 nodes, the [`POOL`] label, `gpu=true`,
 /// `tier=a`) and the tenant's `own` (1 node, `tier=b`, no pool label).
 pub fn standard_pools() -> Vec<NodePoolSpec> {
@@ -482,6 +492,24 @@ impl ClusterEnv {
     /// The real `kube` client from [`Self::kubeconfig`].
     pub async fn kube(&self) -> kube::Client {
         kube_client(&self.kubeconfig()).await
+    }
+
+    /// The API server URL of cluster `id` on `face`.
+    pub fn server_of(&self, face: Face, id: &str) -> String {
+        match face {
+            Face::Tls => self.sim.state().model().cluster_endpoint(id),
+            Face::PathPrefixed => format!("{}/k8s/{id}", self.server.url()),
+        }
+    }
+
+    /// The API server URL of this cluster on `face`.
+    pub fn server(&self, face: Face) -> String {
+        self.server_of(face, &self.id)
+    }
+
+    /// [`Self::kubeconfig`] with its `server` on `face`.
+    pub fn kubeconfig_on(&self, face: Face) -> String {
+        self.kubeconfig().replace(&self.server(Face::Tls), &self.server(face))
     }
 
     /// One raw request to the cluster API: `path_and_query` is appended verbatim to

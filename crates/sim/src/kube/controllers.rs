@@ -359,7 +359,8 @@ fn sync_nodes(o: &mut Objects, cluster: &str, nodes: &[SimNode], now: Timestamp)
             if body["spec"]["taints"].is_null() {
                 body["spec"].as_object_mut().map(|s| s.remove("taints"));
             }
-            create(o, cluster, KUBELET, Resource::Node, None, body, now);
+            // Registered when the droplet came up, not when first asked about.
+            create(o, cluster, KUBELET, Resource::Node, None, body, n.created_at.min(now));
         }
         let key: Key = (Resource::Node, String::new(), n.name.clone());
         o.set_status(cluster, &key, node_status(n, n.created_at, now));

@@ -207,6 +207,16 @@ impl Call {
     /// applies).
     fn body_value(&self, yaml_ok: bool) -> Result<Value, KubeError> {
         let ct = self.content_type();
+        if ct.starts_with("application/vnd.kubernetes.protobuf") || ct == "application/cbor" {
+            // Only JSON (and YAML) bodies are served: clients fall back to JSON on 415.
+            return Err(KubeError::new(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (not {ct:?})"
+                ),
+            ));
+        }
         if yaml_ok && (ct.ends_with("yaml") || ct.is_empty()) {
             let text = std::str::from_utf8(&self.body)
                 .map_err(|_| KubeError::bad_request("the body is not UTF-8"))?;

@@ -810,6 +810,12 @@ impl Objects {
                 }
             }
         }
+        if matches!(resource, Resource::Namespace | Resource::Pod) {
+            // Watches see it terminating first (deletionTimestamp set), as the apiserver's
+            // graceful deletion shows it, then gone: the simulator has no finalizers or
+            // grace period to wait for.
+            self.mark_terminating(cluster, &key, now);
+        }
         if resource == Resource::Namespace {
             let inside: Vec<Key> = self
                 .clusters
@@ -824,13 +830,10 @@ impl Objects {
         }
         let removed =
             self.remove(cluster, &key).ok_or_else(|| KubeError::missing(resource, name))?;
-        if resource == Resource::Namespace {
-            // The answer shows the namespace terminating; with no finalizers to wait for,
-            // it is already gone for the next request.
-            let mut object = removed;
-            object["metadata"]["deletionTimestamp"] = json!(kube_time(now));
-            object["status"] = json!({"phase": "Terminating"});
-            return Ok(Deleted::Object(object));
+        if matches!(resource, Resource::Namespace | Resource::Pod) {
+            // The answer is the object as its deletion left it (terminating); it is
+            // already gone for the next request.
+            return Ok(Deleted::Object(removed));
         }
         Ok(Deleted::Status(json!({
             "kind": "Status",
@@ -839,6 +842,32 @@ impl Objects {
             "status": "Success",
             "details": {"name": name, "group": resource.group(), "kind": resource.plural(), "uid": uid},
         })))
+    }
+
+    /// Records an object's graceful deletion starting: `deletionTimestamp` set (and a
+    /// Namespace's phase `Terminating`).
+    fn mark_terminating(&mut self, cluster: &str, key: &Key, now: Timestamp) {
+        let rv = self.resource_version + 1;
+        let c = self.cluster_mut(cluster);
+        let Some(s) = c.objects.get_mut(key) else { return };
+        let previous = Arc::new(render(key.0, key, s));
+        let meta = obj(obj(&mut s.content).entry("metadata").or_insert(Value::Null));
+        meta.insert("deletionTimestamp".into(), json!(kube_time(now)));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if key.0 == Resource::Namespace {
+            s.status = Some(json!({"phase": "Terminating"}));
+        }
+        s.resource_version = rv;
+        let object = Arc::new(render(key.0, key, s));
+        c.record(Change {
+            rv,
+            kind: EventType::Modified,
+            resource: key.0,
+            namespace: key.1.clone(),
+            object,
+            previous: Some(previous),
+        });
+        self.resource_version = rv;
     }
 
     /// Removes an object and records its deletion; the object as last seen.
