@@ -979,3 +979,156 @@ pub async fn check_session_recovers_from_a_revoked_token(
     assert_eq!(after, before);
     assert_eq!(env.count("GET", routes::KUBECONFIG), 2, "minted again after the 401");
 }
+
+// ----- real clients ----------------------------------------------------------------------
+
+/// A tool a test runs (kubectl, python3): its path, or `None` after a "skipped" line on
+/// stderr; when services are required (`BC_REQUIRE_SERVICES`, `CI=true`, as
+/// `cargo xtask test --require-services` sets) a missing tool fails the test instead, so
+/// CI cannot go green without running it.
+pub fn required_tool(name: &str, why: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
+    });
+    match found {
+        Some(p) => Some(p),
+        None if bc_testkit::services_required() => panic!(
+            "{name} not found on PATH, but it is required ({} or CI=true): {why}; .ci/run \
+             installs it",
+            bc_testkit::REQUIRE_SERVICES_VAR
+        ),
+        None => {
+            eprintln!("skipped: {name} not found on PATH ({why})");
+            None
+        }
+    }
+}
+
+/// What one run of a tool printed and how it ended.
+#[derive(Debug)]
+pub struct ToolRun {
+    /// Exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl ToolRun {
+    /// Whether it exited 0.
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// A scratch directory removed on drop.
+pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// A new empty directory under the system temp dir.
+    pub fn new(prefix: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The real `kubectl`, pointed at one simulated cluster by the kubeconfig the simulator
+/// served and nothing else: its own kubeconfig file, cache and home directories, no
+/// proxy settings from the environment.
+pub struct Kubectl {
+    bin: std::path::PathBuf,
+    dir: ScratchDir,
+}
+
+/// How long one kubectl run may take before the test fails.
+pub const KUBECTL_BOUND: Duration = Duration::from_secs(60);
+
+impl Kubectl {
+    /// kubectl with `kubeconfig`, or `None` when kubectl is missing (see
+    /// [`required_tool`]).
+    pub fn new(kubeconfig: &str) -> Option<Self> {
+        let bin = required_tool("kubectl", "the kubectl conformance tests run it")?;
+        let dir = ScratchDir::new("bc-sim-kubectl");
+        std::fs::write(dir.path().join("kubeconfig"), kubeconfig).expect("kubeconfig file");
+        Some(Self { bin, dir })
+    }
+
+    /// The scratch directory (for manifests).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(&self.bin);
+        c.arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true);
+        for v in
+            ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    /// Runs `kubectl args…` with `stdin` (bounded by [`KUBECTL_BOUND`]).
+    pub async fn run_with(&self, args: &[&str], stdin: Option<&str>) -> ToolRun {
+        use tokio::io::AsyncWriteExt as _;
+        let mut c = self.command(args);
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("start kubectl");
+        let mut input = child.stdin.take().expect("stdin");
+        let text = stdin.unwrap_or_default().to_owned();
+        let out = tokio::time::timeout(KUBECTL_BOUND, async move {
+            let _ = input.write_all(text.as_bytes()).await;
+            drop(input);
+            child.wait_with_output().await
+        })
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_BOUND:?}"))
+        .expect("kubectl output");
+        ToolRun {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `kubectl args…`.
+    pub async fn run(&self, args: &[&str]) -> ToolRun {
+        self.run_with(args, None).await
+    }
+
+    /// Starts `kubectl args…` in the background (a `get -w`), its output piped; it is
+    /// killed when the child is dropped.
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        let mut c = self.command(args);
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c.spawn().expect("start kubectl")
+    }
+}
