@@ -207,10 +207,13 @@ pub struct Cluster {
     pub api_token: String,
     /// An autopilot cluster (direct face only): nodes are the provider's, no pools needed.
     pub autopilot: bool,
-    /// Echoed optional objects.
-    pub control_plane_firewall: Option<serde_json::Value>,
-    /// Echoed optional objects.
-    pub cluster_autoscaler_configuration: Option<serde_json::Value>,
+    /// The optional blocks ([`ADDONS`]: control-plane firewall, autoscaler, SSO,
+    /// routing agent, plugins), each as rendered, defaults filled.
+    pub addons: BTreeMap<String, serde_json::Value>,
+    /// Worker nodes without public addresses (create-only).
+    pub isolated_workers: bool,
+    /// The VPC subnet of the workers (the VPC's default one when not given).
+    pub worker_subnet_uuid: String,
     pub(crate) due: Option<Timestamp>,
     pub(crate) upgrade_to: Option<String>,
 }
@@ -310,10 +313,13 @@ pub struct ClusterCreate {
     pub surge_upgrade: Option<bool>,
     /// HA control plane.
     pub ha: Option<bool>,
-    /// Echoed.
-    pub control_plane_firewall: Option<serde_json::Value>,
-    /// Echoed.
-    pub cluster_autoscaler_configuration: Option<serde_json::Value>,
+    /// Worker subnet (needs `vpc_uuid`).
+    pub worker_subnet_uuid: Option<String>,
+    /// Workers without public addresses.
+    pub isolated_workers: Option<bool>,
+    /// The optional blocks ([`ADDONS`]) given (other keys are ignored).
+    #[serde(flatten)]
+    pub addons: BTreeMap<String, serde_json::Value>,
     /// Autopilot (not part of the DigitalOcean API; only the direct face sets it).
     #[serde(skip)]
     pub autopilot: bool,
@@ -334,10 +340,9 @@ pub struct ClusterUpdate {
     pub surge_upgrade: Option<bool>,
     /// HA (false → true only).
     pub ha: Option<bool>,
-    /// Echoed.
-    pub control_plane_firewall: Option<serde_json::Value>,
-    /// Echoed.
-    pub cluster_autoscaler_configuration: Option<serde_json::Value>,
+    /// The optional blocks ([`ADDONS`]) given (other keys are ignored).
+    #[serde(flatten)]
+    pub addons: BTreeMap<String, serde_json::Value>,
     /// Immutable: must equal the current value if given.
     pub region: Option<String>,
     /// Immutable here (use upgrade): must equal the current value if given.
@@ -385,6 +390,113 @@ pub struct Credentials {
 }
 
 // ----- validation -------------------------------------------------------------------------
+
+/// The optional blocks of a cluster object (DigitalOcean's `cluster.yml`): each shown on
+/// every cluster, with its defaults when a create left it out.
+pub const ADDONS: &[&str] = &[
+    "control_plane_firewall",
+    "cluster_autoscaler_configuration",
+    "sso",
+    "routing_agent",
+    "amd_gpu_device_plugin",
+    "amd_gpu_device_metrics_exporter_plugin",
+    "nvidia_gpu_device_plugin",
+    "rdma_shared_dev_plugin",
+    "coredns_autoscaler",
+    "p2p_oci_registry_plugin",
+];
+
+/// The blocks a cluster of `pools` has before a request sets any: everything off, the
+/// NVIDIA device plugin on when a pool has NVIDIA GPUs ("enabled by default for clusters
+/// with an Nvidia GPU node pool"), and the cluster autoscaler's own defaults
+/// (utilization 0.5, 10 minutes unneeded; unconfirmed as DOKS renders them).
+fn default_addons(pools: &[NodePool]) -> BTreeMap<String, serde_json::Value> {
+    use serde_json::json;
+    let nvidia =
+        pools.iter().any(|p| p.size.starts_with("gpu-h100") || p.size.starts_with("gpu-l40"));
+    let amd = pools.iter().any(|p| p.size.starts_with("gpu-mi"));
+    let mut out = BTreeMap::new();
+    for name in ADDONS {
+        let v = match *name {
+            "control_plane_firewall" => json!({"enabled": false, "allowed_addresses": []}),
+            "cluster_autoscaler_configuration" => {
+                json!({"scale_down_utilization_threshold": 0.5, "scale_down_unneeded_time": "10m0s"})
+            }
+            "sso" => json!({"enabled": false, "required": false}),
+            "nvidia_gpu_device_plugin" => json!({"enabled": nvidia}),
+            "amd_gpu_device_plugin" | "amd_gpu_device_metrics_exporter_plugin" => {
+                json!({"enabled": amd})
+            }
+            _ => json!({"enabled": false}),
+        };
+        out.insert((*name).to_owned(), v);
+    }
+    out
+}
+
+/// Merges the blocks a request gives into `current` (fields given replace fields there;
+/// `null` leaves a block as it is), checking each: objects only, `enabled` a boolean,
+/// SSO's issuer and client when it is enabled, autoscaler expanders and threshold in
+/// range.
+fn merge_addons(
+    current: &mut BTreeMap<String, serde_json::Value>,
+    given: &BTreeMap<String, serde_json::Value>,
+) -> Result<(), ApiError> {
+    use serde_json::Value;
+    for (name, v) in given.iter().filter(|(k, _)| ADDONS.contains(&k.as_str())) {
+        let fields = match v {
+            Value::Null => continue,
+            Value::Object(m) => m,
+            _ => return Err(ApiError::unprocessable(format!("{name} must be an object"))),
+        };
+        if fields.get("enabled").is_some_and(|e| !e.is_boolean()) {
+            return Err(ApiError::unprocessable(format!("{name}.enabled must be a boolean")));
+        }
+        let block =
+            current.entry(name.clone()).or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(b) = block {
+            b.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let sso = &current["sso"];
+    let on = |k: &str| sso.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let text = |k: &str| sso.get(k).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    if on("required") && !on("enabled") {
+        return Err(ApiError::unprocessable(
+            "sso.required can only be true when sso.enabled is true",
+        ));
+    }
+    if on("enabled") && !(text("issuer_url") && text("client_id")) {
+        return Err(ApiError::unprocessable(
+            "sso.issuer_url and sso.client_id are required when sso.enabled is true",
+        ));
+    }
+    let ca = &current["cluster_autoscaler_configuration"];
+    if let Some(t) = ca.get("scale_down_utilization_threshold")
+        && !t.as_f64().is_some_and(|t| t > 0.0 && t <= 1.0)
+    {
+        return Err(ApiError::unprocessable(
+            "cluster_autoscaler_configuration.scale_down_utilization_threshold must be a number in (0, 1]",
+        ));
+    }
+    for e in ca.get("expanders").and_then(Value::as_array).into_iter().flatten() {
+        if !matches!(e.as_str(), Some("random" | "priority" | "least_waste")) {
+            return Err(ApiError::unprocessable(format!(
+                "invalid cluster_autoscaler_configuration.expanders value {e}: must be one of random, priority, least_waste"
+            )));
+        }
+    }
+    let firewall = &current["control_plane_firewall"];
+    if firewall
+        .get("allowed_addresses")
+        .is_some_and(|a| !a.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
+    {
+        return Err(ApiError::unprocessable(
+            "control_plane_firewall.allowed_addresses must be a list of addresses",
+        ));
+    }
+    Ok(())
+}
 
 fn required(v: &Option<String>, field: &str) -> Result<String, ApiError> {
     match v.as_deref().map(str::trim) {
@@ -732,6 +844,13 @@ impl Model {
         if !req.autopilot && pools.iter().map(|p| p.count).sum::<u32>() < 1 {
             return Err(ApiError::unprocessable("a cluster needs at least one node"));
         }
+        if req.worker_subnet_uuid.as_deref().is_some_and(|w| !w.is_empty())
+            && req.vpc_uuid.as_deref().is_none_or(str::is_empty)
+        {
+            return Err(ApiError::unprocessable("worker_subnet_uuid requires vpc_uuid"));
+        }
+        let mut addons = default_addons(&pools);
+        merge_addons(&mut addons, &req.addons)?;
         let cluster = Cluster {
             id: ids.uuid(),
             name,
@@ -754,8 +873,13 @@ impl Model {
             provisioned: false,
             api_token: format!("doks-sim-{}", ids.uuid().replace('-', "")),
             autopilot: req.autopilot,
-            control_plane_firewall: req.control_plane_firewall,
-            cluster_autoscaler_configuration: req.cluster_autoscaler_configuration,
+            addons,
+            isolated_workers: req.isolated_workers.unwrap_or(false),
+            worker_subnet_uuid: req
+                .worker_subnet_uuid
+                .clone()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| ids.uuid()),
             due: Some(ready_at),
             upgrade_to: None,
         };
@@ -836,12 +960,9 @@ impl Model {
         if let Some(v) = req.ha {
             c.ha = v;
         }
-        if req.control_plane_firewall.is_some() {
-            c.control_plane_firewall = req.control_plane_firewall;
-        }
-        if req.cluster_autoscaler_configuration.is_some() {
-            c.cluster_autoscaler_configuration = req.cluster_autoscaler_configuration;
-        }
+        let mut addons = c.addons.clone();
+        merge_addons(&mut addons, &req.addons)?;
+        c.addons = addons;
         c.updated_at = now;
         Ok(c.clone())
     }
