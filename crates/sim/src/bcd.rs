@@ -220,6 +220,11 @@ pub fn spawn(state: Arc<SimState>, every: Duration) -> Background {
         loop {
             tick.tick().await;
             let made = run_once(&state).await;
+            // The clusters' controllers catch up with what the agents (and the clock) did,
+            // so pods turn Ready without waiting for a request.
+            for cluster in state.kube.cluster_ids() {
+                crate::kube::KubeStore::refresh(&state, &cluster);
+            }
             tx.send_modify(|r| {
                 r.rounds += 1;
                 r.calls += made as u64;
