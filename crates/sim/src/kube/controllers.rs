@@ -72,12 +72,8 @@ pub fn sync(state: &SimState, cluster: &str, nodes: &[SimNode], now: Timestamp) 
         let (since, bootstrapped) = (c.controllers.seen, c.controllers.bootstrapped);
         let world_changed = c.controllers.world != world;
         let full = !bootstrapped || world_changed || since < c.compacted;
-        let changed: Vec<(Resource, String)> = c
-            .history
-            .iter()
-            .filter(|e| e.rv > since)
-            .map(|e| (e.resource, e.namespace.clone()))
-            .collect();
+        let changed: Vec<(Resource, String)> =
+            c.changes_after(since).map(|e| (e.resource, e.namespace.clone())).collect();
         if !bootstrapped {
             bootstrap(o, cluster, now);
         }
@@ -152,11 +148,8 @@ fn added_namespaces(o: &Objects, cluster: &str, since: u64) -> Vec<String> {
     o.clusters
         .get(cluster)
         .map(|c| {
-            c.history
-                .iter()
-                .filter(|e| {
-                    e.rv > since && e.resource == Resource::Namespace && e.kind == EventType::Added
-                })
+            c.changes_after(since)
+                .filter(|e| e.resource == Resource::Namespace && e.kind == EventType::Added)
                 .filter_map(|e| e.object.pointer("/metadata/name").and_then(Value::as_str))
                 .map(str::to_owned)
                 .collect()

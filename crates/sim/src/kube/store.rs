@@ -258,6 +258,13 @@ impl ClusterObjects {
         }
     }
 
+    /// The changes after resourceVersion `since`, oldest first (read from the newest end:
+    /// a caller that keeps up reads only what is new).
+    pub(crate) fn changes_after(&self, since: u64) -> impl Iterator<Item = &Change> {
+        let newer = self.history.iter().rev().take_while(|e| e.rv > since).count();
+        self.history.iter().skip(self.history.len() - newer)
+    }
+
     fn namespace_exists(&self, ns: &str) -> bool {
         self.objects.contains_key(&(Resource::Namespace, String::new(), ns.to_owned()))
     }
@@ -391,7 +398,7 @@ impl Objects {
                 c.compacted + 1
             )));
         }
-        Ok(c.history.iter().filter(|e| e.rv > since).cloned().collect())
+        Ok(c.changes_after(since).cloned().collect())
     }
 
     /// Server-side apply.
