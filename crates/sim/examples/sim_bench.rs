@@ -100,9 +100,9 @@ async fn main() {
     kube_direct(arg("--objects", 10_000)).await;
 }
 
-/// 4. The Kubernetes direct face, as the substrate reconciler uses it: per pool a
-/// Namespace, the join Secret, the bcd ServiceAccount and DaemonSet, applied with the
-/// ownership rule (read, then create or apply), then the same again (all no-ops).
+/// The Kubernetes direct face, as the substrate reconciler uses it: per pool a Namespace,
+/// the join Secret, the bcd ServiceAccount and DaemonSet, applied with the ownership rule
+/// (read, then create or apply), then the same again (all no-ops).
 async fn kube_direct(objects: usize) {
     use bc_domain::model::SecretString;
     use bc_domain::ports::ClusterApi;
