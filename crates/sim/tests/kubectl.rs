@@ -326,3 +326,33 @@ async fn get_watch_sees_changes() {
     wait_for("late Terminating", &mut seen).await;
     child.kill().await.expect("stop the watch");
 }
+
+/// kubectl's typed imperative creates send protobuf (`application/vnd.kubernetes.protobuf`,
+/// the `k8s\0` envelope): `create namespace`, `create configmap`, `create secret generic`
+/// and `create serviceaccount` work as against DOKS.
+#[tokio::test]
+async fn imperative_creates_in_protobuf() {
+    let Some((env, k)) = setup().await else { return };
+    for args in [
+        &["create", "namespace", "demo"][..],
+        &["create", "configmap", "cfg", "-n", "demo", "--from-literal=a=1"],
+        &["create", "secret", "generic", "sec", "-n", "demo", "--from-literal=token=s3cr3t"],
+        &["create", "serviceaccount", "robot", "-n", "demo"],
+    ] {
+        let r = k.run(args).await;
+        ok(&r, &args.join(" "));
+    }
+    let ns = env.stored(ObjectKind::Namespace, None, "demo").unwrap();
+    assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "demo");
+    let cm = env
+        .sim
+        .state()
+        .kube
+        .get(&env.id, bc_sim::kube::Resource::ConfigMap, Some("demo"), "cfg")
+        .unwrap();
+    assert_eq!(cm["data"], json!({"a": "1"}));
+    let secret = env.stored(ObjectKind::Secret, Some("demo"), "sec").unwrap();
+    assert_eq!(secret["data"]["token"], "czNjcjN0", "base64 of the bytes sent");
+    assert_eq!(secret["type"], "Opaque");
+    assert!(env.stored(ObjectKind::ServiceAccount, Some("demo"), "robot").is_some());
+}

@@ -209,9 +209,21 @@ impl Call {
     /// The body as JSON (or YAML, which clients may send for creates, replaces and
     /// applies).
     fn body_value(&self, yaml_ok: bool) -> Result<Value, KubeError> {
+        self.body_of(yaml_ok, None)
+    }
+
+    /// The body of a create or replace of `resource`: JSON, YAML, or the protobuf kubectl's
+    /// typed commands send for the kinds `protobuf` reads.
+    fn body_of(&self, yaml_ok: bool, resource: Option<Resource>) -> Result<Value, KubeError> {
         let ct = self.content_type();
+        if ct.starts_with("application/vnd.kubernetes.protobuf")
+            && let Some(decoded) = resource.and_then(|r| super::protobuf::decode(r, &self.body))
+        {
+            return decoded
+                .map_err(|e| KubeError::bad_request(format!("error decoding protobuf: {e}")));
+        }
         if ct.starts_with("application/vnd.kubernetes.protobuf") || ct == "application/cbor" {
-            // Only JSON (and YAML) bodies are served: clients fall back to JSON on 415.
+            // Other kinds only as JSON (or YAML).
             return Err(KubeError::new(
                 415,
                 "UnsupportedMediaType",
@@ -345,7 +357,7 @@ impl Call {
 
     fn create(&self, resource: Resource, ns: Option<&str>) -> Result<Response, KubeError> {
         self.gate(Verb::Create, resource)?;
-        let body = self.body_value(true)?;
+        let body = self.body_of(true, Some(resource))?;
         let name = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let manager = self.manager();
         let req = super::ApplyRequest {
@@ -388,7 +400,7 @@ impl Call {
         name: &str,
     ) -> Result<Response, KubeError> {
         self.gate(Verb::Update, resource)?;
-        let body = self.body_value(true)?;
+        let body = self.body_of(true, Some(resource))?;
         self.edit(resource, ns, name, Edit::Replace(&body))
     }
 
