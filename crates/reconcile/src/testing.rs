@@ -26,7 +26,7 @@ use bc_domain::policy::{
 };
 use bc_domain::ports::{
     AgentRepo, Clock, ClusterApi, ManualClock, PoolRepo, ProviderCredentials, ProviderRegistry,
-    SecretBox, Store, SubstrateRepo, UnitOfWork, WorkItem, WorkKind, Write,
+    SecretBox, Store, SubstrateRepo, UnitOfWork, WorkItem, WorkKind, WorkQueue, Write,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
@@ -348,12 +348,23 @@ impl Env {
         self.store.commit(uow).await.expect("archive");
     }
 
+    /// Enqueues the pool's substrate now (what a change elsewhere, a watch or the steady
+    /// resync would do).
+    pub async fn driver_wake(&self, pool_id: &PoolId) {
+        let e = bc_domain::ports::Enqueue {
+            kind: WorkKind::Substrates,
+            key: pool_id.to_string(),
+            not_before: self.clock.now(),
+        };
+        self.store.enqueue(e).await.expect("enqueue");
+    }
+
     /// The pool's substrate row.
     pub async fn substrate(&self, pool_id: &PoolId) -> Substrate {
         self.store.substrate_get_any(pool_id).await.expect("read").expect("substrate")
     }
 
-    /// One driver round, then the simulated bcd settles and its joins are recorded.
+    /// One driver round, then one round of the simulated bcd, whose joins are recorded.
     /// When nothing was due, the clock first jumps to the next due item (at most
     /// `max_jump` ahead).
     pub async fn step(&self, max_jump: Duration) -> Vec<Ran> {
@@ -365,7 +376,9 @@ impl Env {
             self.clock.set(to);
             ran = self.driver.round(&self.deps).await;
         }
-        bc_sim::testing::settle(&self.sim).await;
+        // One round of the simulated agents per step: each bcd whose pod can start calls
+        // once (and again on later steps while its join fails).
+        bc_sim::testing::bounded(bc_sim::bcd::run_once(self.sim.state())).await;
         self.record_joins().await;
         ran
     }
@@ -406,10 +419,23 @@ impl Env {
     /// what the API's method does — and returns how many it recorded.
     pub async fn record_joins(&self) -> usize {
         let calls = self.join.calls();
+        // Only joins the stand-in answered with success (the simulated bcd says so).
+        let joined: BTreeSet<String> = self
+            .sim
+            .state()
+            .bcd
+            .join_outcomes()
+            .into_iter()
+            .filter(|(_, o)| o.joined)
+            .map(|((_, node), _)| node)
+            .collect();
         let mut recorded = 0;
         for c in calls {
             let token = c["joinToken"].as_str().unwrap_or_default();
             let node = c["nodeName"].as_str().unwrap_or_default().to_owned();
+            if !joined.contains(&node) {
+                continue;
+            }
             let Some(t) =
                 self.store.join_token_find(&sha256_hex(token.as_bytes())).await.expect("read")
             else {
