@@ -16,21 +16,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bc_domain::model::{
-    Node, Pool, PoolState, ProviderAccount, ProviderKind, SealedSecret, SecretString, Substrate,
+    ClusterMode, ClusterOrigin, KubernetesCluster, Node, NodePool, NodePoolOrigin, ObservedStatus,
+    Pool, PoolState, ProviderAccount, ProviderKind, SealedSecret, SecretString, Substrate,
     SubstrateMode,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
-    AdoptClusterPolicy, ClusterPolicy, CreateClusterPolicy, Flavor, PoolPolicy, SubstrateKind,
-    SubstratePolicy, UpgradePolicy,
+    AdoptClusterPolicy, ClusterPolicy, CreateClusterPolicy, Flavor, PoolPolicy, Scale,
+    SubstrateKind, SubstratePolicy, UpgradePolicy,
 };
 use bc_domain::ports::{
-    AgentRepo, Clock, ClusterApi, ManualClock, PoolRepo, ProviderCredentials, ProviderRegistry,
-    SecretBox, Store, SubstrateRepo, UnitOfWork, WorkItem, WorkKind, WorkQueue, Write,
+    AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
+    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkItem, WorkKind, WorkQueue,
+    Write,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
-    NodeId, ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp,
+    ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
+    ResourceState, TenantId, Timestamp,
 };
 use bc_sim::direct::DirectRegistry;
 use bc_sim::kube::direct::DirectClusterApi;
@@ -357,6 +360,168 @@ impl Env {
             not_before: self.clock.now(),
         };
         self.store.enqueue(e).await.expect("enqueue");
+    }
+
+    /// `kubernetesClusters.create`'s writes: the cluster and its first node pools,
+    /// pending, and the cluster's work item.
+    pub async fn create_cluster(
+        &self,
+        name: &str,
+        mode: ClusterMode,
+        pools: Vec<(&str, &str, Scale)>,
+    ) -> (KubernetesCluster, Vec<NodePool>) {
+        let now = self.clock.now();
+        let ms = u64::try_from(now.unix_ms()).unwrap_or(0);
+        let cluster = KubernetesCluster {
+            cluster_id: ClusterId::generate(ms, self.entropy.u128()),
+            tenant_id: self.tenant.clone(),
+            provider_account_id: self.account.provider_account_id.clone(),
+            name: ObjectName::parse(name).expect("cluster name"),
+            region: "nyc1".into(),
+            desired_version: Some("latest".into()),
+            high_availability: false,
+            mode,
+            origin: ClusterOrigin::Created,
+            substrate_pool_ids: vec![],
+            delete_requested: false,
+            generation: 1,
+            created_at: now,
+            provider_cluster_id: None,
+            version: None,
+            status: ObservedStatus {
+                state: ResourceState::Pending,
+                message: None,
+                observed_generation: 0,
+                updated_at: now,
+            },
+        };
+        let rows: Vec<NodePool> = pools
+            .into_iter()
+            .map(|(n, size, scale)| self.node_pool_row(&cluster, n, size, scale))
+            .collect();
+        let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
+        for r in &rows {
+            uow = uow.write(Write::InsertNodePool(r.clone()));
+        }
+        uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+        self.store.commit(uow).await.expect("create cluster");
+        (cluster, rows)
+    }
+
+    fn node_pool_row(
+        &self,
+        cluster: &KubernetesCluster,
+        name: &str,
+        size: &str,
+        scale: Scale,
+    ) -> NodePool {
+        let now = self.clock.now();
+        NodePool {
+            node_pool_id: NodePoolId::generate(
+                u64::try_from(now.unix_ms()).unwrap_or(0),
+                self.entropy.u128(),
+            ),
+            cluster_id: cluster.cluster_id.clone(),
+            tenant_id: self.tenant.clone(),
+            name: name.into(),
+            size: size.into(),
+            scale,
+            labels: BTreeMap::new(),
+            taints: vec![],
+            managed_by: None,
+            origin: NodePoolOrigin::Created,
+            delete_requested: false,
+            generation: 1,
+            created_at: now,
+            provider_node_pool_id: None,
+            nodes_listed: 0,
+            nodes_ready: 0,
+            state: NodePoolState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        }
+    }
+
+    /// `kubernetesNodePools.create`'s writes.
+    pub async fn create_node_pool(
+        &self,
+        cluster: &ClusterId,
+        name: &str,
+        size: &str,
+        scale: Scale,
+    ) -> NodePool {
+        let c = self.store.cluster_get_any(cluster).await.expect("read").expect("cluster");
+        let row = self.node_pool_row(&c, name, size, scale);
+        let uow = UnitOfWork::new().write(Write::InsertNodePool(row.clone())).enqueue(
+            WorkKind::NodePools,
+            row.node_pool_id.as_str(),
+            self.clock.now(),
+        );
+        self.store.commit(uow).await.expect("create node pool");
+        row
+    }
+
+    /// `kubernetesNodePools.resize`'s (and `delete`'s, with `delete`) writes: the new
+    /// desired fields under CAS, the work item.
+    pub async fn change_node_pool(
+        &self,
+        id: &NodePoolId,
+        scale: Option<Scale>,
+        delete: bool,
+    ) -> NodePool {
+        let old = self.store.node_pool_get_any(id).await.expect("read").expect("node pool");
+        let next = NodePool {
+            scale: scale.unwrap_or(old.scale),
+            delete_requested: old.delete_requested || delete,
+            generation: old.generation + 1,
+            ..old.clone()
+        };
+        let uow = UnitOfWork::new()
+            .write(Write::UpdateNodePool {
+                node_pool: next.clone(),
+                expected_generation: old.generation,
+            })
+            .enqueue(WorkKind::NodePools, id.as_str(), self.clock.now());
+        self.store.commit(uow).await.expect("change node pool");
+        next
+    }
+
+    /// `kubernetesClusters.upgrade`'s (`version`) and `delete`'s (`delete`) writes, and
+    /// a high-availability change.
+    pub async fn change_cluster(
+        &self,
+        id: &ClusterId,
+        version: Option<&str>,
+        high_availability: Option<bool>,
+        delete: bool,
+    ) -> KubernetesCluster {
+        let old = self.store.cluster_get_any(id).await.expect("read").expect("cluster");
+        let next = KubernetesCluster {
+            desired_version: version.map(str::to_owned).or(old.desired_version.clone()),
+            high_availability: high_availability.unwrap_or(old.high_availability),
+            delete_requested: old.delete_requested || delete,
+            generation: old.generation + 1,
+            ..old.clone()
+        };
+        let uow = UnitOfWork::new()
+            .write(Write::UpdateCluster {
+                cluster: next.clone(),
+                expected_generation: old.generation,
+            })
+            .enqueue(WorkKind::Clusters, id.as_str(), self.clock.now());
+        self.store.commit(uow).await.expect("change cluster");
+        next
+    }
+
+    /// A cluster row.
+    pub async fn cluster(&self, id: &ClusterId) -> KubernetesCluster {
+        self.store.cluster_get_any(id).await.expect("read").expect("cluster")
+    }
+
+    /// A node pool row.
+    pub async fn node_pool(&self, id: &NodePoolId) -> NodePool {
+        self.store.node_pool_get_any(id).await.expect("read").expect("node pool")
     }
 
     /// The pool's substrate row.

@@ -48,8 +48,8 @@ struct Status {
 }
 
 impl NodePoolReconciler {
-    /// Commits the row's status if it changed, with its event and a wake-up of its
-    /// cluster when the state moved.
+    /// Commits the row's status if it changed, with its event when the state moved and
+    /// a wake-up of its cluster.
     async fn record(
         &self,
         deps: &Deps,
@@ -87,8 +87,9 @@ impl NodePoolReconciler {
             if let Some(e) = node_pool_event(&*self.entropy, &moved, act.now) {
                 uow = uow.event(e);
             }
-            uow = uow.enqueue(WorkKind::Clusters, row.cluster_id.as_str(), act.now);
         }
+        // The cluster re-derives `updating`/`ready`/`error` from its pools' rows.
+        uow = uow.enqueue(WorkKind::Clusters, row.cluster_id.as_str(), act.now);
         deps.store.commit(uow.fenced(act.fence.clone())).await?;
         Ok(())
     }
