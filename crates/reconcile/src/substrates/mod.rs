@@ -108,13 +108,13 @@ impl Reconciler for SubstrateReconciler {
             join: None,
             cluster: None,
             running_version: None,
+            pool_generation: pool.as_ref().map_or(0, |p| p.generation),
         };
         match decide::target(pool.as_ref()) {
             Target::Teardown => run.teardown().await,
             Target::Converge(policy, _) => {
-                let generation = pool.as_ref().map_or(0, |p| p.generation);
                 let progress = run.converge(policy).await?;
-                run.finish(progress, generation).await
+                run.finish(progress).await
             }
         }
     }
@@ -171,6 +171,8 @@ struct Run<'a> {
     cluster: Option<KubernetesCluster>,
     /// The provider cluster's running version, once observed.
     running_version: Option<String>,
+    /// The pool's generation (what "converged" is measured against).
+    pool_generation: u64,
 }
 
 impl Run<'_> {
@@ -298,7 +300,9 @@ impl Run<'_> {
         provider: &Arc<dyn ProviderImpl>,
         id: &str,
     ) -> Result<Result<Option<ProviderCluster>, Progress>, ReconcileError> {
-        let steady = self.sub.state == ResourceState::Ready && self.sub.upgrade.is_none();
+        let steady = self.sub.state == ResourceState::Ready
+            && self.sub.upgrade.is_none()
+            && self.sub.observed_generation == self.pool_generation;
         if steady {
             match self.deps.observer.clusters(account, STEADY_LISTING_MAX_AGE).await {
                 Ok(listing) => {
@@ -956,13 +960,9 @@ impl Run<'_> {
     }
 
     /// Records where a converge run got to.
-    async fn finish(
-        &mut self,
-        progress: Progress,
-        pool_generation: u64,
-    ) -> Result<Outcome, ReconcileError> {
+    async fn finish(&mut self, progress: Progress) -> Result<Outcome, ReconcileError> {
         let (state, message, generation) =
-            decide::converged_state(&self.sub, &progress, self.join.as_ref(), pool_generation);
+            decide::converged_state(&self.sub, &progress, self.join.as_ref(), self.pool_generation);
         let next = decide::next_row(
             &self.sub,
             state,
