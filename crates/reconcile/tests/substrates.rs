@@ -833,3 +833,109 @@ async fn a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover() {
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 10).await;
     assert!(provider(&env).get_cluster(&theirs).await.is_ok());
 }
+
+#[tokio::test]
+async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "shared", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let a = env
+        .create_pool(
+            "a",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    let b = env
+        .create_pool(
+            "b",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    let sa = env.until_substrate(&a.pool_id, ResourceState::Ready, 40).await;
+    let sb = env.until_substrate(&b.pool_id, ResourceState::Ready, 40).await;
+    assert_eq!(sa.cluster_id, sb.cluster_id, "one row for the provider cluster");
+    let (row, _) = cluster_of(&env, &sa).await;
+    assert_eq!(row.substrate_pool_ids.len(), 2);
+    assert_eq!(pool_names(&env, &pid).await.len(), 3);
+    env.archive(&a.pool_id).await;
+    env.until_substrate(&a.pool_id, ResourceState::Deleted, 40).await;
+    steps(&env, 2).await;
+    let row = env.cluster(&row.cluster_id).await;
+    assert_eq!(
+        (row.substrate_pool_ids.clone(), row.status.state),
+        (vec![b.pool_id.clone()], ResourceState::Ready)
+    );
+    assert_eq!(
+        pool_names(&env, &pid).await,
+        vec![format!("bc-{}-cpu", b.pool_id.dashed()), "own".to_owned()]
+    );
+    assert!(
+        stored(&env, &pid, ObjectKind::DaemonSet, Some(&substrate_namespace(&b.pool_id)), "bcd")
+            .is_some()
+    );
+    assert_eq!(env.substrate(&b.pool_id).await.state, ResourceState::Ready);
+}
+
+#[tokio::test]
+async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let pool = env
+        .create_pool(
+            "web",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let ns = substrate_namespace(&pool.pool_id);
+    let kube = &env.sim.state().kube;
+    let now = env.deps.clock.now();
+    kube.delete(&pid, Resource::Secret, Some(&ns), "bcd-join", &Preconditions::default(), now)
+        .unwrap();
+    let theirs = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"k": "v"}});
+    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    env.archive(&pool.pool_id).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    assert!(s.message.as_deref().unwrap().contains(&format!("Secret {ns}/bcd-join")), "{s:?}");
+    assert!(
+        stored(&env, &pid, ObjectKind::Namespace, None, &ns).is_some(),
+        "the namespace is kept: deleting it would take their Secret"
+    );
+    assert!(stored(&env, &pid, ObjectKind::Secret, Some(&ns), "bcd-join").is_some());
+    assert!(stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").is_none(), "ours went");
+    kube.delete(
+        &pid,
+        Resource::Secret,
+        Some(&ns),
+        "bcd-join",
+        &Preconditions::default(),
+        env.deps.clock.now(),
+    )
+    .unwrap();
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+    assert!(stored(&env, &pid, ObjectKind::Namespace, None, &ns).is_none());
+    assert_eq!(pool_names(&env, &pid).await, vec!["own".to_owned()]);
+}
+
+#[tokio::test]
+async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, first) = cluster_of(&env, &s).await;
+    env.update_policy(&pool.pool_id, PoolPolicy { substrate: None, ..policy.clone() }).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+    // Added again: a new substrate, a new cluster of the same derived name.
+    env.update_policy(&pool.pool_id, policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, second) = cluster_of(&env, &s).await;
+    assert_ne!(first, second);
+    assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
+}

@@ -353,6 +353,33 @@ mod tests {
     }
 
     #[test]
+    fn archive_or_a_policy_without_substrate_tears_down() {
+        let t = Timestamp::from_unix_ms(1);
+        let policy: PoolPolicy = serde_json::from_value(serde_json::json!({
+            "substrate": {"kind": "kubernetes", "account": "acct_0000000001000000000000001a",
+                "cluster": {"create": {"region": "nyc1"}}}, "flavors": []}))
+        .unwrap();
+        let mut pool = Pool {
+            pool_id: PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap(),
+            tenant_id: TenantId::parse("acme").unwrap(),
+            name: ObjectName::parse("web").unwrap(),
+            policy,
+            state: PoolState::Active,
+            generation: 1,
+            created_at: t,
+            updated_at: t,
+            archived_at: None,
+        };
+        assert!(matches!(target(Some(&pool)), Target::Converge(..)));
+        pool.state = PoolState::Archived;
+        assert_eq!(target(Some(&pool)), Target::Teardown);
+        pool.state = PoolState::Active;
+        pool.policy.substrate = None;
+        assert_eq!(target(Some(&pool)), Target::Teardown);
+        assert_eq!(target(None), Target::Teardown);
+    }
+
+    #[test]
     fn an_unchanged_row_keeps_its_time() {
         let s = sub(ResourceState::Ready, 1);
         let same = next_row(&s, s.state, None, None, None, 1, Timestamp::from_unix_ms(9));
