@@ -1,37 +1,63 @@
-//! A Python client reaches a simulated cluster's API as it would DOKS: Python's `ssl`
-//! (the TLS stack the official `kubernetes` Python client uses through urllib3) verifies
-//! the server against the CA the kubeconfig carries — and refuses it against another
-//! simulator's CA — then lists nodes with the bearer token. python3 must be installed;
-//! under `BC_REQUIRE_SERVICES=1` or `CI=true` a missing python3 fails this test.
+//! The official Kubernetes Python client (`kubernetes`, Debian's `python3-kubernetes`)
+//! reaches a simulated cluster as it would DOKS: `config.load_kube_config` on the
+//! kubeconfig the simulated DigitalOcean serves, urllib3 verifying the server against the
+//! CA the kubeconfig carries (and refusing it when the kubeconfig carries another
+//! simulator's CA), then `list_node`, `create_namespaced_config_map` and
+//! `read_namespaced_config_map` with the bearer token. A python3 that imports `kubernetes`
+//! must be installed (`.ci/run` installs `python3-kubernetes` where missing); under
+//! `BC_REQUIRE_SERVICES=1` or `CI=true` a missing one fails this test.
 
 use bc_sim::testing::{self, ClusterEnv, ScratchDir};
 
 const SCRIPT: &str = r#"
-import http.client, json, ssl, sys, urllib.parse
-server, ca_file, token = sys.argv[1:4]
-u = urllib.parse.urlparse(server)
-ctx = ssl.create_default_context(cafile=ca_file)
-conn = http.client.HTTPSConnection(u.hostname, u.port, context=ctx, timeout=20)
+import json, sys, urllib3
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+api = client.CoreV1Api()
 try:
-    conn.request("GET", "/api/v1/nodes", headers={"Authorization": "Bearer " + token})
-    r = conn.getresponse()
-    body = json.load(r)
-    print(json.dumps({"status": r.status, "nodes": sorted(n["metadata"]["name"] for n in body["items"])}))
-except ssl.SSLCertVerificationError as e:
-    print(json.dumps({"verify_error": e.verify_message}))
+    nodes = sorted(n.metadata.name for n in api.list_node().items)
+    cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="py"), data={"k": "v"})
+    api.create_namespaced_config_map("default", cm)
+    back = api.read_namespaced_config_map("py", "default")
+    print(json.dumps({"nodes": nodes, "data": back.data, "rv": back.metadata.resource_version}))
+except urllib3.exceptions.MaxRetryError as e:
+    print(json.dumps({"tls_error": str(e.reason)}))
 "#;
 
-async fn run(python: &std::path::Path, server: &str, ca: &str, token: &str) -> serde_json::Value {
+/// A python3 that imports the `kubernetes` package: Debian's (`/usr/bin/python3`, where
+/// `python3-kubernetes` installs it) or the first on PATH.
+fn python_with_client() -> Option<std::path::PathBuf> {
+    let on_path = testing::required_tool("python3", "it runs the Kubernetes Python client")?;
+    let imports = |p: &std::path::Path| {
+        std::process::Command::new(p)
+            .args(["-c", "import kubernetes"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let found = [std::path::PathBuf::from("/usr/bin/python3"), on_path]
+        .into_iter()
+        .find(|p| p.is_file() && imports(p));
+    if found.is_none() {
+        assert!(
+            !bc_testkit::services_required(),
+            "no python3 imports `kubernetes`, but it is required ({} or CI=true); .ci/run \
+             installs python3-kubernetes",
+            bc_testkit::REQUIRE_SERVICES_VAR
+        );
+        eprintln!("skipped: no python3 imports `kubernetes`");
+    }
+    found
+}
+
+async fn run(python: &std::path::Path, kubeconfig: &str) -> serde_json::Value {
     let dir = ScratchDir::new("bc-sim-python");
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca).unwrap();
+    let file = dir.path().join("kubeconfig");
+    std::fs::write(&file, kubeconfig).unwrap();
     let out = testing::bounded(
         tokio::process::Command::new(python)
             .arg("-c")
             .arg(SCRIPT)
-            .arg(server)
-            .arg(&ca_file)
-            .arg(token)
+            .arg(&file)
             .kill_on_drop(true)
             .output(),
     )
@@ -43,19 +69,28 @@ async fn run(python: &std::path::Path, server: &str, ca: &str, token: &str) -> s
 }
 
 #[tokio::test]
-async fn python_verifies_the_cluster_against_the_kubeconfig_ca() {
-    let Some(python) =
-        testing::required_tool("python3", "it checks the TLS face as Python clients do")
-    else {
-        return;
-    };
+async fn the_python_client_uses_the_served_kubeconfig_and_verifies_the_ca() {
+    let Some(python) = python_with_client() else { return };
     let env = ClusterEnv::start().await;
-    let server = env.server(testing::Face::Tls);
-    let got = run(&python, &server, &env.ca_pem(), &env.token).await;
-    assert_eq!(got["status"], 200, "{got}");
-    assert_eq!(got["nodes"], serde_json::json!(env.node_names(None)));
+    let r = env.served.get(&format!("/v2/kubernetes/clusters/{}/kubeconfig", env.id)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let kubeconfig = r.text;
+    let got = run(&python, &kubeconfig).await;
+    assert_eq!(got["nodes"], serde_json::json!(env.node_names(None)), "{got}");
+    assert_eq!(got["data"], serde_json::json!({"k": "v"}), "{got}");
+    assert!(got["rv"].as_str().is_some_and(|rv| !rv.is_empty()), "{got}");
 
+    // The same kubeconfig with another simulator's CA: the client refuses the server.
     let other = ClusterEnv::start().await;
-    let got = run(&python, &server, &other.ca_pem(), &env.token).await;
-    assert!(got["verify_error"].is_string(), "another simulator's CA does not vouch for it: {got}");
+    let b64 = |pem: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(pem)
+    };
+    let (ours, theirs) = (b64(&env.ca_pem()), b64(&other.ca_pem()));
+    assert!(kubeconfig.contains(&ours), "the kubeconfig carries the simulator's CA");
+    let got = run(&python, &kubeconfig.replace(&ours, &theirs)).await;
+    assert!(
+        got["tls_error"].as_str().is_some_and(|e| e.contains("CERTIFICATE_VERIFY_FAILED")),
+        "another simulator's CA does not vouch for it: {got}"
+    );
 }

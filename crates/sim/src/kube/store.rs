@@ -701,8 +701,8 @@ impl Objects {
                 }
             }
             None => Stored {
+                status: initial_status(resource, &content),
                 content,
-                status: initial_status(resource),
                 managed,
                 uid: self.next_uid(),
                 resource_version: rv,
@@ -729,14 +729,26 @@ impl Objects {
     /// Sets the status of an object (the server's own write: no validation, no
     /// ownership); a status that does not change is no write.
     pub(crate) fn set_status(&mut self, cluster: &str, key: &Key, status: Value) -> bool {
+        self.modify(cluster, key, |s| {
+            if s.status.as_ref() == Some(&status) {
+                return false;
+            }
+            s.status = Some(status);
+            true
+        })
+    }
+
+    /// The server's own change of a stored object: `edit` changes it (false: it changed
+    /// nothing, and nothing is written); a change gets the next resourceVersion and a
+    /// `MODIFIED` watch event. False when the object is not there or did not change.
+    fn modify(&mut self, cluster: &str, key: &Key, edit: impl FnOnce(&mut Stored) -> bool) -> bool {
         let rv = self.resource_version + 1;
         let c = self.cluster_mut(cluster);
         let Some(s) = c.objects.get_mut(key) else { return false };
-        if s.status.as_ref() == Some(&status) {
+        let previous = Arc::new(render(key.0, key, s));
+        if !edit(s) {
             return false;
         }
-        let previous = Arc::new(render(key.0, key, s));
-        s.status = Some(status);
         s.resource_version = rv;
         let object = Arc::new(render(key.0, key, s));
         c.record(Change {
@@ -854,27 +866,15 @@ impl Objects {
     /// Records an object's graceful deletion starting: `deletionTimestamp` set (and a
     /// Namespace's phase `Terminating`).
     fn mark_terminating(&mut self, cluster: &str, key: &Key, now: Timestamp) {
-        let rv = self.resource_version + 1;
-        let c = self.cluster_mut(cluster);
-        let Some(s) = c.objects.get_mut(key) else { return };
-        let previous = Arc::new(render(key.0, key, s));
-        let meta = obj(obj(&mut s.content).entry("metadata").or_insert(Value::Null));
-        meta.insert("deletionTimestamp".into(), json!(kube_time(now)));
-        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-        if key.0 == Resource::Namespace {
-            s.status = Some(json!({"phase": "Terminating"}));
-        }
-        s.resource_version = rv;
-        let object = Arc::new(render(key.0, key, s));
-        c.record(Change {
-            rv,
-            kind: EventType::Modified,
-            resource: key.0,
-            namespace: key.1.clone(),
-            object,
-            previous: Some(previous),
+        self.modify(cluster, key, |s| {
+            let meta = obj(obj(&mut s.content).entry("metadata").or_insert(Value::Null));
+            meta.insert("deletionTimestamp".into(), json!(kube_time(now)));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if key.0 == Resource::Namespace {
+                s.status = Some(json!({"phase": "Terminating"}));
+            }
+            true
         });
-        self.resource_version = rv;
     }
 
     /// Removes an object and records its deletion; the object as last seen.
@@ -960,8 +960,12 @@ fn owner_uids(content: &Value) -> impl Iterator<Item = &str> {
         .filter_map(|r| r.get("uid").and_then(Value::as_str))
 }
 
-fn initial_status(resource: Resource) -> Option<Value> {
+/// The status the API server gives a new object (the registry strategies'
+/// `PrepareForCreate`): a Pod starts `Pending` with its QoS class, whatever status the
+/// client sent.
+fn initial_status(resource: Resource, content: &Value) -> Option<Value> {
     match resource {
+        Resource::Pod => Some(json!({"phase": "Pending", "qosClass": qos_class(content)})),
         Resource::Namespace => Some(json!({"phase": "Active"})),
         Resource::Service => Some(json!({"loadBalancer": {}})),
         Resource::DaemonSet => Some(json!({
@@ -970,6 +974,37 @@ fn initial_status(resource: Resource) -> Option<Value> {
         Resource::Deployment => Some(json!({})),
         _ => None,
     }
+}
+
+/// A pod's QoS class ("Configure Quality of Service for Pods"): `BestEffort` when no
+/// container requests or limits CPU or memory, `Guaranteed` when every container limits
+/// both and requests what it limits (a request left out defaults to the limit), else
+/// `Burstable`.
+fn qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let get = |c: &Value, kind: &str, r: &str| {
+        c.pointer(&format!("/resources/{kind}/{r}")).filter(|v| !v.is_null()).cloned()
+    };
+    let any = containers.iter().any(|c| {
+        ["requests", "limits"]
+            .iter()
+            .any(|k| ["cpu", "memory"].iter().any(|r| get(c, k, r).is_some()))
+    });
+    if !any {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        ["cpu", "memory"].iter().all(|r| match (get(c, "limits", r), get(c, "requests", r)) {
+            (Some(l), Some(q)) => l == q,
+            (Some(_), None) => true,
+            _ => false,
+        })
+    });
+    if guaranteed { "Guaranteed" } else { "Burstable" }
 }
 
 fn set_manager(
@@ -1441,6 +1476,33 @@ mod tests {
     fn ns(o: &mut Objects, name: &str) {
         apply(o, Resource::Namespace, None, name, json!({"metadata":{"name":name}}), "test", false)
             .unwrap();
+    }
+
+    /// A new Pod is `Pending` with its QoS class whatever status the client sent
+    /// (the pod strategy's `PrepareForCreate`; "Configure Quality of Service for Pods").
+    #[test]
+    fn a_new_pod_is_pending_with_its_qos_class() {
+        let mut o = Objects::default();
+        ns(&mut o, "n");
+        let pod = |name: &str, resources: Value| {
+            json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"namespace":"n"},
+              "spec":{"containers":[{"name":"c","image":"i:1","resources":resources}]},
+              "status":{"phase":"Running"}})
+        };
+        for (name, resources, qos) in [
+            ("b", json!({}), "BestEffort"),
+            ("u", json!({"requests":{"cpu":"100m"}}), "Burstable"),
+            ("g", json!({"limits":{"cpu":"1","memory":"1Gi"}}), "Guaranteed"),
+            (
+                "h",
+                json!({"limits":{"cpu":"1","memory":"1Gi"},"requests":{"cpu":"500m"}}),
+                "Burstable",
+            ),
+        ] {
+            let a = apply(&mut o, Resource::Pod, Some("n"), name, pod(name, resources), "k", false)
+                .unwrap();
+            assert_eq!(a.object["status"], json!({"phase":"Pending","qosClass":qos}), "{name}");
+        }
     }
 
     #[test]

@@ -566,24 +566,8 @@ impl Check {
         }
         for (i, p) in arr(c, "ports").iter().enumerate() {
             let pat = format!("{at}.ports[{i}]");
-            match p.get("containerPort").and_then(Value::as_i64) {
-                None => self.push(Problem::required(&format!("{pat}.containerPort"))),
-                Some(n) if !(1..=65535).contains(&n) => self.push(Problem::invalid(
-                    &format!("{pat}.containerPort"),
-                    &n.to_string(),
-                    "must be between 1 and 65535, inclusive",
-                )),
-                Some(_) => {}
-            }
-            if let Some(proto) = s(p, "protocol")
-                && !["TCP", "UDP", "SCTP"].contains(&proto)
-            {
-                self.push(Problem::not_supported(
-                    &format!("{pat}.protocol"),
-                    proto,
-                    &["SCTP", "TCP", "UDP"],
-                ));
-            }
+            self.port_number(p, &pat, "containerPort");
+            self.protocol(p, &pat);
         }
         for (i, e) in arr(c, "env").iter().enumerate() {
             self.env_var(e, &format!("{at}.env[{i}]"));
@@ -600,6 +584,33 @@ impl Check {
             if s(m, "mountPath").is_none_or(str::is_empty) {
                 self.push(Problem::required(&format!("{mat}.mountPath")));
             }
+        }
+    }
+
+    /// The port number `field` of the port at `pat` (a container's or a Service's):
+    /// required, 1–65535.
+    fn port_number(&mut self, p: &Value, pat: &str, field: &str) {
+        match p.get(field).and_then(Value::as_i64) {
+            None => self.push(Problem::required(&format!("{pat}.{field}"))),
+            Some(n) if !(1..=65535).contains(&n) => self.push(Problem::invalid(
+                &format!("{pat}.{field}"),
+                &n.to_string(),
+                "must be between 1 and 65535, inclusive",
+            )),
+            Some(_) => {}
+        }
+    }
+
+    /// The `protocol` of the port at `pat`, when given: TCP, UDP or SCTP.
+    fn protocol(&mut self, p: &Value, pat: &str) {
+        if let Some(proto) = s(p, "protocol")
+            && !["TCP", "UDP", "SCTP"].contains(&proto)
+        {
+            self.push(Problem::not_supported(
+                &format!("{pat}.protocol"),
+                proto,
+                &["SCTP", "TCP", "UDP"],
+            ));
         }
     }
 
@@ -815,24 +826,8 @@ impl Check {
                 _ if ports.len() > 1 => self.push(Problem::required(&format!("{pat}.name"))),
                 _ => {}
             }
-            match p.get("port").and_then(Value::as_i64) {
-                None => self.push(Problem::required(&format!("{pat}.port"))),
-                Some(n) if !(1..=65535).contains(&n) => self.push(Problem::invalid(
-                    &format!("{pat}.port"),
-                    &n.to_string(),
-                    "must be between 1 and 65535, inclusive",
-                )),
-                Some(_) => {}
-            }
-            if let Some(proto) = s(p, "protocol")
-                && !["TCP", "UDP", "SCTP"].contains(&proto)
-            {
-                self.push(Problem::not_supported(
-                    &format!("{pat}.protocol"),
-                    proto,
-                    &["SCTP", "TCP", "UDP"],
-                ));
-            }
+            self.port_number(p, &pat, "port");
+            self.protocol(p, &pat);
         }
         if let Some(old) = old
             && let (Some(was), Some(now)) = (old.pointer("/spec/clusterIP"), spec.get("clusterIP"))
