@@ -402,6 +402,18 @@ fn daemon_tolerations() -> Vec<Value> {
     out
 }
 
+/// The pods in `ns` whose `ownerReferences` name the object of `uid`.
+fn owned_pods(o: &Objects, cluster: &str, ns: &str, uid: &str) -> Vec<Value> {
+    o.list(cluster, Resource::Pod, Some(ns), &super::Selector::default())
+        .into_iter()
+        .filter(|p| {
+            p.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|refs| {
+                refs.iter().any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+            })
+        })
+        .collect()
+}
+
 /// Pod name suffixes as Kubernetes makes them (no vowels, no look-alikes).
 fn suffix(seed: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -436,15 +448,7 @@ fn run_daemonset(
         crate::fnv1a(&ds.pointer("/spec/template").map(Value::to_string).unwrap_or_default())
             & 0xff_ffff_ffff
     );
-    let mut pods: Vec<Value> = o
-        .list(cluster, Resource::Pod, Some(&ns), &super::Selector::default())
-        .into_iter()
-        .filter(|p| {
-            p.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|refs| {
-                refs.iter().any(|r| r.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
-            })
-        })
-        .collect();
+    let mut pods = owned_pods(o, cluster, &ns, &uid);
     // Pods on nodes no longer eligible, or of an older template (rolling update): gone.
     let desired_names: BTreeSet<&str> = desired.iter().map(|n| n.name.as_str()).collect();
     let mut kept = Vec::new();
@@ -507,15 +511,7 @@ fn run_daemonset(
         );
     }
     // Pod statuses (the kubelet's) and the DaemonSet's.
-    let pods: Vec<Value> = o
-        .list(cluster, Resource::Pod, Some(&ns), &super::Selector::default())
-        .into_iter()
-        .filter(|p| {
-            p.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|refs| {
-                refs.iter().any(|r| r.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
-            })
-        })
-        .collect();
+    let pods = owned_pods(o, cluster, &ns, &uid);
     let mut ready = 0;
     let mut updated = 0;
     for (i, p) in pods.iter().enumerate() {

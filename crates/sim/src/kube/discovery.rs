@@ -77,20 +77,14 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let resources: Vec<Value> = Resource::in_group(group)
         .filter(|r| r.version() == version)
         .map(|r| {
-            let mut v = json!({
+            let v = json!({
                 "name": r.plural(),
                 "singularName": r.singular(),
                 "namespaced": r.namespaced(),
                 "kind": r.kind(),
                 "verbs": r.verbs(),
             });
-            if !r.short_names().is_empty() {
-                v["shortNames"] = json!(r.short_names());
-            }
-            if !r.categories().is_empty() {
-                v["categories"] = json!(r.categories());
-            }
-            v
+            names(v, r)
         })
         .collect();
     if resources.is_empty() {
@@ -103,24 +97,30 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     )
 }
 
+/// A discovery entry of `r` with its short names and categories, when it has any (both
+/// documents leave the keys out otherwise).
+fn names(mut v: Value, r: Resource) -> Value {
+    if !r.short_names().is_empty() {
+        v["shortNames"] = json!(r.short_names());
+    }
+    if !r.categories().is_empty() {
+        v["categories"] = json!(r.categories());
+    }
+    v
+}
+
 fn discovery_version(group: &str, version: &str) -> Value {
     let resources: Vec<Value> = Resource::in_group(group)
         .filter(|r| r.version() == version)
         .map(|r| {
-            let mut v = json!({
+            let v = json!({
                 "resource": r.plural(),
                 "responseKind": {"group": group, "version": version, "kind": r.kind()},
                 "scope": if r.namespaced() { "Namespaced" } else { "Cluster" },
                 "singularResource": r.singular(),
                 "verbs": r.verbs(),
             });
-            if !r.short_names().is_empty() {
-                v["shortNames"] = json!(r.short_names());
-            }
-            if !r.categories().is_empty() {
-                v["categories"] = json!(r.categories());
-            }
-            v
+            names(v, r)
         })
         .collect();
     json!({"version": version, "resources": resources, "freshness": "Current"})
