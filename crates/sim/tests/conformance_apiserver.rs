@@ -400,7 +400,8 @@ async fn tables_have_the_printers_columns() {
 /// from their size, the kubelet's version and addresses; every namespace has its
 /// `default` ServiceAccount and `kube-root-ca.crt`; the DaemonSet controller puts one pod
 /// per eligible node (its nodeSelector, tolerations for taints) and reports counts; a
-/// Background delete of the DaemonSet takes its pods, an Orphan one leaves them.
+/// Background delete of the DaemonSet takes its pods, an Orphan one leaves them, and a
+/// new DaemonSet selecting them adopts them.
 #[tokio::test]
 async fn nodes_system_objects_and_the_daemonset_controller() {
     let env = ClusterEnv::running(vec![
@@ -443,6 +444,8 @@ async fn nodes_system_objects_and_the_daemonset_controller() {
 
     let mut d = ds("agent", "a:1");
     d["spec"]["template"]["spec"]["nodeSelector"] = json!({"pool": "gpu"});
+    d["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"limits": {"cpu": "100m", "memory": "64Mi"}});
     let api = Api::<DaemonSet>::namespaced(env.kube().await, "default");
     bounded(api.create(&PostParams::default(), &serde_json::from_value(d.clone()).unwrap()))
         .await
@@ -468,11 +471,22 @@ async fn nodes_system_objects_and_the_daemonset_controller() {
     assert_eq!(pods().await, 2);
     bounded(api.delete("agent", &DeleteParams::orphan())).await.unwrap();
     assert_eq!(pods().await, 2, "orphaned pods stay");
-    bounded(api.create(&PostParams::default(), &serde_json::from_value(d).unwrap())).await.unwrap();
-    bounded(api.delete("agent", &DeleteParams::background())).await.unwrap();
+    // A new DaemonSet with the same selector adopts the orphans (the controller's
+    // ClaimPods) rather than making a second pod per node; a Background delete then takes
+    // them with it.
+    let again = bounded(api.create(&PostParams::default(), &serde_json::from_value(d).unwrap()))
+        .await
+        .unwrap();
+    let uid = again.metadata.uid.unwrap();
     let (_, p) = env.get("/api/v1/namespaces/default/pods").await.parts();
+    let items = p["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "adopted, none made: {p}");
     assert!(
-        p["items"].as_array().unwrap().iter().all(|p| p["metadata"]["ownerReferences"].is_null()),
-        "the new DaemonSet's pods went with it; the orphans have no owner: {p}"
+        items.iter().all(|p| p["metadata"]["ownerReferences"][0]["uid"] == uid.as_str()
+            && p["metadata"]["ownerReferences"][0]["controller"] == true
+            && p["status"]["qosClass"] == "Guaranteed"),
+        "{p}"
     );
+    bounded(api.delete("agent", &DeleteParams::background())).await.unwrap();
+    assert_eq!(pods().await, 0, "the adopted pods went with it");
 }

@@ -402,6 +402,61 @@ fn daemon_tolerations() -> Vec<Value> {
     out
 }
 
+/// The controller's claim on orphans (`ClaimPods` in `pkg/controller/controller_ref_manager.go`):
+/// a pod in the DaemonSet's namespace that its selector matches and that no controller
+/// owns (say one left by an `Orphan` delete of an earlier DaemonSet) is adopted — given a
+/// controller reference to this DaemonSet — instead of a second pod being made beside it.
+/// A DaemonSet being deleted adopts nothing.
+fn adopt_orphans(o: &mut Objects, cluster: &str, ds: &Value, now: Timestamp) {
+    if ds.pointer("/metadata/deletionTimestamp").is_some() {
+        return;
+    }
+    let s = |p: &str| ds.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let (ns, name, uid) = (s("/metadata/namespace"), s("/metadata/name"), s("/metadata/uid"));
+    let sel = ds.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
+    let given = |k: &str| {
+        sel.get(k).is_some_and(|v| {
+            v.as_object().is_some_and(|m| !m.is_empty())
+                || v.as_array().is_some_and(|a| !a.is_empty())
+        })
+    };
+    if !given("matchLabels") && !given("matchExpressions") {
+        // An empty selector selects nothing for a controller (and is invalid for a DaemonSet).
+        return;
+    }
+    let selector = super::validate::selector_of(&sel);
+    let orphans: Vec<Value> = o
+        .list(cluster, Resource::Pod, Some(&ns), &selector)
+        .into_iter()
+        .filter(|p| {
+            p.pointer("/metadata/deletionTimestamp").is_none()
+                && !p.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(
+                    |refs| refs.iter().any(|r| r.get("controller") == Some(&json!(true))),
+                )
+        })
+        .collect();
+    for p in orphans {
+        let mut refs = p
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        refs.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": uid,
+            "controller": true, "blockOwnerDeletion": true}));
+        let (_, pns, pname) = pod_key(&p);
+        let _ = o.update(
+            cluster,
+            Resource::Pod,
+            Some(&pns),
+            &pname,
+            Edit::MergePatch(&json!({"metadata": {"ownerReferences": refs}})),
+            KCM,
+            FieldValidation::Ignore,
+            now,
+        );
+    }
+}
+
 /// The pods in `ns` whose `ownerReferences` name the object of `uid`.
 fn owned_pods(o: &Objects, cluster: &str, ns: &str, uid: &str) -> Vec<Value> {
     o.list(cluster, Resource::Pod, Some(ns), &super::Selector::default())
@@ -448,6 +503,7 @@ fn run_daemonset(
         crate::fnv1a(&ds.pointer("/spec/template").map(Value::to_string).unwrap_or_default())
             & 0xff_ffff_ffff
     );
+    adopt_orphans(o, cluster, ds, now);
     let mut pods = owned_pods(o, cluster, &ns, &uid);
     // Pods on nodes no longer eligible, or of an older template (rolling update): gone.
     let desired_names: BTreeSet<&str> = desired.iter().map(|n| n.name.as_str()).collect();
@@ -602,7 +658,7 @@ fn pod_status(p: &Value, node: Option<&SimNode>, start: &PodStart, index: usize)
             cond("PodScheduled", true),
         ],
         "containerStatuses": statuses,
-        "qosClass": "BestEffort",
+        "qosClass": super::store::qos_class(p),
         "startTime": created,
     });
     if let Some(n) = node {

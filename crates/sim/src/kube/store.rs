@@ -980,7 +980,7 @@ fn initial_status(resource: Resource, content: &Value) -> Option<Value> {
 /// container requests or limits CPU or memory, `Guaranteed` when every container limits
 /// both and requests what it limits (a request left out defaults to the limit), else
 /// `Burstable`.
-fn qos_class(pod: &Value) -> &'static str {
+pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers: Vec<&Value> = ["containers", "initContainers"]
         .iter()
         .filter_map(|l| pod.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
