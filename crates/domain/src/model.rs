@@ -305,12 +305,28 @@ pub struct KubernetesCluster {
     pub generation: u64,
     /// Created.
     pub created_at: Timestamp,
+    /// Delete requested (desired): set by `kubernetesClusters.delete` under generation
+    /// CAS, so no status write of a reconcile already running can undo it.
+    pub delete_requested: bool,
     /// Observed: the provider's id.
     pub provider_cluster_id: Option<String>,
     /// Observed: the running version.
     pub version: Option<String>,
     /// Observed state.
     pub status: ObservedStatus,
+}
+
+/// Who made a node pool, and so who may change it (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodePoolOrigin {
+    /// Recorded by this system: by `kubernetesNodePools.create`, with its cluster, or by a
+    /// pool substrate (then `managed_by` names the pool).
+    Created,
+    /// The provider's own pool that this system did not create, recorded by the cluster
+    /// reconciler so lists need no provider call: read-only (resize and delete are
+    /// `FAILED_PRECONDITION`).
+    Provider,
 }
 
 /// A node pool row.
@@ -334,10 +350,15 @@ pub struct NodePool {
     pub taints: Vec<Taint>,
     /// The pool whose substrate owns it.
     pub managed_by: Option<PoolId>,
+    /// Made by this system, or the provider's own (read-only).
+    pub origin: NodePoolOrigin,
     /// Bumped by each accepted change.
     pub generation: u64,
     /// Created.
     pub created_at: Timestamp,
+    /// Delete requested (desired): set by `kubernetesNodePools.delete` under generation
+    /// CAS.
+    pub delete_requested: bool,
     /// Observed: the provider's id.
     pub provider_node_pool_id: Option<String>,
     /// Observed: nodes listed by the provider.
