@@ -66,7 +66,10 @@ pub fn new_node_credential(random: [u8; 32]) -> SecretString {
 pub struct JoinRequest {
     /// The substrate's join token, from the Secret.
     #[serde(serialize_with = "SecretString::serialize_exposed")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = AGENT_SECRET_MAX)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = AGENT_SECRET_MAX), extend("writeOnly" = true))
+    )]
     pub join_token: SecretString,
     /// The node's Kubernetes name (`spec.nodeName`).
     #[cfg_attr(
