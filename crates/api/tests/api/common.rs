@@ -479,3 +479,11 @@ pub fn example(method: &str) -> Value {
 
 /// How many of each row kind a test counts.
 pub type Counts = BTreeMap<&'static str, usize>;
+
+/// The store's read traits, for tests that look at what a call recorded.
+pub mod repos {
+    pub use bc_domain::ports::{
+        AccountRepo, AgentRepo, ClusterRepo, LedgerRepo, LoadBalancerRepo, PoolRepo, Store,
+        SubstrateRepo, WorkQueue,
+    };
+}
