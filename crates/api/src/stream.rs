@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::extract::{Query, Request, State};
@@ -46,7 +46,7 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub const BATCH: u32 = 100;
 
 /// The stream's facts: read like `events.list`, decided on the tenant.
-static STREAM: MethodInfo = EVENTS.method(
+pub(crate) static STREAM: MethodInfo = EVENTS.method(
     "stream",
     Kind::Read,
     Permission::EventsRead,
@@ -126,9 +126,10 @@ fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
 
 /// Checks `subject` as `events.list` documents it.
 fn check_subject(subject: Option<&str>) -> Result<(), ApiError> {
+    static RE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(SUBJECT_PATTERN).expect("the subject pattern compiles"));
     let Some(s) = subject else { return Ok(()) };
-    let re = Regex::new(SUBJECT_PATTERN).expect("the subject pattern compiles");
-    if s.chars().count() > SUBJECT_MAX || !re.is_match(s) {
+    if s.chars().count() > SUBJECT_MAX || !RE.is_match(s) {
         return Err(ApiError::invalid(
             "subject",
             format!("must be at most {SUBJECT_MAX} characters matching {SUBJECT_PATTERN}"),

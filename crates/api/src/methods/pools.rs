@@ -77,7 +77,7 @@ impl MethodInput for PoolsCreateInput {
 }
 
 object_ref!(
-    /// Input of `pools.get`, `pools.archive`, `quotas.list` and `kubernetesSubstrates.get`.
+    /// Input of `pools.get`, `pools.archive` and `quotas.list`.
     PoolRef, pool_id: PoolId, Pool, "poolId" = ex::POOL
 );
 
