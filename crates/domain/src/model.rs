@@ -301,13 +301,12 @@ pub struct KubernetesCluster {
     pub origin: ClusterOrigin,
     /// Pools whose substrate uses it.
     pub substrate_pool_ids: Vec<PoolId>,
+    /// Delete requested (desired; `kubernetesClusters.delete`, under CAS).
+    pub delete_requested: bool,
     /// Bumped by each accepted change.
     pub generation: u64,
     /// Created.
     pub created_at: Timestamp,
-    /// Delete requested (desired): set by `kubernetesClusters.delete` under generation
-    /// CAS, so no status write of a reconcile already running can undo it.
-    pub delete_requested: bool,
     /// Observed: the provider's id.
     pub provider_cluster_id: Option<String>,
     /// Observed: the running version.
@@ -316,16 +315,16 @@ pub struct KubernetesCluster {
     pub status: ObservedStatus,
 }
 
-/// Who made a node pool, and so who may change it (SPEC §8).
+/// Who made a node pool.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum NodePoolOrigin {
-    /// Recorded by this system: by `kubernetesNodePools.create`, with its cluster, or by a
-    /// pool substrate (then `managed_by` names the pool).
+    /// Made through this system: a tenant's `kubernetesNodePools` row, or a substrate's
+    /// (`managed_by`).
     Created,
-    /// The provider's own pool that this system did not create, recorded by the cluster
-    /// reconciler so lists need no provider call: read-only (resize and delete are
-    /// `FAILED_PRECONDITION`).
+    /// The provider's own pool of a cluster, which this system did not make: recorded
+    /// read-only by the cluster reconciler, never changed or deleted by it.
     Provider,
 }
 
@@ -350,15 +349,14 @@ pub struct NodePool {
     pub taints: Vec<Taint>,
     /// The pool whose substrate owns it.
     pub managed_by: Option<PoolId>,
-    /// Made by this system, or the provider's own (read-only).
+    /// Made here, or the provider's own (read-only).
     pub origin: NodePoolOrigin,
+    /// Delete requested (desired; `kubernetesNodePools.delete`, under CAS).
+    pub delete_requested: bool,
     /// Bumped by each accepted change.
     pub generation: u64,
     /// Created.
     pub created_at: Timestamp,
-    /// Delete requested (desired): set by `kubernetesNodePools.delete` under generation
-    /// CAS.
-    pub delete_requested: bool,
     /// Observed: the provider's id.
     pub provider_node_pool_id: Option<String>,
     /// Observed: nodes listed by the provider.

@@ -7,8 +7,14 @@
 //! commit it makes carries the fence of the lease it holds
 //! ([`bc_domain::ports::Fence`]), so a replica that lost its lease writes nothing.
 
+pub mod clusters;
+pub mod node_pools;
 pub mod observe;
 pub mod reconciler;
+pub mod shared;
+pub mod substrates;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use observe::{DirectObserver, Listing, Observer};
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};

@@ -33,8 +33,8 @@ store_suite!(
     substrates_put_and_list_by_cluster,
     clusters_desired_and_observed,
     cluster_high_availability_is_persisted,
-    cluster_delete_request_is_desired_state,
     node_pools_desired_and_observed,
+    delete_requests_and_provider_pools_persist,
     load_balancers_filters_and_status,
     nodes_and_tokens,
     rejoin_keeps_the_node_id,
@@ -78,7 +78,7 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The two newest migrations (6 and 7) roll back and apply again on both backends.
+    // The newest migrations (7 and 6) roll back and apply again on both backends.
     Migrator::down(s.connection(), Some(2)).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "two pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
@@ -595,32 +595,6 @@ async fn cluster_high_availability_is_persisted(s: S) {
     assert_eq!(got, ha);
 }
 
-/// A delete request is desired state: written under CAS, and no status write undoes it.
-async fn cluster_delete_request_is_desired_state(s: S) {
-    let a = account(&tenant("acme"), "main");
-    let c = cluster(&a, "alpha");
-    ok(&s, UnitOfWork::new().write(Write::InsertAccount(a)).write(Write::InsertCluster(c.clone())))
-        .await;
-    let gone = KubernetesCluster { delete_requested: true, generation: 2, ..c.clone() };
-    let stale =
-        s.commit(one(Write::UpdateCluster { cluster: gone.clone(), expected_generation: 2 }));
-    assert!(matches!(stale.await, Err(StoreError::Stale(_))));
-    ok(&s, one(Write::UpdateCluster { cluster: gone.clone(), expected_generation: 1 })).await;
-    ok(
-        &s,
-        one(Write::SetClusterStatus {
-            cluster_id: c.cluster_id.clone(),
-            provider_cluster_id: None,
-            version: None,
-            status: status(ResourceState::Ready),
-        }),
-    )
-    .await;
-    let got = s.cluster_get_any(&c.cluster_id).await.unwrap().unwrap();
-    assert!(got.delete_requested, "a status write keeps the delete request");
-    assert_eq!(got.generation, 2);
-}
-
 async fn node_pools_desired_and_observed(s: S) {
     let acme = tenant("acme");
     let a = account(&acme, "main");
@@ -629,7 +603,6 @@ async fn node_pools_desired_and_observed(s: S) {
     let n1 = node_pool(&c, "cpu");
     let mut n2 = node_pool(&c, "gpu");
     n2.managed_by = Some(id());
-    n2.origin = NodePoolOrigin::Provider;
     n2.scale = Scale::AutoScale(AutoScale { min: 0, max: 4 });
     ok(
         &s,
@@ -664,7 +637,6 @@ async fn node_pools_desired_and_observed(s: S) {
     d.scale = Scale::Count(5);
     d.labels.insert("zone".into(), "a".into());
     d.taints.clear();
-    d.delete_requested = true;
     d.generation = 2;
     assert!(matches!(
         s.commit(one(Write::UpdateNodePool { node_pool: d.clone(), expected_generation: 2 })).await,
@@ -705,6 +677,52 @@ async fn node_pools_desired_and_observed(s: S) {
         *node_pool_id = id();
     }
     assert!(matches!(s.commit(one(missing)).await, Err(StoreError::NotFound(_))));
+}
+
+/// Migration 7: a delete request is a desired field (CAS, kept by status writes), and a
+/// provider's own node pool is recorded with origin `provider`.
+async fn delete_requests_and_provider_pools_persist(s: S) {
+    let a = account(&tenant("acme"), "main");
+    let c = cluster(&a, "alpha");
+    let mine = node_pool(&c, "cpu");
+    let mut theirs = node_pool(&c, "default");
+    theirs.origin = NodePoolOrigin::Provider;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertAccount(a))
+            .write(Write::InsertCluster(c.clone()))
+            .write(Write::InsertNodePool(mine.clone()))
+            .write(Write::InsertNodePool(theirs.clone())),
+    )
+    .await;
+    let got = s.node_pool_get_any(&theirs.node_pool_id).await.unwrap().unwrap();
+    assert_eq!((got.origin, got.delete_requested), (NodePoolOrigin::Provider, false));
+    assert_eq!(
+        s.node_pool_get_any(&mine.node_pool_id).await.unwrap().unwrap().origin,
+        NodePoolOrigin::Created
+    );
+
+    let gone = NodePool { delete_requested: true, generation: 2, ..mine.clone() };
+    ok(&s, one(Write::UpdateNodePool { node_pool: gone.clone(), expected_generation: 1 })).await;
+    let del = KubernetesCluster { delete_requested: true, generation: 2, ..c.clone() };
+    ok(&s, one(Write::UpdateCluster { cluster: del.clone(), expected_generation: 1 })).await;
+    // A status write afterwards keeps the request.
+    ok(
+        &s,
+        one(Write::SetClusterStatus {
+            cluster_id: c.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status: status(ResourceState::Ready),
+        }),
+    )
+    .await;
+    let got = s.cluster_get_any(&c.cluster_id).await.unwrap().unwrap();
+    assert!(got.delete_requested);
+    assert_eq!(s.node_pool_get_any(&mine.node_pool_id).await.unwrap(), Some(gone));
+    let stale = s.commit(one(Write::UpdateCluster { cluster: del, expected_generation: 1 })).await;
+    assert!(matches!(stale, Err(StoreError::Stale(_))), "{stale:?}");
 }
 
 async fn load_balancers_filters_and_status(s: S) {

@@ -44,8 +44,8 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
         Write::InsertNodePool(np) => insert_node_pool(store, txn, np).await,
         Write::UpdateNodePool { node_pool: np, expected_generation } => {
             let q = store.st(
-                "UPDATE node_pools SET scale = ?, labels = ?, taints = ?, delete_requested = ?, \
-                 generation = ? WHERE node_pool_id = ? AND generation = ?",
+                "UPDATE node_pools SET scale = ?, labels = ?, taints = ?, \
+                 delete_requested = ?, generation = ? WHERE node_pool_id = ? AND generation = ?",
                 vec![
                     json(&np.scale)?,
                     json(&np.labels)?,
@@ -99,7 +99,7 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
     let q = store.st(
         "INSERT INTO kubernetes_clusters (cluster_id, tenant_id, provider_account_id, \
          name, live_name, region, desired_version, high_availability, mode, origin, \
-         substrate_pool_ids, generation, created_at, delete_requested, provider_cluster_id, \
+         substrate_pool_ids, delete_requested, generation, created_at, provider_cluster_id, \
          running_version, state, message, observed_generation, updated_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
@@ -114,9 +114,9 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
             s(enum_text(&c.mode)?),
             s(enum_text(&c.origin)?),
             json(&c.substrate_pool_ids)?,
+            Value::from(c.delete_requested),
             u64v(c.generation)?,
             ts(c.created_at),
-            Value::from(c.delete_requested),
             os(c.provider_cluster_id.as_ref()),
             os(c.version.as_ref()),
             s(c.status.state.as_str()),
@@ -133,7 +133,7 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
 
 /// The desired fields a tenant may change: name, desired version, high availability
 /// (SPEC §4 allows false → true; the rules refuse the reverse before this write), the
-/// substrate pools using it, and whether its deletion is requested.
+/// substrate pools using it, and whether its deletion is asked for.
 async fn update(
     store: &SqlStore,
     txn: &Txn,
@@ -167,8 +167,8 @@ async fn insert_node_pool(store: &SqlStore, txn: &Txn, np: &NodePool) -> Tx<()> 
     let live = (np.state != NodePoolState::Deleted).then(|| np.name.clone());
     let q = store.st(
         "INSERT INTO node_pools (node_pool_id, cluster_id, tenant_id, name, live_name, \
-         size, scale, labels, taints, managed_by, origin, generation, created_at, \
-         delete_requested, provider_node_pool_id, nodes_listed, nodes_ready, state, message, \
+         size, scale, labels, taints, managed_by, origin, delete_requested, generation, \
+         created_at, provider_node_pool_id, nodes_listed, nodes_ready, state, message, \
          observed_generation, updated_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
@@ -183,9 +183,9 @@ async fn insert_node_pool(store: &SqlStore, txn: &Txn, np: &NodePool) -> Tx<()> 
             json(&np.taints)?,
             os(np.managed_by.as_ref()),
             s(enum_text(&np.origin)?),
+            Value::from(np.delete_requested),
             u64v(np.generation)?,
             ts(np.created_at),
-            Value::from(np.delete_requested),
             os(np.provider_node_pool_id.as_ref()),
             Value::from(i64::from(np.nodes_listed)),
             Value::from(i64::from(np.nodes_ready)),
