@@ -1,9 +1,7 @@
 //! `pools.*` (SPEC §4): a tenant's pools and their policies.
 
-use bc_domain::model::{
-    NewEvent, Pool, PoolState, ProviderAccount, Substrate, SubstrateMode, subjects,
-};
-use bc_domain::policy::{ClusterPolicy, PoolPolicy, SubstratePolicy};
+use bc_domain::model::{NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects};
+use bc_domain::policy::{PoolPolicy, SubstratePolicy};
 use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::policy::{check_policy_change, validate_policy};
 use bc_domain::{
@@ -200,26 +198,13 @@ fn add_substrate(
     substrate: &SubstratePolicy,
     now: Timestamp,
 ) -> UnitOfWork {
-    let mode = match substrate.cluster {
-        ClusterPolicy::Create(_) => SubstrateMode::Create,
-        ClusterPolicy::Adopt(_) => SubstrateMode::Adopt,
-    };
-    let row = Substrate {
-        pool_id: pool.pool_id.clone(),
-        tenant_id: pool.tenant_id.clone(),
-        provider_account_id: account.provider_account_id.clone(),
-        mode,
-        cluster_id: None,
-        state: ResourceState::Pending,
-        message: None,
-        nodes_listed: 0,
-        nodes_joined: 0,
-        waiting_to_join: None,
-        upgrade: None,
-        observed_generation: 0,
-        created_at: now,
-        updated_at: now,
-    };
+    let row = Substrate::pending(
+        pool.pool_id.clone(),
+        pool.tenant_id.clone(),
+        account.provider_account_id.clone(),
+        substrate,
+        now,
+    );
     let event = NewEvent {
         event_id: ctx.new_id(),
         tenant_id: pool.tenant_id.clone(),

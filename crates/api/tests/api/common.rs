@@ -464,6 +464,29 @@ pub fn with(body: &Value, field: &str, value: Value) -> Value {
     b
 }
 
+/// One step of a path into a JSON document.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// An object's key.
+    Key(String),
+    /// An array's index.
+    Index(usize),
+}
+
+/// `body` with the value at `path` replaced by `value`.
+pub fn set_at(body: &Value, path: &[Step], value: Value) -> Value {
+    let mut body = body.clone();
+    let mut at = &mut body;
+    for step in path {
+        at = match step {
+            Step::Key(k) => &mut at[k.as_str()],
+            Step::Index(i) => &mut at[*i],
+        };
+    }
+    *at = value;
+    body
+}
+
 /// `body` without `field`.
 pub fn without(body: &Value, field: &str) -> Value {
     let mut b = body.clone();

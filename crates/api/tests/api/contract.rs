@@ -14,7 +14,7 @@ use bc_api::registry::{Authorization, Method};
 use regex::Regex;
 use serde_json::{Value, json};
 
-use crate::common::{Answer, Harness, S, reordered, with};
+use crate::common::{Answer, Harness, S, Step, reordered, set_at, with};
 
 bc_store::store_suite!(
     every_documented_constraint_is_invalid_argument_naming_its_field,
@@ -32,13 +32,6 @@ async fn call(h: &Harness, token: &str, node: &str, method: &Method, body: &Valu
     h.call(&method.info.id().to_string(), bearer, body).await
 }
 
-/// One step of a path into a JSON document.
-#[derive(Debug, Clone)]
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
 /// The JSON path of `steps`, as errors name fields: `policy.flavors[0].name`.
 fn path_text(steps: &[Step]) -> String {
     let mut out = String::new();
@@ -54,19 +47,6 @@ fn path_text(steps: &[Step]) -> String {
         }
     }
     out
-}
-
-fn set_at(body: &Value, path: &[Step], value: Value) -> Value {
-    let mut body = body.clone();
-    let mut at = &mut body;
-    for step in path {
-        at = match step {
-            Step::Key(k) => &mut at[k.as_str()],
-            Step::Index(i) => &mut at[*i],
-        };
-    }
-    *at = value;
-    body
 }
 
 fn unwrap_nullable(schema: &Value) -> &Value {

@@ -14,20 +14,13 @@ use proptest::test_runner::{Config, TestRunner};
 use regex::Regex;
 use serde_json::Value;
 
-use crate::common::{Harness, grant};
+use crate::common::{Harness, Step, grant, set_at};
 
 /// A fresh in-memory store (these property tests run many cases on one harness).
 async fn memory_store() -> crate::common::S {
     let store = bc_store::SqlStore::connect("sqlite::memory:").await.expect("store");
     store.enforce_index_plans(true);
     std::sync::Arc::new(store)
-}
-
-/// One step of a path into a JSON document.
-#[derive(Debug, Clone)]
-enum Step {
-    Key(String),
-    Index(usize),
 }
 
 /// A string field with a documented pattern, present in a method's example.
@@ -98,19 +91,6 @@ fn pattern_fields() -> Vec<PatternField> {
     out
 }
 
-fn with_value(body: &Value, path: &[Step], value: Value) -> Value {
-    let mut body = body.clone();
-    let mut at = &mut body;
-    for step in path {
-        at = match step {
-            Step::Key(k) => &mut at[k.as_str()],
-            Step::Index(i) => &mut at[*i],
-        };
-    }
-    *at = value;
-    body
-}
-
 /// Proptest's generator cannot take anchors: the pattern without `^…$`.
 fn unanchored(pattern: &str) -> &str {
     pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$')).unwrap_or(pattern)
@@ -135,7 +115,7 @@ fn every_documented_pattern_is_what_the_input_accepts() {
         let accepts = |s: &str| {
             field
                 .method
-                .check_fields(&with_value(field.method.example(), &field.path, Value::from(s)))
+                .check_fields(&set_at(field.method.example(), &field.path, Value::from(s)))
                 .is_ok()
         };
         let mut runner = TestRunner::new(Config { cases: 48, ..Config::default() });
