@@ -29,9 +29,11 @@ const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 /// Concurrent keep-alive clients.
 const CLIENTS: usize = 64;
 /// Requests before measuring (connections open, caches warm).
-const WARM_UP: Duration = Duration::from_millis(500);
+const WARM_UP: Duration = Duration::from_secs(1);
 /// How long each method is measured.
 const MEASURE: Duration = Duration::from_secs(3);
+/// A request that takes longer is an error (a stall shows in the table, never hangs it).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pools per seeding commit (each with its substrate: twice as many rows).
 const SEED_BATCH: usize = 1_000;
 /// The tenant.
@@ -42,10 +44,18 @@ struct Line {
     backend: &'static str,
     pools: usize,
     method: &'static str,
+    figures: Figures,
+}
+
+/// What one measurement saw in its window.
+struct Figures {
     rps: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// Answers other than 200, and requests that failed or timed out.
     errors: usize,
+    /// Sent in the window but answered after it: neither counted nor an error.
+    late: usize,
 }
 
 #[tokio::main]
@@ -116,29 +126,13 @@ async fn bench(backend: &'static str, pools: usize, store: Arc<SqlStore>) -> Vec
         }
     };
     let events = || format!(r#"{{"tenantId":"{TENANT}","limit":1}}"#);
-    let mut out = Vec::new();
     let path = "/api/compute/kubernetesSubstrates/get";
-    let (rps, p50, p99, errors) = measure(addr, token.expose(), path, substrates).await;
-    out.push(Line {
-        backend,
-        pools,
-        method: "kubernetesSubstrates.get",
-        rps,
-        p50_ms: p50,
-        p99_ms: p99,
-        errors,
-    });
-    let (rps, p50, p99, errors) =
-        measure(addr, token.expose(), "/api/compute/events/list", events).await;
-    out.push(Line {
-        backend,
-        pools,
-        method: "events.list (ceiling)",
-        rps,
-        p50_ms: p50,
-        p99_ms: p99,
-        errors,
-    });
+    let method = "kubernetesSubstrates.get";
+    let figures = measure(addr, token.expose(), path, substrates).await;
+    let mut out = vec![Line { backend, pools, method, figures }];
+    let method = "events.list (ceiling)";
+    let figures = measure(addr, token.expose(), "/api/compute/events/list", events).await;
+    out.push(Line { backend, pools, method, figures });
     server.abort();
     out
 }
@@ -165,14 +159,13 @@ async fn seed(store: &SqlStore, pools: usize) -> Vec<String> {
 }
 
 /// `CLIENTS` keep-alive clients calling `path` with bodies from `body` for `WARM_UP` then
-/// `MEASURE`: requests/s, p50 and p99 in milliseconds of the measured window, and the
-/// answers that were not 200.
+/// `MEASURE`: requests/s, p50 and p99 of the answers within the measured window.
 async fn measure(
     addr: SocketAddr,
     token: &str,
     path: &str,
     body: impl Fn() -> String + Clone + Send + 'static,
-) -> (f64, f64, f64, usize) {
+) -> Figures {
     let url = format!("http://{addr}{path}");
     let start = Instant::now();
     let (measure_from, until) = (start + WARM_UP, start + WARM_UP + MEASURE);
@@ -180,9 +173,12 @@ async fn measure(
     for _ in 0..CLIENTS {
         let (url, body, bearer) = (url.clone(), body.clone(), format!("Bearer {token}"));
         tasks.push(tokio::spawn(async move {
-            let client =
-                reqwest::Client::builder().pool_max_idle_per_host(1).build().expect("a client");
-            let (mut latencies, mut errors) = (Vec::new(), 0usize);
+            let client = reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .timeout(REQUEST_TIMEOUT)
+                .build()
+                .expect("a client");
+            let (mut latencies, mut errors, mut late) = (Vec::new(), 0usize, 0usize);
             loop {
                 let sent = Instant::now();
                 if sent >= until {
@@ -200,50 +196,58 @@ async fn measure(
                     Err(_) => false,
                 };
                 let done = Instant::now();
-                if sent >= measure_from && done <= until {
-                    if ok {
-                        latencies.push(done - sent);
-                    } else {
-                        errors += 1;
-                    }
+                if sent < measure_from {
+                    continue;
+                }
+                match (ok, done <= until) {
+                    (true, true) => latencies.push(done - sent),
+                    (true, false) => late += 1,
+                    (false, _) => errors += 1,
                 }
             }
-            (latencies, errors)
+            (latencies, errors, late)
         }));
     }
-    let (mut all, mut errors) = (Vec::new(), 0);
+    let (mut all, mut errors, mut late) = (Vec::new(), 0, 0);
     for t in tasks {
-        let (l, e) = t.await.expect("client task");
+        let (l, e, n) = t.await.expect("client task");
         all.extend(l);
         errors += e;
+        late += n;
     }
     all.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let pick = |q: f64| all.get(((all.len() as f64) * q) as usize).copied().map_or(0.0, ms);
-    (all.len() as f64 / MEASURE.as_secs_f64(), pick(0.5), pick(0.99), errors)
+    let rps = all.len() as f64 / MEASURE.as_secs_f64();
+    Figures { rps, p50_ms: pick(0.5), p99_ms: pick(0.99), errors, late }
 }
 
+/// The table, each method beside its run's ceiling.
 fn print_table(lines: &[Line]) {
     println!();
-    println!("| backend | pools | method | requests/s | p50 ms | p99 ms | vs ceiling | errors |");
-    println!("|---|---:|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| backend | pools | method | requests/s | p50 ms | p99 ms | vs ceiling | errors | late |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
     for l in lines {
         let ceiling = lines
             .iter()
             .find(|c| {
                 c.backend == l.backend && c.pools == l.pools && c.method.ends_with("(ceiling)")
             })
-            .map_or(f64::NAN, |c| c.rps);
+            .map_or(f64::NAN, |c| c.figures.rps);
+        let f = &l.figures;
         println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} |",
             l.backend,
             l.pools,
             l.method,
-            l.rps,
-            l.p50_ms,
-            l.p99_ms,
-            l.rps / ceiling,
-            l.errors
+            f.rps,
+            f.p50_ms,
+            f.p99_ms,
+            f.rps / ceiling,
+            f.errors,
+            f.late
         );
     }
 }
