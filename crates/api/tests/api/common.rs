@@ -487,6 +487,54 @@ pub fn set_at(body: &Value, path: &[Step], value: Value) -> Value {
     body
 }
 
+/// Every field of `example` under `schema`, with its schema: `(path, schema, value)`.
+pub fn fields(
+    schema: &Value,
+    example: &Value,
+    path: Vec<Step>,
+    out: &mut Vec<(Vec<Step>, Value, Value)>,
+) {
+    let schema = unwrap_nullable(schema);
+    if !path.is_empty() {
+        out.push((path.clone(), schema.clone(), example.clone()));
+    }
+    match example {
+        Value::Object(map) => {
+            let mut props =
+                schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+            // Externally tagged enums: the variant the example uses.
+            for branch in schema.get("oneOf").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(p) = branch.get("properties").and_then(Value::as_object) {
+                    props.extend(p.clone());
+                }
+            }
+            for (key, value) in map {
+                if let Some(sub) = props.get(key) {
+                    let mut p = path.clone();
+                    p.push(Step::Key(key.clone()));
+                    fields(sub, value, p, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let (Some(first), Some(item_schema)) = (items.first(), schema.get("items")) {
+                let mut p = path;
+                p.push(Step::Index(0));
+                fields(item_schema, first, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The schema of a nullable field's non-null branch (an `Option` is `anyOf [T, null]`).
+fn unwrap_nullable(schema: &Value) -> &Value {
+    match schema.get("anyOf").and_then(Value::as_array) {
+        Some(b) => b.iter().find(|x| x.get("type") != Some(&Value::from("null"))).unwrap_or(schema),
+        None => schema,
+    }
+}
+
 /// `body` without `field`.
 pub fn without(body: &Value, field: &str) -> Value {
     let mut b = body.clone();

@@ -14,7 +14,7 @@ use bc_api::registry::{Authorization, Method};
 use regex::Regex;
 use serde_json::{Value, json};
 
-use crate::common::{Answer, Harness, S, Step, reordered, set_at, with};
+use crate::common::{Answer, Harness, S, Step, fields, reordered, set_at, with};
 
 bc_store::store_suite!(
     every_documented_constraint_is_invalid_argument_naming_its_field,
@@ -47,13 +47,6 @@ fn path_text(steps: &[Step]) -> String {
         }
     }
     out
-}
-
-fn unwrap_nullable(schema: &Value) -> &Value {
-    match schema.get("anyOf").and_then(Value::as_array) {
-        Some(b) => b.iter().find(|x| x.get("type") != Some(&Value::from("null"))).unwrap_or(schema),
-        None => schema,
-    }
 }
 
 /// A string the pattern refuses (within `max` characters).
@@ -116,46 +109,6 @@ fn violations(schema: &Value, value: &Value) -> Vec<(String, Value)> {
         Value::Null => {}
     }
     out
-}
-
-/// Every field of `example` under `schema`, with its schema: `(path, schema, value)`.
-fn fields(
-    schema: &Value,
-    example: &Value,
-    path: Vec<Step>,
-    out: &mut Vec<(Vec<Step>, Value, Value)>,
-) {
-    let schema = unwrap_nullable(schema);
-    if !path.is_empty() {
-        out.push((path.clone(), schema.clone(), example.clone()));
-    }
-    match example {
-        Value::Object(map) => {
-            let mut props =
-                schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-            // Externally tagged enums: the variant the example uses.
-            for branch in schema.get("oneOf").and_then(Value::as_array).into_iter().flatten() {
-                if let Some(p) = branch.get("properties").and_then(Value::as_object) {
-                    props.extend(p.clone());
-                }
-            }
-            for (key, value) in map {
-                if let Some(sub) = props.get(key) {
-                    let mut p = path.clone();
-                    p.push(Step::Key(key.clone()));
-                    fields(sub, value, p, out);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let (Some(first), Some(item_schema)) = (items.first(), schema.get("items")) {
-                let mut p = path;
-                p.push(Step::Index(0));
-                fields(item_schema, first, p, out);
-            }
-        }
-        _ => {}
-    }
 }
 
 async fn every_documented_constraint_is_invalid_argument_naming_its_field(s: S) {

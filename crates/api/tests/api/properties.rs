@@ -14,7 +14,7 @@ use proptest::test_runner::{Config, TestRunner};
 use regex::Regex;
 use serde_json::Value;
 
-use crate::common::{Harness, Step, grant, set_at};
+use crate::common::{Harness, Step, fields, grant, set_at};
 
 /// A fresh in-memory store (these property tests run many cases on one harness).
 async fn memory_store() -> crate::common::S {
@@ -32,61 +32,20 @@ struct PatternField {
     max_len: Option<usize>,
 }
 
-fn unwrap_nullable(schema: &Value) -> &Value {
-    match schema.get("anyOf").and_then(Value::as_array) {
-        Some(b) => b.iter().find(|x| x.get("type") != Some(&Value::from("null"))).unwrap_or(schema),
-        None => schema,
-    }
-}
-
-/// Walks schema and example together, collecting the string fields with a pattern.
-fn collect(
-    method: &'static Method,
-    schema: &Value,
-    example: &Value,
-    path: Vec<Step>,
-    out: &mut Vec<PatternField>,
-) {
-    let schema = unwrap_nullable(schema);
-    match example {
-        Value::String(_) => {
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                let max_len = schema.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
-                out.push(PatternField { method, path, pattern: p.to_owned(), max_len });
-            }
-        }
-        Value::Object(map) => {
-            let mut props =
-                schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-            // Externally tagged enums: the variant the example uses.
-            for branch in schema.get("oneOf").and_then(Value::as_array).into_iter().flatten() {
-                if let Some(p) = branch.get("properties").and_then(Value::as_object) {
-                    props.extend(p.clone());
-                }
-            }
-            for (key, value) in map {
-                if let Some(sub) = props.get(key) {
-                    let mut p = path.clone();
-                    p.push(Step::Key(key.clone()));
-                    collect(method, sub, value, p, out);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let (Some(first), Some(item_schema)) = (items.first(), schema.get("items")) {
-                let mut p = path;
-                p.push(Step::Index(0));
-                collect(method, item_schema, first, p, out);
-            }
-        }
-        _ => {}
-    }
-}
-
+/// The string fields of every method's example that have a documented pattern.
 fn pattern_fields() -> Vec<PatternField> {
     let mut out = Vec::new();
-    for m in registry().methods() {
-        collect(m, m.input_schema(), m.example(), Vec::new(), &mut out);
+    for method in registry().methods() {
+        let mut all = Vec::new();
+        fields(method.input_schema(), method.example(), Vec::new(), &mut all);
+        for (path, schema, value) in all {
+            let Some(pattern) = schema.get("pattern").and_then(Value::as_str) else { continue };
+            if !value.is_string() {
+                continue;
+            }
+            let max_len = schema.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
+            out.push(PatternField { method, path, pattern: pattern.to_owned(), max_len });
+        }
     }
     out
 }
