@@ -242,6 +242,40 @@ pub struct Substrate {
     pub updated_at: Timestamp,
 }
 
+impl Substrate {
+    /// The row a pool's substrate starts as, written with the pool's desired state
+    /// (contracts: `pools.create`/`pools.update` adding a substrate): `pending`, no
+    /// cluster yet, nothing observed.
+    pub fn pending(
+        pool_id: PoolId,
+        tenant_id: TenantId,
+        provider_account_id: ProviderAccountId,
+        policy: &crate::policy::SubstratePolicy,
+        now: Timestamp,
+    ) -> Self {
+        let mode = match policy.cluster {
+            crate::policy::ClusterPolicy::Create(_) => SubstrateMode::Create,
+            crate::policy::ClusterPolicy::Adopt(_) => SubstrateMode::Adopt,
+        };
+        Self {
+            pool_id,
+            tenant_id,
+            provider_account_id,
+            mode,
+            cluster_id: None,
+            state: ResourceState::Pending,
+            message: None,
+            nodes_listed: 0,
+            nodes_joined: 0,
+            waiting_to_join: None,
+            upgrade: None,
+            observed_generation: 0,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
 /// A cluster's mode.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

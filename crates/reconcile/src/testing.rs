@@ -18,7 +18,6 @@ use std::time::Duration;
 use bc_domain::model::{
     ClusterMode, ClusterOrigin, KubernetesCluster, Node, NodePool, NodePoolOrigin, ObservedStatus,
     Pool, PoolState, ProviderAccount, ProviderKind, SealedSecret, SecretString, Substrate,
-    SubstrateMode,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
@@ -291,26 +290,8 @@ impl Env {
     }
 
     fn pending_substrate(&self, pool: &PoolId, s: &SubstratePolicy) -> Substrate {
-        let now = self.clock.now();
-        Substrate {
-            pool_id: pool.clone(),
-            tenant_id: self.tenant.clone(),
-            provider_account_id: self.account.provider_account_id.clone(),
-            mode: match s.cluster {
-                ClusterPolicy::Create(_) => SubstrateMode::Create,
-                ClusterPolicy::Adopt(_) => SubstrateMode::Adopt,
-            },
-            cluster_id: None,
-            state: ResourceState::Pending,
-            message: None,
-            nodes_listed: 0,
-            nodes_joined: 0,
-            waiting_to_join: None,
-            upgrade: None,
-            observed_generation: 0,
-            created_at: now,
-            updated_at: now,
-        }
+        let account = self.account.provider_account_id.clone();
+        Substrate::pending(pool.clone(), self.tenant.clone(), account, s, self.clock.now())
     }
 
     /// `pools.update`'s writes: the new policy under CAS, a pending substrate when one

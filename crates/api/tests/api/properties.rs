@@ -14,13 +14,13 @@ use proptest::test_runner::{Config, TestRunner};
 use regex::Regex;
 use serde_json::Value;
 
-use crate::common::{Harness, grant};
+use crate::common::{Harness, Step, fields, grant, set_at};
 
-/// One step of a path into a JSON document.
-#[derive(Debug, Clone)]
-enum Step {
-    Key(String),
-    Index(usize),
+/// A fresh in-memory store (these property tests run many cases on one harness).
+async fn memory_store() -> crate::common::S {
+    let store = bc_store::SqlStore::connect("sqlite::memory:").await.expect("store");
+    store.enforce_index_plans(true);
+    std::sync::Arc::new(store)
 }
 
 /// A string field with a documented pattern, present in a method's example.
@@ -32,76 +32,22 @@ struct PatternField {
     max_len: Option<usize>,
 }
 
-fn unwrap_nullable(schema: &Value) -> &Value {
-    match schema.get("anyOf").and_then(Value::as_array) {
-        Some(b) => b.iter().find(|x| x.get("type") != Some(&Value::from("null"))).unwrap_or(schema),
-        None => schema,
-    }
-}
-
-/// Walks schema and example together, collecting the string fields with a pattern.
-fn collect(
-    method: &'static Method,
-    schema: &Value,
-    example: &Value,
-    path: Vec<Step>,
-    out: &mut Vec<PatternField>,
-) {
-    let schema = unwrap_nullable(schema);
-    match example {
-        Value::String(_) => {
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                let max_len = schema.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
-                out.push(PatternField { method, path, pattern: p.to_owned(), max_len });
-            }
-        }
-        Value::Object(map) => {
-            let mut props =
-                schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-            // Externally tagged enums: the variant the example uses.
-            for branch in schema.get("oneOf").and_then(Value::as_array).into_iter().flatten() {
-                if let Some(p) = branch.get("properties").and_then(Value::as_object) {
-                    props.extend(p.clone());
-                }
-            }
-            for (key, value) in map {
-                if let Some(sub) = props.get(key) {
-                    let mut p = path.clone();
-                    p.push(Step::Key(key.clone()));
-                    collect(method, sub, value, p, out);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let (Some(first), Some(item_schema)) = (items.first(), schema.get("items")) {
-                let mut p = path;
-                p.push(Step::Index(0));
-                collect(method, item_schema, first, p, out);
-            }
-        }
-        _ => {}
-    }
-}
-
+/// The string fields of every method's example that have a documented pattern.
 fn pattern_fields() -> Vec<PatternField> {
     let mut out = Vec::new();
-    for m in registry().methods() {
-        collect(m, m.input_schema(), m.example(), Vec::new(), &mut out);
+    for method in registry().methods() {
+        let mut all = Vec::new();
+        fields(method.input_schema(), method.example(), Vec::new(), &mut all);
+        for (path, schema, value) in all {
+            let Some(pattern) = schema.get("pattern").and_then(Value::as_str) else { continue };
+            if !value.is_string() {
+                continue;
+            }
+            let max_len = schema.get("maxLength").and_then(Value::as_u64).map(|m| m as usize);
+            out.push(PatternField { method, path, pattern: pattern.to_owned(), max_len });
+        }
     }
     out
-}
-
-fn with_value(body: &Value, path: &[Step], value: Value) -> Value {
-    let mut body = body.clone();
-    let mut at = &mut body;
-    for step in path {
-        at = match step {
-            Step::Key(k) => &mut at[k.as_str()],
-            Step::Index(i) => &mut at[*i],
-        };
-    }
-    *at = value;
-    body
 }
 
 /// Proptest's generator cannot take anchors: the pattern without `^…$`.
@@ -128,7 +74,7 @@ fn every_documented_pattern_is_what_the_input_accepts() {
         let accepts = |s: &str| {
             field
                 .method
-                .check_fields(&with_value(field.method.example(), &field.path, Value::from(s)))
+                .check_fields(&set_at(field.method.example(), &field.path, Value::from(s)))
                 .is_ok()
         };
         let mut runner = TestRunner::new(Config { cases: 48, ..Config::default() });
@@ -230,7 +176,7 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 #[test]
 fn malformed_bodies_get_a_4xx_json_error_never_a_5xx() {
     let (h, operator, node) = RUNTIME.block_on(async {
-        let h = Harness::new().await;
+        let h = Harness::on(memory_store().await).await;
         let operator = h.token(vec![grant(Role::Operator, Scope::System)]).await;
         let node = h.node_credential().await;
         (h, operator, node)
@@ -247,10 +193,12 @@ fn malformed_bodies_get_a_4xx_json_error_never_a_5xx() {
             .run(&malformed(method.example()), |body| {
                 let a = RUNTIME.block_on(h.post_raw(&path, token, body.clone()));
                 let body = String::from_utf8_lossy(&body).into_owned();
-                if a.reached_handler() {
-                    // Still valid after the change: then the input checks accept it too.
-                    let parsed: Value = serde_json::from_str(&body).expect("reached, so JSON");
+                if a.status == 200 {
+                    // Still valid after the change: then the input checks accept it too,
+                    // and the answer is the method's JSON object.
+                    let parsed: Value = serde_json::from_str(&body).expect("answered, so JSON");
                     prop_assert!(method.check(&parsed).is_ok(), "{}: {body}", method.info.id());
+                    prop_assert!(a.json.is_object(), "{}: {}", method.info.id(), a.text);
                     return Ok(());
                 }
                 prop_assert!(
