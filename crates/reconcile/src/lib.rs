@@ -7,8 +7,12 @@
 //! commit it makes carries the fence of the lease it holds
 //! ([`bc_domain::ports::Fence`]), so a replica that lost its lease writes nothing.
 
+pub mod budget;
 pub mod observe;
 pub mod reconciler;
+pub mod runtime;
 
-pub use observe::{DirectObserver, Listing, Observer};
+pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
+pub use observe::{DirectObserver, Listing, Observer, SharedObserver};
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
+pub use runtime::{Runtime, RuntimeConfig, RuntimeStatus};
