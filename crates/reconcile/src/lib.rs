@@ -11,10 +11,12 @@ pub mod budget;
 pub mod observe;
 pub mod provider_resources;
 pub mod reconciler;
+pub mod relay;
 pub mod runtime;
 
 pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
 pub use observe::{DirectObserver, Listing, Observer, SharedObserver};
 pub use provider_resources::LoadBalancers;
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
+pub use relay::{BroadcastPublisher, Relay, RelayConfig};
 pub use runtime::{Runtime, RuntimeConfig, RuntimeStatus};

@@ -262,9 +262,11 @@ impl Observer for SharedObserver {
         let view = self.view(account).await?;
         let provider = view.provider.clone();
         view.load_balancers
-            .get(self.clock.as_ref(), max_age, || async move {
-                provider.load_balancers().list().await
-            })
+            .get(
+                self.clock.as_ref(),
+                max_age,
+                || async move { provider.load_balancers().list().await },
+            )
             .await
     }
 

@@ -13,14 +13,13 @@ pub mod plan;
 
 use async_trait::async_trait;
 use bc_domain::id::EventId;
+use bc_domain::model::LoadBalancerType;
 use bc_domain::model::{
-    BillingInterval, LoadBalancer, METER_LOAD_BALANCER_HOURS, NewEvent, ObservedStatus,
-    subjects,
+    BillingInterval, LoadBalancer, METER_LOAD_BALANCER_HOURS, NewEvent, ObservedStatus, subjects,
 };
 use bc_domain::ports::{LoadBalancerRequest, ProviderTargets, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::billing::{should_close_billing, should_open_billing};
-use bc_domain::model::LoadBalancerType;
-use bc_domain::{LoadBalancerId, ProviderError};
+use bc_domain::{LoadBalancerId, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use plan::{Blocked, Change, Need, Next, Observed, Timing};
@@ -85,7 +84,14 @@ impl LoadBalancers {
             return Ok(());
         }
         let prev = lb.status.state;
-        let state = prev.transition(change.state).map_err(|e| {
+        // `deleted` is reached through `deleting`, even when nothing had to be called
+        // in between.
+        let path = if change.deletes() && prev != ResourceState::Deleting {
+            prev.transition(ResourceState::Deleting).and_then(|s| s.transition(change.state))
+        } else {
+            prev.transition(change.state)
+        };
+        let state = path.map_err(|e| {
             ReconcileError::Other(format!("load balancer {}: {e}", lb.load_balancer_id))
         })?;
         let now = deps.clock.now();
@@ -97,14 +103,15 @@ impl LoadBalancers {
             updated_at: now,
         };
         let id = lb.load_balancer_id.clone();
-        let mut uow = UnitOfWork::new().fenced(a.fence.clone()).write(Write::SetLoadBalancerStatus {
-            load_balancer_id: id.clone(),
-            provider_load_balancer_id: change.provider_id.clone(),
-            ip: change.ip.clone(),
-            status: status.clone(),
-            ready_at: first_ready.then_some(now),
-            deleted_at: change.deletes().then_some(now),
-        });
+        let mut uow =
+            UnitOfWork::new().fenced(a.fence.clone()).write(Write::SetLoadBalancerStatus {
+                load_balancer_id: id.clone(),
+                provider_load_balancer_id: change.provider_id.clone(),
+                ip: change.ip.clone(),
+                status: status.clone(),
+                ready_at: first_ready.then_some(now),
+                deleted_at: change.deletes().then_some(now),
+            });
         if first_ready {
             uow = uow.write(Write::OpenBilling(BillingInterval {
                 meter: METER_LOAD_BALANCER_HOURS.into(),
@@ -128,6 +135,9 @@ impl LoadBalancers {
             uow = uow.event(event(lb, &change, kind, now));
         }
         deps.store.commit(uow).await?;
+        if change.deletes() {
+            lb.deleted_at = Some(now);
+        }
         lb.status = status;
         if let Some(p) = change.provider_id {
             lb.provider_load_balancer_id = Some(p);
@@ -137,9 +147,6 @@ impl LoadBalancers {
         }
         if first_ready {
             lb.ready_at = Some(now);
-        }
-        if change.state == bc_domain::ResourceState::Deleted {
-            lb.deleted_at = Some(now);
         }
         Ok(())
     }
@@ -218,7 +225,9 @@ impl Reconciler for LoadBalancers {
         }
         let account_id = lb.provider_account_id.clone();
         let account = deps.store.account_get_any(&account_id).await?.ok_or_else(|| {
-            ReconcileError::Other(format!("provider account {account_id} of load balancer {id} is missing"))
+            ReconcileError::Other(format!(
+                "provider account {account_id} of load balancer {id} is missing"
+            ))
         })?;
         let desired = self.desired(deps, &lb).await?;
         let mut observed = match plan::need(&lb, deps.clock.now(), &self.timing) {

@@ -174,7 +174,10 @@ impl Change {
             || self.state != lb.status.state
             || self.message != lb.status.message
             || self.observed_generation != lb.status.observed_generation
-            || self.provider_id.as_ref().is_some_and(|p| lb.provider_load_balancer_id.as_ref() != Some(p))
+            || self
+                .provider_id
+                .as_ref()
+                .is_some_and(|p| lb.provider_load_balancer_id.as_ref() != Some(p))
             || self.ip.as_ref().is_some_and(|ip| lb.ip.as_ref() != Some(ip))
     }
 
@@ -299,8 +302,15 @@ pub fn converged(desired: &LoadBalancerRequest, observed: &LoadBalancerRequest) 
 
 /// The update to send: the whole desired object, with the create-only fields as the
 /// provider holds them (its exact kind, its tags).
-pub fn update_request(desired: &LoadBalancerRequest, observed: &LoadBalancerRequest) -> LoadBalancerRequest {
-    LoadBalancerRequest { kind: observed.kind.clone(), tags: observed.tags.clone(), ..desired.clone() }
+pub fn update_request(
+    desired: &LoadBalancerRequest,
+    observed: &LoadBalancerRequest,
+) -> LoadBalancerRequest {
+    LoadBalancerRequest {
+        kind: observed.kind.clone(),
+        tags: observed.tags.clone(),
+        ..desired.clone()
+    }
 }
 
 /// The wait before looking at a converging load balancer again: half the time it has
@@ -443,7 +453,12 @@ fn create(lb: &LoadBalancer, desired: &LoadBalancerRequest, recreating: Option<&
     Next::Create { intent, request: desired.clone() }
 }
 
-fn found(i: &Input<'_>, p: &ProviderLoadBalancer, desired: &LoadBalancerRequest, refused_now: bool) -> Next {
+fn found(
+    i: &Input<'_>,
+    p: &ProviderLoadBalancer,
+    desired: &LoadBalancerRequest,
+    refused_now: bool,
+) -> Next {
     let lb = i.lb;
     let adopt = |mut c: Change| {
         if lb.provider_load_balancer_id.as_ref() != Some(&p.id) {
@@ -458,11 +473,18 @@ fn found(i: &Input<'_>, p: &ProviderLoadBalancer, desired: &LoadBalancerRequest,
     };
     if !converged(desired, &p.spec) {
         if refused_now {
-            return Next::Settle { change: Some(adopt(to(lb, lb.status.state, lb.status.message.clone()))), outcome: Outcome::Steady };
+            return Next::Settle {
+                change: Some(adopt(to(lb, lb.status.state, lb.status.message.clone()))),
+                outcome: Outcome::Steady,
+            };
         }
         if p.status == ProviderLoadBalancerStatus::New {
             // Every change is refused as busy while it is still being made.
-            return converging(to(lb, being_made(lb), Some("waiting for the provider to finish making it before changing it".into())));
+            return converging(to(
+                lb,
+                being_made(lb),
+                Some("waiting for the provider to finish making it before changing it".into()),
+            ));
         }
         return Next::Update { id: p.id.clone(), request: update_request(desired, &p.spec) };
     }
@@ -472,9 +494,11 @@ fn found(i: &Input<'_>, p: &ProviderLoadBalancer, desired: &LoadBalancerRequest,
             c.observed_generation = lb.generation;
             Next::Settle { change: Some(adopt(c)), outcome: Outcome::Steady }
         }
-        ProviderLoadBalancerStatus::New => {
-            converging(to(lb, being_made(lb), Some("waiting for the provider to make it active".into())))
-        }
+        ProviderLoadBalancerStatus::New => converging(to(
+            lb,
+            being_made(lb),
+            Some("waiting for the provider to make it active".into()),
+        )),
         ProviderLoadBalancerStatus::Errored => {
             let why = "the provider reports the load balancer as errored; it is looked at again at the next resync";
             let mut c = entering(lb, ResourceState::Error, Some(why.into()));

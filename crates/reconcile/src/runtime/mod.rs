@@ -19,9 +19,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bc_domain::classify::scrub_then_cut;
-use bc_domain::ports::{WorkItem, WorkKind};
 use bc_domain::StoreError;
+use bc_domain::ports::{WorkItem, WorkKind};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use schedule::{Jitter, Schedule, later};
 pub use status::{ActivationReport, ActivationResult, KindStatus, RecentError, RuntimeStatus};
+
+/// The longest `lastError` the runtime records, in characters.
+pub const LAST_ERROR_CAP: usize = 1_000;
 
 /// How the runtime schedules work.
 #[derive(Debug, Clone)]
@@ -190,7 +192,9 @@ impl Runtime {
                 Ok(false) => return,
                 // A store hiccup: try again next time; fenced commits keep us safe
                 // meanwhile, and a lease that does run out is refused at the next try.
-                Err(e) => tracing::warn!(kind = %item.kind, key = %item.key, error = %e, "lease renewal failed"),
+                Err(e) => {
+                    tracing::warn!(kind = %item.kind, key = %item.key, error = %e, "lease renewal failed")
+                }
             }
         }
     }
@@ -247,7 +251,10 @@ impl Runtime {
             }
             Some(Ok(Outcome::Steady)) => {
                 let at = later(now, self.config.schedule.steady(self.draw()));
-                queue.requeue(kind, key, owner, at).await.map(|h| (h, ActivationResult::Steady { at }))
+                queue
+                    .requeue(kind, key, owner, at)
+                    .await
+                    .map(|h| (h, ActivationResult::Steady { at }))
             }
             Some(Ok(Outcome::Converging { after })) => {
                 let at = later(now, self.config.schedule.converging(after, self.draw()));
@@ -259,9 +266,9 @@ impl Runtime {
                 let attempts = item.attempts.saturating_add(1);
                 let at = later(now, self.config.schedule.failed(attempts, &e, self.draw()));
                 // Every error's text is built without secrets (provider messages are
-                // scrubbed where they are classified); the cap keeps a provider's HTML
-                // error page out of the queue.
-                let error = scrub_then_cut(&e.to_string(), "");
+                // scrubbed and capped where they are classified); this cap only bounds
+                // what the queue row holds.
+                let error: String = e.to_string().chars().take(LAST_ERROR_CAP).collect();
                 let r = ActivationResult::Failed { error: error.clone(), retry_at: Some(at) };
                 queue.fail(kind, key, owner, &error, at).await.map(|h| (h, r))
             }
