@@ -4,3 +4,4 @@
 
 mod common;
 mod load_balancers;
+mod runtime;
