@@ -232,6 +232,7 @@ impl Reconciler for LoadBalancers {
         let desired = self.desired(deps, &lb).await?;
         let mut observed = match plan::need(&lb, deps.clock.now(), &self.timing) {
             Need::Nothing => Observed::NotLooked,
+            Need::Wait(after) => return Ok(Outcome::Converging { after }),
             Need::Listing(max_age) => {
                 let listing = deps.observer.load_balancers(&account, max_age).await?;
                 plan::find(&lb, &listing.items, listing.listed_at)

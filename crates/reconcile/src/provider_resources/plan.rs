@@ -54,6 +54,11 @@ pub struct Timing {
     pub steady_listing_age: Duration,
     /// How long to wait for a target load balancer to be made.
     pub targets_wait: Duration,
+    /// How long after a create's intent a listing must start before its absences count:
+    /// an allowance for the clocks of replicas (and the provider's list) being a little
+    /// apart, so a listing that began before a create — on any replica — is never
+    /// taken as proof that the create did not happen.
+    pub listing_margin: Duration,
 }
 
 impl Default for Timing {
@@ -63,6 +68,7 @@ impl Default for Timing {
             poll_max: Duration::from_secs(60),
             steady_listing_age: Duration::from_secs(600),
             targets_wait: Duration::from_secs(15),
+            listing_margin: Duration::from_secs(2),
         }
     }
 }
@@ -121,6 +127,9 @@ pub enum Need {
     Nothing,
     /// The account's listing, at most this old.
     Listing(Duration),
+    /// No listing can be trusted yet (the last write is too recent for any listing to
+    /// be known to start after it): look again after this long.
+    Wait(Duration),
 }
 
 /// Whether the state records that a create may have been sent (the intent), so a
@@ -129,9 +138,11 @@ fn maybe_sent(lb: &LoadBalancer) -> bool {
     lb.provider_load_balancer_id.is_some() || lb.status.state != ResourceState::Pending
 }
 
-/// What `lb` must see first. A load balancer being made or changed needs a listing
-/// taken after its last status write (the intent, or the change sent): one shared
-/// listing answers every such object of the account; a converged one accepts the
+/// What `lb` must see first. A load balancer being made or changed needs a listing that
+/// started after its last status write (the change sent, the id recorded) — and, while
+/// no provider id is recorded, at least `listing_margin` after the intent, since a
+/// listing from about the same instant may have missed the create that followed it; one
+/// shared listing answers every such object of the account. A converged one accepts the
 /// steady listing age.
 pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     if !maybe_sent(lb) {
@@ -143,11 +154,20 @@ pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     if steady {
         return Need::Listing(timing.steady_listing_age);
     }
-    // Strictly after the write: a listing started in the same millisecond as the intent
-    // may have missed the create that followed it.
-    let since = (now - lb.status.updated_at).whole_milliseconds() - 1;
-    let since = Duration::from_millis(u64::try_from(since).unwrap_or(0));
-    Need::Listing(since.min(timing.steady_listing_age))
+    // With an id, an absence is confirmed by a GET before anything is decided on it, so
+    // a listing that started after the last write will do (one from the same instant
+    // may predate the call that write followed); without one, an absence is what allows
+    // a (second) create, and only a listing that surely started after the intent — on
+    // whichever replica's clock — may say so.
+    let margin = match lb.provider_load_balancer_id {
+        Some(_) => 1,
+        None => i128::try_from(timing.listing_margin.as_millis()).unwrap_or(i128::MAX).max(1),
+    };
+    let since = (now - lb.status.updated_at).whole_milliseconds() - margin;
+    match u64::try_from(since) {
+        Ok(ms) => Need::Listing(Duration::from_millis(ms).min(timing.steady_listing_age)),
+        Err(_) => Need::Wait(Duration::from_millis(u64::try_from(-since).unwrap_or(u64::MAX))),
+    }
 }
 
 /// A status to record, with what comes with it.
@@ -165,12 +185,18 @@ pub struct Change {
     pub ip: Option<String>,
     /// The event this change reports, if any.
     pub event: Option<&'static str>,
+    /// Whether it records the intent of a create: always written, even when it reads
+    /// the same as what is stored, because its time is what later listings are judged
+    /// by (one taken before the latest create attempt cannot speak for it).
+    pub intent: bool,
 }
 
 impl Change {
-    /// Whether recording it changes what is stored (an event always counts).
+    /// Whether recording it changes what is stored (an event or an intent always
+    /// counts).
     pub fn changes(&self, lb: &LoadBalancer) -> bool {
-        self.event.is_some()
+        self.intent
+            || self.event.is_some()
             || self.state != lb.status.state
             || self.message != lb.status.message
             || self.observed_generation != lb.status.observed_generation
@@ -336,6 +362,7 @@ fn to(lb: &LoadBalancer, state: ResourceState, message: Option<String>) -> Chang
         provider_id: None,
         ip: None,
         event: None,
+        intent: false,
     }
 }
 
@@ -447,6 +474,7 @@ pub fn plan(i: &Input<'_>) -> Next {
 fn create(lb: &LoadBalancer, desired: &LoadBalancerRequest, recreating: Option<&str>) -> Next {
     let message = recreating.unwrap_or("creating at the provider");
     let mut intent = to(lb, being_made(lb), Some(message.into()));
+    intent.intent = true;
     if recreating.is_some() {
         intent.event = Some(events::RECREATED);
     }

@@ -76,6 +76,7 @@ async fn an_update_is_sent_whole_and_converges_back_to_ready() {
     env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
     let generation = env.lb(&id).await.generation;
 
+    env.step(5);
     env.update_lb(&id, |s| {
         s.forwarding_rules[0].target_port = 9090;
         s.redirect_http_to_https = true;
@@ -114,6 +115,7 @@ async fn the_busy_answer_is_retried_never_shown_as_a_refusal() {
     // Someone else changes it at the provider; while that change applies, the provider
     // answers every PUT with its 403 "busy". Then the tenant changes it too.
     let provider_id = env.lb(&id).await.provider_load_balancer_id.unwrap();
+    env.step(1);
     {
         let now = env.now();
         let mut m = env.sim.state().model();
@@ -353,9 +355,9 @@ async fn a_foreign_load_balancer_of_our_name_is_never_adopted() {
         "theirs untouched"
     );
 
-    // The tenant removes theirs: at the next resync ours is made.
+    // The tenant removes theirs: within two resyncs ours is made.
     assert!(env.sim.state().model().delete_load_balancer_behind_back(&theirs.id));
-    env.update_lb(&id, |_| {}).await;
+    env.stepper(runtime.clone()).run_until(env.now() + time::Duration::minutes(25), ROUNDS).await.unwrap();
     env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
     assert_eq!(env.lb(&id).await.status.state, ResourceState::Ready);
     assert_eq!(env.provider_lbs().len(), 1);

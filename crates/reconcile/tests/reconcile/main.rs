@@ -3,5 +3,7 @@
 //! relay — against the simulator's direct face and the real store on a stepped clock.
 
 mod common;
+mod faults;
 mod load_balancers;
+mod no_write;
 mod runtime;
