@@ -97,7 +97,12 @@ struct Faulty {
 }
 
 impl Faulty {
-    async fn call<T>(&self, method: &str, template: &str, f: impl Future<Output = ProviderResult<T>>) -> ProviderResult<T> {
+    async fn call<T>(
+        &self,
+        method: &str,
+        template: &str,
+        f: impl Future<Output = ProviderResult<T>>,
+    ) -> ProviderResult<T> {
         let n = self.plan.calls.fetch_add(1, Ordering::SeqCst);
         if self.plan.crash_now(Crash::BeforeCall(n)) {
             std::future::pending::<()>().await;
@@ -107,7 +112,11 @@ impl Faulty {
         let result = match fault {
             CallFault::None => f.await,
             CallFault::Throttled => {
-                self.sim.model().inject_failures(&key, 1, Fault::TooManyRequests { retry_after: 2 });
+                self.sim.model().inject_failures(
+                    &key,
+                    1,
+                    Fault::TooManyRequests { retry_after: 2 },
+                );
                 f.await
             }
             CallFault::ServerError => {
@@ -156,7 +165,11 @@ impl LoadBalancerProvider for Faulty {
     async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
         self.call("POST", routes::LOAD_BALANCERS, self.inner.load_balancers().create(req)).await
     }
-    async fn update(&self, id: &str, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
+    async fn update(
+        &self,
+        id: &str,
+        req: &LoadBalancerRequest,
+    ) -> ProviderResult<ProviderLoadBalancer> {
         self.call("PUT", routes::LOAD_BALANCER, self.inner.load_balancers().update(id, req)).await
     }
     async fn delete(&self, id: &str) -> ProviderResult<()> {
@@ -172,11 +185,18 @@ struct FaultyRegistry {
 
 #[async_trait]
 impl ProviderRegistry for FaultyRegistry {
-    async fn provider_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<dyn ProviderImpl>> {
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         let inner = self.inner.provider_for(account).await?;
         Ok(Arc::new(Faulty { inner, sim: self.sim.clone(), plan: self.plan.clone() }))
     }
-    async fn provider_for_token(&self, kind: ProviderKind, token: &SecretString) -> ProviderResult<Arc<dyn ProviderImpl>> {
+    async fn provider_for_token(
+        &self,
+        kind: ProviderKind,
+        token: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         self.inner.provider_for_token(kind, token).await
     }
 }
@@ -235,7 +255,8 @@ fn action(lbs: usize) -> impl Strategy<Value = Action> {
     ]
 }
 
-fn schedule() -> impl Strategy<Value = (usize, Vec<CallFault>, Option<Crash>, Vec<(usize, Action)>)> {
+fn schedule() -> impl Strategy<Value = (usize, Vec<CallFault>, Option<Crash>, Vec<(usize, Action)>)>
+{
     (1usize..4).prop_flat_map(|lbs| {
         (
             Just(lbs),
@@ -248,13 +269,22 @@ fn schedule() -> impl Strategy<Value = (usize, Vec<CallFault>, Option<Crash>, Ve
 
 /// Rounds of the stepped runtime, applying `actions` at their rounds, moving the clock
 /// to the next due time when nothing runs (at most `max` rounds).
-async fn drive(env: &Env, stepper: &Stepper, ids: &[LoadBalancerId], mut actions: BTreeMap<usize, Vec<Action>>, max: usize) {
+async fn drive(
+    env: &Env,
+    stepper: &Stepper,
+    ids: &[LoadBalancerId],
+    mut actions: BTreeMap<usize, Vec<Action>>,
+    max: usize,
+) {
     for round in 0..max {
         for a in actions.remove(&round).unwrap_or_default() {
             match a {
                 Action::Update(i) => {
                     if !env.lb(&ids[i]).await.delete_requested {
-                        env.update_lb(&ids[i], |s: &mut LoadBalancerSpec| s.forwarding_rules[0].target_port += 1).await
+                        env.update_lb(&ids[i], |s: &mut LoadBalancerSpec| {
+                            s.forwarding_rules[0].target_port += 1
+                        })
+                        .await
                     }
                 }
                 Action::Delete(i) => {
@@ -287,7 +317,12 @@ async fn drive(env: &Env, stepper: &Stepper, ids: &[LoadBalancerId], mut actions
     }
 }
 
-async fn run_schedule(lbs: usize, faults: Vec<CallFault>, crash: Option<Crash>, actions: Vec<(usize, Action)>) {
+async fn run_schedule(
+    lbs: usize,
+    faults: Vec<CallFault>,
+    crash: Option<Crash>,
+    actions: Vec<(usize, Action)>,
+) {
     let env = Env::start().await;
     let plan = Arc::new(Plan {
         faults: Mutex::new(faults.into()),
@@ -296,9 +331,14 @@ async fn run_schedule(lbs: usize, faults: Vec<CallFault>, crash: Option<Crash>, 
         activations: AtomicUsize::new(0),
         crashed: tokio::sync::Notify::new(),
     });
-    let registry = Arc::new(FaultyRegistry { inner: env.registry(), sim: env.sim.state().clone(), plan: plan.clone() });
+    let registry = Arc::new(FaultyRegistry {
+        inner: env.registry(),
+        sim: env.sim.state().clone(),
+        plan: plan.clone(),
+    });
     let deps = env.deps_with(registry, env.budget());
-    let reconciler: Arc<dyn Reconciler> = Arc::new(Crashing { inner: LoadBalancers::default(), plan: plan.clone() });
+    let reconciler: Arc<dyn Reconciler> =
+        Arc::new(Crashing { inner: LoadBalancers::default(), plan: plan.clone() });
     // One activation at a time, so the crash lands on the activation that made the call.
     let config = RuntimeConfig { concurrency: 1, ..RuntimeConfig::new("r1") };
     let runtime = Arc::new(bc_reconcile::Runtime::new(deps, vec![reconciler], config).unwrap());
@@ -325,16 +365,24 @@ async fn run_schedule(lbs: usize, faults: Vec<CallFault>, crash: Option<Crash>, 
         let tag = ownership_tag(id);
         let objects: Vec<_> = provider.iter().filter(|p| p.tags.contains(&tag)).collect();
         let types = env.event_types(id).await;
-        let intervals: Vec<_> = env.billing().await.into_iter().filter(|b| b.resource == id.as_str()).collect();
+        let intervals: Vec<_> =
+            env.billing().await.into_iter().filter(|b| b.resource == id.as_str()).collect();
         if row.delete_requested {
             assert_eq!(row.status.state, ResourceState::Deleted, "{id}: {:?}", row.status);
-            assert!(objects.is_empty(), "{id}: deleted, yet {} provider objects remain", objects.len());
+            assert!(
+                objects.is_empty(),
+                "{id}: deleted, yet {} provider objects remain",
+                objects.len()
+            );
             assert!(row.quota_released);
             assert_eq!(types.iter().filter(|t| *t == events::DELETED).count(), 1, "{types:?}");
             match row.ready_at {
                 Some(_) => {
                     assert_eq!(intervals.len(), 1, "{intervals:?}");
-                    assert_eq!((intervals[0].start, intervals[0].end), (row.ready_at.unwrap(), row.deleted_at));
+                    assert_eq!(
+                        (intervals[0].start, intervals[0].end),
+                        (row.ready_at.unwrap(), row.deleted_at)
+                    );
                 }
                 None => assert!(intervals.is_empty()),
             }
@@ -343,7 +391,11 @@ async fn run_schedule(lbs: usize, faults: Vec<CallFault>, crash: Option<Crash>, 
             assert_eq!(row.status.state, ResourceState::Ready, "{id}: {:?}", row.status);
             assert_eq!(objects.len(), 1, "{id}: exactly one provider object");
             assert_eq!(row.provider_load_balancer_id.as_deref(), Some(objects[0].id.as_str()));
-            assert_eq!(objects[0].forwarding_rules[0].target_port, row.spec.forwarding_rules[0].target_port, "converged to the last change");
+            assert_eq!(
+                objects[0].forwarding_rules[0].target_port,
+                row.spec.forwarding_rules[0].target_port,
+                "converged to the last change"
+            );
             assert_eq!(intervals.len(), 1, "{intervals:?}");
             assert_eq!((intervals[0].start, intervals[0].end), (row.ready_at.unwrap(), None));
         }
@@ -366,6 +418,87 @@ proptest! {
 #[tokio::test]
 async fn a_crash_right_after_the_create_never_makes_a_second_object() {
     run_schedule(1, vec![], Some(Crash::AfterCall(0)), vec![]).await;
-    run_schedule(2, vec![CallFault::LostAnswer, CallFault::LostAnswer], None, vec![(3, Action::Delete(1))]).await;
+    run_schedule(
+        2,
+        vec![CallFault::LostAnswer, CallFault::LostAnswer],
+        None,
+        vec![(3, Action::Delete(1))],
+    )
+    .await;
 }
 
+/// Found by the fault schedules: a create retried after a failed attempt must record
+/// its intent again, or a listing taken between the two attempts (by any object of the
+/// account) is trusted to speak for the second, and a delete then leaves its object
+/// behind at the provider.
+#[tokio::test]
+async fn a_retried_create_records_its_intent_again() {
+    use CallFault::*;
+    let env = Env::start().await;
+    // The first create never reaches the provider, the listing goes through, the second
+    // create lands but its answer is lost.
+    let plan = Arc::new(Plan {
+        faults: Mutex::new(vec![LostRequest, None, LostAnswer].into()),
+        crash: Mutex::new(Option::None),
+        calls: AtomicUsize::new(0),
+        activations: AtomicUsize::new(0),
+        crashed: tokio::sync::Notify::new(),
+    });
+    let registry =
+        Arc::new(FaultyRegistry { inner: env.registry(), sim: env.sim.state().clone(), plan });
+    let deps = env.deps_with(registry, env.budget());
+    let runtime = env.runtime("r1", deps.clone());
+    let stepper = env.stepper(runtime);
+    let id = env.create_lb("web").await.load_balancer_id;
+    let t0 = env.now();
+    assert!(matches!(
+        stepper.round().await.unwrap()[0].result,
+        bc_reconcile::runtime::ActivationResult::Failed { .. }
+    ));
+    // Some other object of the account has the account listed, well after the intent.
+    env.clock.set(t0 + time::Duration::seconds(10));
+    deps.observer.load_balancers(&env.account, std::time::Duration::ZERO).await.unwrap();
+    env.clock.set(t0 + time::Duration::seconds(20));
+    assert!(matches!(
+        stepper.round().await.unwrap()[0].result,
+        bc_reconcile::runtime::ActivationResult::Failed { .. }
+    ));
+    assert_eq!(env.provider_lbs().len(), 1, "the second create landed");
+    env.clock.set(t0 + time::Duration::milliseconds(20_001));
+    env.delete_lb(&id).await;
+    stepper.run_until_idle(200).await.unwrap();
+    assert_eq!(env.lb(&id).await.status.state, ResourceState::Deleted);
+    assert!(env.provider_lbs().is_empty(), "nothing left behind at the provider");
+}
+
+/// Found by the fault schedules: a listing that started at the very instant of a
+/// create's intent (on a stepped clock, or on another replica whose clock runs a little
+/// behind) may predate the create; its absence must not let a delete skip the object.
+#[tokio::test]
+async fn a_listing_from_the_instant_of_the_intent_is_not_trusted() {
+    use CallFault::*;
+    let env = Env::start().await;
+    let plan = Arc::new(Plan {
+        faults: Mutex::new(vec![None, LostAnswer].into()),
+        crash: Mutex::new(Option::None),
+        calls: AtomicUsize::new(0),
+        activations: AtomicUsize::new(0),
+        crashed: tokio::sync::Notify::new(),
+    });
+    let registry =
+        Arc::new(FaultyRegistry { inner: env.registry(), sim: env.sim.state().clone(), plan });
+    let deps = env.deps_with(registry, env.budget());
+    let stepper = env.stepper(env.runtime("r1", deps.clone()));
+    let id = env.create_lb("web").await.load_balancer_id;
+    // Listed, then (same instant) the intent and a create whose answer is lost.
+    deps.observer.load_balancers(&env.account, std::time::Duration::ZERO).await.unwrap();
+    assert!(matches!(
+        stepper.round().await.unwrap()[0].result,
+        bc_reconcile::runtime::ActivationResult::Failed { .. }
+    ));
+    assert_eq!(env.provider_lbs().len(), 1);
+    env.delete_lb(&id).await;
+    stepper.run_until_idle(200).await.unwrap();
+    assert_eq!(env.lb(&id).await.status.state, ResourceState::Deleted);
+    assert!(env.provider_lbs().is_empty(), "nothing left behind at the provider");
+}

@@ -357,7 +357,10 @@ async fn a_foreign_load_balancer_of_our_name_is_never_adopted() {
 
     // The tenant removes theirs: within two resyncs ours is made.
     assert!(env.sim.state().model().delete_load_balancer_behind_back(&theirs.id));
-    env.stepper(runtime.clone()).run_until(env.now() + time::Duration::minutes(25), ROUNDS).await.unwrap();
+    env.stepper(runtime.clone())
+        .run_until(env.now() + time::Duration::minutes(25), ROUNDS)
+        .await
+        .unwrap();
     env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
     assert_eq!(env.lb(&id).await.status.state, ResourceState::Ready);
     assert_eq!(env.provider_lbs().len(), 1);
