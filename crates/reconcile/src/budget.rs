@@ -34,6 +34,11 @@ pub trait Budget: Send + Sync {
     async fn acquire(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()>;
     /// The provider answered 429: no call of `account` before `until`, on any replica.
     async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()>;
+    /// Whether a call of `account` would be granted at `now`, taking nothing: `Ok`, or
+    /// the `RateLimited` denial `acquire` would answer. A look, not a promise (another
+    /// caller may take the call first); for callers that must record something before a
+    /// call only if the call can go.
+    async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()>;
 }
 
 fn denied(wait_ms: u64) -> ProviderError {
@@ -69,6 +74,12 @@ impl Budget for LocalBudget {
         let state = states.entry(account.clone()).or_default();
         *state = budget::pause(state, until);
         Ok(())
+    }
+
+    async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let state = states.get(account).copied().unwrap_or_default();
+        budget::acquire(&self.config, &state, now, 1).map(|_| ()).map_err(denied)
     }
 }
 
@@ -147,6 +158,26 @@ impl Budget for StoreBudget {
 
     async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()> {
         self.update(account, |s| Ok(budget::pause(s, until))).await
+    }
+
+    async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
+        // The row last seen is at most as booked as the stored one (windows only fill
+        // up), so a denial it gives is the store's too; a grant is checked again there.
+        let state = match self.cached(account) {
+            Some(c) => c.state,
+            None => self
+                .store
+                .budget_get(account.as_str())
+                .await
+                .map_err(|e| ProviderError::Transient {
+                    message: format!(
+                        "the provider budget of account {account} could not be read: {e}"
+                    ),
+                })?
+                .map(|c| c.state)
+                .unwrap_or_default(),
+        };
+        budget::acquire(&self.config, &state, now, 1).map(|_| ()).map_err(denied)
     }
 }
 

@@ -64,6 +64,12 @@ pub trait Observer: Send + Sync {
     ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError>;
     /// Forgets the account's listings (after a write that changes what they show).
     fn invalidate(&self, account: &ProviderAccount);
+    /// Whether the account's budget would grant a call now (`RateLimited` with the wait
+    /// if not), taking nothing: for a reconciler that records an intent before a call,
+    /// so it records none it cannot send. Observers without a budget say yes.
+    async fn can_call(&self, _account: &ProviderAccount) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 /// The simplest observer: every listing is taken fresh from the provider (no sharing).
@@ -268,6 +274,10 @@ impl Observer for SharedObserver {
                 || async move { provider.load_balancers().list().await },
             )
             .await
+    }
+
+    async fn can_call(&self, account: &ProviderAccount) -> Result<(), ProviderError> {
+        self.budget.peek(&account.provider_account_id, self.clock.now()).await
     }
 
     fn invalidate(&self, account: &ProviderAccount) {

@@ -261,6 +261,9 @@ impl Reconciler for LoadBalancers {
                     Err(e) => return Err(e.into()),
                 },
                 Next::Create { intent, request } => {
+                    // An intent is recorded only for a create that can go now: a
+                    // recorded intent makes the next attempt wait for a newer listing.
+                    deps.observer.can_call(&account).await?;
                     // The intent first: after a crash from here on, the next run looks
                     // for what this create may have made before it makes anything.
                     self.record(deps, a, &mut lb, intent).await?;

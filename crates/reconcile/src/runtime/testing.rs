@@ -7,15 +7,17 @@
 //! activations go through the same [`Runtime::claim`] and [`Runtime::activate`] as the
 //! production loop, so what a test sees is what production does, minus the waiting.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bc_domain::ports::{Clock, ManualClock};
+use bc_domain::ports::{Clock, ManualClock, WorkKind};
 use bc_domain::{StoreError, Timestamp};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use super::{ActivationReport, Runtime};
+use super::{ActivationReport, ActivationResult, Runtime};
 
 /// Why a stepped run stopped before it was done.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +42,11 @@ pub struct Stepper {
     clock: Arc<ManualClock>,
     horizon: Duration,
     stop: CancellationToken,
+    /// How each item's latest activation ended.
+    last: Mutex<HashMap<(WorkKind, String), ActivationResult>>,
+    /// Rounds that ran something: each starts with the next runtime, so no replica
+    /// always gets first pick of the work and of the budget.
+    rounds: AtomicUsize,
 }
 
 impl Stepper {
@@ -56,7 +63,14 @@ impl Stepper {
             .first()
             .map(|r| r.config().schedule.earliest_steady())
             .unwrap_or(Duration::ZERO);
-        Self { runtimes, clock, horizon, stop: CancellationToken::new() }
+        Self {
+            runtimes,
+            clock,
+            horizon,
+            stop: CancellationToken::new(),
+            last: Mutex::default(),
+            rounds: AtomicUsize::new(0),
+        }
     }
 
     /// Counts work due within `horizon` of now as not idle (default: the earliest
@@ -72,10 +86,12 @@ impl Stepper {
     }
 
     /// One round: each runtime claims, per kind, as many due items as its concurrency
-    /// allows and runs them all; the runtimes run at the same time. The reports of
-    /// every activation, in no particular order.
+    /// allows and runs them all; the runtimes run at the same time, a different one
+    /// first each round. The reports of every activation, in no particular order.
     pub async fn round(&self) -> Result<Vec<ActivationReport>, StoreError> {
-        let per_runtime = self.runtimes.iter().map(|rt| async move {
+        let first = self.rounds.load(Ordering::Relaxed) % self.runtimes.len().max(1);
+        let order = self.runtimes.iter().cycle().skip(first).take(self.runtimes.len());
+        let per_runtime = order.map(|rt| async move {
             let mut claimed = Vec::new();
             for kind in rt.kinds() {
                 claimed.extend(rt.claim(kind, rt.config().concurrency_of(kind)).await?);
@@ -87,7 +103,24 @@ impl Stepper {
         for r in join_all(per_runtime).await {
             reports.extend(r?);
         }
+        if !reports.is_empty() {
+            self.rounds.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        for r in &reports {
+            last.insert((r.kind, r.key.clone()), r.result.clone());
+        }
         Ok(reports)
+    }
+
+    /// Whether every item this driver ran ended its latest activation converged (or
+    /// gone): with nothing due now, only steady resyncs are left.
+    fn settled(&self) -> bool {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        !last.is_empty()
+            && last
+                .values()
+                .all(|r| matches!(r, ActivationResult::Steady { .. } | ActivationResult::Gone))
     }
 
     /// When the next item of any kind of any runtime becomes claimable.
@@ -104,8 +137,9 @@ impl Stepper {
     }
 
     /// Runs rounds, moving the clock to the next due time whenever nothing is due now,
-    /// until nothing comes due within the horizon (every object converged, or waiting
-    /// for its steady resync). Every report, in order of rounds.
+    /// until it is idle: nothing due now and every item it ran converged (or gone) at
+    /// its latest activation, or nothing coming due within the horizon. Every report,
+    /// in order of rounds.
     pub async fn run_until_idle(
         &self,
         max_rounds: usize,
@@ -116,6 +150,9 @@ impl Stepper {
             if !reports.is_empty() {
                 all.extend(reports);
                 continue;
+            }
+            if self.settled() {
+                return Ok(all);
             }
             let now = self.clock.now();
             match self.next_due().await? {

@@ -6,4 +6,5 @@ mod common;
 mod faults;
 mod load_balancers;
 mod no_write;
+mod replicas;
 mod runtime;
