@@ -6,5 +6,6 @@ mod common;
 mod faults;
 mod load_balancers;
 mod no_write;
+mod relay;
 mod replicas;
 mod runtime;
