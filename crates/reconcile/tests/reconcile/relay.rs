@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bc_domain::model::{Event, IdempotencyRecord};
 use bc_domain::ports::{
-    Clock, EventPublisher, LEASE_OUTBOX_RELAY, LedgerRepo, Leases, ManualClock, PublishError,
+    Clock, EventPublisher, LEASE_OUTBOX_RELAY, Leases, LedgerRepo, ManualClock, PublishError,
     Store, UnitOfWork, Write,
 };
 use bc_reconcile::relay::{BroadcastPublisher, Relay, RelayConfig, purge_idempotency};
@@ -61,7 +61,12 @@ async fn write_events(store: &dyn Store, n: usize) -> Vec<u64> {
     seqs
 }
 
-fn relay(env: &Env, owner: &str, batch: u32, publishers: Vec<(&str, Arc<dyn EventPublisher>)>) -> Relay {
+fn relay(
+    env: &Env,
+    owner: &str,
+    batch: u32,
+    publishers: Vec<(&str, Arc<dyn EventPublisher>)>,
+) -> Relay {
     let config = RelayConfig { batch, ..RelayConfig::new(owner) };
     let publishers = publishers.into_iter().map(|(n, p)| (n.to_owned(), p)).collect();
     Relay::new(env.store.clone(), env.clock.clone(), config, publishers)
@@ -167,12 +172,23 @@ async fn the_idempotency_purge_drops_expired_records_under_its_lease() {
     };
     let now = env.now();
     let day = time::Duration::hours(24);
-    for (id, at) in [("old", now - day - time::Duration::seconds(1)), ("edge", now - day), ("new", now)] {
-        env.store.commit(UnitOfWork::new().write(Write::PutIdempotency(record(id, at)))).await.unwrap();
+    for (id, at) in
+        [("old", now - day - time::Duration::seconds(1)), ("edge", now - day), ("new", now)]
+    {
+        env.store
+            .commit(UnitOfWork::new().write(Write::PutIdempotency(record(id, at))))
+            .await
+            .unwrap();
     }
     let lease = Duration::from_secs(60);
     assert_eq!(purge_idempotency(env.store.as_ref(), "a", now, lease).await.unwrap(), Some(2));
-    assert_eq!(purge_idempotency(env.store.as_ref(), "b", now, lease).await.unwrap(), None, "a holds it");
+    assert_eq!(
+        purge_idempotency(env.store.as_ref(), "b", now, lease).await.unwrap(),
+        None,
+        "a holds it"
+    );
     let t = fx::tenant("acme");
-    assert!(env.store.idempotency_get(&t, "loadBalancers.create", "new", now).await.unwrap().is_some());
+    assert!(
+        env.store.idempotency_get(&t, "loadBalancers.create", "new", now).await.unwrap().is_some()
+    );
 }
