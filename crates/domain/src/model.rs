@@ -301,6 +301,8 @@ pub struct KubernetesCluster {
     pub origin: ClusterOrigin,
     /// Pools whose substrate uses it.
     pub substrate_pool_ids: Vec<PoolId>,
+    /// Delete requested (desired; `kubernetesClusters.delete`, under CAS).
+    pub delete_requested: bool,
     /// Bumped by each accepted change.
     pub generation: u64,
     /// Created.
@@ -311,6 +313,19 @@ pub struct KubernetesCluster {
     pub version: Option<String>,
     /// Observed state.
     pub status: ObservedStatus,
+}
+
+/// Who made a node pool.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodePoolOrigin {
+    /// Made through this system: a tenant's `kubernetesNodePools` row, or a substrate's
+    /// (`managed_by`).
+    Created,
+    /// The provider's own pool of a cluster, which this system did not make: recorded
+    /// read-only by the cluster reconciler, never changed or deleted by it.
+    Provider,
 }
 
 /// A node pool row.
@@ -334,6 +349,10 @@ pub struct NodePool {
     pub taints: Vec<Taint>,
     /// The pool whose substrate owns it.
     pub managed_by: Option<PoolId>,
+    /// Made here, or the provider's own (read-only).
+    pub origin: NodePoolOrigin,
+    /// Delete requested (desired; `kubernetesNodePools.delete`, under CAS).
+    pub delete_requested: bool,
     /// Bumped by each accepted change.
     pub generation: u64,
     /// Created.

@@ -66,6 +66,20 @@ impl fmt::Debug for ApiTokenSecret {
     }
 }
 
+/// The prefix of every join token (SPEC §9), so a leaked one is recognisable.
+pub const JOIN_TOKEN_PREFIX: &str = "bcj_";
+
+/// A substrate's join token from 256 random bits the caller draws: `bcj_` and 43
+/// base64url characters. It exists in plaintext only in the cluster's `bcd-join` Secret;
+/// the store keeps [`sha256_hex`] of its text, which is also what a Secret's digested
+/// `joinToken` value reads (`ports::cluster::digest_secret_values`).
+pub fn join_token(random: [u8; 32]) -> crate::model::SecretString {
+    crate::model::SecretString::new(format!(
+        "{JOIN_TOKEN_PREFIX}{}",
+        URL_SAFE_NO_PAD.encode(random)
+    ))
+}
+
 /// SHA-256 of `bytes` as 64 lower-case hex digits: the stored form of every secret that
 /// is looked up by value (API tokens, join tokens, node credentials) and of a create
 /// request's canonical body (idempotency).
@@ -113,6 +127,15 @@ mod tests {
             }
             assert_eq!(ApiTokenSecret::parse(bad), Err(TokenFormatError), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn join_tokens_carry_256_bits_and_hash_like_every_secret() {
+        let t = join_token([9; 32]);
+        assert!(t.expose().starts_with(JOIN_TOKEN_PREFIX));
+        assert_eq!(t.expose().len(), JOIN_TOKEN_PREFIX.len() + API_TOKEN_BODY_LEN);
+        assert_ne!(join_token([8; 32]), t);
+        assert!(!format!("{t:?}").contains(&t.expose()[4..]));
     }
 
     #[test]

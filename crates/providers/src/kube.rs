@@ -178,11 +178,14 @@ impl ClusterOps for KubeClusterClient {
     async fn read(&self, object: &ObjectRef) -> Result<ObjectMeta, ObjectError> {
         match self.api(object).get_opt(&object.name).await.map_err(|e| classify(&e))? {
             None => Err(ObjectError::NotFound),
-            Some(o) => Ok(ObjectMeta {
-                labels: o.metadata.labels.unwrap_or_default(),
-                uid: o.metadata.uid,
-                resource_version: o.metadata.resource_version,
-            }),
+            Some(o) => {
+                let json = serde_json::to_value(&o).map_err(|_| {
+                    ObjectError::Failed(ClusterError::Unreachable(format!(
+                        "{object} as read is not a Kubernetes object"
+                    )))
+                })?;
+                Ok(ObjectMeta::of(object.kind, &json))
+            }
         }
     }
 

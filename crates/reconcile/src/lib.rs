@@ -8,11 +8,17 @@
 //! ([`bc_domain::ports::Fence`]), so a replica that lost its lease writes nothing.
 
 pub mod budget;
+pub mod clusters;
+pub mod node_pools;
 pub mod observe;
 pub mod provider_resources;
 pub mod reconciler;
 pub mod relay;
 pub mod runtime;
+pub mod shared;
+pub mod substrates;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
 pub use observe::{DirectObserver, Listing, Observer, SharedObserver};

@@ -92,8 +92,8 @@ pub(crate) fn substrate(q: &QueryResult) -> R<Substrate> {
 
 /// Columns of `kubernetes_clusters`.
 pub(crate) const CLUSTER: &str = "cluster_id, tenant_id, provider_account_id, name, region, \
-     desired_version, high_availability, mode, origin, substrate_pool_ids, generation, \
-     created_at, provider_cluster_id, running_version, state, message, observed_generation, \
+     desired_version, high_availability, mode, origin, substrate_pool_ids, delete_requested, \
+     generation, created_at, provider_cluster_id, running_version, state, message, observed_generation, \
      updated_at";
 
 fn status(r: &Row<'_>) -> R<ObservedStatus> {
@@ -118,6 +118,7 @@ pub(crate) fn cluster(q: &QueryResult) -> R<KubernetesCluster> {
         mode: r.enumv("mode")?,
         origin: r.enumv("origin")?,
         substrate_pool_ids: r.json("substrate_pool_ids")?,
+        delete_requested: r.bool("delete_requested")?,
         generation: r.u64("generation")?,
         created_at: r.ts("created_at")?,
         provider_cluster_id: r.opt_string("provider_cluster_id")?,
@@ -128,7 +129,8 @@ pub(crate) fn cluster(q: &QueryResult) -> R<KubernetesCluster> {
 
 /// Columns of `node_pools`.
 pub(crate) const NODE_POOL: &str = "node_pool_id, cluster_id, tenant_id, name, size, scale, \
-     labels, taints, managed_by, generation, created_at, provider_node_pool_id, nodes_listed, \
+     labels, taints, managed_by, origin, delete_requested, generation, created_at, \
+     provider_node_pool_id, nodes_listed, \
      nodes_ready, state, message, observed_generation, updated_at";
 
 pub(crate) fn node_pool(q: &QueryResult) -> R<NodePool> {
@@ -143,6 +145,8 @@ pub(crate) fn node_pool(q: &QueryResult) -> R<NodePool> {
         labels: r.json("labels")?,
         taints: r.json("taints")?,
         managed_by: r.opt_parse("managed_by")?,
+        origin: r.enumv("origin")?,
+        delete_requested: r.bool("delete_requested")?,
         generation: r.u64("generation")?,
         created_at: r.ts("created_at")?,
         provider_node_pool_id: r.opt_string("provider_node_pool_id")?,

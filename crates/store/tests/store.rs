@@ -34,6 +34,7 @@ store_suite!(
     clusters_desired_and_observed,
     cluster_high_availability_is_persisted,
     node_pools_desired_and_observed,
+    delete_requests_and_provider_pools_persist,
     load_balancers_filters_and_status,
     nodes_and_tokens,
     rejoin_keeps_the_node_id,
@@ -80,12 +81,14 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migration rolls back and applies again on both backends.
+    // The newest migration (8, provider budgets) rolls back and applies again on both
+    // backends.
     Migrator::down(s.connection(), Some(1)).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
-    // So does migration 6, under migration 7 (provider budgets).
-    Migrator::down(s.connection(), Some(2)).await.unwrap();
+    // So do 7 (Kubernetes intents) and 6, under it.
+    Migrator::down(s.connection(), Some(3)).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "three pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(
@@ -682,6 +685,52 @@ async fn node_pools_desired_and_observed(s: S) {
         *node_pool_id = id();
     }
     assert!(matches!(s.commit(one(missing)).await, Err(StoreError::NotFound(_))));
+}
+
+/// Migration 7: a delete request is a desired field (CAS, kept by status writes), and a
+/// provider's own node pool is recorded with origin `provider`.
+async fn delete_requests_and_provider_pools_persist(s: S) {
+    let a = account(&tenant("acme"), "main");
+    let c = cluster(&a, "alpha");
+    let mine = node_pool(&c, "cpu");
+    let mut theirs = node_pool(&c, "default");
+    theirs.origin = NodePoolOrigin::Provider;
+    ok(
+        &s,
+        UnitOfWork::new()
+            .write(Write::InsertAccount(a))
+            .write(Write::InsertCluster(c.clone()))
+            .write(Write::InsertNodePool(mine.clone()))
+            .write(Write::InsertNodePool(theirs.clone())),
+    )
+    .await;
+    let got = s.node_pool_get_any(&theirs.node_pool_id).await.unwrap().unwrap();
+    assert_eq!((got.origin, got.delete_requested), (NodePoolOrigin::Provider, false));
+    assert_eq!(
+        s.node_pool_get_any(&mine.node_pool_id).await.unwrap().unwrap().origin,
+        NodePoolOrigin::Created
+    );
+
+    let gone = NodePool { delete_requested: true, generation: 2, ..mine.clone() };
+    ok(&s, one(Write::UpdateNodePool { node_pool: gone.clone(), expected_generation: 1 })).await;
+    let del = KubernetesCluster { delete_requested: true, generation: 2, ..c.clone() };
+    ok(&s, one(Write::UpdateCluster { cluster: del.clone(), expected_generation: 1 })).await;
+    // A status write afterwards keeps the request.
+    ok(
+        &s,
+        one(Write::SetClusterStatus {
+            cluster_id: c.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status: status(ResourceState::Ready),
+        }),
+    )
+    .await;
+    let got = s.cluster_get_any(&c.cluster_id).await.unwrap().unwrap();
+    assert!(got.delete_requested);
+    assert_eq!(s.node_pool_get_any(&mine.node_pool_id).await.unwrap(), Some(gone));
+    let stale = s.commit(one(Write::UpdateCluster { cluster: del, expected_generation: 1 })).await;
+    assert!(matches!(stale, Err(StoreError::Stale(_))), "{stale:?}");
 }
 
 async fn load_balancers_filters_and_status(s: S) {

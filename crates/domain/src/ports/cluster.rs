@@ -217,7 +217,8 @@ impl ObjectError {
     }
 }
 
-/// What a read of an object returns: its labels and identity.
+/// What a read of an object returns: its labels and identity, and its content with
+/// every Secret value replaced by its digest (see [`ObjectMeta::of`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectMeta {
     /// `metadata.labels`.
@@ -226,6 +227,91 @@ pub struct ObjectMeta {
     pub uid: Option<String>,
     /// `metadata.resourceVersion`.
     pub resource_version: Option<String>,
+    /// The object as the server shows it, a Secret's values digested
+    /// ([`digest_secret_values`]): what a caller compares with the manifest it would
+    /// apply ([`manifest_in_place`]) without a secret ever leaving the adapter.
+    pub content: serde_json::Value,
+}
+
+impl ObjectMeta {
+    /// The meta of an object of `kind` as the server answered it (JSON). Every cluster
+    /// adapter builds its answer to [`ClusterOps::read`] with this one function.
+    pub fn of(kind: ObjectKind, object: &serde_json::Value) -> Self {
+        let text = |p: &str| object.pointer(p).and_then(|v| v.as_str()).map(str::to_owned);
+        let labels = object
+            .pointer("/metadata/labels")
+            .and_then(|l| l.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let content =
+            if kind == ObjectKind::Secret { digest_secret_values(object) } else { object.clone() };
+        Self {
+            labels,
+            uid: text("/metadata/uid"),
+            resource_version: text("/metadata/resourceVersion"),
+            content,
+        }
+    }
+}
+
+/// The value a Secret key's digest takes when its `data` is not valid base64.
+pub const UNREADABLE_SECRET_VALUE: &str = "unreadable";
+
+/// A Secret with its values replaced by their SHA-256 (`token::sha256_hex`, the hash
+/// every stored secret has): `data` values are base64-decoded first, `stringData`
+/// values (a server folds them into `data`) are taken as they are and folded into
+/// `data`. So a join token in a Secret compares equal to its stored hash, and nothing
+/// derived from the object carries the secret.
+pub fn digest_secret_values(secret: &serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    use serde_json::Value;
+    let mut out = secret.clone();
+    let Some(obj) = out.as_object_mut() else { return out };
+    let mut digests = serde_json::Map::new();
+    if let Some(Value::Object(data)) = obj.remove("data") {
+        for (k, v) in data {
+            let decoded =
+                v.as_str().and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+            let digest = match decoded {
+                Some(bytes) => crate::token::sha256_hex(&bytes),
+                None => UNREADABLE_SECRET_VALUE.to_owned(),
+            };
+            digests.insert(k, Value::String(digest));
+        }
+    }
+    if let Some(Value::Object(data)) = obj.remove("stringData") {
+        for (k, v) in data {
+            let digest = crate::token::sha256_hex(v.as_str().unwrap_or_default().as_bytes());
+            digests.insert(k, Value::String(digest));
+        }
+    }
+    if !digests.is_empty() {
+        obj.insert("data".into(), Value::Object(digests));
+    }
+    out
+}
+
+/// Whether every field `desired` sets has that value in `observed`: objects key by key
+/// (extra keys in `observed`, such as server defaults, status and other managers'
+/// labels, are fine), arrays element by element with the same length, anything else
+/// equal. This is how a reconciler tells an object already in place (no write) from one
+/// to apply; drift in a field we set is a difference, and a list shortened or grown by
+/// someone else is too.
+pub fn manifest_in_place(desired: &serde_json::Value, observed: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (desired, observed) {
+        (Value::Object(d), Value::Object(o)) => {
+            d.iter().all(|(k, dv)| o.get(k).is_some_and(|ov| manifest_in_place(dv, ov)))
+        }
+        (Value::Array(d), Value::Array(o)) => {
+            d.len() == o.len() && d.iter().zip(o).all(|(dv, ov)| manifest_in_place(dv, ov))
+        }
+        (d, o) => d == o,
+    }
 }
 
 /// Conditions a delete must meet (Kubernetes `DeleteOptions.preconditions`); the server
@@ -286,11 +372,7 @@ pub async fn get_labels<O: ClusterOps + ?Sized>(
     ops: &O,
     object: &ObjectRef,
 ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
-    match ops.read(object).await {
-        Ok(meta) => Ok(Some(meta.labels)),
-        Err(ObjectError::NotFound) => Ok(None),
-        Err(e) => Err(e.into_cluster_error(object)),
-    }
+    Ok(read_object(ops, object).await?.map(|meta| meta.labels))
 }
 
 /// Creates the object when absent; applies it (forced) when it carries `owner`; reports
@@ -355,6 +437,18 @@ pub async fn delete_owned<O: ClusterOps + ?Sized>(
     )))
 }
 
+/// An object's meta (labels, identity, digested content), `None` when absent.
+pub async fn read_object<O: ClusterOps + ?Sized>(
+    ops: &O,
+    object: &ObjectRef,
+) -> Result<Option<ObjectMeta>, ClusterError> {
+    match ops.read(object).await {
+        Ok(meta) => Ok(Some(meta)),
+        Err(ObjectError::NotFound) => Ok(None),
+        Err(e) => Err(e.into_cluster_error(object)),
+    }
+}
+
 /// A connected client for one cluster. Every [`ClusterOps`] is one, with the ownership
 /// rule of this module.
 #[async_trait]
@@ -364,6 +458,9 @@ pub trait ClusterClient: Send + Sync {
         &self,
         object: &ObjectRef,
     ) -> Result<Option<BTreeMap<String, String>>, ClusterError>;
+    /// An object's meta with its content (Secret values digested), or `None` if it does
+    /// not exist: what a reconciler reads to decide whether an apply is needed at all.
+    async fn read_object(&self, object: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError>;
     /// Server-side applies `object` with field manager `better-compute`, unless it exists
     /// without `owner` (see [`ApplyOutcome::Foreign`]).
     async fn apply_owned(
@@ -398,6 +495,9 @@ impl<O: ClusterOps + ?Sized> ClusterClient for O {
         object: &ObjectRef,
     ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
         get_labels(self, object).await
+    }
+    async fn read_object(&self, object: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
+        read_object(self, object).await
     }
     async fn apply_owned(
         &self,
@@ -510,6 +610,9 @@ impl ClusterClient for ClusterSession {
     ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
         self.with_client(|c| async move { c.get_labels(object).await }).await
     }
+    async fn read_object(&self, object: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
+        self.with_client(|c| async move { c.read_object(object).await }).await
+    }
     async fn apply_owned(
         &self,
         object: &KubeObject,
@@ -553,6 +656,47 @@ mod tests {
             manifest: json!({"metadata": {"name": "n"}, "data": {"k": "v"}}),
         };
         assert!(format!("{ns:?}").contains("\"v\""));
+    }
+
+    #[test]
+    fn secret_values_are_digested_and_folded_into_data() {
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let secret = json!({"kind": "Secret", "metadata": {"name": "s", "uid": "u1",
+            "resourceVersion": "7", "labels": {"o": "p1"}},
+            "data": {"joinToken": b64("bcj_plain"), "bad": "%%%"},
+            "stringData": {"serverUrl": "http://x"}});
+        let meta = ObjectMeta::of(ObjectKind::Secret, &secret);
+        assert_eq!(meta.labels.get("o").map(String::as_str), Some("p1"));
+        assert_eq!(
+            (meta.uid.as_deref(), meta.resource_version.as_deref()),
+            (Some("u1"), Some("7"))
+        );
+        let data = &meta.content["data"];
+        assert_eq!(data["joinToken"], crate::token::sha256_hex(b"bcj_plain"));
+        assert_eq!(data["serverUrl"], crate::token::sha256_hex(b"http://x"));
+        assert_eq!(data["bad"], UNREADABLE_SECRET_VALUE);
+        assert!(meta.content.get("stringData").is_none());
+        assert!(!meta.content.to_string().contains("bcj_plain"));
+        // Other kinds keep their content.
+        let ns = json!({"metadata": {"name": "n"}, "data": {"k": "v"}});
+        assert_eq!(ObjectMeta::of(ObjectKind::Namespace, &ns).content, ns);
+    }
+
+    #[test]
+    fn a_manifest_is_in_place_when_every_field_it_sets_matches() {
+        let desired = json!({"metadata": {"labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "bcd", "env": [{"name": "X"}]}]}});
+        let mut observed = json!({"metadata": {"labels": {"a": "1", "other": "x"}, "uid": "u"},
+            "spec": {"containers": [{"name": "bcd", "env": [{"name": "X", "extra": 1}],
+                "imagePullPolicy": "IfNotPresent"}]}, "status": {}});
+        assert!(manifest_in_place(&desired, &observed));
+        observed["metadata"]["labels"]["a"] = json!("2");
+        assert!(!manifest_in_place(&desired, &observed));
+        observed["metadata"]["labels"]["a"] = json!("1");
+        observed["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "sidecar"}));
+        assert!(!manifest_in_place(&desired, &observed), "a list grown by someone else differs");
+        assert!(!manifest_in_place(&desired, &json!(null)));
     }
 
     #[test]

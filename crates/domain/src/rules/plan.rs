@@ -181,7 +181,7 @@ fn labels_differ(observed: &BTreeMap<String, String>, desired: &BTreeMap<String,
 /// Whether an observed pool of ours differs from the desired one in anything an update
 /// can change. The count matters only for fixed-count pools. Tags: the desired ones must
 /// be present (providers add their own, which are not ours to remove).
-fn needs_update(observed: &ProviderNodePool, desired: &NodePoolRequest) -> bool {
+pub fn node_pool_needs_update(observed: &ProviderNodePool, desired: &NodePoolRequest) -> bool {
     let scale_differs = match desired.auto_scale {
         None => observed.auto_scale || Some(observed.count) != desired.count,
         Some((min, max)) => {
@@ -241,7 +241,7 @@ pub fn plan_node_pools(
                         .map(|np| delete(np)),
                 );
                 if let Some(k) = keeper
-                    && needs_update(k, want)
+                    && node_pool_needs_update(k, want)
                 {
                     let mut request = want.clone();
                     if request.auto_scale.is_some() {

@@ -18,7 +18,6 @@ use bc_domain::ports::{
     ObjectMeta, ObjectRef, Preconditions,
 };
 
-use super::store::labels_of;
 use super::{ApplyRequest, KubeError, KubeStore, Resource, Selector, Verb};
 use crate::SimState;
 
@@ -138,12 +137,7 @@ impl ClusterOps for DirectClusterClient {
             .kube
             .get(&self.cluster_id, resource, object.namespace.as_deref(), &object.name)
             .map_err(classify)?;
-        let s = |p: &str| v.pointer(p).and_then(serde_json::Value::as_str).map(str::to_owned);
-        Ok(ObjectMeta {
-            labels: labels_of(&v),
-            uid: s("/metadata/uid"),
-            resource_version: s("/metadata/resourceVersion"),
-        })
+        Ok(ObjectMeta::of(object.kind, &v))
     }
 
     async fn create(&self, object: &KubeObject) -> Result<(), ObjectError> {

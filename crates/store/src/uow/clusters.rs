@@ -44,12 +44,13 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
         Write::InsertNodePool(np) => insert_node_pool(store, txn, np).await,
         Write::UpdateNodePool { node_pool: np, expected_generation } => {
             let q = store.st(
-                "UPDATE node_pools SET scale = ?, labels = ?, taints = ?, generation = ? \
-                 WHERE node_pool_id = ? AND generation = ?",
+                "UPDATE node_pools SET scale = ?, labels = ?, taints = ?, \
+                 delete_requested = ?, generation = ? WHERE node_pool_id = ? AND generation = ?",
                 vec![
                     json(&np.scale)?,
                     json(&np.labels)?,
                     json(&np.taints)?,
+                    Value::from(np.delete_requested),
                     u64v(np.generation)?,
                     s(&np.node_pool_id),
                     u64v(*expected_generation)?,
@@ -98,9 +99,9 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
     let q = store.st(
         "INSERT INTO kubernetes_clusters (cluster_id, tenant_id, provider_account_id, \
          name, live_name, region, desired_version, high_availability, mode, origin, \
-         substrate_pool_ids, generation, created_at, provider_cluster_id, \
+         substrate_pool_ids, delete_requested, generation, created_at, provider_cluster_id, \
          running_version, state, message, observed_generation, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             s(&c.cluster_id),
             s(&c.tenant_id),
@@ -113,6 +114,7 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
             s(enum_text(&c.mode)?),
             s(enum_text(&c.origin)?),
             json(&c.substrate_pool_ids)?,
+            Value::from(c.delete_requested),
             u64v(c.generation)?,
             ts(c.created_at),
             os(c.provider_cluster_id.as_ref()),
@@ -130,8 +132,8 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
 }
 
 /// The desired fields a tenant may change: name, desired version, high availability
-/// (SPEC §4 allows false → true; the rules refuse the reverse before this write), and the
-/// substrate pools using it.
+/// (SPEC §4 allows false → true; the rules refuse the reverse before this write), the
+/// substrate pools using it, and whether its deletion is asked for.
 async fn update(
     store: &SqlStore,
     txn: &Txn,
@@ -141,14 +143,15 @@ async fn update(
     let q = store.st(
         "UPDATE kubernetes_clusters SET name = ?, \
          live_name = CASE WHEN state <> 'deleted' THEN ? ELSE NULL END, \
-         desired_version = ?, high_availability = ?, substrate_pool_ids = ?, generation = ? \
-         WHERE cluster_id = ? AND generation = ?",
+         desired_version = ?, high_availability = ?, substrate_pool_ids = ?, \
+         delete_requested = ?, generation = ? WHERE cluster_id = ? AND generation = ?",
         vec![
             s(&c.name),
             s(&c.name),
             os(c.desired_version.as_ref()),
             Value::from(c.high_availability),
             json(&c.substrate_pool_ids)?,
+            Value::from(c.delete_requested),
             u64v(c.generation)?,
             s(&c.cluster_id),
             u64v(expected_generation)?,
@@ -164,10 +167,10 @@ async fn insert_node_pool(store: &SqlStore, txn: &Txn, np: &NodePool) -> Tx<()> 
     let live = (np.state != NodePoolState::Deleted).then(|| np.name.clone());
     let q = store.st(
         "INSERT INTO node_pools (node_pool_id, cluster_id, tenant_id, name, live_name, \
-         size, scale, labels, taints, managed_by, generation, created_at, \
-         provider_node_pool_id, nodes_listed, nodes_ready, state, message, \
+         size, scale, labels, taints, managed_by, origin, delete_requested, generation, \
+         created_at, provider_node_pool_id, nodes_listed, nodes_ready, state, message, \
          observed_generation, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             s(&np.node_pool_id),
             s(&np.cluster_id),
@@ -179,6 +182,8 @@ async fn insert_node_pool(store: &SqlStore, txn: &Txn, np: &NodePool) -> Tx<()> 
             json(&np.labels)?,
             json(&np.taints)?,
             os(np.managed_by.as_ref()),
+            s(enum_text(&np.origin)?),
+            Value::from(np.delete_requested),
             u64v(np.generation)?,
             ts(np.created_at),
             os(np.provider_node_pool_id.as_ref()),

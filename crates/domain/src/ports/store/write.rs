@@ -71,7 +71,7 @@ pub enum Write {
     /// Insert a cluster row; `AlreadyExists` on a live name in the account.
     InsertCluster(KubernetesCluster),
     /// Replace a cluster's desired fields (name, desired version, high availability,
-    /// substrate pools, generation) under CAS.
+    /// substrate pools, delete requested, generation) under CAS.
     UpdateCluster {
         /// The new record (status fields ignored).
         cluster: KubernetesCluster,
@@ -91,7 +91,8 @@ pub enum Write {
     },
     /// Insert a node pool row; `AlreadyExists` on a live name in the cluster.
     InsertNodePool(NodePool),
-    /// Replace a node pool's desired fields (scale, labels, taints, generation) under CAS.
+    /// Replace a node pool's desired fields (scale, labels, taints, delete requested,
+    /// generation) under CAS.
     UpdateNodePool {
         /// The new record (status fields ignored).
         node_pool: NodePool,

@@ -1,4 +1,4 @@
-//! Migration 7: `provider_budgets`, the provider-call budget of each account shared by
+//! Migration 8: `provider_budgets`, the provider-call budget of each account shared by
 //! every replica (`BudgetRepo`): each window's booked-until instant and the provider's
 //! pause, replaced by compare-and-swap on `version`.
 //!

@@ -1,0 +1,555 @@
+//! `kubernetes.clusters` (SPEC §7, §8): converges a tenant's cluster — created with its
+//! first node pools in the create call, upgraded, given a high-availability control
+//! plane, deleted — and keeps every cluster row's state: `updating` while any of its
+//! pools converges, `error` naming a refused pool, `ready` otherwise. Adopted clusters
+//! are only observed. The provider's own pools are recorded as read-only rows.
+//!
+//! Invariants: a cluster a substrate created is that substrate reconciler's and is left
+//! alone here; the cluster's name is recorded (its row) before it is made, and a row
+//! without a provider id looks the name up before it creates; an adopted cluster is
+//! never changed or deleted at the provider (its row closes when no substrate uses it);
+//! throttling and 5xx are retried by the runtime, never shown as refusals.
+
+pub mod decide;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bc_domain::model::{
+    ClusterMode, ClusterOrigin, KubernetesCluster, NodePool, NodePoolOrigin, ProviderAccount,
+    SubstrateMode,
+};
+use bc_domain::policy::UpgradePolicy;
+use bc_domain::ports::{
+    CreateClusterRequest, PAGE_SIZE_MAX, PageRequest, ProviderCluster, ProviderClusterState,
+    ProviderImpl, UnitOfWork, UpdateClusterRequest, WorkKind, Write,
+};
+use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
+use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
+
+use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::{
+    Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, node_pool_event,
+    own_error, waits,
+};
+use crate::substrates::decide::{cluster_closed, cluster_status};
+use decide::Derived;
+
+/// The tag every cluster this reconciler creates carries, so a recorded name found at
+/// the provider is known to be ours: `better-compute-cluster-<cluster id>`.
+pub fn cluster_tag(id: &ClusterId) -> String {
+    format!("better-compute-cluster-{}", id.dashed())
+}
+
+/// The `kubernetes.clusters` reconciler.
+pub struct ClusterReconciler {
+    entropy: Arc<dyn Entropy>,
+    upgrades: UpgradeChecks,
+}
+
+impl ClusterReconciler {
+    /// A reconciler drawing event ids from `entropy`.
+    pub fn new(entropy: Arc<dyn Entropy>) -> Self {
+        Self { entropy, upgrades: UpgradeChecks::default() }
+    }
+}
+
+/// One activation.
+struct Run<'a> {
+    r: &'a ClusterReconciler,
+    deps: &'a Deps,
+    act: &'a Activation,
+    row: KubernetesCluster,
+}
+
+/// Returns the cluster's own error (or retries the rest).
+macro_rules! provider {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return own_error(e).map(|m| (Derived::Error(m), waits::ERROR)),
+        }
+    };
+}
+
+impl Run<'_> {
+    async fn commit(&self, uow: UnitOfWork) -> Result<(), ReconcileError> {
+        if !uow.is_empty() {
+            self.deps.store.commit(uow.fenced(self.act.fence.clone())).await?;
+        }
+        Ok(())
+    }
+
+    async fn rows(&self) -> Result<Vec<NodePool>, ReconcileError> {
+        let mut out = Vec::new();
+        let mut page = PageRequest::first(PAGE_SIZE_MAX);
+        loop {
+            let p = self.deps.store.node_pool_list_by_cluster(&self.row.cluster_id, &page).await?;
+            out.extend(p.items.iter().cloned());
+            match p.next_request(PAGE_SIZE_MAX) {
+                Some(next) => page = next,
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// Writes the derived state (if it changed) with its event.
+    async fn show(&self, derived: &Derived) -> Result<(), ReconcileError> {
+        let (state, message) = decide::shown(&self.row, derived);
+        let Some(status) = cluster_status(&self.row, state, message.clone(), self.act.now) else {
+            return Ok(());
+        };
+        let moved = status.state != self.row.status.state;
+        let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
+            cluster_id: self.row.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status,
+        });
+        if moved
+            && let Some(e) =
+                cluster_event(&*self.r.entropy, &self.row, state, message.as_deref(), self.act.now)
+        {
+            uow = uow.event(e);
+        }
+        self.commit(uow).await
+    }
+
+    /// Closes the row and every live node pool row of it (each through `deleting`).
+    async fn close(&self, rows: &[NodePool]) -> Result<Outcome, ReconcileError> {
+        let now = self.act.now;
+        let mut uow = UnitOfWork::new();
+        for r in rows {
+            for state in [NodePoolState::Deleting, NodePoolState::Deleted] {
+                if r.state == NodePoolState::Deleting && state == NodePoolState::Deleting {
+                    continue;
+                }
+                uow = uow.write(Write::SetNodePoolStatus {
+                    node_pool_id: r.node_pool_id.clone(),
+                    provider_node_pool_id: None,
+                    nodes_listed: 0,
+                    nodes_ready: 0,
+                    state,
+                    message: None,
+                    observed_generation: r.observed_generation,
+                    updated_at: now,
+                });
+            }
+            let gone = NodePool { state: NodePoolState::Deleted, message: None, ..r.clone() };
+            if r.origin == NodePoolOrigin::Created
+                && let Some(e) = node_pool_event(&*self.r.entropy, &gone, now)
+            {
+                uow = uow.event(e);
+            }
+        }
+        for status in cluster_closed(&self.row, now) {
+            let deleted = status.state == ResourceState::Deleted;
+            uow = uow.write(Write::SetClusterStatus {
+                cluster_id: self.row.cluster_id.clone(),
+                provider_cluster_id: None,
+                version: None,
+                status,
+            });
+            if deleted
+                && let Some(e) =
+                    cluster_event(&*self.r.entropy, &self.row, ResourceState::Deleted, None, now)
+            {
+                uow = uow.event(e);
+            }
+        }
+        self.commit(uow).await?;
+        Ok(Outcome::Gone)
+    }
+
+    /// The provider cluster by the recorded name, when it carries our tag.
+    async fn find_by_name(
+        &self,
+        account: &ProviderAccount,
+    ) -> Result<Result<Option<ProviderCluster>, ProviderError>, ReconcileError> {
+        let listing = match self.deps.observer.clusters(account, Duration::ZERO).await {
+            Ok(l) => l,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(Ok(listing.items.iter().find(|c| c.name == self.row.name.as_str()).cloned()))
+    }
+
+    async fn delete(
+        &self,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        rows: &[NodePool],
+    ) -> Result<Outcome, ReconcileError> {
+        let tag = cluster_tag(&self.row.cluster_id);
+        let id = match &self.row.provider_cluster_id {
+            Some(id) => Some(id.clone()),
+            None => match self.find_by_name(account).await? {
+                Ok(found) => found.filter(|c| c.tags.contains(&tag)).map(|c| c.id),
+                Err(e) => {
+                    return self
+                        .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                        .await;
+                }
+            },
+        };
+        let Some(id) = id else { return self.close(rows).await };
+        let k = provider.kubernetes();
+        match k.get_cluster(&id).await {
+            Err(ProviderError::NotFound) => return self.close(rows).await,
+            Err(e) => {
+                return self
+                    .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                    .await;
+            }
+            Ok(pc)
+                if matches!(
+                    pc.state,
+                    ProviderClusterState::Deleting | ProviderClusterState::Deleted
+                ) => {}
+            Ok(_) => match k.delete_cluster(&id).await {
+                Ok(()) | Err(ProviderError::NotFound) => self.deps.observer.invalidate(account),
+                Err(e) => {
+                    return self
+                        .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                        .await;
+                }
+            },
+        }
+        if let Some(status) = cluster_status(
+            &self.row,
+            ResourceState::Deleting,
+            Some(format!("deleting cluster {}", self.row.name)),
+            self.act.now,
+        ) {
+            let uow = UnitOfWork::new().write(Write::SetClusterStatus {
+                cluster_id: self.row.cluster_id.clone(),
+                provider_cluster_id: Some(id),
+                version: None,
+                status,
+            });
+            self.commit(uow).await?;
+        }
+        Ok(converging(waits::CLUSTER))
+    }
+
+    /// Shows `derived` and answers with its wait.
+    async fn stopped(
+        &self,
+        (derived, after): (Derived, Duration),
+    ) -> Result<Outcome, ReconcileError> {
+        self.show(&derived).await?;
+        Ok(match derived {
+            Derived::Ready => Outcome::Steady,
+            _ => converging(after),
+        })
+    }
+
+    /// Creates the cluster with its first pools (or finds the one a lost answer made),
+    /// and records the provider ids.
+    async fn make(
+        &self,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        rows: &[NodePool],
+    ) -> Result<(Derived, Duration), ReconcileError> {
+        let tag = cluster_tag(&self.row.cluster_id);
+        let made = match provider!(self.find_by_name(account).await?) {
+            Some(c) if c.tags.contains(&tag) => c,
+            Some(c) => {
+                return Ok((
+                    Derived::Error(format!(
+                        "a cluster named {} ({}) already exists in the provider account and was not made by this system: delete this cluster and create it with another name",
+                        c.name, c.id
+                    )),
+                    waits::ERROR,
+                ));
+            }
+            None => {
+                let first: Vec<&NodePool> = rows
+                    .iter()
+                    .filter(|r| {
+                        r.origin == NodePoolOrigin::Created
+                            && r.managed_by.is_none()
+                            && !r.delete_requested
+                    })
+                    .collect();
+                let mode = self.row.mode;
+                if mode == ClusterMode::Autopilot
+                    && !provider.capabilities().cluster_modes.contains(&ClusterMode::Autopilot)
+                {
+                    return Ok((
+                        Derived::Error(format!(
+                            "provider account {} offers no autopilot clusters: delete this cluster and create a standard one",
+                            self.row.provider_account_id
+                        )),
+                        waits::ERROR,
+                    ));
+                }
+                if mode == ClusterMode::Standard && first.is_empty() {
+                    return Ok((
+                        Derived::Error(
+                            "a standard cluster needs at least one node pool: add one".into(),
+                        ),
+                        waits::ERROR,
+                    ));
+                }
+                let req = CreateClusterRequest {
+                    name: self.row.name.to_string(),
+                    region: self.row.region.clone(),
+                    version: self
+                        .row
+                        .desired_version
+                        .clone()
+                        .unwrap_or_else(|| bc_domain::policy::VERSION_LATEST.to_owned()),
+                    high_availability: self.row.high_availability,
+                    mode,
+                    tags: vec![tag],
+                    node_pools: first
+                        .iter()
+                        .map(|r| crate::node_pools::decide::request(r))
+                        .collect(),
+                };
+                let made = provider!(provider.kubernetes().create_cluster(&req).await);
+                self.deps.observer.invalidate(account);
+                made
+            }
+        };
+        let status = cluster_status(
+            &self.row,
+            ResourceState::Provisioning,
+            Some(format!("cluster {} is being provisioned by the provider", self.row.name)),
+            self.act.now,
+        )
+        .unwrap_or_else(|| self.row.status.clone());
+        let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
+            cluster_id: self.row.cluster_id.clone(),
+            provider_cluster_id: Some(made.id.clone()),
+            version: Some(made.version.clone()),
+            status,
+        });
+        for r in
+            rows.iter().filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
+        {
+            if let Some(p) = made.node_pools.iter().find(|p| p.name == r.name) {
+                uow = uow.write(Write::SetNodePoolStatus {
+                    node_pool_id: r.node_pool_id.clone(),
+                    provider_node_pool_id: Some(p.id.clone()),
+                    nodes_listed: r.nodes_listed,
+                    nodes_ready: r.nodes_ready,
+                    state: r.state,
+                    message: r.message.clone(),
+                    observed_generation: r.observed_generation,
+                    updated_at: self.act.now,
+                });
+            }
+            uow = uow.enqueue(WorkKind::NodePools, r.node_pool_id.as_str(), self.act.now);
+        }
+        self.commit(uow).await?;
+        Ok((
+            Derived::Converging(format!(
+                "cluster {} is being provisioned by the provider",
+                self.row.name
+            )),
+            waits::CLUSTER,
+        ))
+    }
+
+    /// The provider cluster: from the shared listing while the row is steady (silence
+    /// confirmed by a GET), else by a GET.
+    async fn observe(
+        &self,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        id: &str,
+    ) -> Result<Option<ProviderCluster>, ProviderError> {
+        let steady = self.row.status.state == ResourceState::Ready
+            && self.row.status.observed_generation == self.row.generation;
+        if steady {
+            let listing = self.deps.observer.clusters(account, STEADY_LISTING_MAX_AGE).await?;
+            if let Some(c) = listing.items.iter().find(|c| c.id == id) {
+                return Ok(Some(c.clone()));
+            }
+        }
+        match provider.kubernetes().get_cluster(id).await {
+            Ok(c) => Ok(Some(c)),
+            Err(ProviderError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A running cluster made here: its version and control plane, then its pools.
+    async fn converge_running(
+        &self,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        pc: &ProviderCluster,
+        rows: &[NodePool],
+    ) -> Result<(Derived, Duration), ReconcileError> {
+        let now = self.act.now;
+        if let Some(desired) = self.row.desired_version.as_deref().filter(|v| *v != pc.version) {
+            let offered = match self.r.upgrades.recent(&pc.id, &pc.version, now) {
+                Some(o) => o,
+                None => {
+                    let o = provider!(provider.kubernetes().available_upgrades(&pc.id).await);
+                    self.r.upgrades.record(&pc.id, &pc.version, now, o.clone());
+                    o
+                }
+            };
+            match upgrade_decision(
+                UpgradePolicy::Immediate,
+                desired,
+                &pc.version,
+                &offered,
+                0,
+                None,
+                now,
+            ) {
+                UpgradeDecision::Upgrade { version } => {
+                    provider!(provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
+                    self.r.upgrades.forget(&pc.id);
+                    self.deps.observer.invalidate(account);
+                    return Ok((
+                        Derived::Converging(format!(
+                            "upgrading cluster {} to {version}",
+                            self.row.name
+                        )),
+                        waits::CLUSTER,
+                    ));
+                }
+                UpgradeDecision::Invalid { message } => {
+                    return Ok((
+                        Derived::Error(message.replace(
+                            "policy.substrate.cluster.create.version",
+                            "the cluster's version (kubernetesClusters.upgrade)",
+                        )),
+                        waits::ERROR,
+                    ));
+                }
+                UpgradeDecision::UpToDate | UpgradeDecision::Wait { .. } => {}
+            }
+        }
+        if self.row.high_availability && !pc.high_availability {
+            let mut req = UpdateClusterRequest::keeping(pc);
+            req.high_availability = Some(true);
+            provider!(provider.kubernetes().update_cluster(&pc.id, &req).await);
+            self.deps.observer.invalidate(account);
+            return Ok((
+                Derived::Converging(format!(
+                    "turning on the high-availability control plane of cluster {}",
+                    self.row.name
+                )),
+                waits::CLUSTER,
+            ));
+        }
+        Ok(match decide::from_pools(rows) {
+            // A pool's refusal waits for the tenant: the pool's change wakes the cluster.
+            Derived::Error(m) => (Derived::Error(m), Duration::ZERO),
+            Derived::Converging(m) => (Derived::Converging(m), waits::NODE_POOL),
+            Derived::Ready => (Derived::Ready, Duration::ZERO),
+        })
+    }
+
+    async fn run(&self) -> Result<Outcome, ReconcileError> {
+        let rows = self.rows().await?;
+        if self.row.origin == ClusterOrigin::Adopted && self.row.substrate_pool_ids.is_empty() {
+            // No substrate uses it any more: forget it, touching nothing at the provider.
+            return self.close(&rows).await;
+        }
+        let account = self.deps.store.account_get_any(&self.row.provider_account_id).await?;
+        let Some(account) = account.filter(|a| a.deleted_at.is_none()) else {
+            if self.row.delete_requested {
+                return self.close(&rows).await;
+            }
+            let m = format!("provider account {} no longer exists", self.row.provider_account_id);
+            return self.stopped((Derived::Error(m), waits::ERROR)).await;
+        };
+        let provider = match self.deps.observer.provider(&account).await {
+            Ok(p) => p,
+            Err(e) => {
+                return self
+                    .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                    .await;
+            }
+        };
+        if self.row.delete_requested && self.row.origin == ClusterOrigin::Created {
+            return self.delete(&account, &provider, &rows).await;
+        }
+        let Some(id) = self.row.provider_cluster_id.clone() else {
+            let step = self.make(&account, &provider, &rows).await?;
+            return self.stopped(step).await;
+        };
+        let pc = match self.observe(&account, &provider, &id).await {
+            Ok(Some(pc)) => pc,
+            Ok(None) => {
+                let m = format!(
+                    "cluster {} ({id}) no longer exists at the provider: it was deleted outside this system; delete it here",
+                    self.row.name
+                );
+                return self.stopped((Derived::Error(m), waits::ERROR)).await;
+            }
+            Err(e) => {
+                return self
+                    .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                    .await;
+            }
+        };
+        let ms = u64::try_from(self.act.now.unix_ms()).unwrap_or(0);
+        let entropy = &*self.r.entropy;
+        let sync =
+            decide::provider_rows(&self.row, &rows, &pc.node_pools, self.act.now, &mut || {
+                NodePoolId::generate(ms, entropy.u128())
+            });
+        let mut uow = UnitOfWork::new();
+        for w in sync.writes {
+            uow = uow.write(w);
+        }
+        if pc.version != self.row.version.clone().unwrap_or_default() {
+            uow = uow.write(Write::SetClusterStatus {
+                cluster_id: self.row.cluster_id.clone(),
+                provider_cluster_id: None,
+                version: Some(pc.version.clone()),
+                status: self.row.status.clone(),
+            });
+        }
+        self.commit(uow).await?;
+        let step =
+            match decide::from_provider(self.row.name.as_str(), &pc.state, pc.message.as_deref()) {
+                Some(d @ Derived::Error(_)) => (d, waits::ERROR),
+                Some(d) => (d, waits::CLUSTER),
+                None if self.row.origin == ClusterOrigin::Adopted => {
+                    (Derived::Ready, Duration::ZERO)
+                }
+                None => self.converge_running(&account, &provider, &pc, &rows).await?,
+            };
+        self.show(&step.0).await?;
+        Ok(match step {
+            (Derived::Ready, _) => Outcome::Steady,
+            (_, d) if d.is_zero() => Outcome::Steady,
+            (_, after) => converging(after),
+        })
+    }
+}
+
+#[async_trait]
+impl Reconciler for ClusterReconciler {
+    fn kind(&self) -> WorkKind {
+        WorkKind::Clusters
+    }
+
+    async fn reconcile(&self, deps: &Deps, act: &Activation) -> Result<Outcome, ReconcileError> {
+        let Ok(id) = ClusterId::parse(act.key()) else { return Ok(Outcome::Gone) };
+        let Some(row) = deps.store.cluster_get_any(&id).await? else { return Ok(Outcome::Gone) };
+        if row.status.state == ResourceState::Deleted {
+            return Ok(Outcome::Gone);
+        }
+        // A cluster a substrate created is converged by the substrate reconciler.
+        let substrates = deps.store.substrate_list_by_cluster(&id).await?;
+        if substrates
+            .iter()
+            .any(|s| s.mode == SubstrateMode::Create && s.state != ResourceState::Deleted)
+        {
+            return Ok(Outcome::Gone);
+        }
+        Run { r: self, deps, act, row }.run().await
+    }
+}

@@ -1,0 +1,281 @@
+//! What the Kubernetes reconcilers (substrates, clusters, node pools) share: injected
+//! randomness, outbox events, how a provider failure becomes either the object's own
+//! recorded error or a retried activation, the waits they requeue with, and the
+//! per-process caches that keep steady-state activations from spending provider calls
+//! (cluster sessions, available-upgrade checks).
+//!
+//! Invariants: a provider refusal or refused credentials are the object's own error
+//! (recorded, shown, retried on the object's terms); throttling, 5xx and timeouts are
+//! never shown as refusals — they are `Err(ReconcileError::Provider)`, which the runtime
+//! retries with backoff. Caches only ever save calls: a stale or lost cache entry costs
+//! one call, never a wrong decision.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bc_domain::model::{KubernetesCluster, NewEvent, NodePool, ProviderAccount, subjects};
+use bc_domain::ports::{ClusterApi, ClusterSession, KubernetesVersion, ProviderImpl};
+use bc_domain::{EventId, NodePoolState, ProviderError, ResourceState, TenantId, Timestamp};
+
+use crate::reconciler::ReconcileError;
+
+/// A source of random bits (injected, so tests can make runs repeatable; join tokens
+/// need a cryptographic source in production: [`OsEntropy`]).
+pub trait Entropy: Send + Sync {
+    /// 256 random bits.
+    fn bytes32(&self) -> [u8; 32];
+
+    /// 128 random bits (event ids).
+    fn u128(&self) -> u128 {
+        let b = self.bytes32();
+        let mut half = [0u8; 16];
+        half.copy_from_slice(&b[..16]);
+        u128::from_le_bytes(half)
+    }
+}
+
+/// The operating system's randomness, through `rand`'s thread-local CSPRNG.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn bytes32(&self) -> [u8; 32] {
+        rand::random()
+    }
+}
+
+/// An outbox event of `kind` on `subject`, at `now`, with a fresh id.
+pub fn event(
+    entropy: &dyn Entropy,
+    tenant: &TenantId,
+    subject: String,
+    kind: &str,
+    data: serde_json::Value,
+    now: Timestamp,
+) -> NewEvent {
+    let ms = u64::try_from(now.unix_ms()).unwrap_or(0);
+    NewEvent {
+        event_id: EventId::generate(ms, entropy.u128()),
+        tenant_id: tenant.clone(),
+        subject,
+        kind: kind.to_owned(),
+        time: now,
+        data,
+    }
+}
+
+/// `kubernetes.cluster.<state>` on the cluster's subject, for the states SPEC §8 reports
+/// (`ready`, `error`, `deleted`); `None` for the others.
+pub fn cluster_event(
+    entropy: &dyn Entropy,
+    cluster: &KubernetesCluster,
+    state: ResourceState,
+    message: Option<&str>,
+    now: Timestamp,
+) -> Option<NewEvent> {
+    if !matches!(state, ResourceState::Ready | ResourceState::Error | ResourceState::Deleted) {
+        return None;
+    }
+    let mut data = serde_json::json!({"clusterId": cluster.cluster_id, "name": cluster.name,
+        "state": state.as_str()});
+    if let Some(m) = message {
+        data["message"] = serde_json::json!(m);
+    }
+    let kind = format!("kubernetes.cluster.{}", state.as_str());
+    Some(event(
+        entropy,
+        &cluster.tenant_id,
+        subjects::cluster(&cluster.cluster_id),
+        &kind,
+        data,
+        now,
+    ))
+}
+
+/// `kubernetes.nodepool.<state>` on its cluster's subject, for `ready`, `error` and
+/// `deleted` (SPEC §8); `None` for the other states.
+pub fn node_pool_event(entropy: &dyn Entropy, row: &NodePool, now: Timestamp) -> Option<NewEvent> {
+    if !matches!(row.state, NodePoolState::Ready | NodePoolState::Error | NodePoolState::Deleted) {
+        return None;
+    }
+    let mut data = serde_json::json!({"clusterId": row.cluster_id, "nodePoolId": row.node_pool_id,
+        "name": row.name, "state": row.state.as_str()});
+    if let Some(m) = &row.message {
+        data["message"] = serde_json::json!(m);
+    }
+    if let Some(p) = &row.managed_by {
+        data["managedBy"] = serde_json::json!(p);
+    }
+    let kind = format!("kubernetes.nodepool.{}", row.state.as_str());
+    Some(event(entropy, &row.tenant_id, subjects::cluster(&row.cluster_id), &kind, data, now))
+}
+
+/// What a failed provider call means for the object that made it.
+pub fn own_error(e: ProviderError) -> Result<String, ReconcileError> {
+    match e {
+        // A 4xx retrying cannot fix: the object's error, with the provider's words.
+        ProviderError::Refused { message } => Ok(message),
+        ProviderError::Unauthorized => Ok(
+            "the provider refused the account's credentials: update the provider account's token"
+                .to_owned(),
+        ),
+        // Throttling, 5xx, timeouts (and an unexpected 404): retried by the runtime.
+        other => Err(ReconcileError::Provider(other)),
+    }
+}
+
+/// How long to wait before looking again, by what is awaited.
+pub mod waits {
+    use std::time::Duration;
+
+    /// A cluster being created, upgraded or deleted (minutes at DigitalOcean).
+    pub const CLUSTER: Duration = Duration::from_secs(30);
+    /// Node pools being created, resized or removed.
+    pub const NODE_POOL: Duration = Duration::from_secs(20);
+    /// Kubernetes objects just applied, nodes waiting to join, a drain waiting for
+    /// bookings to end.
+    pub const SHORT: Duration = Duration::from_secs(60);
+    /// An object in `error`: the cause is the tenant's to fix (or the provider's to
+    /// clear); look again without hammering the provider.
+    pub const ERROR: Duration = Duration::from_secs(120);
+}
+
+/// How old a shared account listing may be on a steady-state activation.
+pub const STEADY_LISTING_MAX_AGE: Duration = Duration::from_secs(300);
+
+/// How often a cluster that runs its desired version is asked for newer versions when
+/// that version is `latest` (the only desired version that moves by itself).
+pub const UPGRADE_CHECK_EVERY: time::Duration = time::Duration::hours(1);
+
+/// Connected cluster sessions, one per provider cluster, kept across activations so a
+/// steady-state activation mints no kubeconfig (`ClusterSession` renews it when the
+/// cluster refuses it).
+#[derive(Default)]
+pub struct Sessions {
+    by_cluster: Mutex<HashMap<(String, String), Arc<ClusterSession>>>,
+}
+
+impl Sessions {
+    /// The session with provider cluster `cluster_id` of `account`.
+    pub fn get(
+        &self,
+        account: &ProviderAccount,
+        provider: Arc<dyn ProviderImpl>,
+        api: Arc<dyn ClusterApi>,
+        cluster_id: &str,
+    ) -> Arc<ClusterSession> {
+        let key = (account.provider_account_id.to_string(), cluster_id.to_owned());
+        let mut map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(key)
+            .or_insert_with(|| Arc::new(ClusterSession::new(provider, api, cluster_id)))
+            .clone()
+    }
+
+    /// Forgets the session of a cluster (deleted, or its credentials given up).
+    pub fn forget(&self, account: &ProviderAccount, cluster_id: &str) {
+        let key = (account.provider_account_id.to_string(), cluster_id.to_owned());
+        self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+    }
+}
+
+/// What a provider offered a cluster: the running version asked about, when, and the
+/// offered versions.
+type Offer = (String, Timestamp, Vec<KubernetesVersion>);
+
+/// The versions a provider cluster was last offered, per provider cluster and running
+/// version, with when they were asked.
+#[derive(Default)]
+pub struct UpgradeChecks {
+    by_cluster: Mutex<HashMap<String, Offer>>,
+}
+
+impl UpgradeChecks {
+    /// The offered upgrades of `cluster_id` running `running`, if asked within
+    /// [`UPGRADE_CHECK_EVERY`] of `now` for that same running version.
+    pub fn recent(
+        &self,
+        cluster_id: &str,
+        running: &str,
+        now: Timestamp,
+    ) -> Option<Vec<KubernetesVersion>> {
+        let map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(cluster_id)
+            .filter(|(v, at, _)| v == running && now - *at < UPGRADE_CHECK_EVERY && *at <= now)
+            .map(|(_, _, offered)| offered.clone())
+    }
+
+    /// Records what the provider offered.
+    pub fn record(
+        &self,
+        cluster_id: &str,
+        running: &str,
+        now: Timestamp,
+        offered: Vec<KubernetesVersion>,
+    ) {
+        let mut map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(cluster_id.to_owned(), (running.to_owned(), now, offered));
+    }
+
+    /// Forgets a cluster (after an upgrade was asked, its offers change).
+    pub fn forget(&self, cluster_id: &str) {
+        self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).remove(cluster_id);
+    }
+}
+
+/// `after` as the runtime's wait.
+pub fn converging(after: Duration) -> crate::reconciler::Outcome {
+    crate::reconciler::Outcome::Converging { after }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(u8);
+    impl Entropy for Fixed {
+        fn bytes32(&self) -> [u8; 32] {
+            [self.0; 32]
+        }
+    }
+
+    #[test]
+    fn refusals_are_the_objects_and_throttling_is_retried() {
+        let refused = ProviderError::Refused { message: "POST x: 422 bad size".into() };
+        assert_eq!(own_error(refused).unwrap(), "POST x: 422 bad size");
+        assert!(own_error(ProviderError::Unauthorized).unwrap().contains("credentials"));
+        for retried in [
+            ProviderError::RateLimited { retry_after_ms: 1000 },
+            ProviderError::Transient { message: "500".into() },
+            ProviderError::NotFound,
+        ] {
+            assert!(matches!(own_error(retried), Err(ReconcileError::Provider(_))));
+        }
+    }
+
+    #[test]
+    fn events_get_fresh_ids_at_their_time() {
+        let now = Timestamp::from_unix_ms(1_800_000_000_000);
+        let t = TenantId::parse("acme").unwrap();
+        let a = event(&Fixed(1), &t, "s".into(), "k", serde_json::json!({}), now);
+        let b = event(&Fixed(2), &t, "s".into(), "k", serde_json::json!({}), now);
+        assert_ne!(a.event_id, b.event_id);
+        assert_eq!((a.time, a.kind.as_str(), a.subject.as_str()), (now, "k", "s"));
+    }
+
+    #[test]
+    fn upgrade_checks_expire_and_follow_the_running_version() {
+        let c = UpgradeChecks::default();
+        let t0 = Timestamp::from_unix_ms(1_800_000_000_000);
+        let v = vec![KubernetesVersion {
+            slug: "1.33.1-do.0".into(),
+            kubernetes_version: "1.33.1".into(),
+        }];
+        c.record("c1", "1.32.6-do.1", t0, v.clone());
+        assert_eq!(c.recent("c1", "1.32.6-do.1", t0 + time::Duration::minutes(59)), Some(v));
+        assert_eq!(c.recent("c1", "1.32.6-do.1", t0 + UPGRADE_CHECK_EVERY), None);
+        assert_eq!(c.recent("c1", "1.33.1-do.0", t0), None);
+        c.forget("c1");
+        assert_eq!(c.recent("c1", "1.32.6-do.1", t0), None);
+    }
+}

@@ -1,0 +1,388 @@
+//! The substrate reconciler's pure decisions: whether a pool's substrate is to be
+//! converged or torn down, the records it makes (cluster rows), the state and message
+//! a run ends in, and the row it writes — all from (desired, observed, now), without
+//! I/O.
+//!
+//! Invariants: the state only moves as `ResourceState::transition` allows (a refused
+//! move keeps the current state rather than inventing one); `provisioning` is shown
+//! until the substrate was first `ready` (its `observed_generation` is then the pool
+//! generation it converged), `updating` after; `ready` carries the join message (SPEC
+//! §6: the 15-minute wait) and nothing else; no message carries a secret.
+
+use std::time::Duration;
+
+use bc_domain::model::{
+    ClusterMode, ClusterOrigin, KubernetesCluster, ObservedStatus, Pool, PoolState, Substrate,
+    UpgradeWait,
+};
+use bc_domain::policy::{ClusterPolicy, CreateClusterPolicy, PoolPolicy, SubstratePolicy};
+use bc_domain::ports::ProviderCluster;
+use bc_domain::rules::join::JoinReport;
+use bc_domain::{ClusterId, ObjectName, PoolId, ResourceState, Timestamp, substrate_base_name};
+
+/// What a pool wants of its substrate now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// The pool is archived, gone, or its policy has no substrate: tear it down.
+    Teardown,
+    /// Converge to this policy.
+    Converge(&'a PoolPolicy, &'a SubstratePolicy),
+}
+
+/// What `pool` (if it still exists) wants of its substrate.
+pub fn target(pool: Option<&Pool>) -> Target<'_> {
+    match pool {
+        Some(p) if p.state == PoolState::Active => match &p.policy.substrate {
+            Some(s) => Target::Converge(&p.policy, s),
+            None => Target::Teardown,
+        },
+        _ => Target::Teardown,
+    }
+}
+
+/// Where a run got to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Everything is in place.
+    Ready,
+    /// Something is being made or changed; look again after `after`.
+    Converging {
+        /// What it waits for.
+        message: String,
+        /// When to look again.
+        after: Duration,
+    },
+    /// Something to fix (the message says what); look again after `after`.
+    Error {
+        /// What is wrong and how to resolve it.
+        message: String,
+    },
+}
+
+impl Progress {
+    /// Converging with `message`, looking again after `after`.
+    pub fn converging(message: impl Into<String>, after: Duration) -> Self {
+        Progress::Converging { message: message.into(), after }
+    }
+
+    /// An error with `message`.
+    pub fn error(message: impl Into<String>) -> Self {
+        Progress::Error { message: message.into() }
+    }
+}
+
+/// The state and message a converge run ends in, and the pool generation it counts as
+/// converged.
+pub fn converged_state(
+    current: &Substrate,
+    progress: &Progress,
+    join: Option<&JoinReport>,
+    pool_generation: u64,
+) -> (ResourceState, Option<String>, u64) {
+    let (state, message, generation) = match progress {
+        Progress::Ready => {
+            (ResourceState::Ready, join.and_then(|j| j.message.clone()), pool_generation)
+        }
+        Progress::Converging { message, .. } => {
+            let state = if current.observed_generation == 0 {
+                ResourceState::Provisioning
+            } else {
+                ResourceState::Updating
+            };
+            (state, Some(message.clone()), current.observed_generation)
+        }
+        Progress::Error { message } => {
+            (ResourceState::Error, Some(message.clone()), current.observed_generation)
+        }
+    };
+    let state = if current.state.can_transition(state) { state } else { current.state };
+    (state, message, generation)
+}
+
+/// The substrate row after a run: `state`, `message`, and what the run observed (`join`
+/// when the cluster's Nodes were listed, else the previous counts), the drain wait, the
+/// converged generation.
+pub fn next_row(
+    current: &Substrate,
+    state: ResourceState,
+    message: Option<String>,
+    join: Option<&JoinReport>,
+    upgrade: Option<UpgradeWait>,
+    observed_generation: u64,
+    now: Timestamp,
+) -> Substrate {
+    let mut next = current.clone();
+    next.state = state;
+    next.message = message;
+    if let Some(j) = join {
+        next.nodes_listed = j.nodes_listed;
+        next.nodes_joined = j.nodes_joined;
+        next.waiting_to_join = j.waiting_to_join;
+    }
+    if state == ResourceState::Deleted {
+        next.waiting_to_join = None;
+    }
+    next.upgrade = upgrade;
+    next.observed_generation = observed_generation;
+    if next != *current {
+        next.updated_at = now;
+    }
+    next
+}
+
+/// The name of the cluster a create-mode substrate makes: `cluster.create.name`, else
+/// `bc-<pool>`.
+pub fn cluster_name(pool: &PoolId, create: &CreateClusterPolicy) -> Result<ObjectName, String> {
+    match &create.name {
+        None => Ok(substrate_base_name(pool)),
+        Some(n) => ObjectName::parse(n).map_err(|e| {
+            format!("policy.substrate.cluster.create.name {n:?} is not a valid name: {e}")
+        }),
+    }
+}
+
+/// The `kubernetesClusters` row a create-mode substrate records before it asks the
+/// provider (origin `created`, the pool in `substratePoolIds`).
+pub fn created_cluster_row(
+    sub: &Substrate,
+    create: &CreateClusterPolicy,
+    name: ObjectName,
+    id: ClusterId,
+    now: Timestamp,
+) -> KubernetesCluster {
+    KubernetesCluster {
+        cluster_id: id,
+        tenant_id: sub.tenant_id.clone(),
+        provider_account_id: sub.provider_account_id.clone(),
+        name,
+        region: create.region.clone(),
+        desired_version: Some(create.version.clone()),
+        high_availability: create.high_availability,
+        mode: ClusterMode::Standard,
+        origin: ClusterOrigin::Created,
+        substrate_pool_ids: vec![sub.pool_id.clone()],
+        delete_requested: false,
+        generation: 1,
+        created_at: now,
+        provider_cluster_id: None,
+        version: None,
+        status: ObservedStatus {
+            state: ResourceState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        },
+    }
+}
+
+/// The row an adopted provider cluster gets (origin `adopted`), named after it when
+/// its name is a valid name, else `adopted-<its id>`; `fallback` picks the second form
+/// (the first was taken).
+pub fn adopted_cluster_row(
+    sub: &Substrate,
+    observed: &ProviderCluster,
+    id: ClusterId,
+    fallback: bool,
+    now: Timestamp,
+) -> KubernetesCluster {
+    let derived = || {
+        let tail: String = observed
+            .id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .take(40)
+            .collect();
+        ObjectName::parse(&format!("adopted-{tail}"))
+            .unwrap_or_else(|_| substrate_base_name(&sub.pool_id))
+    };
+    let name = match ObjectName::parse(&observed.name) {
+        Ok(n) if !fallback => n,
+        _ => derived(),
+    };
+    KubernetesCluster {
+        cluster_id: id,
+        tenant_id: sub.tenant_id.clone(),
+        provider_account_id: sub.provider_account_id.clone(),
+        name,
+        region: observed.region.clone(),
+        desired_version: None,
+        high_availability: observed.high_availability,
+        mode: ClusterMode::Standard,
+        origin: ClusterOrigin::Adopted,
+        substrate_pool_ids: vec![sub.pool_id.clone()],
+        delete_requested: false,
+        generation: 1,
+        created_at: now,
+        provider_cluster_id: Some(observed.id.clone()),
+        version: Some(observed.version.clone()),
+        status: ObservedStatus {
+            state: ResourceState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        },
+    }
+}
+
+/// Whether a policy's cluster part matches the substrate's recorded mode (the API
+/// refuses a switch; a substrate that finds one says so rather than guess).
+pub fn mode_matches(sub: &Substrate, policy: &SubstratePolicy) -> bool {
+    matches!(
+        (&policy.cluster, sub.mode),
+        (ClusterPolicy::Create(_), bc_domain::model::SubstrateMode::Create)
+            | (ClusterPolicy::Adopt(_), bc_domain::model::SubstrateMode::Adopt)
+    )
+}
+
+/// The cluster row's status for a create-mode substrate in `state` with `message`.
+pub fn cluster_status(
+    cluster: &KubernetesCluster,
+    state: ResourceState,
+    message: Option<String>,
+    now: Timestamp,
+) -> Option<ObservedStatus> {
+    let state = if cluster.status.state.can_transition(state) { state } else { return None };
+    let observed_generation = if state == ResourceState::Ready {
+        cluster.generation
+    } else {
+        cluster.status.observed_generation
+    };
+    let same = cluster.status.state == state
+        && cluster.status.message == message
+        && cluster.status.observed_generation == observed_generation;
+    (!same).then_some(ObservedStatus { state, message, observed_generation, updated_at: now })
+}
+
+/// The status writes that close a cluster row: through `deleting` (the state machine's
+/// one way out) to `deleted`; none when it is already deleted.
+pub fn cluster_closed(cluster: &KubernetesCluster, now: Timestamp) -> Vec<ObservedStatus> {
+    let status = |state| ObservedStatus {
+        state,
+        message: None,
+        observed_generation: cluster.status.observed_generation,
+        updated_at: now,
+    };
+    match cluster.status.state {
+        ResourceState::Deleted => vec![],
+        ResourceState::Deleting => vec![status(ResourceState::Deleted)],
+        _ => vec![status(ResourceState::Deleting), status(ResourceState::Deleted)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bc_domain::model::{SubstrateMode, WaitingToJoin};
+    use bc_domain::{ProviderAccountId, TenantId};
+
+    fn sub(state: ResourceState, observed_generation: u64) -> Substrate {
+        let t = Timestamp::from_unix_ms(1_800_000_000_000);
+        Substrate {
+            pool_id: PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap(),
+            tenant_id: TenantId::parse("acme").unwrap(),
+            provider_account_id: ProviderAccountId::generate(1, 1),
+            mode: SubstrateMode::Create,
+            cluster_id: None,
+            state,
+            message: None,
+            nodes_listed: 0,
+            nodes_joined: 0,
+            waiting_to_join: None,
+            upgrade: None,
+            observed_generation,
+            created_at: t,
+            updated_at: t,
+        }
+    }
+
+    #[test]
+    fn converging_is_provisioning_until_first_ready_then_updating() {
+        let p = Progress::converging("making", Duration::from_secs(1));
+        assert_eq!(
+            converged_state(&sub(ResourceState::Pending, 0), &p, None, 3).0,
+            ResourceState::Provisioning
+        );
+        assert_eq!(
+            converged_state(&sub(ResourceState::Error, 0), &p, None, 3).0,
+            ResourceState::Provisioning
+        );
+        let (s, m, g) = converged_state(&sub(ResourceState::Ready, 2), &p, None, 3);
+        assert_eq!((s, m.as_deref(), g), (ResourceState::Updating, Some("making"), 2));
+        let (s, _, g) =
+            converged_state(&sub(ResourceState::Updating, 2), &Progress::Ready, None, 3);
+        assert_eq!((s, g), (ResourceState::Ready, 3));
+        // A deleted substrate never comes back.
+        assert_eq!(
+            converged_state(&sub(ResourceState::Deleted, 2), &Progress::Ready, None, 3).0,
+            ResourceState::Deleted
+        );
+    }
+
+    #[test]
+    fn ready_carries_only_the_join_message_and_errors_keep_the_generation() {
+        let join = JoinReport {
+            nodes_listed: 2,
+            nodes_joined: 1,
+            waiting_to_join: Some(WaitingToJoin { nodes: 1, since: Timestamp::EPOCH }),
+            message: Some("check bcd".into()),
+        };
+        let (s, m, _) =
+            converged_state(&sub(ResourceState::Ready, 1), &Progress::Ready, Some(&join), 1);
+        assert_eq!((s, m.as_deref()), (ResourceState::Ready, Some("check bcd")));
+        let (s, m, g) = converged_state(
+            &sub(ResourceState::Ready, 1),
+            &Progress::error("fix it"),
+            Some(&join),
+            2,
+        );
+        assert_eq!((s, m.as_deref(), g), (ResourceState::Error, Some("fix it"), 1));
+        let row = next_row(
+            &sub(ResourceState::Ready, 1),
+            s,
+            m,
+            Some(&join),
+            None,
+            g,
+            Timestamp::from_unix_ms(5),
+        );
+        assert_eq!(
+            (row.nodes_listed, row.nodes_joined, row.waiting_to_join),
+            (2, 1, join.waiting_to_join)
+        );
+    }
+
+    #[test]
+    fn archive_or_a_policy_without_substrate_tears_down() {
+        let t = Timestamp::from_unix_ms(1);
+        let policy: PoolPolicy = serde_json::from_value(serde_json::json!({
+            "substrate": {"kind": "kubernetes", "account": "acct_0000000001000000000000001a",
+                "cluster": {"create": {"region": "nyc1"}}}, "flavors": []}))
+        .unwrap();
+        let mut pool = Pool {
+            pool_id: PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap(),
+            tenant_id: TenantId::parse("acme").unwrap(),
+            name: ObjectName::parse("web").unwrap(),
+            policy,
+            state: PoolState::Active,
+            generation: 1,
+            created_at: t,
+            updated_at: t,
+            archived_at: None,
+        };
+        assert!(matches!(target(Some(&pool)), Target::Converge(..)));
+        pool.state = PoolState::Archived;
+        assert_eq!(target(Some(&pool)), Target::Teardown);
+        pool.state = PoolState::Active;
+        pool.policy.substrate = None;
+        assert_eq!(target(Some(&pool)), Target::Teardown);
+        assert_eq!(target(None), Target::Teardown);
+    }
+
+    #[test]
+    fn an_unchanged_row_keeps_its_time() {
+        let s = sub(ResourceState::Ready, 1);
+        let same = next_row(&s, s.state, None, None, None, 1, Timestamp::from_unix_ms(9));
+        assert_eq!(same, s);
+    }
+}

@@ -1,0 +1,281 @@
+//! The Kubernetes objects a substrate puts into its cluster (SPEC §6, §9): the pool's
+//! Namespace `bc-<pool>`, the `bcd-join` Secret, the `bcd` ServiceAccount and the `bcd`
+//! DaemonSet — as manifests a real API server accepts — and the checks that tell an
+//! object already in place (no write) from one to apply.
+//!
+//! Invariants: every manifest carries `better-compute.dev/substrate-pool=<pool id>` and
+//! `app.kubernetes.io/managed-by=better-compute`; the DaemonSet's selector is a subset of
+//! its pod template's labels and never changes (a real API server refuses a changed
+//! selector), its `nodeSelector` is the pool label (bcd never runs on the tenant's own
+//! nodes) and it tolerates exactly the flavors' taints; the join token appears only in
+//! the Secret manifest, whose `Debug` hides it.
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use bc_domain::PoolId;
+use bc_domain::agent::{ENV_NODE_NAME, SECRET_ENV, SECRET_KEY_JOIN_TOKEN, SECRET_KEY_SERVER_URL};
+use bc_domain::model::SecretString;
+use bc_domain::name::{
+    BCD_NAME, JOIN_SECRET_NAME, LABEL_MANAGED_BY, LABEL_SUBSTRATE_POOL, MANAGED_BY_VALUE,
+    substrate_namespace,
+};
+use bc_domain::policy::{Flavor, Taint};
+use bc_domain::ports::{
+    KubeObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, manifest_in_place,
+};
+use bc_domain::token::sha256_hex;
+use serde_json::{Value, json};
+
+/// The pod label that ties the DaemonSet's selector to its pods.
+pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
+
+/// The owner label of the pool's objects.
+pub fn owner(pool: &PoolId) -> OwnerLabel {
+    OwnerLabel { key: LABEL_SUBSTRATE_POOL.to_owned(), value: pool.as_str().to_owned() }
+}
+
+/// A reference to one of the pool's objects (`Namespace` is cluster-scoped).
+pub fn object_ref(pool: &PoolId, kind: ObjectKind) -> ObjectRef {
+    let ns = substrate_namespace(pool);
+    match kind {
+        ObjectKind::Namespace => ObjectRef { kind, namespace: None, name: ns },
+        ObjectKind::Secret => {
+            ObjectRef { kind, namespace: Some(ns), name: JOIN_SECRET_NAME.into() }
+        }
+        ObjectKind::ServiceAccount | ObjectKind::DaemonSet => {
+            ObjectRef { kind, namespace: Some(ns), name: BCD_NAME.into() }
+        }
+    }
+}
+
+/// The order objects are applied in (each one's dependencies first); teardown deletes in
+/// the reverse order, the Namespace last.
+pub const APPLY_ORDER: [ObjectKind; 4] =
+    [ObjectKind::Namespace, ObjectKind::ServiceAccount, ObjectKind::Secret, ObjectKind::DaemonSet];
+
+fn labels(pool: &PoolId) -> Value {
+    json!({LABEL_SUBSTRATE_POOL: pool.as_str(), LABEL_MANAGED_BY: MANAGED_BY_VALUE})
+}
+
+fn manifest(pool: &PoolId, kind: ObjectKind, fields: Value) -> KubeObject {
+    let object = object_ref(pool, kind);
+    let mut metadata = json!({"name": object.name, "labels": labels(pool)});
+    if let Some(ns) = &object.namespace {
+        metadata["namespace"] = json!(ns);
+    }
+    let mut manifest =
+        json!({"apiVersion": kind.api_version(), "kind": kind.kind(), "metadata": metadata});
+    if let (Value::Object(m), Value::Object(extra)) = (&mut manifest, fields) {
+        m.extend(extra);
+    }
+    KubeObject { object, manifest }
+}
+
+/// The pool's Namespace.
+pub fn namespace(pool: &PoolId) -> KubeObject {
+    manifest(pool, ObjectKind::Namespace, json!({}))
+}
+
+/// bcd's ServiceAccount (bcd needs no API rights: it only calls the server).
+pub fn service_account(pool: &PoolId) -> KubeObject {
+    manifest(pool, ObjectKind::ServiceAccount, json!({"automountServiceAccountToken": false}))
+}
+
+/// The `bcd-join` Secret: the join token and the server's public URL (SPEC §9 keys).
+pub fn join_secret(pool: &PoolId, token: &SecretString, server_url: &str) -> KubeObject {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    manifest(
+        pool,
+        ObjectKind::Secret,
+        json!({"type": "Opaque", "data": {
+            SECRET_KEY_JOIN_TOKEN: b64(token.expose()),
+            SECRET_KEY_SERVER_URL: b64(server_url),
+        }}),
+    )
+}
+
+/// The distinct taints of the flavors, in a stable order, as tolerations.
+pub fn tolerations(flavors: &[Flavor]) -> Vec<Value> {
+    let taints: BTreeSet<&Taint> = flavors.iter().flat_map(|f| f.taints.iter()).collect();
+    taints
+        .into_iter()
+        .map(|t| {
+            json!({"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect.as_str()})
+        })
+        .collect()
+}
+
+/// bcd's DaemonSet: on the pool's Nodes only, tolerating the flavors' taints, with the
+/// join Secret's keys and the node's name in its env.
+pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
+    let mut env: Vec<Value> = SECRET_ENV
+        .iter()
+        .map(|(var, key)| {
+            json!({"name": var, "valueFrom": {"secretKeyRef": {"name": JOIN_SECRET_NAME, "key": key}}})
+        })
+        .collect();
+    env.push(json!({"name": ENV_NODE_NAME,
+        "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}));
+    let selector = json!({APP_NAME_LABEL: BCD_NAME, LABEL_SUBSTRATE_POOL: pool.as_str()});
+    let mut pod_labels = labels(pool);
+    pod_labels[APP_NAME_LABEL] = json!(BCD_NAME);
+    manifest(
+        pool,
+        ObjectKind::DaemonSet,
+        json!({"spec": {
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "serviceAccountName": BCD_NAME,
+                    "automountServiceAccountToken": false,
+                    "nodeSelector": {LABEL_SUBSTRATE_POOL: pool.as_str()},
+                    "tolerations": tolerations(flavors),
+                    "containers": [{"name": BCD_NAME, "image": image, "env": env}],
+                },
+            },
+        }}),
+    )
+}
+
+/// Whether a Secret we own holds a token whose hash is `live_token_hash` and the
+/// `server_url`, with our labels (its values are digests: `ObjectMeta::content`).
+pub fn secret_in_place(
+    meta: &ObjectMeta,
+    pool: &PoolId,
+    live_token_hash: Option<&str>,
+    server_url: &str,
+) -> bool {
+    let digest = |k: &str| meta.content.pointer(&format!("/data/{k}")).and_then(Value::as_str);
+    let want_labels = json!({"metadata": {"labels": labels(pool)}, "type": "Opaque"});
+    live_token_hash.is_some_and(|h| digest(SECRET_KEY_JOIN_TOKEN) == Some(h))
+        && digest(SECRET_KEY_SERVER_URL) == Some(sha256_hex(server_url.as_bytes()).as_str())
+        && manifest_in_place(&want_labels, &meta.content)
+}
+
+/// The join token's digest as the Secret holds it (look it up as a live token's hash).
+pub fn secret_token_digest(meta: &ObjectMeta) -> Option<String> {
+    meta.content
+        .pointer(&format!("/data/{SECRET_KEY_JOIN_TOKEN}"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The substrate's `error` message for an object of ours held by someone else.
+pub fn foreign_message(object: &ObjectRef, owner_value: Option<&str>, pool: &PoolId) -> String {
+    let carries = match owner_value {
+        Some(other) => format!("it carries {LABEL_SUBSTRATE_POOL}={other}, another pool's"),
+        None => format!("it has no {LABEL_SUBSTRATE_POOL} label"),
+    };
+    format!(
+        "{object} exists in the cluster but was not made by this pool's substrate ({carries}), so it is never changed or deleted: delete or rename it, or remove the substrate from pool {pool}; the substrate recovers by itself once it is gone"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bc_domain::policy::TaintEffect;
+
+    fn pool() -> PoolId {
+        PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap()
+    }
+
+    fn flavor(name: &str, taints: &[(&str, &str)]) -> Flavor {
+        Flavor {
+            name: name.into(),
+            size: "s-2vcpu-4gb".into(),
+            count: Some(1),
+            auto_scale: None,
+            labels: Default::default(),
+            taints: taints
+                .iter()
+                .map(|(k, v)| Taint {
+                    key: (*k).into(),
+                    value: (*v).into(),
+                    effect: TaintEffect::NoSchedule,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn every_object_carries_our_labels_in_the_pools_namespace() {
+        let p = pool();
+        let token = SecretString::new("bcj_x");
+        for o in [
+            namespace(&p),
+            service_account(&p),
+            join_secret(&p, &token, "https://bc"),
+            daemonset(&p, &[], "bcd:1"),
+        ] {
+            let l = &o.manifest["metadata"]["labels"];
+            assert_eq!(l[LABEL_SUBSTRATE_POOL], p.as_str(), "{:?}", o.object);
+            assert_eq!(l[LABEL_MANAGED_BY], MANAGED_BY_VALUE);
+            assert_eq!(o.manifest["kind"], o.object.kind.kind());
+            assert_eq!(o.object, object_ref(&p, o.object.kind));
+        }
+        assert_eq!(namespace(&p).object.name, "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q");
+        assert!(
+            !format!("{:?}", join_secret(&p, &token, "u")).contains("YmNqX3g"),
+            "Debug hides the token"
+        );
+    }
+
+    #[test]
+    fn the_daemonset_selects_its_pods_runs_on_pool_nodes_and_tolerates_flavor_taints() {
+        let p = pool();
+        let ds = daemonset(
+            &p,
+            &[flavor("a", &[("gpu", "")]), flavor("b", &[("gpu", ""), ("x", "y")])],
+            "img",
+        );
+        let spec = &ds.manifest["spec"];
+        let selector = &spec["selector"]["matchLabels"];
+        let pod = &spec["template"]["metadata"]["labels"];
+        assert!(manifest_in_place(selector, pod), "the selector matches the template's labels");
+        assert_eq!(
+            spec["template"]["spec"]["nodeSelector"],
+            json!({LABEL_SUBSTRATE_POOL: p.as_str()})
+        );
+        let tol = spec["template"]["spec"]["tolerations"].as_array().unwrap();
+        assert_eq!(tol.len(), 2, "distinct taints once each: {tol:?}");
+        let c = &spec["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], "img");
+        let env: Vec<&str> =
+            c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(env, vec!["BCD_SERVER_URL", "BCD_JOIN_TOKEN", "NODE_NAME"]);
+        assert_eq!(
+            c["env"][1]["valueFrom"]["secretKeyRef"],
+            json!({"name": "bcd-join", "key": "joinToken"})
+        );
+        assert_eq!(c["env"][2]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+    }
+
+    #[test]
+    fn a_secret_is_in_place_only_with_the_live_token_and_the_url() {
+        let p = pool();
+        let token = SecretString::new("bcj_live");
+        let s = join_secret(&p, &token, "https://bc.example");
+        let meta = ObjectMeta::of(ObjectKind::Secret, &s.manifest);
+        let hash = sha256_hex(b"bcj_live");
+        assert_eq!(secret_token_digest(&meta).as_deref(), Some(hash.as_str()));
+        assert!(secret_in_place(&meta, &p, Some(&hash), "https://bc.example"));
+        assert!(!secret_in_place(&meta, &p, None, "https://bc.example"), "token not live");
+        assert!(!secret_in_place(&meta, &p, Some(&hash), "https://moved.example"), "URL changed");
+        assert!(!secret_in_place(&meta, &p, Some(&sha256_hex(b"other")), "https://bc.example"));
+    }
+
+    #[test]
+    fn the_foreign_message_names_the_object_and_the_way_out() {
+        let r = object_ref(&pool(), ObjectKind::DaemonSet);
+        let m = foreign_message(&r, None, &pool());
+        assert!(m.contains("DaemonSet bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q/bcd"), "{m}");
+        assert!(
+            m.contains("delete or rename it") && m.contains("no better-compute.dev/substrate-pool"),
+            "{m}"
+        );
+        assert!(foreign_message(&r, Some("pool_x"), &pool()).contains("another pool's"));
+    }
+}

@@ -1,0 +1,692 @@
+//! Test support (feature `testing`): a stepping driver that runs reconcilers over the
+//! store's work queue on a manual clock, and the environment the Kubernetes
+//! reconcilers' tests share — the real SQLite store, the simulator's direct faces
+//! (provider and clusters), a provider account with sealed credentials, and a stand-in
+//! for `agents.join` that records the joins the simulated bcd makes.
+//!
+//! Invariants: nothing sleeps — time moves only when the driver jumps the clock to the
+//! next due item; every loop is bounded in rounds; the driver treats outcomes as the
+//! runtime does (steady items come back after the long resync, converging ones after
+//! their wait, failures after a capped backoff), so the integration step can swap this
+//! driver for the runtime's without changing what a test means.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bc_domain::model::{
+    ClusterMode, ClusterOrigin, KubernetesCluster, Node, NodePool, NodePoolOrigin, ObservedStatus,
+    Pool, PoolState, ProviderAccount, ProviderKind, SealedSecret, SecretString, Substrate,
+    SubstrateMode,
+};
+use bc_domain::name::LABEL_SUBSTRATE_POOL;
+use bc_domain::policy::{
+    AdoptClusterPolicy, ClusterPolicy, CreateClusterPolicy, Flavor, PoolPolicy, Scale,
+    SubstrateKind, SubstratePolicy, UpgradePolicy,
+};
+use bc_domain::ports::{
+    AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
+    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkItem, WorkKind, WorkQueue,
+    Write,
+};
+use bc_domain::token::sha256_hex;
+use bc_domain::{
+    ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
+    ResourceState, TenantId, Timestamp,
+};
+use bc_sim::direct::DirectRegistry;
+use bc_sim::kube::direct::DirectClusterApi;
+use bc_sim::testing::{JoinServer, TEST_TOKEN};
+use bc_sim::{Sim, SimConfig};
+use bc_store::{AeadSecretBox, SqlStore};
+
+use crate::clusters::ClusterReconciler;
+use crate::node_pools::NodePoolReconciler;
+use crate::observe::{DirectObserver, Observer};
+use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
+use crate::shared::Entropy;
+use crate::substrates::SubstrateReconciler;
+
+/// When a steady item comes back (the runtime's default resync).
+pub const STEADY_RESYNC: Duration = Duration::from_secs(600);
+
+/// The longest backoff the driver gives a failed item.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+/// The server URL the join Secret names in tests is the join stand-in's.
+pub const BCD_IMAGE: &str = "registry.example/bcd:test";
+
+/// Repeatable randomness: every call gives the next value of a counter, mixed.
+#[derive(Debug, Default)]
+pub struct SeqEntropy(AtomicU64);
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Entropy for SeqEntropy {
+    fn bytes32(&self) -> [u8; 32] {
+        let n = self.0.fetch_add(1, Ordering::Relaxed);
+        let mut out = [0u8; 32];
+        for (i, chunk) in out.chunks_mut(8).enumerate() {
+            chunk.copy_from_slice(
+                &splitmix(n.wrapping_mul(4).wrapping_add(i as u64 + 1)).to_le_bytes(),
+            );
+        }
+        out
+    }
+}
+
+/// What one activation of the driver did.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The item.
+    pub item: WorkItem,
+    /// Its outcome, or the error's text.
+    pub outcome: Result<Outcome, String>,
+}
+
+/// The stepping driver: claims due items, runs their reconciler, and requeues,
+/// completes or fails them by the outcome.
+pub struct Driver {
+    reconcilers: BTreeMap<WorkKind, Arc<dyn Reconciler>>,
+    owner: String,
+    due: Mutex<BTreeSet<Timestamp>>,
+    /// Every activation so far, in order.
+    pub log: Mutex<Vec<Ran>>,
+}
+
+impl Driver {
+    /// A driver of `reconcilers`, claiming as `owner`.
+    pub fn new(owner: &str, reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
+        Self {
+            reconcilers: reconcilers.into_iter().map(|r| (r.kind(), r)).collect(),
+            owner: owner.to_owned(),
+            due: Mutex::new(BTreeSet::new()),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Replaces the reconcilers (a "restart": their in-memory caches are gone).
+    pub fn restart(&mut self, reconcilers: Vec<Arc<dyn Reconciler>>) {
+        self.reconcilers = reconcilers.into_iter().map(|r| (r.kind(), r)).collect();
+    }
+
+    fn remember(&self, at: Timestamp) {
+        self.due.lock().unwrap_or_else(|e| e.into_inner()).insert(at);
+    }
+
+    /// One round at the clock's time: every due item of the driver's kinds, once.
+    pub async fn round(&self, deps: &Deps) -> Vec<Ran> {
+        let now = deps.clock.now();
+        let kinds: Vec<WorkKind> = self.reconcilers.keys().copied().collect();
+        let lease_until = now + time::Duration::minutes(5);
+        let items =
+            deps.store.claim(&self.owner, &kinds, 100, now, lease_until).await.expect("claim");
+        let mut ran = Vec::new();
+        for item in items {
+            let r = self.reconcilers[&item.kind].clone();
+            let fence = item.fence().expect("a claimed item is leased");
+            let act = Activation { item: item.clone(), fence, now };
+            let result = r.reconcile(deps, &act).await;
+            let (kind, key, owner) = (item.kind, item.key.as_str(), self.owner.as_str());
+            let at = |d: Duration| now + time::Duration::milliseconds(d.as_millis() as i64);
+            let outcome = match result {
+                Ok(Outcome::Gone) => {
+                    deps.store.complete(kind, key, owner).await.expect("complete");
+                    Ok(Outcome::Gone)
+                }
+                Ok(o) => {
+                    let after = match &o {
+                        Outcome::Converging { after } => *after,
+                        _ => STEADY_RESYNC,
+                    };
+                    self.remember(at(after));
+                    deps.store.requeue(kind, key, owner, at(after)).await.expect("requeue");
+                    Ok(o)
+                }
+                Err(ReconcileError::LeaseLost) => Err("lease lost".to_owned()),
+                Err(e) => {
+                    let backoff = Duration::from_secs(1 << item.attempts.min(6)).min(BACKOFF_CAP);
+                    self.remember(at(backoff));
+                    deps.store
+                        .fail(kind, key, owner, &e.to_string(), at(backoff))
+                        .await
+                        .expect("fail");
+                    Err(e.to_string())
+                }
+            };
+            ran.push(Ran { item, outcome });
+        }
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).extend(ran.iter().cloned());
+        ran
+    }
+
+    /// The next time something the driver requeued is due, after `now`.
+    pub fn next_due(&self, now: Timestamp) -> Option<Timestamp> {
+        let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
+        due.retain(|t| *t > now);
+        due.iter().next().copied()
+    }
+}
+
+/// The environment of the Kubernetes reconcilers' tests.
+pub struct Env {
+    /// The store (SQLite in memory).
+    pub store: Arc<SqlStore>,
+    /// The simulator.
+    pub sim: Sim,
+    /// Its clock (also the reconcilers').
+    pub clock: Arc<ManualClock>,
+    /// The ports.
+    pub deps: Deps,
+    /// The join stand-in (its URL is the server's public URL).
+    pub join: JoinServer,
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The provider account (the simulator's [`TEST_TOKEN`] account).
+    pub account: ProviderAccount,
+    /// The driver of the three Kubernetes reconcilers.
+    pub driver: Driver,
+    /// The entropy the reconcilers draw from.
+    pub entropy: Arc<SeqEntropy>,
+}
+
+/// The three Kubernetes reconcilers drawing from `entropy`.
+pub fn kubernetes_reconcilers(entropy: Arc<dyn Entropy>) -> Vec<Arc<dyn Reconciler>> {
+    vec![
+        Arc::new(SubstrateReconciler::new(entropy.clone())),
+        Arc::new(ClusterReconciler::new(entropy.clone())),
+        Arc::new(NodePoolReconciler::new(entropy)),
+    ]
+}
+
+/// A flavor of `count` nodes of `size`.
+pub fn flavor(name: &str, size: &str, count: u32) -> Flavor {
+    Flavor {
+        name: name.into(),
+        size: size.into(),
+        count: Some(count),
+        auto_scale: None,
+        labels: BTreeMap::new(),
+        taints: vec![],
+    }
+}
+
+impl Env {
+    /// A fresh environment with the default simulator.
+    pub async fn start() -> Self {
+        Self::with_config(SimConfig::default()).await
+    }
+
+    /// A fresh environment with the simulator configured by `config`.
+    pub async fn with_config(config: SimConfig) -> Self {
+        let clock = bc_sim::testing::clock();
+        let sim = Sim::new(config, clock.clone());
+        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+        let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
+        let tenant = TenantId::parse("acme").expect("tenant");
+        let id = ProviderAccountId::generate(1, 42);
+        let creds = ProviderCredentials::new(SecretString::new(TEST_TOKEN)).expect("token");
+        let sealed = secret_box.seal(&creds.to_plaintext(), id.as_str().as_bytes()).expect("seal");
+        let account = ProviderAccount {
+            provider_account_id: id,
+            tenant_id: tenant.clone(),
+            provider: ProviderKind::Digitalocean,
+            name: ObjectName::parse("main").expect("name"),
+            credentials: SealedSecret(sealed),
+            created_at: clock.now(),
+            deleted_at: None,
+        };
+        store
+            .commit(UnitOfWork::new().write(Write::InsertAccount(account.clone())))
+            .await
+            .expect("account");
+        let registry: Arc<dyn ProviderRegistry> =
+            Arc::new(DirectRegistry::new(sim.state().clone(), secret_box));
+        let observer: Arc<dyn Observer> = Arc::new(DirectObserver::new(registry, clock.clone()));
+        let clusters: Arc<dyn ClusterApi> = Arc::new(DirectClusterApi::new(sim.state().clone()));
+        let join = JoinServer::start().await;
+        let deps = Deps {
+            store: store.clone(),
+            observer,
+            clusters,
+            clock: clock.clone(),
+            settings: Settings { public_url: join.url().to_owned(), bcd_image: BCD_IMAGE.into() },
+        };
+        let entropy = Arc::new(SeqEntropy::default());
+        let driver = Driver::new("test-replica", kubernetes_reconcilers(entropy.clone()));
+        Self { store, sim, clock, deps, join, tenant, account, driver, entropy }
+    }
+
+    /// `pools.create`'s writes (contracts.md): the pool, its pending substrate when the
+    /// policy has one, and the substrate's work item, due now.
+    pub async fn create_pool(&self, name: &str, policy: PoolPolicy) -> Pool {
+        let now = self.clock.now();
+        let pool = Pool {
+            pool_id: PoolId::generate(
+                u64::try_from(now.unix_ms()).unwrap_or(0),
+                self.entropy.u128(),
+            ),
+            tenant_id: self.tenant.clone(),
+            name: ObjectName::parse(name).expect("pool name"),
+            policy,
+            state: PoolState::Active,
+            generation: 1,
+            created_at: now,
+            updated_at: now,
+            archived_at: None,
+        };
+        let mut uow = UnitOfWork::new().write(Write::InsertPool(pool.clone()));
+        if let Some(s) = &pool.policy.substrate {
+            uow = uow.write(Write::PutSubstrate(self.pending_substrate(&pool.pool_id, s)));
+            uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now);
+        }
+        self.store.commit(uow).await.expect("create pool");
+        pool
+    }
+
+    fn pending_substrate(&self, pool: &PoolId, s: &SubstratePolicy) -> Substrate {
+        let now = self.clock.now();
+        Substrate {
+            pool_id: pool.clone(),
+            tenant_id: self.tenant.clone(),
+            provider_account_id: self.account.provider_account_id.clone(),
+            mode: match s.cluster {
+                ClusterPolicy::Create(_) => SubstrateMode::Create,
+                ClusterPolicy::Adopt(_) => SubstrateMode::Adopt,
+            },
+            cluster_id: None,
+            state: ResourceState::Pending,
+            message: None,
+            nodes_listed: 0,
+            nodes_joined: 0,
+            waiting_to_join: None,
+            upgrade: None,
+            observed_generation: 0,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// `pools.update`'s writes: the new policy under CAS, a pending substrate when one
+    /// is added, the work item.
+    pub async fn update_policy(&self, pool_id: &PoolId, policy: PoolPolicy) -> Pool {
+        let now = self.clock.now();
+        let old = self.store.pool_get_any(pool_id).await.expect("read").expect("pool");
+        let next = Pool { policy, generation: old.generation + 1, updated_at: now, ..old.clone() };
+        let mut uow = UnitOfWork::new()
+            .write(Write::UpdatePool { pool: next.clone(), expected_generation: old.generation })
+            .enqueue(WorkKind::Substrates, pool_id.as_str(), now);
+        let live = self
+            .store
+            .substrate_get_any(pool_id)
+            .await
+            .expect("read")
+            .is_some_and(|s| s.state.is_live());
+        if let (Some(s), false) = (&next.policy.substrate, live) {
+            uow = uow.write(Write::PutSubstrate(self.pending_substrate(pool_id, s)));
+        }
+        self.store.commit(uow).await.expect("update pool");
+        next
+    }
+
+    /// `pools.archive`'s writes.
+    pub async fn archive(&self, pool_id: &PoolId) {
+        let now = self.clock.now();
+        let old = self.store.pool_get_any(pool_id).await.expect("read").expect("pool");
+        let next = Pool {
+            state: PoolState::Archived,
+            archived_at: Some(now),
+            generation: old.generation + 1,
+            ..old.clone()
+        };
+        let uow = UnitOfWork::new()
+            .write(Write::UpdatePool { pool: next, expected_generation: old.generation })
+            .enqueue(WorkKind::Substrates, pool_id.as_str(), now);
+        self.store.commit(uow).await.expect("archive");
+    }
+
+    /// Enqueues the pool's substrate now (what a change elsewhere, a watch or the steady
+    /// resync would do).
+    pub async fn driver_wake(&self, pool_id: &PoolId) {
+        let e = bc_domain::ports::Enqueue {
+            kind: WorkKind::Substrates,
+            key: pool_id.to_string(),
+            not_before: self.clock.now(),
+        };
+        self.store.enqueue(e).await.expect("enqueue");
+    }
+
+    /// `kubernetesClusters.create`'s writes: the cluster and its first node pools,
+    /// pending, and the cluster's work item.
+    pub async fn create_cluster(
+        &self,
+        name: &str,
+        mode: ClusterMode,
+        pools: Vec<(&str, &str, Scale)>,
+    ) -> (KubernetesCluster, Vec<NodePool>) {
+        let now = self.clock.now();
+        let ms = u64::try_from(now.unix_ms()).unwrap_or(0);
+        let cluster = KubernetesCluster {
+            cluster_id: ClusterId::generate(ms, self.entropy.u128()),
+            tenant_id: self.tenant.clone(),
+            provider_account_id: self.account.provider_account_id.clone(),
+            name: ObjectName::parse(name).expect("cluster name"),
+            region: "nyc1".into(),
+            desired_version: Some("latest".into()),
+            high_availability: false,
+            mode,
+            origin: ClusterOrigin::Created,
+            substrate_pool_ids: vec![],
+            delete_requested: false,
+            generation: 1,
+            created_at: now,
+            provider_cluster_id: None,
+            version: None,
+            status: ObservedStatus {
+                state: ResourceState::Pending,
+                message: None,
+                observed_generation: 0,
+                updated_at: now,
+            },
+        };
+        let rows: Vec<NodePool> = pools
+            .into_iter()
+            .map(|(n, size, scale)| self.node_pool_row(&cluster, n, size, scale))
+            .collect();
+        let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
+        for r in &rows {
+            uow = uow.write(Write::InsertNodePool(r.clone()));
+        }
+        uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+        self.store.commit(uow).await.expect("create cluster");
+        (cluster, rows)
+    }
+
+    fn node_pool_row(
+        &self,
+        cluster: &KubernetesCluster,
+        name: &str,
+        size: &str,
+        scale: Scale,
+    ) -> NodePool {
+        let now = self.clock.now();
+        NodePool {
+            node_pool_id: NodePoolId::generate(
+                u64::try_from(now.unix_ms()).unwrap_or(0),
+                self.entropy.u128(),
+            ),
+            cluster_id: cluster.cluster_id.clone(),
+            tenant_id: self.tenant.clone(),
+            name: name.into(),
+            size: size.into(),
+            scale,
+            labels: BTreeMap::new(),
+            taints: vec![],
+            managed_by: None,
+            origin: NodePoolOrigin::Created,
+            delete_requested: false,
+            generation: 1,
+            created_at: now,
+            provider_node_pool_id: None,
+            nodes_listed: 0,
+            nodes_ready: 0,
+            state: NodePoolState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        }
+    }
+
+    /// `kubernetesNodePools.create`'s writes.
+    pub async fn create_node_pool(
+        &self,
+        cluster: &ClusterId,
+        name: &str,
+        size: &str,
+        scale: Scale,
+    ) -> NodePool {
+        let c = self.store.cluster_get_any(cluster).await.expect("read").expect("cluster");
+        let row = self.node_pool_row(&c, name, size, scale);
+        let uow = UnitOfWork::new().write(Write::InsertNodePool(row.clone())).enqueue(
+            WorkKind::NodePools,
+            row.node_pool_id.as_str(),
+            self.clock.now(),
+        );
+        self.store.commit(uow).await.expect("create node pool");
+        row
+    }
+
+    /// `kubernetesNodePools.resize`'s (and `delete`'s, with `delete`) writes: the new
+    /// desired fields under CAS, the work item.
+    pub async fn change_node_pool(
+        &self,
+        id: &NodePoolId,
+        scale: Option<Scale>,
+        delete: bool,
+    ) -> NodePool {
+        let old = self.store.node_pool_get_any(id).await.expect("read").expect("node pool");
+        let next = NodePool {
+            scale: scale.unwrap_or(old.scale),
+            delete_requested: old.delete_requested || delete,
+            generation: old.generation + 1,
+            ..old.clone()
+        };
+        let uow = UnitOfWork::new()
+            .write(Write::UpdateNodePool {
+                node_pool: next.clone(),
+                expected_generation: old.generation,
+            })
+            .enqueue(WorkKind::NodePools, id.as_str(), self.clock.now());
+        self.store.commit(uow).await.expect("change node pool");
+        next
+    }
+
+    /// `kubernetesClusters.upgrade`'s (`version`) and `delete`'s (`delete`) writes, and
+    /// a high-availability change.
+    pub async fn change_cluster(
+        &self,
+        id: &ClusterId,
+        version: Option<&str>,
+        high_availability: Option<bool>,
+        delete: bool,
+    ) -> KubernetesCluster {
+        let old = self.store.cluster_get_any(id).await.expect("read").expect("cluster");
+        let next = KubernetesCluster {
+            desired_version: version.map(str::to_owned).or(old.desired_version.clone()),
+            high_availability: high_availability.unwrap_or(old.high_availability),
+            delete_requested: old.delete_requested || delete,
+            generation: old.generation + 1,
+            ..old.clone()
+        };
+        let uow = UnitOfWork::new()
+            .write(Write::UpdateCluster {
+                cluster: next.clone(),
+                expected_generation: old.generation,
+            })
+            .enqueue(WorkKind::Clusters, id.as_str(), self.clock.now());
+        self.store.commit(uow).await.expect("change cluster");
+        next
+    }
+
+    /// A cluster row.
+    pub async fn cluster(&self, id: &ClusterId) -> KubernetesCluster {
+        self.store.cluster_get_any(id).await.expect("read").expect("cluster")
+    }
+
+    /// A node pool row.
+    pub async fn node_pool(&self, id: &NodePoolId) -> NodePool {
+        self.store.node_pool_get_any(id).await.expect("read").expect("node pool")
+    }
+
+    /// The pool's substrate row.
+    pub async fn substrate(&self, pool_id: &PoolId) -> Substrate {
+        self.store.substrate_get_any(pool_id).await.expect("read").expect("substrate")
+    }
+
+    /// One driver round, then one round of the simulated bcd, whose joins are recorded.
+    /// When nothing was due, the clock first jumps to the next due item (at most
+    /// `max_jump` ahead).
+    pub async fn step(&self, max_jump: Duration) -> Vec<Ran> {
+        let mut ran = self.driver.round(&self.deps).await;
+        if ran.is_empty() {
+            let now = self.clock.now();
+            let limit = now + time::Duration::milliseconds(max_jump.as_millis() as i64);
+            let to = self.driver.next_due(now).filter(|t| *t <= limit).unwrap_or(limit);
+            self.clock.set(to);
+            ran = self.driver.round(&self.deps).await;
+        }
+        // One round of the simulated agents per step: each bcd whose pod can start calls
+        // once (and again on later steps while its join fails).
+        bc_sim::testing::bounded(bc_sim::bcd::run_once(self.sim.state())).await;
+        self.record_joins().await;
+        ran
+    }
+
+    /// Steps (see [`Self::step`]) until `done` holds, at most `max_steps` times; whether
+    /// it held.
+    pub async fn run_until(
+        &self,
+        max_steps: usize,
+        mut done: impl AsyncFnMut(&Self) -> bool,
+    ) -> bool {
+        for _ in 0..max_steps {
+            if done(self).await {
+                return true;
+            }
+            self.step(STEADY_RESYNC).await;
+        }
+        done(self).await
+    }
+
+    /// Steps until the pool's substrate is in `state`, at most `max_steps` times.
+    pub async fn until_substrate(
+        &self,
+        pool: &PoolId,
+        state: ResourceState,
+        max_steps: usize,
+    ) -> Substrate {
+        let reached = self
+            .run_until(max_steps, async |env: &Self| env.substrate(pool).await.state == state)
+            .await;
+        let s = self.substrate(pool).await;
+        assert!(reached, "substrate of {pool} not {state} after {max_steps} steps: {s:?}");
+        s
+    }
+
+    /// The stand-in for `agents.join`: records (`PutNode`) every join the simulated bcd
+    /// made with a live join token whose node the cluster lists with the pool label —
+    /// what the API's method does — and returns how many it recorded.
+    pub async fn record_joins(&self) -> usize {
+        let calls = self.join.calls();
+        // Only joins the stand-in answered with success (the simulated bcd says so).
+        let joined: BTreeSet<String> = self
+            .sim
+            .state()
+            .bcd
+            .join_outcomes()
+            .into_iter()
+            .filter(|(_, o)| o.joined)
+            .map(|((_, node), _)| node)
+            .collect();
+        let mut recorded = 0;
+        for c in calls {
+            let token = c["joinToken"].as_str().unwrap_or_default();
+            let node = c["nodeName"].as_str().unwrap_or_default().to_owned();
+            if !joined.contains(&node) {
+                continue;
+            }
+            let Some(t) =
+                self.store.join_token_find(&sha256_hex(token.as_bytes())).await.expect("read")
+            else {
+                continue;
+            };
+            if self.store.node_find_by_name(&t.pool_id, &node).await.expect("read").is_some() {
+                continue;
+            }
+            if !self.node_listed(&node, &t.pool_id) {
+                continue;
+            }
+            let now = self.clock.now();
+            let n = Node {
+                node_id: NodeId::generate(
+                    u64::try_from(now.unix_ms()).unwrap_or(0),
+                    self.entropy.u128(),
+                ),
+                pool_id: t.pool_id.clone(),
+                node_name: node,
+                provider_node_id: c["providerNodeId"].as_str().map(str::to_owned),
+                bcd_version: c["bcdVersion"].as_str().unwrap_or_default().to_owned(),
+                credential_hash: sha256_hex(&self.entropy.bytes32()),
+                joined_at: now,
+                last_heartbeat_at: None,
+            };
+            self.store.commit(UnitOfWork::new().write(Write::PutNode(n))).await.expect("join");
+            recorded += 1;
+        }
+        recorded
+    }
+
+    /// Whether some simulated cluster lists Node `name` with pool `pool`'s label.
+    fn node_listed(&self, name: &str, pool: &PoolId) -> bool {
+        let now = self.clock.now();
+        let state = self.sim.state();
+        state.kube.cluster_ids().iter().any(|c| {
+            state.model().cluster_nodes(c, now).unwrap_or_default().iter().any(|n| {
+                n.name == name
+                    && n.labels.get(LABEL_SUBSTRATE_POOL).map(String::as_str) == Some(pool.as_str())
+            })
+        })
+    }
+
+    /// The provider requests made so far on `method template` (see `bc_sim::model::routes`).
+    pub fn count(&self, method: &str, template: &str) -> u64 {
+        self.sim.state().model().request_count(&bc_sim::model::routes::key(method, template))
+    }
+}
+
+/// A create-mode substrate policy in `nyc1` at `version`, with `flavors`.
+pub fn create_policy(
+    account: &ProviderAccountId,
+    version: &str,
+    flavors: Vec<Flavor>,
+) -> PoolPolicy {
+    PoolPolicy {
+        substrate: Some(SubstratePolicy {
+            kind: SubstrateKind::Kubernetes,
+            account: account.to_string(),
+            cluster: ClusterPolicy::Create(CreateClusterPolicy {
+                region: "nyc1".into(),
+                version: version.into(),
+                high_availability: false,
+                name: None,
+            }),
+        }),
+        flavors,
+        upgrades: UpgradePolicy::Drain,
+    }
+}
+
+/// An adopt-mode substrate policy of provider cluster `provider_cluster_id`.
+pub fn adopt_policy(
+    account: &ProviderAccountId,
+    provider_cluster_id: &str,
+    flavors: Vec<Flavor>,
+) -> PoolPolicy {
+    PoolPolicy {
+        substrate: Some(SubstratePolicy {
+            kind: SubstrateKind::Kubernetes,
+            account: account.to_string(),
+            cluster: ClusterPolicy::Adopt(AdoptClusterPolicy {
+                provider_cluster_id: provider_cluster_id.into(),
+            }),
+        }),
+        flavors,
+        upgrades: UpgradePolicy::Drain,
+    }
+}

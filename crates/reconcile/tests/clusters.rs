@@ -1,0 +1,353 @@
+//! `kubernetes.clusters` and `kubernetes.nodepools` against the simulator's direct face
+//! and the real SQLite store, stepped on a manual clock: create with the first pools,
+//! add, resize, delete pools, refusals and their recovery, retried faults, upgrade, HA,
+//! delete, the provider's own pools, autopilot.
+
+use std::time::Duration;
+
+use bc_domain::model::{ClusterMode, NodePoolOrigin};
+use bc_domain::policy::{AutoScale, Scale};
+use bc_domain::ports::*;
+use bc_domain::{ClusterId, NodePoolState, ResourceState};
+use bc_reconcile::testing::Env;
+use bc_sim::SimConfig;
+use bc_sim::direct::DirectProvider;
+use bc_sim::model::routes;
+use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+
+const STEP: Duration = Duration::from_secs(600);
+
+fn provider(env: &Env) -> DirectProvider {
+    DirectProvider::new(env.sim.state().clone(), TEST_TOKEN)
+}
+
+async fn until_cluster(
+    env: &Env,
+    id: &ClusterId,
+    state: ResourceState,
+    max: usize,
+) -> bc_domain::model::KubernetesCluster {
+    let ok = env.run_until(max, async |e: &Env| e.cluster(id).await.status.state == state).await;
+    let c = env.cluster(id).await;
+    assert!(ok, "cluster not {state}: {c:?}");
+    c
+}
+
+/// Steps until the cluster is ready with every tenant pool of it ready.
+async fn until_all_ready(env: &Env, id: &ClusterId, max: usize) {
+    let ok = env
+        .run_until(max, async |e: &Env| {
+            let rows = e
+                .store
+                .node_pool_list_by_cluster(id, &PageRequest::first(100))
+                .await
+                .unwrap()
+                .items;
+            e.cluster(id).await.status.state == ResourceState::Ready
+                && rows.iter().filter(|r| r.origin == NodePoolOrigin::Created).all(|r| {
+                    r.state == NodePoolState::Ready && r.observed_generation == r.generation
+                })
+        })
+        .await;
+    assert!(ok, "{:?}", env.cluster(id).await);
+}
+
+async fn kinds(env: &Env) -> Vec<String> {
+    env.store
+        .event_list(&env.tenant, None, 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_cluster_is_created_with_its_first_pools_then_pools_are_added_resized_and_deleted() {
+    let env = Env::start().await;
+    let (c, rows) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(2)), ("batch", "c-4", Scale::Count(1))],
+        )
+        .await;
+    until_all_ready(&env, &c.cluster_id, 30).await;
+    let c = env.cluster(&c.cluster_id).await;
+    let pid = c.provider_cluster_id.clone().unwrap();
+    let pc = provider(&env).get_cluster(&pid).await.unwrap();
+    assert_eq!(pc.name, "alpha");
+    assert_eq!(pc.node_pools.len(), 2, "the first pools came with the create call");
+    assert_eq!(env.count("POST", routes::NODE_POOLS), 0);
+    assert_eq!(c.version.as_deref(), Some(pc.version.as_str()));
+    let w = env.node_pool(&rows[0].node_pool_id).await;
+    assert_eq!((w.nodes_listed, w.nodes_ready, w.provider_node_pool_id.is_some()), (2, 2, true));
+
+    // Add a pool: the cluster is updating while it converges.
+    let extra = env
+        .create_node_pool(
+            &c.cluster_id,
+            "extra",
+            NODE_SIZE,
+            Scale::AutoScale(AutoScale { min: 1, max: 3 }),
+        )
+        .await;
+    let saw_updating = env
+        .run_until(10, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Updating
+        })
+        .await;
+    assert!(saw_updating);
+    until_all_ready(&env, &c.cluster_id, 20).await;
+    assert_eq!(env.count("POST", routes::NODE_POOLS), 1);
+    // Resize.
+    env.change_node_pool(&rows[0].node_pool_id, Some(Scale::Count(3)), false).await;
+    until_all_ready(&env, &c.cluster_id, 20).await;
+    assert_eq!(env.node_pool(&rows[0].node_pool_id).await.nodes_listed, 3);
+    // Delete.
+    env.change_node_pool(&extra.node_pool_id, None, true).await;
+    let gone = env
+        .run_until(20, async |e: &Env| {
+            e.node_pool(&extra.node_pool_id).await.state == NodePoolState::Deleted
+        })
+        .await;
+    assert!(gone);
+    until_all_ready(&env, &c.cluster_id, 10).await;
+    let names: Vec<String> = provider(&env)
+        .get_cluster(&pid)
+        .await
+        .unwrap()
+        .node_pools
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert!(!names.contains(&"extra".to_owned()), "{names:?}");
+    let k = kinds(&env).await;
+    for want in
+        ["kubernetes.cluster.ready", "kubernetes.nodepool.ready", "kubernetes.nodepool.deleted"]
+    {
+        assert!(k.iter().any(|x| x == want), "{want} not in {k:?}");
+    }
+    let events = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.kind.starts_with("kubernetes."))
+            .all(|e| e.subject == format!("compute.kubernetes.clusters.{}", c.cluster_id))
+    );
+}
+
+#[tokio::test]
+async fn a_refused_node_pool_errors_the_pool_and_the_cluster_and_waits_for_a_change() {
+    let env = Env::start().await;
+    let (c, _) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    until_all_ready(&env, &c.cluster_id, 30).await;
+    let key = routes::key("POST", routes::NODE_POOLS);
+    env.sim.state().model().refuse(&key, "node pool quota exceeded");
+    let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
+    let c2 = until_cluster(&env, &c.cluster_id, ResourceState::Error, 10).await;
+    let m = c2.status.message.unwrap();
+    assert!(m.contains("more") && m.contains("node pool quota exceeded"), "{m}");
+    let row = env.node_pool(&np.node_pool_id).await;
+    assert_eq!(row.state, NodePoolState::Error);
+    assert!(row.message.unwrap().contains("422"));
+    let calls = env.count("POST", routes::NODE_POOLS);
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    assert_eq!(
+        env.count("POST", routes::NODE_POOLS),
+        calls,
+        "not asked again until the pool changes"
+    );
+    assert!(kinds(&env).await.iter().any(|k| k == "kubernetes.nodepool.error"));
+    assert!(kinds(&env).await.iter().any(|k| k == "kubernetes.cluster.error"));
+    // The refusal is cleared at the provider and the tenant changes the pool: it is made.
+    env.sim.state().model().clear_refusal(&key);
+    env.change_node_pool(&np.node_pool_id, Some(Scale::Count(2)), false).await;
+    until_all_ready(&env, &c.cluster_id, 20).await;
+    assert_eq!(env.node_pool(&np.node_pool_id).await.nodes_ready, 2);
+}
+
+#[tokio::test]
+async fn a_refused_pool_that_is_deleted_lets_the_cluster_be_ready() {
+    let env = Env::start().await;
+    let (c, _) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    until_all_ready(&env, &c.cluster_id, 30).await;
+    let np = env.create_node_pool(&c.cluster_id, "huge", "s-64vcpu-1tb", Scale::Count(1)).await;
+    until_cluster(&env, &c.cluster_id, ResourceState::Error, 10).await;
+    env.change_node_pool(&np.node_pool_id, None, true).await;
+    until_cluster(&env, &c.cluster_id, ResourceState::Ready, 10).await;
+    assert_eq!(env.node_pool(&np.node_pool_id).await.state, NodePoolState::Deleted);
+}
+
+#[tokio::test]
+async fn server_errors_and_throttling_on_pools_are_retried_not_refusals() {
+    let env = Env::start().await;
+    let (c, _) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    until_all_ready(&env, &c.cluster_id, 30).await;
+    {
+        let mut m = env.sim.state().model();
+        let key = routes::key("POST", routes::NODE_POOLS);
+        m.inject_failures(&key, 2, bc_sim::model::Fault::ServerError);
+        m.inject_failures(&key, 1, bc_sim::model::Fault::TooManyRequests { retry_after: 3 });
+    }
+    let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
+    for _ in 0..30 {
+        let row = env.node_pool(&np.node_pool_id).await;
+        assert_ne!(row.state, NodePoolState::Error);
+        assert_ne!(env.cluster(&c.cluster_id).await.status.state, ResourceState::Error);
+        if row.state == NodePoolState::Ready {
+            break;
+        }
+        env.step(STEP).await;
+    }
+    assert_eq!(env.node_pool(&np.node_pool_id).await.state, NodePoolState::Ready);
+    assert_eq!(env.count("POST", routes::NODE_POOLS), 4);
+}
+
+#[tokio::test]
+async fn upgrade_high_availability_and_delete() {
+    let env = Env::start().await;
+    let (c, rows) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    // Pin the version before the first run (as the API's create would store it).
+    env.change_cluster(&c.cluster_id, Some("1.32.6-do.1"), None, false).await;
+    until_all_ready(&env, &c.cluster_id, 30).await;
+    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
+    assert_eq!(provider(&env).get_cluster(&pid).await.unwrap().version, "1.32.6-do.1");
+    env.change_cluster(&c.cluster_id, Some("1.33.1-do.0"), Some(true), false).await;
+    let ok = env
+        .run_until(30, async |e: &Env| {
+            let c = e.cluster(&c.cluster_id).await;
+            c.status.state == ResourceState::Ready && c.version.as_deref() == Some("1.33.1-do.0")
+        })
+        .await;
+    assert!(ok, "{:?}", env.cluster(&c.cluster_id).await);
+    let pc = provider(&env).get_cluster(&pid).await.unwrap();
+    assert_eq!((pc.version.as_str(), pc.high_availability), ("1.33.1-do.0", true));
+    env.change_cluster(&c.cluster_id, None, None, true).await;
+    until_cluster(&env, &c.cluster_id, ResourceState::Deleted, 20).await;
+    assert!(matches!(
+        provider(&env).get_cluster(&pid).await,
+        Err(bc_domain::ProviderError::NotFound)
+    ));
+    assert_eq!(env.node_pool(&rows[0].node_pool_id).await.state, NodePoolState::Deleted);
+    assert!(kinds(&env).await.iter().any(|k| k == "kubernetes.cluster.deleted"));
+    assert_eq!(env.count("POST", routes::CLUSTERS), 1);
+}
+
+#[tokio::test]
+async fn the_providers_own_pools_are_recorded_read_only() {
+    let env = Env::start().await;
+    let (c, _) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    until_all_ready(&env, &c.cluster_id, 30).await;
+    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
+    // Someone adds a pool in the provider's console.
+    let outside = provider(&env)
+        .create_node_pool(&pid, &bc_sim::testing::node_pool_request("console", 1))
+        .await
+        .unwrap();
+    env.change_cluster(&c.cluster_id, None, None, false).await; // a resync
+    let ok = env
+        .run_until(10, async |e: &Env| {
+            let rows = e
+                .store
+                .node_pool_list_by_cluster(&c.cluster_id, &PageRequest::first(100))
+                .await
+                .unwrap()
+                .items;
+            rows.iter().any(|r| r.name == "console")
+        })
+        .await;
+    assert!(ok);
+    let rows = env
+        .store
+        .node_pool_list_by_cluster(&c.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items;
+    let console = rows.iter().find(|r| r.name == "console").unwrap();
+    assert_eq!(
+        (console.origin, console.managed_by.clone(), console.provider_node_pool_id.as_deref()),
+        (NodePoolOrigin::Provider, None, Some(outside.id.as_str()))
+    );
+    // The node-pool reconciler never acts on it.
+    let puts = env.count("PUT", routes::NODE_POOL);
+    env.store
+        .enqueue(Enqueue {
+            kind: WorkKind::NodePools,
+            key: console.node_pool_id.to_string(),
+            not_before: env.deps.clock.now(),
+        })
+        .await
+        .unwrap();
+    env.step(STEP).await;
+    assert_eq!(env.count("PUT", routes::NODE_POOL), puts);
+    // Removed at the provider: its row goes.
+    provider(&env).delete_node_pool(&pid, &outside.id).await.unwrap();
+    for _ in 0..3 {
+        env.step(Duration::from_secs(60)).await;
+    }
+    env.change_cluster(&c.cluster_id, None, None, false).await;
+    let ok = env
+        .run_until(10, async |e: &Env| {
+            e.node_pool(&console.node_pool_id).await.state == NodePoolState::Deleted
+        })
+        .await;
+    assert!(ok);
+}
+
+#[tokio::test]
+async fn autopilot_clusters_have_no_node_pools() {
+    let env = Env::with_config(SimConfig { offer_autopilot: true, ..SimConfig::default() }).await;
+    let (c, _) = env.create_cluster("auto", ClusterMode::Autopilot, vec![]).await;
+    until_cluster(&env, &c.cluster_id, ResourceState::Ready, 30).await;
+    let np = env.create_node_pool(&c.cluster_id, "nope", NODE_SIZE, Scale::Count(1)).await;
+    let ok = env
+        .run_until(5, async |e: &Env| {
+            e.node_pool(&np.node_pool_id).await.state == NodePoolState::Error
+        })
+        .await;
+    assert!(ok);
+    assert!(env.node_pool(&np.node_pool_id).await.message.unwrap().contains("autopilot"));
+    assert_eq!(env.count("POST", routes::NODE_POOLS), 0);
+}
+
+#[tokio::test]
+async fn autopilot_on_a_provider_without_it_is_an_error_naming_the_account() {
+    let env = Env::start().await;
+    let (c, _) = env.create_cluster("auto", ClusterMode::Autopilot, vec![]).await;
+    let c = until_cluster(&env, &c.cluster_id, ResourceState::Error, 10).await;
+    assert!(c.status.message.unwrap().contains("autopilot"));
+    assert_eq!(env.count("POST", routes::CLUSTERS), 0);
+}

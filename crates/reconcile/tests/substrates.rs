@@ -1,0 +1,941 @@
+//! `kubernetes.substrates` against the simulator's direct faces and the real SQLite
+//! store, stepped on a manual clock (no sleeps): create and adopt modes, ownership,
+//! join tokens and accounting, flavor changes, upgrades, teardown.
+
+use std::time::Duration;
+
+use bc_domain::model::{Booking, BookingState, KubernetesCluster, Substrate};
+use bc_domain::name::{LABEL_SUBSTRATE_POOL, substrate_namespace};
+use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePolicy};
+use bc_domain::ports::*;
+use bc_domain::token::sha256_hex;
+use bc_domain::{BookingId, PoolId, ResourceState, StoreError};
+use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
+use bc_sim::direct::DirectProvider;
+use bc_sim::kube::Resource;
+use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
+use serde_json::json;
+
+const STEP: Duration = Duration::from_secs(600);
+
+fn provider(env: &Env) -> DirectProvider {
+    DirectProvider::new(env.sim.state().clone(), TEST_TOKEN)
+}
+
+async fn cluster_of(env: &Env, s: &Substrate) -> (KubernetesCluster, String) {
+    let c = env
+        .store
+        .cluster_get_any(s.cluster_id.as_ref().expect("cluster id"))
+        .await
+        .unwrap()
+        .unwrap();
+    let pid = c.provider_cluster_id.clone().expect("provider id");
+    (c, pid)
+}
+
+fn stored(
+    env: &Env,
+    cluster: &str,
+    kind: ObjectKind,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<serde_json::Value> {
+    env.sim.state().kube.get_object(cluster, kind, ns, name)
+}
+
+async fn event_kinds(env: &Env) -> Vec<String> {
+    env.store
+        .event_list(&env.tenant, None, 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+async fn pool_names(env: &Env, pid: &str) -> Vec<String> {
+    let mut v: Vec<String> = provider(env)
+        .get_cluster(pid)
+        .await
+        .unwrap()
+        .node_pools
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    v.sort();
+    v
+}
+
+fn booking(pool: &PoolId, env: &Env) -> Booking {
+    Booking {
+        booking_id: BookingId::generate(1, rand_u128()),
+        tenant_id: env.tenant.clone(),
+        pool_id: pool.clone(),
+        node_name: None,
+        state: BookingState::Active,
+        created_at: env.deps.clock.now(),
+        ends_at: None,
+        ended_at: None,
+    }
+}
+
+fn rand_u128() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(1);
+    u128::from(N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
+    let mut p = p.clone();
+    if let Some(s) = &mut p.substrate
+        && let ClusterPolicy::Create(c) = &mut s.cluster
+    {
+        c.version = version.into();
+    }
+    p
+}
+
+async fn steps(env: &Env, n: usize) {
+    for _ in 0..n {
+        env.step(STEP).await;
+    }
+}
+
+#[tokio::test]
+async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
+    let env = Env::start().await;
+    let mut gpu = flavor("gpu", "g-4vcpu-16gb", 1);
+    gpu.taints.push(Taint {
+        key: "gpu".into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    });
+    gpu.labels.insert("team".into(), "ml".into());
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 2), gpu],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    assert_eq!(
+        (s.nodes_listed, s.nodes_joined, s.waiting_to_join, s.message.clone()),
+        (3, 3, None, None),
+        "{s:?}"
+    );
+    let (cluster, pid) = cluster_of(&env, &s).await;
+    let dashed = pool.pool_id.dashed();
+    assert_eq!(cluster.name.as_str(), format!("bc-{dashed}"));
+    assert_eq!(cluster.status.state, ResourceState::Ready);
+    assert_eq!(
+        pool_names(&env, &pid).await,
+        vec![format!("bc-{dashed}-cpu"), format!("bc-{dashed}-gpu")]
+    );
+    let pc = provider(&env).get_cluster(&pid).await.unwrap();
+    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
+    let gpu_pool = pc.node_pools.iter().find(|p| p.name.ends_with("-gpu")).unwrap();
+    assert_eq!(gpu_pool.labels.get("team").map(String::as_str), Some("ml"));
+    assert_eq!(gpu_pool.labels.get("better-compute.dev/flavor").map(String::as_str), Some("gpu"));
+    let ns = substrate_namespace(&pool.pool_id);
+    for (kind, nsref, name) in [
+        (ObjectKind::Namespace, None, ns.as_str()),
+        (ObjectKind::Secret, Some(ns.as_str()), "bcd-join"),
+        (ObjectKind::ServiceAccount, Some(ns.as_str()), "bcd"),
+        (ObjectKind::DaemonSet, Some(ns.as_str()), "bcd"),
+    ] {
+        let o = stored(&env, &pid, kind, nsref, name).unwrap_or_else(|| panic!("{kind:?} {name}"));
+        assert_eq!(o["metadata"]["labels"][LABEL_SUBSTRATE_POOL], pool.pool_id.as_str());
+        assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/managed-by"], "better-compute");
+    }
+    let ds = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["image"],
+        bc_reconcile::testing::BCD_IMAGE
+    );
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["tolerations"][0]["key"], "gpu",
+        "tolerates the gpu taint: its node joined"
+    );
+    // Rows: one per flavor, managed by the pool, ready.
+    let rows = env
+        .store
+        .node_pool_list_by_cluster(&cluster.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.managed_by.as_ref() == Some(&pool.pool_id)
+        && r.state == bc_domain::NodePoolState::Ready
+        && r.nodes_ready == r.nodes_listed));
+    // The join token: only its hash is stored, and it is the one in the Secret.
+    let token = env.join.calls()[0]["joinToken"].as_str().unwrap().to_owned();
+    assert!(env.store.join_token_find(&sha256_hex(token.as_bytes())).await.unwrap().is_some());
+    let kinds = event_kinds(&env).await;
+    for k in [
+        "kubernetes.substrate.provisioning",
+        "kubernetes.substrate.ready",
+        "kubernetes.nodepool.ready",
+        "kubernetes.cluster.ready",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "{k} missing in {kinds:?}");
+    }
+    let all =
+        serde_json::to_string(&env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap())
+            .unwrap();
+    assert!(!all.contains(&token), "no join token in events");
+    let s2 = format!("{:?}", env.substrate(&pool.pool_id).await);
+    assert!(!s2.contains(&token));
+}
+
+#[tokio::test]
+async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
+    let env = Env::start().await;
+    env.join.answer(Some(503));
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 2)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let wait = s.waiting_to_join.expect("nodes wait to join");
+    assert_eq!((s.nodes_listed, s.nodes_joined, wait.nodes), (2, 0, 2));
+    assert_eq!(s.message, None, "no message before 15 minutes");
+    let deadline = wait.since + time::Duration::minutes(15);
+    while env.deps.clock.now() < deadline {
+        env.step(STEP).await;
+        let s = env.substrate(&pool.pool_id).await;
+        assert_eq!(s.state, ResourceState::Ready);
+        if env.deps.clock.now() < deadline {
+            assert_eq!(s.message, None, "at {}", env.deps.clock.now());
+        }
+    }
+    let reached =
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.message.is_some()).await;
+    assert!(reached);
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.state, ResourceState::Ready, "the state stays ready");
+    let m = s.message.unwrap();
+    assert!(
+        m.contains("2 nodes")
+            && m.contains("bcd DaemonSet")
+            && m.contains("public URL")
+            && m.contains("bcd-join"),
+        "{m}"
+    );
+    assert_eq!(
+        s.waiting_to_join.unwrap().since,
+        wait.since,
+        "since does not move while nobody joins"
+    );
+    // The server answers again: the nodes join, the wait and the message go.
+    env.join.answer(None);
+    let done = env
+        .run_until(10, async |e: &Env| e.substrate(&pool.pool_id).await.waiting_to_join.is_none())
+        .await;
+    assert!(done);
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!((s.nodes_joined, s.message, s.state), (2, None, ResourceState::Ready));
+}
+
+#[tokio::test]
+async fn a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "1.32.6-do.1",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    let b = booking(&pool.pool_id, &env);
+    env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
+    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    let reached =
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
+    assert!(reached);
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.state, ResourceState::Updating);
+    let wait = s.upgrade.clone().unwrap();
+    assert_eq!(wait.version, "1.33.1-do.0");
+    assert!(s.message.as_deref().unwrap().contains("1 active booking"), "{s:?}");
+    // New bookings are refused while the drain waits.
+    let refused = env
+        .store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("1.33.1-do.0")),
+        "{refused:?}"
+    );
+    steps(&env, 4).await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.upgrade.as_ref().map(|u| u.since), Some(wait.since), "since holds while waiting");
+    assert_eq!(
+        env.count("POST", bc_sim::model::routes::UPGRADE),
+        0,
+        "no upgrade while a booking is active"
+    );
+    // The booking ends: the upgrade is asked for, once, and the cluster gets there.
+    env.store
+        .commit(
+            UnitOfWork::new()
+                .write(Write::EndBooking { booking_id: b.booking_id, at: env.deps.clock.now() }),
+        )
+        .await
+        .unwrap();
+    let done = env
+        .run_until(30, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            s.state == ResourceState::Ready && s.observed_generation == 2
+        })
+        .await;
+    assert!(done, "{:?}", env.substrate(&pool.pool_id).await);
+    assert_eq!(provider(&env).get_cluster(&pid).await.unwrap().version, "1.33.1-do.0");
+    assert_eq!(env.count("POST", bc_sim::model::routes::UPGRADE), 1);
+    assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
+    env.store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .await
+        .expect("bookings accepted again");
+}
+
+#[tokio::test]
+async fn an_immediate_upgrade_does_not_wait_for_bookings() {
+    let env = Env::start().await;
+    let mut policy = create_policy(
+        &env.account.provider_account_id,
+        "1.32.6-do.1",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    policy.upgrades = UpgradePolicy::Immediate;
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    env.store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .await
+        .unwrap();
+    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    let done = env
+        .run_until(30, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            s.state == ResourceState::Ready && s.observed_generation == 2
+        })
+        .await;
+    assert!(done);
+    assert_eq!(provider(&env).get_cluster(&pid).await.unwrap().version, "1.33.1-do.0");
+    assert!(
+        env.store
+            .event_list(&env.tenant, None, 0, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .all(|e| e.data.get("upgrade").is_none())
+    );
+}
+
+#[tokio::test]
+async fn adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_is_gone() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(
+        &env.sim,
+        "tenant",
+        vec![node_pool("own", 1, &[("tier", "b")])],
+    );
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let policy =
+        adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]);
+    let pool = env.create_pool("web", policy).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let joined = env
+        .run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.waiting_to_join.is_none())
+        .await;
+    assert!(joined);
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!((s.nodes_listed, s.nodes_joined), (1, 1), "only our pool's node is ours");
+    let (cluster, _) = cluster_of(&env, &s).await;
+    assert_eq!(cluster.origin, bc_domain::model::ClusterOrigin::Adopted);
+    assert_eq!(
+        pool_names(&env, &pid).await,
+        vec![format!("bc-{}-cpu", pool.pool_id.dashed()), "own".to_owned()]
+    );
+
+    // The tenant replaces our DaemonSet with one of their own.
+    let ns = substrate_namespace(&pool.pool_id);
+    let now = env.deps.clock.now();
+    let kube = &env.sim.state().kube;
+    kube.delete(&pid, Resource::DaemonSet, Some(&ns), "bcd", &Preconditions::default(), now)
+        .unwrap();
+    let theirs = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "bcd", "namespace": ns, "labels": {"team": "tenant"}},
+        "spec": bc_sim::testing::bcd_daemonset_spec(None, &[])});
+    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    let before = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
+    env.driver_wake(&pool.pool_id).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 5).await;
+    let m = s.message.unwrap();
+    assert!(
+        m.contains(&format!("DaemonSet {ns}/bcd")) && m.contains("never changed or deleted"),
+        "{m}"
+    );
+    steps(&env, 3).await;
+    let after = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
+    assert_eq!(after, before, "the tenant's DaemonSet is not patched");
+    // Gone: the substrate applies its own and is ready again.
+    kube.delete(
+        &pid,
+        Resource::DaemonSet,
+        Some(&ns),
+        "bcd",
+        &Preconditions::default(),
+        env.deps.clock.now(),
+    )
+    .unwrap();
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 10).await;
+    let ours = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
+    assert_eq!(ours["metadata"]["labels"][LABEL_SUBSTRATE_POOL], pool.pool_id.as_str());
+    assert!(event_kinds(&env).await.iter().any(|k| k == "kubernetes.substrate.error"));
+}
+
+#[tokio::test]
+async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(
+        &env.sim,
+        "tenant",
+        vec![node_pool("own", 1, &[("tier", "b")])],
+    );
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let policy = adopt_policy(
+        &env.account.provider_account_id,
+        &pid,
+        vec![flavor("cpu", NODE_SIZE, 1), flavor("arm", "c-4", 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (cluster, _) = cluster_of(&env, &s).await;
+    let own_before = provider(&env)
+        .get_cluster(&pid)
+        .await
+        .unwrap()
+        .node_pools
+        .into_iter()
+        .find(|p| p.name == "own")
+        .unwrap();
+    let token = env.join.calls()[0]["joinToken"].as_str().unwrap().to_owned();
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    let pc = provider(&env).get_cluster(&pid).await.expect("the adopted cluster stays");
+    assert_eq!(pc.node_pools.len(), 1, "{:?}", pc.node_pools);
+    assert_eq!(pc.node_pools[0], own_before, "the tenant's pool is untouched");
+    let ns = substrate_namespace(&pool.pool_id);
+    for (kind, nsref, name) in [
+        (ObjectKind::Namespace, None, ns.as_str()),
+        (ObjectKind::Secret, Some(ns.as_str()), "bcd-join"),
+        (ObjectKind::ServiceAccount, Some(ns.as_str()), "bcd"),
+        (ObjectKind::DaemonSet, Some(ns.as_str()), "bcd"),
+    ] {
+        assert!(stored(&env, &pid, kind, nsref, name).is_none(), "{kind:?} {name} left behind");
+    }
+    assert!(
+        env.store.join_token_find(&sha256_hex(token.as_bytes())).await.unwrap().is_none(),
+        "the join token is revoked"
+    );
+    // The adopted row closes once no substrate uses it (the cluster reconciler).
+    steps(&env, 3).await;
+    let row = env.store.cluster_get_any(&cluster.cluster_id).await.unwrap().unwrap();
+    assert_eq!(row.status.state, ResourceState::Deleted);
+    assert_eq!(
+        env.count("DELETE", bc_sim::model::routes::CLUSTER),
+        0,
+        "an adopted cluster is never deleted"
+    );
+    let live = env
+        .store
+        .node_pool_list_by_cluster(&cluster.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items;
+    assert!(live.is_empty(), "{live:?}");
+}
+
+#[tokio::test]
+async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_names_its_volumes() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (cluster, pid) = cluster_of(&env, &s).await;
+    let lbs = provider(&env);
+    let mut svc = bc_sim::testing::lb_request("svc-lb");
+    svc.tags = vec![format!("k8s:{pid}")];
+    let svc = LoadBalancerProvider::create(&lbs, &svc).await.unwrap();
+    let other = LoadBalancerProvider::create(&lbs, &bc_sim::testing::lb_request("tenant-lb"))
+        .await
+        .unwrap();
+    let vol = env.sim.state().model().inject_volume(TEST_TOKEN, &pid, "pvc-data").unwrap();
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    assert!(matches!(
+        provider(&env).get_cluster(&pid).await,
+        Err(bc_domain::ProviderError::NotFound)
+    ));
+    assert!(
+        matches!(
+            LoadBalancerProvider::get(&lbs, &svc.id).await,
+            Err(bc_domain::ProviderError::NotFound)
+        ),
+        "the associated LB goes"
+    );
+    assert!(LoadBalancerProvider::get(&lbs, &other.id).await.is_ok(), "an unrelated LB stays");
+    let events = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap();
+    let kept = events
+        .iter()
+        .find(|e| e.kind == "kubernetes.substrate.resources-retained")
+        .expect("volumes named");
+    assert_eq!(kept.data["volumes"][0]["id"], vol.as_str());
+    assert_eq!(kept.data["volumes"][0]["name"], "pvc-data");
+    let row = env.store.cluster_get_any(&cluster.cluster_id).await.unwrap().unwrap();
+    assert_eq!(row.status.state, ResourceState::Deleted);
+    assert!(events.iter().any(|e| e.kind == "kubernetes.cluster.deleted"));
+    assert!(events.iter().any(|e| e.kind == "kubernetes.substrate.deleted"));
+    assert!(events.iter().any(|e| e.kind == "kubernetes.nodepool.deleted"));
+    let live = env
+        .store
+        .node_pool_list_by_cluster(&cluster.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items;
+    assert!(live.is_empty());
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 1, "one cluster made, ever");
+    // The substrate is deleted for good: its work item is dropped.
+    steps(&env, 2).await;
+    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Deleted);
+}
+
+fn with_flavors(p: &PoolPolicy, flavors: Vec<bc_domain::policy::Flavor>) -> PoolPolicy {
+    PoolPolicy { flavors, ..p.clone() }
+}
+
+/// Steps until the pool's substrate converged its latest policy; asserts after every
+/// step that the cluster never holds two pools of one name.
+async fn converge_policy(env: &Env, pool: &PoolId, pid: &str, max: usize) -> Substrate {
+    let generation = env.store.pool_get_any(pool).await.unwrap().unwrap().generation;
+    for _ in 0..max {
+        let s = env.substrate(pool).await;
+        if s.state == ResourceState::Ready && s.observed_generation == generation {
+            return s;
+        }
+        env.step(STEP).await;
+        let names = pool_names(env, pid).await;
+        let mut dedup = names.clone();
+        dedup.dedup();
+        assert_eq!(names, dedup, "two pools of one name");
+    }
+    panic!("policy {generation} not converged: {:?}", env.substrate(pool).await);
+}
+
+#[tokio::test]
+async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    let d = pool.pool_id.dashed();
+    let pools = |env: &Env| {
+        let env = env.sim.clone();
+        let pid = pid.clone();
+        async move {
+            DirectProvider::new(env.state().clone(), TEST_TOKEN)
+                .get_cluster(&pid)
+                .await
+                .unwrap()
+                .node_pools
+        }
+    };
+    // Add a flavor.
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 1), flavor("arm", "c-4", 1)]),
+    )
+    .await;
+    let s = converge_policy(&env, &pool.pool_id, &pid, 30).await;
+    assert_eq!(pool_names(&env, &pid).await, vec![format!("bc-{d}-arm"), format!("bc-{d}-cpu")]);
+    assert_eq!(s.nodes_listed, 2);
+    assert!(event_kinds(&env).await.iter().any(|k| k == "kubernetes.substrate.updating"));
+    // Resize.
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 3), flavor("arm", "c-4", 1)]),
+    )
+    .await;
+    converge_policy(&env, &pool.pool_id, &pid, 30).await;
+    let cpu = pools(&env).await.into_iter().find(|p| p.name.ends_with("-cpu")).unwrap();
+    assert_eq!((cpu.count, cpu.nodes.len()), (3, 3));
+    // Size change: replaced (the old pool goes, then the new one is made).
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![flavor("cpu", "s-4vcpu-8gb", 3), flavor("arm", "c-4", 1)]),
+    )
+    .await;
+    converge_policy(&env, &pool.pool_id, &pid, 40).await;
+    let cpu2 = pools(&env).await.into_iter().find(|p| p.name.ends_with("-cpu")).unwrap();
+    assert_eq!(cpu2.size, "s-4vcpu-8gb");
+    assert_ne!(cpu2.id, cpu.id);
+    // Remove a flavor.
+    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![flavor("cpu", "s-4vcpu-8gb", 3)]))
+        .await;
+    let s = converge_policy(&env, &pool.pool_id, &pid, 30).await;
+    assert_eq!(pool_names(&env, &pid).await, vec![format!("bc-{d}-cpu")]);
+    assert_eq!(s.nodes_listed, 3);
+    let cluster = env.substrate(&pool.pool_id).await.cluster_id.unwrap();
+    let rows = env
+        .store
+        .node_pool_list_by_cluster(&cluster, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(
+        rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        vec![format!("bc-{d}-cpu")]
+    );
+    assert_eq!(rows[0].size, "s-4vcpu-8gb");
+}
+
+#[tokio::test]
+async fn autoscaled_counts_are_left_to_the_provider() {
+    let env = Env::start().await;
+    let mut auto = flavor("gpu", NODE_SIZE, 0);
+    auto.count = None;
+    auto.auto_scale = Some(bc_domain::policy::AutoScale { min: 1, max: 4 });
+    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    // The autoscaler grows the pool to 3.
+    let np = provider(&env).get_cluster(&pid).await.unwrap().node_pools.remove(0);
+    let now = env.deps.clock.now();
+    let spec = bc_sim::model::NodePoolSpec {
+        name: Some(np.name.clone()),
+        count: Some(3),
+        auto_scale: Some(true),
+        min_nodes: Some(1),
+        max_nodes: Some(4),
+        ..Default::default()
+    };
+    env.sim.state().model().update_node_pool(TEST_TOKEN, &pid, &np.id, spec, now).unwrap();
+    let puts = env.count("PUT", bc_sim::model::routes::NODE_POOL);
+    steps(&env, 4).await;
+    env.driver_wake(&pool.pool_id).await;
+    steps(&env, 2).await;
+    assert_eq!(
+        env.count("PUT", bc_sim::model::routes::NODE_POOL),
+        puts,
+        "no update of an autoscaled count"
+    );
+    let np = provider(&env).get_cluster(&pid).await.unwrap().node_pools.remove(0);
+    assert_eq!(np.count, 3);
+    assert_eq!(env.substrate(&pool.pool_id).await.nodes_listed, 3);
+}
+
+#[tokio::test]
+async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 2)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    assert!(
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.nodes_joined == 2).await
+    );
+    let s = env.substrate(&pool.pool_id).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    let ns = substrate_namespace(&pool.pool_id);
+    let digest = |env: &Env| {
+        stored(env, &pid, ObjectKind::Secret, Some(&ns), "bcd-join").map(|o| {
+            let meta = ObjectMeta::of(ObjectKind::Secret, &o);
+            meta.content["data"]["joinToken"].as_str().unwrap().to_owned()
+        })
+    };
+    let first = digest(&env).unwrap();
+    assert!(env.store.join_token_find(&first).await.unwrap().is_some());
+    let nodes_before =
+        env.store.node_list_by_pool(&pool.pool_id, &PageRequest::first(100)).await.unwrap().items;
+    // Gone.
+    env.sim
+        .state()
+        .kube
+        .delete(
+            &pid,
+            Resource::Secret,
+            Some(&ns),
+            "bcd-join",
+            &Preconditions::default(),
+            env.deps.clock.now(),
+        )
+        .unwrap();
+    env.driver_wake(&pool.pool_id).await;
+    steps(&env, 2).await;
+    let second = digest(&env).expect("the Secret is back");
+    assert_ne!(second, first);
+    assert!(env.store.join_token_find(&first).await.unwrap().is_none(), "the old token is revoked");
+    assert!(env.store.join_token_find(&second).await.unwrap().is_some());
+    // Altered by someone (keeping our label): rotated again.
+    let altered = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"joinToken": "bcj_guessed"}});
+    env.sim
+        .state()
+        .kube
+        .apply_manifest(&pid, "kubectl", &altered, true, env.deps.clock.now())
+        .unwrap();
+    assert_eq!(digest(&env).unwrap(), sha256_hex(b"bcj_guessed"));
+    env.driver_wake(&pool.pool_id).await;
+    steps(&env, 2).await;
+    let third = digest(&env).unwrap();
+    assert!(third != second && third != sha256_hex(b"bcj_guessed"));
+    assert!(env.store.join_token_find(&third).await.unwrap().is_some());
+    let nodes_after =
+        env.store.node_list_by_pool(&pool.pool_id, &PageRequest::first(100)).await.unwrap().items;
+    assert_eq!(
+        nodes_after.iter().map(|n| &n.node_id).collect::<Vec<_>>(),
+        nodes_before.iter().map(|n| &n.node_id).collect::<Vec<_>>(),
+        "joined nodes keep their ids"
+    );
+    assert_eq!(env.substrate(&pool.pool_id).await.nodes_joined, 2);
+}
+
+#[tokio::test]
+async fn high_availability_is_turned_on_by_a_policy_change() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    assert!(!provider(&env).get_cluster(&pid).await.unwrap().high_availability);
+    let mut ha = policy.clone();
+    if let Some(sp) = &mut ha.substrate
+        && let ClusterPolicy::Create(c) = &mut sp.cluster
+    {
+        c.high_availability = true;
+    }
+    env.update_policy(&pool.pool_id, ha).await;
+    converge_policy(&env, &pool.pool_id, &pid, 20).await;
+    assert!(provider(&env).get_cluster(&pid).await.unwrap().high_availability);
+    assert_eq!(env.count("PUT", bc_sim::model::routes::CLUSTER), 1);
+}
+
+#[tokio::test]
+async fn a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (cluster, pid) = cluster_of(&env, &s).await;
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-64vcpu-1tb", 1)]),
+    )
+    .await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    let m = s.message.unwrap();
+    assert!(m.contains(&format!("bc-{}-big", pool.pool_id.dashed())) && m.contains("422"), "{m}");
+    let rows = env
+        .store
+        .node_pool_list_by_cluster(&cluster.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items;
+    let big = rows.iter().find(|r| r.name.ends_with("-big")).unwrap();
+    assert_eq!(big.state, bc_domain::NodePoolState::Error);
+    assert!(event_kinds(&env).await.iter().any(|k| k == "kubernetes.nodepool.error"));
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-8vcpu-16gb", 1)]),
+    )
+    .await;
+    converge_policy(&env, &pool.pool_id, &pid, 30).await;
+    assert_eq!(pool_names(&env, &pid).await.len(), 2);
+}
+
+#[tokio::test]
+async fn throttling_and_server_errors_are_retried_never_shown_as_refusals() {
+    let env = Env::start().await;
+    {
+        let mut m = env.sim.state().model();
+        let key = bc_sim::model::routes::key("POST", bc_sim::model::routes::CLUSTERS);
+        m.inject_failures(&key, 2, bc_sim::model::Fault::ServerError);
+        m.inject_failures(&key, 1, bc_sim::model::Fault::TooManyRequests { retry_after: 5 });
+    }
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    for _ in 0..40 {
+        let s = env.substrate(&pool.pool_id).await;
+        assert_ne!(s.state, ResourceState::Error, "{s:?}");
+        if s.state == ResourceState::Ready {
+            break;
+        }
+        env.step(STEP).await;
+    }
+    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Ready);
+    let failed = env.driver.log.lock().unwrap().iter().filter(|r| r.outcome.is_err()).count();
+    assert_eq!(failed, 3, "each fault retried by the runtime");
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 4);
+    let clusters = provider(&env).list_clusters().await.unwrap();
+    assert_eq!(clusters.len(), 1);
+}
+
+#[tokio::test]
+async fn a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    // Someone made a cluster of our derived name, without our tag.
+    let theirs = bc_sim::testing::create_cluster(
+        &env.sim,
+        &format!("bc-{}", pool.pool_id.dashed()),
+        vec![node_pool("x", 1, &[])],
+    );
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    assert!(s.message.as_deref().unwrap().contains(&theirs), "{s:?}");
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 0);
+    // Archiving tears down only what is ours: their cluster stays.
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 10).await;
+    assert!(provider(&env).get_cluster(&theirs).await.is_ok());
+}
+
+#[tokio::test]
+async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "shared", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let a = env
+        .create_pool(
+            "a",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    let b = env
+        .create_pool(
+            "b",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    let sa = env.until_substrate(&a.pool_id, ResourceState::Ready, 40).await;
+    let sb = env.until_substrate(&b.pool_id, ResourceState::Ready, 40).await;
+    assert_eq!(sa.cluster_id, sb.cluster_id, "one row for the provider cluster");
+    let (row, _) = cluster_of(&env, &sa).await;
+    assert_eq!(row.substrate_pool_ids.len(), 2);
+    assert_eq!(pool_names(&env, &pid).await.len(), 3);
+    env.archive(&a.pool_id).await;
+    env.until_substrate(&a.pool_id, ResourceState::Deleted, 40).await;
+    steps(&env, 2).await;
+    let row = env.cluster(&row.cluster_id).await;
+    assert_eq!(
+        (row.substrate_pool_ids.clone(), row.status.state),
+        (vec![b.pool_id.clone()], ResourceState::Ready)
+    );
+    assert_eq!(
+        pool_names(&env, &pid).await,
+        vec![format!("bc-{}-cpu", b.pool_id.dashed()), "own".to_owned()]
+    );
+    assert!(
+        stored(&env, &pid, ObjectKind::DaemonSet, Some(&substrate_namespace(&b.pool_id)), "bcd")
+            .is_some()
+    );
+    assert_eq!(env.substrate(&b.pool_id).await.state, ResourceState::Ready);
+}
+
+#[tokio::test]
+async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let pool = env
+        .create_pool(
+            "web",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let ns = substrate_namespace(&pool.pool_id);
+    let kube = &env.sim.state().kube;
+    let now = env.deps.clock.now();
+    kube.delete(&pid, Resource::Secret, Some(&ns), "bcd-join", &Preconditions::default(), now)
+        .unwrap();
+    let theirs = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"k": "v"}});
+    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    env.archive(&pool.pool_id).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    assert!(s.message.as_deref().unwrap().contains(&format!("Secret {ns}/bcd-join")), "{s:?}");
+    assert!(
+        stored(&env, &pid, ObjectKind::Namespace, None, &ns).is_some(),
+        "the namespace is kept: deleting it would take their Secret"
+    );
+    assert!(stored(&env, &pid, ObjectKind::Secret, Some(&ns), "bcd-join").is_some());
+    assert!(stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").is_none(), "ours went");
+    kube.delete(
+        &pid,
+        Resource::Secret,
+        Some(&ns),
+        "bcd-join",
+        &Preconditions::default(),
+        env.deps.clock.now(),
+    )
+    .unwrap();
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+    assert!(stored(&env, &pid, ObjectKind::Namespace, None, &ns).is_none());
+    assert_eq!(pool_names(&env, &pid).await, vec!["own".to_owned()]);
+}
+
+#[tokio::test]
+async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, first) = cluster_of(&env, &s).await;
+    env.update_policy(&pool.pool_id, PoolPolicy { substrate: None, ..policy.clone() }).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+    // Added again: a new substrate, a new cluster of the same derived name.
+    env.update_policy(&pool.pool_id, policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (_, second) = cluster_of(&env, &s).await;
+    assert_ne!(first, second);
+    assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
+}
