@@ -12,8 +12,6 @@
 
 pub mod schedule;
 mod status;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -22,7 +22,7 @@ use bc_domain::ports::{
 };
 use bc_domain::rules::budget::BudgetConfig;
 use bc_domain::{LoadBalancerId, ResourceState, TenantId, Timestamp};
-use bc_reconcile::runtime::testing::Stepper;
+use bc_reconcile::testing::Stepper;
 use bc_reconcile::{
     Budget, Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, Settings, SharedObserver,
     StoreBudget,

@@ -20,7 +20,7 @@ use bc_domain::ports::{
 };
 use bc_domain::{LoadBalancerId, ProviderError, ResourceState};
 use bc_reconcile::provider_resources::plan::{events, ownership_tag};
-use bc_reconcile::runtime::testing::Stepper;
+use bc_reconcile::testing::Stepper;
 use bc_reconcile::{
     Activation, Deps, LoadBalancers, Outcome, ReconcileError, Reconciler, RuntimeConfig,
 };

@@ -16,7 +16,7 @@ use bc_domain::ports::{
 };
 use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
 use bc_domain::{ProviderError, ResourceState, Timestamp};
-use bc_reconcile::runtime::testing::Stepper;
+use bc_reconcile::testing::Stepper;
 use bc_reconcile::{
     Activation, Budget, Deps, LoadBalancers, LocalBudget, Outcome, ReconcileError, Reconciler,
     RuntimeConfig, StoreBudget,

@@ -1,4 +1,4 @@
-//! The stepped driver (cargo feature `testing`): runs one or more runtimes' due work in
+//! The stepped driver: runs one or more runtimes' due work in
 //! rounds on a shared [`ManualClock`] and moves the clock to the next due time, so tests
 //! and benchmarks go through minutes or hours of scheduling without sleeping.
 //!
@@ -17,7 +17,7 @@ use bc_domain::{StoreError, Timestamp};
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use super::{ActivationReport, ActivationResult, Runtime};
+use crate::runtime::{ActivationReport, ActivationResult, Runtime};
 
 /// Why a stepped run stopped before it was done.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +47,8 @@ pub struct Stepper {
     /// Rounds that ran something: each starts with the next runtime, so no replica
     /// always gets first pick of the work and of the budget.
     rounds: AtomicUsize,
+    /// Activations that ended failed (retried with backoff) so far.
+    failures: AtomicUsize,
 }
 
 impl Stepper {
@@ -70,6 +72,7 @@ impl Stepper {
             stop: CancellationToken::new(),
             last: Mutex::default(),
             rounds: AtomicUsize::new(0),
+            failures: AtomicUsize::new(0),
         }
     }
 
@@ -83,6 +86,17 @@ impl Stepper {
     /// The clock.
     pub fn clock(&self) -> &Arc<ManualClock> {
         &self.clock
+    }
+
+    /// Replaces the runtimes (a restart: the old processes' in-memory state is gone;
+    /// what they left in the queue — leases included — stays).
+    pub fn restart(&mut self, runtimes: Vec<Arc<Runtime>>) {
+        self.runtimes = runtimes;
+    }
+
+    /// How many activations so far ended failed (and were retried with backoff).
+    pub fn failures(&self) -> usize {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// One round: each runtime claims, per kind, as many due items as its concurrency
@@ -106,6 +120,8 @@ impl Stepper {
         if !reports.is_empty() {
             self.rounds.fetch_add(1, Ordering::Relaxed);
         }
+        let failed = reports.iter().filter(|r| matches!(r.result, ActivationResult::Failed { .. }));
+        self.failures.fetch_add(failed.count(), Ordering::Relaxed);
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         for r in &reports {
             last.insert((r.kind, r.key.clone()), r.result.clone());
@@ -134,6 +150,22 @@ impl Stepper {
             }
         }
         Ok(next)
+    }
+
+    /// One round; when nothing was due, the clock first jumps to the next due item, at
+    /// most `max_jump` ahead (to `max_jump` ahead when nothing is due sooner).
+    pub async fn step(&self, max_jump: Duration) -> Result<Vec<ActivationReport>, StoreError> {
+        let reports = self.round().await?;
+        if !reports.is_empty() {
+            return Ok(reports);
+        }
+        let now = self.clock.now();
+        let limit = now + horizon_of(max_jump);
+        let to = self.next_due().await?.filter(|t| *t <= limit).unwrap_or(limit);
+        if to > now {
+            self.clock.set(to);
+        }
+        self.round().await
     }
 
     /// Runs rounds, moving the clock to the next due time whenever nothing is due now,
