@@ -15,6 +15,7 @@ pub mod provider_resources;
 pub mod reconciler;
 pub mod relay;
 pub mod runtime;
+pub mod service;
 pub mod shared;
 pub mod substrates;
 #[cfg(feature = "testing")]
@@ -26,3 +27,5 @@ pub use provider_resources::LoadBalancers;
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
 pub use relay::{BroadcastPublisher, Relay, RelayConfig};
 pub use runtime::{Runtime, RuntimeConfig, RuntimeStatus};
+pub use service::{ReconcilerService, ReconcilerServiceBuilder};
+pub use shared::{Entropy, OsEntropy};

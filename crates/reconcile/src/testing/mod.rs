@@ -14,8 +14,8 @@ mod stepper;
 pub use stepper::{StepError, Stepper};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bc_domain::model::{
@@ -30,8 +30,7 @@ use bc_domain::policy::{
 };
 use bc_domain::ports::{
     AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
-    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind, WorkQueue,
-    Write,
+    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind, WorkQueue, Write,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
@@ -44,13 +43,11 @@ use bc_sim::testing::{JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
-use crate::clusters::ClusterReconciler;
-use crate::node_pools::NodePoolReconciler;
 use crate::observe::{DirectObserver, Observer};
 use crate::reconciler::{Deps, Reconciler, Settings};
 use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
+use crate::service::reconciler_of;
 use crate::shared::Entropy;
-use crate::substrates::SubstrateReconciler;
 
 /// The longest the clock jumps in one [`Env::run_until`] step: the runtime's default
 /// resync, so a steady object is looked at again within a step or two.
@@ -91,6 +88,8 @@ pub struct Env {
     pub sim: Sim,
     /// Its clock (also the reconcilers').
     pub clock: Arc<ManualClock>,
+    /// The server's secret box (the account's credentials are sealed with it).
+    pub secret_box: Arc<AeadSecretBox>,
     /// The ports.
     pub deps: Deps,
     /// The join stand-in (its URL is the server's public URL).
@@ -116,11 +115,10 @@ pub fn kubernetes_runtime(deps: &Deps, entropy: &Arc<SeqEntropy>) -> Arc<Runtime
 
 /// The three Kubernetes reconcilers drawing from `entropy`.
 pub fn kubernetes_reconcilers(entropy: Arc<dyn Entropy>) -> Vec<Arc<dyn Reconciler>> {
-    vec![
-        Arc::new(SubstrateReconciler::new(entropy.clone())),
-        Arc::new(ClusterReconciler::new(entropy.clone())),
-        Arc::new(NodePoolReconciler::new(entropy)),
-    ]
+    [WorkKind::Substrates, WorkKind::Clusters, WorkKind::NodePools]
+        .into_iter()
+        .map(|k| reconciler_of(k, entropy.clone()))
+        .collect()
 }
 
 /// A flavor of `count` nodes of `size`.
@@ -143,9 +141,15 @@ impl Env {
 
     /// A fresh environment with the simulator configured by `config`.
     pub async fn with_config(config: SimConfig) -> Self {
+        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+        Self::on(store, config).await
+    }
+
+    /// An environment on `store` (any backend of `bc_store::testing`, migrated and
+    /// empty), with the simulator configured by `config`.
+    pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
         let clock = bc_sim::testing::clock();
         let sim = Sim::new(config, clock.clone());
-        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let tenant = TenantId::parse("acme").expect("tenant");
         let id = ProviderAccountId::generate(1, 42);
@@ -165,7 +169,7 @@ impl Env {
             .await
             .expect("account");
         let registry: Arc<dyn ProviderRegistry> =
-            Arc::new(DirectRegistry::new(sim.state().clone(), secret_box));
+            Arc::new(DirectRegistry::new(sim.state().clone(), secret_box.clone()));
         let observer: Arc<dyn Observer> = Arc::new(DirectObserver::new(registry, clock.clone()));
         let clusters: Arc<dyn ClusterApi> = Arc::new(DirectClusterApi::new(sim.state().clone()));
         let join = JoinServer::start().await;
@@ -178,7 +182,7 @@ impl Env {
         };
         let entropy = Arc::new(SeqEntropy::default());
         let driver = Stepper::new(kubernetes_runtime(&deps, &entropy), clock.clone());
-        Self { store, sim, clock, deps, join, tenant, account, driver, entropy }
+        Self { store, sim, clock, secret_box, deps, join, tenant, account, driver, entropy }
     }
 
     /// `pools.create`'s writes (contracts.md): the pool, its pending substrate when the

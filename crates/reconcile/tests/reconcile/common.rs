@@ -1,8 +1,9 @@
-//! The harness of bc-reconcile's tests: the real store (SQLite in memory, or any store of
-//! `bc_store::testing`), the simulator's direct face on a stepped clock, one tenant with
-//! a pool and a provider account whose sealed token opens to the simulator's account,
-//! and the writes the API makes (contracts.md: desired state + work item in one unit of
-//! work, due now).
+//! The harness of the load balancer and runtime tests: `bc_reconcile::testing::Env`
+//! (the real store — SQLite in memory, or any store of `bc_store::testing` — the
+//! simulator's direct face on a stepped clock, one tenant and a provider account whose
+//! sealed token opens to the simulator's account) plus a pool with a load balancer
+//! quota, the load balancer writes the API makes (contracts.md: desired state + work
+//! item in one unit of work, due now), and production's budgeted observer.
 //!
 //! Invariant: everything is built the way production builds it — credentials sealed
 //! with the real `SecretBox` and opened by the registry, providers budgeted through the
@@ -10,50 +11,45 @@
 
 #![allow(dead_code)]
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use bc_domain::model::{
-    BillingInterval, Event, LoadBalancer, LoadBalancerSpec, Pool, ProviderAccount, QuotaResource,
-    SealedSecret,
+    BillingInterval, Event, LoadBalancer, LoadBalancerSpec, Pool, QuotaResource,
 };
 use bc_domain::ports::{
-    Clock, LedgerRepo, LoadBalancerRepo, ManualClock, PageRequest, PoolRepo, ProviderCredentials,
-    ProviderRegistry, SecretBox, Store, UnitOfWork, WorkKind, Write,
+    Clock, LedgerRepo, LoadBalancerRepo, PageRequest, PoolRepo, ProviderRegistry, Store,
+    UnitOfWork, WorkKind, Write,
 };
 use bc_domain::rules::budget::BudgetConfig;
-use bc_domain::{LoadBalancerId, ResourceState, TenantId, Timestamp};
+use bc_domain::{LoadBalancerId, ResourceState, Timestamp};
 use bc_reconcile::testing::Stepper;
 use bc_reconcile::{
-    Budget, Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, Settings, SharedObserver,
-    StoreBudget,
+    Budget, Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, SharedObserver, StoreBudget,
 };
+use bc_sim::SimConfig;
 use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
 use bc_sim::model::routes;
 use bc_sim::testing::TEST_TOKEN;
-use bc_sim::{Sim, SimConfig};
+use bc_store::SqlStore;
 use bc_store::testing as fx;
-use bc_store::{AeadSecretBox, SqlStore};
 
 /// The quota the harness gives its pool.
 pub const QUOTA: u32 = 1_000;
 
-/// One tenant's world: store, simulator, clock, pool and account.
+/// The shared environment plus a pool for load balancers.
 pub struct Env {
-    /// The store.
-    pub store: Arc<SqlStore>,
-    /// The simulator.
-    pub sim: Sim,
-    /// The clock of both.
-    pub clock: Arc<ManualClock>,
-    /// The server's secret box.
-    pub secret_box: Arc<AeadSecretBox>,
-    /// The tenant.
-    pub tenant: TenantId,
+    /// Store, simulator, clock, tenant, account (`bc_reconcile::testing::Env`).
+    pub kube: bc_reconcile::testing::Env,
     /// A pool with [`QUOTA`] load balancers.
     pub pool: Pool,
-    /// A DigitalOcean account whose token is the simulator's [`TEST_TOKEN`].
-    pub account: ProviderAccount,
+}
+
+impl Deref for Env {
+    type Target = bc_reconcile::testing::Env;
+    fn deref(&self) -> &Self::Target {
+        &self.kube
+    }
 }
 
 impl Env {
@@ -65,23 +61,15 @@ impl Env {
 
     /// On `store`, with a simulator of `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Env {
-        let (sim, clock) = bc_sim::testing::sim(config);
-        let key = AeadSecretBox::generate_base64_key().expect("key");
-        let secret_box = Arc::new(AeadSecretBox::from_base64_key(&key).expect("secret box"));
-        let tenant = fx::tenant("acme");
-        let pool = fx::pool(&tenant, &format!("web-{}", fx::uniq()));
-        let mut account = fx::account(&tenant, &format!("do-{}", fx::uniq()));
-        account.credentials = seal(secret_box.as_ref(), &account, TEST_TOKEN);
-        let uow = UnitOfWork::new()
-            .write(Write::InsertPool(pool.clone()))
-            .write(Write::SetQuota {
-                pool_id: pool.pool_id.clone(),
-                resource: QuotaResource::LoadBalancers,
-                limit: QUOTA,
-            })
-            .write(Write::InsertAccount(account.clone()));
-        store.commit(uow).await.expect("seed tenant");
-        Env { store, sim, clock, secret_box, tenant, pool, account }
+        let kube = bc_reconcile::testing::Env::on(store, config).await;
+        let pool = fx::pool(&kube.tenant, &format!("web-{}", fx::uniq()));
+        let uow = UnitOfWork::new().write(Write::InsertPool(pool.clone())).write(Write::SetQuota {
+            pool_id: pool.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+            limit: QUOTA,
+        });
+        kube.store.commit(uow).await.expect("seed pool");
+        Env { kube, pool }
     }
 
     /// The registry production would use on the simulator: the direct face, opening
@@ -100,12 +88,9 @@ impl Env {
         Deps {
             store: self.store.clone(),
             observer: Arc::new(SharedObserver::new(registry, budget, self.clock.clone())),
-            clusters: Arc::new(DirectClusterApi::new(self.sim.state().clone())),
+            clusters: self.kube.deps.clusters.clone(),
             clock: self.clock.clone(),
-            settings: Settings {
-                public_url: "http://127.0.0.1:9".into(),
-                bcd_image: "bcd:test".into(),
-            },
+            settings: self.kube.deps.settings.clone(),
         }
     }
 
@@ -141,7 +126,7 @@ impl Env {
     }
 
     /// Moves the clock.
-    pub fn step(&self, secs: i64) {
+    pub fn advance(&self, secs: i64) {
         self.clock.advance(time::Duration::seconds(secs));
     }
 
@@ -268,12 +253,4 @@ impl Env {
         let q = self.store.quota_get(&self.pool.pool_id, QuotaResource::LoadBalancers).await;
         q.expect("quota").expect("quota row").used
     }
-}
-
-/// `account`'s credentials document for `token`, sealed for its row.
-pub fn seal(secret_box: &dyn SecretBox, account: &ProviderAccount, token: &str) -> SealedSecret {
-    let creds =
-        ProviderCredentials::new(bc_domain::model::SecretString::new(token)).expect("token");
-    let aad = account.provider_account_id.as_str().as_bytes();
-    SealedSecret(secret_box.seal(&creds.to_plaintext(), aad).expect("seal"))
 }

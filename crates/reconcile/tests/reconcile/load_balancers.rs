@@ -76,7 +76,7 @@ async fn an_update_is_sent_whole_and_converges_back_to_ready() {
     env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
     let generation = env.lb(&id).await.generation;
 
-    env.step(5);
+    env.advance(5);
     env.update_lb(&id, |s| {
         s.forwarding_rules[0].target_port = 9090;
         s.redirect_http_to_https = true;
@@ -115,7 +115,7 @@ async fn the_busy_answer_is_retried_never_shown_as_a_refusal() {
     // Someone else changes it at the provider; while that change applies, the provider
     // answers every PUT with its 403 "busy". Then the tenant changes it too.
     let provider_id = env.lb(&id).await.provider_load_balancer_id.unwrap();
-    env.step(1);
+    env.advance(1);
     {
         let now = env.now();
         let mut m = env.sim.state().model();
@@ -194,7 +194,7 @@ async fn delete_closes_billing_and_releases_the_quota_unit_exactly_once() {
     env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
     assert_eq!(env.quota_used().await, 2);
 
-    env.step(3600);
+    env.advance(3600);
     env.delete_lb(&id).await;
     let reports = env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
     assert!(reports.iter().any(|r| r.result == ActivationResult::Gone), "{reports:?}");

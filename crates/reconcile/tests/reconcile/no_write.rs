@@ -99,7 +99,7 @@ async fn reconciling_a_ready_load_balancer_again_makes_no_provider_write() {
         bc_domain::ports::WorkQueue::enqueue(env.store.as_ref(), e).await.unwrap();
         let reports = stepper.round().await.unwrap();
         assert!(matches!(reports[0].result, ActivationResult::Steady { .. }), "{reports:?}");
-        env.step(1);
+        env.advance(1);
     }
     assert_eq!(env.lb(&id).await.status.state, ResourceState::Ready);
     // The expectations are checked when the mock drops: make it drop here.

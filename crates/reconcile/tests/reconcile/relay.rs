@@ -104,7 +104,7 @@ async fn only_the_lease_holder_publishes() {
     assert!(!pass_b.held);
     assert!(b.seqs().is_empty(), "the other replica publishes nothing while a holds the lease");
     // a stops renewing; once its lease ran out, b takes over where a's cursor stands.
-    env.step(31);
+    env.advance(31);
     assert!(relay_b.pass().await.unwrap().held);
     assert_eq!(b.seqs().len(), 2);
     assert!(!relay_a.pass().await.unwrap().held, "a does not take it back while b holds it");
