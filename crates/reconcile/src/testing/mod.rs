@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bc_domain::model::{
-    ClusterMode, ClusterOrigin, KubernetesCluster, Node, NodePool, NodePoolOrigin, ObservedStatus,
-    Pool, PoolState, ProviderAccount, ProviderKind, SealedSecret, SecretString, Substrate,
-    SubstrateMode,
+    ClusterMode, ClusterOrigin, KubernetesCluster, LoadBalancer, LoadBalancerSpec, Node, NodePool,
+    NodePoolOrigin, ObservedStatus, Pool, PoolState, ProviderAccount, ProviderKind, QuotaResource,
+    SealedSecret, SecretString, Substrate, SubstrateMode,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
@@ -282,6 +282,42 @@ impl Env {
             not_before: self.clock.now(),
         };
         self.store.enqueue(e).await.expect("enqueue");
+    }
+
+    /// A pool without a substrate, with room for `quota` load balancers.
+    pub async fn lb_pool(&self, name: &str, quota: u32) -> Pool {
+        let pool = bc_store::testing::pool(&self.tenant, name);
+        let uow = UnitOfWork::new().write(Write::InsertPool(pool.clone())).write(Write::SetQuota {
+            pool_id: pool.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+            limit: quota,
+        });
+        self.store.commit(uow).await.expect("load balancer pool");
+        pool
+    }
+
+    /// `loadBalancers.create`'s writes (contracts.md): the row (pending), its quota
+    /// unit and its work item, in one unit of work, due now.
+    pub async fn create_load_balancer(
+        &self,
+        pool: &Pool,
+        name: &str,
+        spec: LoadBalancerSpec,
+    ) -> LoadBalancer {
+        let now = self.clock.now();
+        let mut lb = bc_store::testing::load_balancer(pool, &self.account, name);
+        lb.spec = spec;
+        lb.created_at = now;
+        lb.status.updated_at = now;
+        let uow = UnitOfWork::new()
+            .write(Write::InsertLoadBalancer(lb.clone()))
+            .write(Write::BookQuota {
+                pool_id: pool.pool_id.clone(),
+                resource: QuotaResource::LoadBalancers,
+            })
+            .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+        self.store.commit(uow).await.expect("create load balancer");
+        lb
     }
 
     /// `kubernetesClusters.create`'s writes: the cluster and its first node pools,

@@ -62,13 +62,7 @@ impl Env {
     /// On `store`, with a simulator of `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Env {
         let kube = bc_reconcile::testing::Env::on(store, config).await;
-        let pool = fx::pool(&kube.tenant, &format!("web-{}", fx::uniq()));
-        let uow = UnitOfWork::new().write(Write::InsertPool(pool.clone())).write(Write::SetQuota {
-            pool_id: pool.pool_id.clone(),
-            resource: QuotaResource::LoadBalancers,
-            limit: QUOTA,
-        });
-        kube.store.commit(uow).await.expect("seed pool");
+        let pool = kube.lb_pool(&format!("web-{}", fx::uniq()), QUOTA).await;
         Env { kube, pool }
     }
 
@@ -140,20 +134,7 @@ impl Env {
 
     /// `loadBalancers.create` with `spec`.
     pub async fn create_lb_with(&self, name: &str, spec: LoadBalancerSpec) -> LoadBalancer {
-        let now = self.now();
-        let mut lb = fx::load_balancer(&self.pool, &self.account, name);
-        lb.spec = spec;
-        lb.created_at = now;
-        lb.status.updated_at = now;
-        let uow = UnitOfWork::new()
-            .write(Write::InsertLoadBalancer(lb.clone()))
-            .write(Write::BookQuota {
-                pool_id: self.pool.pool_id.clone(),
-                resource: QuotaResource::LoadBalancers,
-            })
-            .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
-        self.store.commit(uow).await.expect("create load balancer");
-        lb
+        self.kube.create_load_balancer(&self.pool, name, spec).await
     }
 
     /// `loadBalancers.update`: a new spec under generation CAS, and the work item.

@@ -1,5 +1,6 @@
-//! Several replicas: two runtimes on one PostgreSQL database sharing 200 load balancers
-//! never reconcile one object at the same time, and both do work; two runtimes on one
+//! Several replicas: two runtimes on one PostgreSQL database sharing 200 objects of all
+//! four kinds never reconcile one object at the same time, make no provider object
+//! twice, and both do work; two runtimes on one
 //! account never spend more than the account's budget in any minute, measured at the
 //! simulator — and, as the control that shows the measurement bites, two runtimes with
 //! a budget each do.
@@ -9,30 +10,36 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use bc_domain::model::ClusterMode;
 use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::policy::Scale;
 use bc_domain::ports::{
     Clock, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, ProviderCapabilities,
     ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind, WorkQueue,
 };
 use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
 use bc_domain::{ProviderError, ResourceState, Timestamp};
-use bc_reconcile::testing::Stepper;
+use bc_reconcile::Entropy;
+use bc_reconcile::service::reconciler_of;
+use bc_reconcile::testing::{SeqEntropy, Stepper, create_policy, flavor};
 use bc_reconcile::{
     Activation, Budget, Deps, LoadBalancers, LocalBudget, Outcome, ReconcileError, Reconciler,
     RuntimeConfig, StoreBudget,
 };
 use bc_sim::SimConfig;
 use bc_sim::config::RateLimits;
+use bc_sim::direct::DirectProvider;
+use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
 use bc_store::testing::{Backend, run};
 
 use crate::common::Env;
 
-/// The load balancer reconciler, instrumented: it records which keys are being
+/// A reconciler of any kind, instrumented: it records which objects are being
 /// reconciled right now (by any replica) and counts every time one starts while it is.
 struct Exclusive {
-    inner: LoadBalancers,
+    inner: Arc<dyn Reconciler>,
     owner: String,
-    running: Arc<Mutex<HashSet<String>>>,
+    running: Arc<Mutex<HashSet<(WorkKind, String)>>>,
     overlaps: Arc<AtomicUsize>,
     by_owner: Arc<Mutex<BTreeMap<String, usize>>>,
 }
@@ -43,15 +50,16 @@ impl Reconciler for Exclusive {
         self.inner.kind()
     }
     async fn reconcile(&self, deps: &Deps, a: &Activation) -> Result<Outcome, ReconcileError> {
-        if !self.running.lock().unwrap().insert(a.key().to_owned()) {
+        let object = (a.item.kind, a.key().to_owned());
+        if !self.running.lock().unwrap().insert(object.clone()) {
             self.overlaps.fetch_add(1, Ordering::SeqCst);
         }
         *self.by_owner.lock().unwrap().entry(self.owner.clone()).or_default() += 1;
-        // Give the other replica every chance to run the same key meanwhile.
+        // Give the other replica every chance to run the same object meanwhile.
         tokio::task::yield_now().await;
         let r = self.inner.reconcile(deps, a).await;
         tokio::task::yield_now().await;
-        self.running.lock().unwrap().remove(a.key());
+        self.running.lock().unwrap().remove(&object);
         r
     }
 }
@@ -70,57 +78,92 @@ async fn two_replicas_on_postgres_never_reconcile_one_object_at_once() {
         let replica = |owner: &str| {
             let deps =
                 env.deps_with(env.registry(), Arc::new(StoreBudget::new(env.store.clone(), roomy)));
-            let r: Arc<dyn Reconciler> = Arc::new(Exclusive {
-                inner: LoadBalancers::default(),
-                owner: owner.into(),
-                running: Arc::clone(&running),
-                overlaps: Arc::clone(&overlaps),
-                by_owner: Arc::clone(&by_owner),
-            });
-            env.runtime_of(owner, deps, vec![r])
+            // All four kinds, each reconciler wrapped; one entropy per replica (as two
+            // processes have).
+            let entropy: Arc<dyn Entropy> = Arc::new(SeqEntropy::default());
+            let reconcilers = WorkKind::ALL
+                .into_iter()
+                .map(|k| {
+                    Arc::new(Exclusive {
+                        inner: reconciler_of(k, entropy.clone()),
+                        owner: owner.into(),
+                        running: Arc::clone(&running),
+                        overlaps: Arc::clone(&overlaps),
+                        by_owner: Arc::clone(&by_owner),
+                    }) as Arc<dyn Reconciler>
+                })
+                .collect();
+            env.runtime_of(owner, deps, reconcilers)
         };
         let replicas = vec![replica("replica-a"), replica("replica-b")];
+        // 200 objects of mixed kinds: 120 load balancers, 20 substrates (a created
+        // cluster and one node pool each), 20 tenant clusters with 2 node pools each.
         let mut ids = Vec::new();
-        for i in 0..200 {
+        for i in 0..120 {
             ids.push(env.create_lb(&format!("lb-{i}")).await.load_balancer_id);
+        }
+        let acct = env.account.provider_account_id.clone();
+        let mut pools = Vec::new();
+        for i in 0..20 {
+            let policy = create_policy(&acct, "latest", vec![flavor("cpu", NODE_SIZE, 1)]);
+            pools.push(env.create_pool(&format!("sub-{i}"), policy).await.pool_id);
+        }
+        let mut clusters = Vec::new();
+        for i in 0..20 {
+            let first = vec![("a", NODE_SIZE, Scale::Count(1)), ("b", NODE_SIZE, Scale::Count(1))];
+            let (c, _) = env.create_cluster(&format!("c-{i}"), ClusterMode::Standard, first).await;
+            clusters.push(c.cluster_id);
         }
         // While the replicas work, writes keep re-enqueueing objects (some of them
         // leased at that moment), as API calls would.
         let stepper = Stepper::together(replicas, env.clock.clone());
         let churn = {
-            let (store, ids, clock) = (env.store.clone(), ids.clone(), env.clock.clone());
+            let (store, clock) = (env.store.clone(), env.clock.clone());
+            let mut keys: Vec<(WorkKind, String)> =
+                ids.iter().map(|i| (WorkKind::ProviderResources, i.to_string())).collect();
+            keys.extend(pools.iter().map(|p| (WorkKind::Substrates, p.to_string())));
+            keys.extend(clusters.iter().map(|c| (WorkKind::Clusters, c.to_string())));
             async move {
                 for round in 0..400usize {
-                    let id = &ids[(round * 37) % ids.len()];
-                    let e = bc_domain::ports::Enqueue {
-                        kind: WorkKind::ProviderResources,
-                        key: id.to_string(),
-                        not_before: clock.now(),
-                    };
+                    let (kind, key) = keys[(round * 37) % keys.len()].clone();
+                    let e = bc_domain::ports::Enqueue { kind, key, not_before: clock.now() };
                     store.enqueue(e).await.unwrap();
                     tokio::task::yield_now().await;
                 }
             }
         };
-        let (done, ()) = tokio::join!(stepper.run_until_idle(2_000), churn);
-        let settled = match done {
-            Ok(_) => stepper.run_until_idle(2_000).await.map(|_| ()),
-            Err(e) => Err(e),
-        };
+        // Substrates wait for nodes to join (no bcd runs here), so run a bounded
+        // stretch of simulated time rather than until idle.
+        let end = env.now() + time::Duration::hours(1);
+        let (done, ()) = tokio::join!(stepper.run_until(end, 20_000), churn);
+        done.unwrap();
         assert_eq!(
             overlaps.load(Ordering::SeqCst),
             0,
             "an object was reconciled by both replicas at once"
         );
-        settled.unwrap();
         let by_owner = by_owner.lock().unwrap().clone();
         eprintln!("activations per replica: {by_owner:?}");
         assert_eq!(by_owner.len(), 2, "both replicas worked: {by_owner:?}");
-        assert!(by_owner.values().all(|n| *n >= 50), "work was shared: {by_owner:?}");
+        assert!(by_owner.values().all(|n| *n >= 100), "work was shared: {by_owner:?}");
         assert!(env.states(&ids).await.iter().all(|s| *s == ResourceState::Ready));
-        let provider = env.provider_lbs();
-        assert_eq!(provider.len(), 200, "one provider object each, none twice");
-        assert_eq!(env.creates(), 200);
+        assert_eq!(env.provider_lbs().len(), 120, "one provider object each, none twice");
+        assert_eq!(env.creates(), 120);
+        for c in &clusters {
+            assert_eq!(env.cluster(c).await.status.state, ResourceState::Ready);
+        }
+        for p in &pools {
+            let s = env.substrate(p).await;
+            assert!(s.cluster_id.is_some() && s.state != ResourceState::Error, "{s:?}");
+        }
+        // One provider cluster per row — 20 substrates' and 20 tenant clusters — each
+        // with exactly its node pools.
+        let provider = DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
+        let made = provider.list_clusters().await.unwrap();
+        let names: HashSet<&str> = made.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!((made.len(), names.len()), (40, 40), "no cluster made twice");
+        let pools_made: usize = made.iter().map(|c| c.node_pools.len()).sum();
+        assert_eq!(pools_made, 20 + 40, "no node pool made twice");
     })
     .await;
 }
@@ -130,7 +173,7 @@ async fn the_overlap_check_sees_an_overlap() {
     let env = Env::start().await;
     let overlaps = Arc::new(AtomicUsize::new(0));
     let r = Exclusive {
-        inner: LoadBalancers::default(),
+        inner: Arc::new(LoadBalancers::default()),
         owner: "x".into(),
         running: Arc::default(),
         overlaps: overlaps.clone(),
