@@ -41,6 +41,7 @@ const BENCHES: &[Bench] = &[
     Bench { name: "sim", package: "bc-sim", dir: "sim" },
     Bench { name: "authz", package: "bc-api", dir: "api" },
     Bench { name: "api", package: "bc-api", dir: "api" },
+    Bench { name: "reconcile", package: "bc-reconcile", dir: "reconcile" },
 ];
 
 /// Where `cargo xtask docs` writes, relative to the workspace root.

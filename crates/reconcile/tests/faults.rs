@@ -13,7 +13,7 @@ use bc_domain::model::{ClusterMode, ProviderAccount, SecretString};
 use bc_domain::policy::{PoolPolicy, Scale};
 use bc_domain::ports::*;
 use bc_domain::{ClusterId, NodePoolState, PoolId, ProviderError, ResourceState};
-use bc_reconcile::testing::{Env, create_policy, flavor, kubernetes_reconcilers};
+use bc_reconcile::testing::{Env, Stepper, create_policy, flavor, kubernetes_runtime};
 use bc_reconcile::{Deps, Listing, Observer};
 use bc_sim::direct::DirectProvider;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
@@ -289,6 +289,8 @@ struct World {
     env: Env,
     deps: Deps,
     schedule: Arc<Schedule>,
+    /// The driver of a runtime on the faulty ports.
+    driver: Stepper,
 }
 
 impl World {
@@ -303,18 +305,13 @@ impl World {
             clusters: Arc::new(FaultyApi { inner: env.deps.clusters.clone(), s: schedule.clone() }),
             ..env.deps.clone()
         };
-        Self { env, deps, schedule }
+        let driver = Stepper::new(kubernetes_runtime(&deps, &env.entropy), env.clock.clone());
+        Self { env, deps, schedule, driver }
     }
 
     /// One step of the driver over the faulty ports (then bcd and joins, as `Env::step`).
     async fn step(&self) {
-        let ran = self.env.driver.round(&self.deps).await;
-        if ran.is_empty() {
-            let now = self.deps.clock.now();
-            let to = self.env.driver.next_due(now).unwrap_or(now + time::Duration::minutes(10));
-            self.env.clock.set(to.min(now + time::Duration::minutes(10)));
-            self.env.driver.round(&self.deps).await;
-        }
+        self.driver.step(Duration::from_secs(600)).await.expect("store");
         bc_sim::testing::bounded(bc_sim::bcd::run_once(self.env.sim.state())).await;
         self.env.record_joins().await;
     }
@@ -364,7 +361,7 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
     w.schedule.load(&actions);
     for i in 0..12 {
         if restart_at == Some(i) {
-            w.env.driver.restart(kubernetes_reconcilers(w.env.entropy.clone()));
+            w.driver.restart(vec![kubernetes_runtime(&w.deps, &w.env.entropy)]);
         }
         w.step().await;
         if i == 5 {

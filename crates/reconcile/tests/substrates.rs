@@ -810,8 +810,7 @@ async fn throttling_and_server_errors_are_retried_never_shown_as_refusals() {
         env.step(STEP).await;
     }
     assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Ready);
-    let failed = env.driver.log.lock().unwrap().iter().filter(|r| r.outcome.is_err()).count();
-    assert_eq!(failed, 3, "each fault retried by the runtime");
+    assert_eq!(env.driver.failures(), 3, "each fault retried by the runtime");
     assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 4);
     let clusters = provider(&env).list_clusters().await.unwrap();
     assert_eq!(clusters.len(), 1);

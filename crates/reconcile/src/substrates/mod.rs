@@ -605,10 +605,13 @@ impl Run<'_> {
         &mut self,
         pc: &ProviderCluster,
     ) -> Result<Result<KubernetesCluster, Progress>, ReconcileError> {
-        let account = &self.sub.provider_account_id;
-        let existing = self.deps.store.cluster_find_by_provider_id(account, &pc.id).await?;
+        let account = self.sub.provider_account_id.clone();
+        let mut existing = self.deps.store.cluster_find_by_provider_id(&account, &pc.id).await?;
         let pool = self.pool_id();
-        for fallback in [false, true] {
+        let mut fallback = false;
+        // At most: a row inserted under the cluster's name, lost to another pool adopting
+        // it at the same moment (then joined), then one under the fallback name.
+        for _ in 0..3 {
             let (row, write) = match &existing {
                 Some(r) if r.substrate_pool_ids.contains(&pool) => (r.clone(), None),
                 Some(r) => {
@@ -651,6 +654,12 @@ impl Run<'_> {
                     if existing.is_none() && !fallback =>
                 {
                     self.sub = before;
+                    // Another pool adopting the same cluster may have recorded it just
+                    // now: join its row rather than record the cluster twice; only a
+                    // name held by some other cluster falls back to another name.
+                    existing =
+                        self.deps.store.cluster_find_by_provider_id(&account, &pc.id).await?;
+                    fallback = existing.is_none();
                 }
                 Err(e) => {
                     self.sub = before;

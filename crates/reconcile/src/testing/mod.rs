@@ -1,23 +1,27 @@
-//! Test support (feature `testing`): a stepping driver that runs reconcilers over the
-//! store's work queue on a manual clock, and the environment the Kubernetes
+//! Test support (feature `testing`): the stepped driver ([`Stepper`]) that runs
+//! runtimes' due work on a manual clock, and the environment the Kubernetes
 //! reconcilers' tests share — the real SQLite store, the simulator's direct faces
 //! (provider and clusters), a provider account with sealed credentials, and a stand-in
 //! for `agents.join` that records the joins the simulated bcd makes.
 //!
 //! Invariants: nothing sleeps — time moves only when the driver jumps the clock to the
-//! next due item; every loop is bounded in rounds; the driver treats outcomes as the
-//! runtime does (steady items come back after the long resync, converging ones after
-//! their wait, failures after a capped backoff), so the integration step can swap this
-//! driver for the runtime's without changing what a test means.
+//! next due item; every loop is bounded in rounds; items are claimed, run and settled
+//! by the production [`Runtime`] (its leases, fences, resync, converging waits and
+//! backoff), so a test means what a deployment does, minus the waiting.
+
+mod stepper;
+
+pub use stepper::{StepError, Stepper};
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bc_domain::model::{
-    ClusterMode, ClusterOrigin, KubernetesCluster, Node, NodePool, NodePoolOrigin, ObservedStatus,
-    Pool, PoolState, ProviderAccount, ProviderKind, SealedSecret, SecretString, Substrate,
+    ClusterMode, ClusterOrigin, KubernetesCluster, LoadBalancer, LoadBalancerSpec, Node, NodePool,
+    NodePoolOrigin, ObservedStatus, Pool, PoolState, ProviderAccount, ProviderKind, QuotaResource,
+    SealedSecret, SecretString, Substrate,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
@@ -26,13 +30,12 @@ use bc_domain::policy::{
 };
 use bc_domain::ports::{
     AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
-    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkItem, WorkKind, WorkQueue,
-    Write,
+    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind, WorkQueue, Write,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
     ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
-    ResourceState, TenantId, Timestamp,
+    ResourceState, TenantId,
 };
 use bc_sim::direct::DirectRegistry;
 use bc_sim::kube::direct::DirectClusterApi;
@@ -40,18 +43,15 @@ use bc_sim::testing::{JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
-use crate::clusters::ClusterReconciler;
-use crate::node_pools::NodePoolReconciler;
 use crate::observe::{DirectObserver, Observer};
-use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
+use crate::reconciler::{Deps, Reconciler, Settings};
+use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
+use crate::service::reconciler_of;
 use crate::shared::Entropy;
-use crate::substrates::SubstrateReconciler;
 
-/// When a steady item comes back (the runtime's default resync).
+/// The longest the clock jumps in one [`Env::run_until`] step: the runtime's default
+/// resync, so a steady object is looked at again within a step or two.
 pub const STEADY_RESYNC: Duration = Duration::from_secs(600);
-
-/// The longest backoff the driver gives a failed item.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
 
 /// The server URL the join Secret names in tests is the join stand-in's.
 pub const BCD_IMAGE: &str = "registry.example/bcd:test";
@@ -80,99 +80,6 @@ impl Entropy for SeqEntropy {
     }
 }
 
-/// What one activation of the driver did.
-#[derive(Debug, Clone)]
-pub struct Ran {
-    /// The item.
-    pub item: WorkItem,
-    /// Its outcome, or the error's text.
-    pub outcome: Result<Outcome, String>,
-}
-
-/// The stepping driver: claims due items, runs their reconciler, and requeues,
-/// completes or fails them by the outcome.
-pub struct Driver {
-    reconcilers: BTreeMap<WorkKind, Arc<dyn Reconciler>>,
-    owner: String,
-    due: Mutex<BTreeSet<Timestamp>>,
-    /// Every activation so far, in order.
-    pub log: Mutex<Vec<Ran>>,
-}
-
-impl Driver {
-    /// A driver of `reconcilers`, claiming as `owner`.
-    pub fn new(owner: &str, reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
-        Self {
-            reconcilers: reconcilers.into_iter().map(|r| (r.kind(), r)).collect(),
-            owner: owner.to_owned(),
-            due: Mutex::new(BTreeSet::new()),
-            log: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Replaces the reconcilers (a "restart": their in-memory caches are gone).
-    pub fn restart(&mut self, reconcilers: Vec<Arc<dyn Reconciler>>) {
-        self.reconcilers = reconcilers.into_iter().map(|r| (r.kind(), r)).collect();
-    }
-
-    fn remember(&self, at: Timestamp) {
-        self.due.lock().unwrap_or_else(|e| e.into_inner()).insert(at);
-    }
-
-    /// One round at the clock's time: every due item of the driver's kinds, once.
-    pub async fn round(&self, deps: &Deps) -> Vec<Ran> {
-        let now = deps.clock.now();
-        let kinds: Vec<WorkKind> = self.reconcilers.keys().copied().collect();
-        let lease_until = now + time::Duration::minutes(5);
-        let items =
-            deps.store.claim(&self.owner, &kinds, 100, now, lease_until).await.expect("claim");
-        let mut ran = Vec::new();
-        for item in items {
-            let r = self.reconcilers[&item.kind].clone();
-            let fence = item.fence().expect("a claimed item is leased");
-            let act = Activation { item: item.clone(), fence, now };
-            let result = r.reconcile(deps, &act).await;
-            let (kind, key, owner) = (item.kind, item.key.as_str(), self.owner.as_str());
-            let at = |d: Duration| now + time::Duration::milliseconds(d.as_millis() as i64);
-            let outcome = match result {
-                Ok(Outcome::Gone) => {
-                    deps.store.complete(kind, key, owner).await.expect("complete");
-                    Ok(Outcome::Gone)
-                }
-                Ok(o) => {
-                    let after = match &o {
-                        Outcome::Converging { after } => *after,
-                        _ => STEADY_RESYNC,
-                    };
-                    self.remember(at(after));
-                    deps.store.requeue(kind, key, owner, at(after)).await.expect("requeue");
-                    Ok(o)
-                }
-                Err(ReconcileError::LeaseLost) => Err("lease lost".to_owned()),
-                Err(e) => {
-                    let backoff = Duration::from_secs(1 << item.attempts.min(6)).min(BACKOFF_CAP);
-                    self.remember(at(backoff));
-                    deps.store
-                        .fail(kind, key, owner, &e.to_string(), at(backoff))
-                        .await
-                        .expect("fail");
-                    Err(e.to_string())
-                }
-            };
-            ran.push(Ran { item, outcome });
-        }
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).extend(ran.iter().cloned());
-        ran
-    }
-
-    /// The next time something the driver requeued is due, after `now`.
-    pub fn next_due(&self, now: Timestamp) -> Option<Timestamp> {
-        let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
-        due.retain(|t| *t > now);
-        due.iter().next().copied()
-    }
-}
-
 /// The environment of the Kubernetes reconcilers' tests.
 pub struct Env {
     /// The store (SQLite in memory).
@@ -181,6 +88,8 @@ pub struct Env {
     pub sim: Sim,
     /// Its clock (also the reconcilers').
     pub clock: Arc<ManualClock>,
+    /// The server's secret box (the account's credentials are sealed with it).
+    pub secret_box: Arc<AeadSecretBox>,
     /// The ports.
     pub deps: Deps,
     /// The join stand-in (its URL is the server's public URL).
@@ -189,19 +98,27 @@ pub struct Env {
     pub tenant: TenantId,
     /// The provider account (the simulator's [`TEST_TOKEN`] account).
     pub account: ProviderAccount,
-    /// The driver of the three Kubernetes reconcilers.
-    pub driver: Driver,
+    /// The stepped driver of a runtime of the three Kubernetes reconcilers on `deps`.
+    pub driver: Stepper,
     /// The entropy the reconcilers draw from.
     pub entropy: Arc<SeqEntropy>,
 }
 
+/// A runtime (replica `test-replica`, a fixed jitter seed) of the three Kubernetes
+/// reconcilers on `deps`, drawing from `entropy`; fresh reconcilers each call, so a new
+/// one stands for a restarted process (its in-memory caches gone).
+pub fn kubernetes_runtime(deps: &Deps, entropy: &Arc<SeqEntropy>) -> Arc<Runtime> {
+    let config = RuntimeConfig::new("test-replica");
+    let reconcilers = kubernetes_reconcilers(entropy.clone());
+    Arc::new(Runtime::new(deps.clone(), reconcilers, config).expect("one reconciler per kind"))
+}
+
 /// The three Kubernetes reconcilers drawing from `entropy`.
 pub fn kubernetes_reconcilers(entropy: Arc<dyn Entropy>) -> Vec<Arc<dyn Reconciler>> {
-    vec![
-        Arc::new(SubstrateReconciler::new(entropy.clone())),
-        Arc::new(ClusterReconciler::new(entropy.clone())),
-        Arc::new(NodePoolReconciler::new(entropy)),
-    ]
+    [WorkKind::Substrates, WorkKind::Clusters, WorkKind::NodePools]
+        .into_iter()
+        .map(|k| reconciler_of(k, entropy.clone()))
+        .collect()
 }
 
 /// A flavor of `count` nodes of `size`.
@@ -224,9 +141,15 @@ impl Env {
 
     /// A fresh environment with the simulator configured by `config`.
     pub async fn with_config(config: SimConfig) -> Self {
+        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+        Self::on(store, config).await
+    }
+
+    /// An environment on `store` (any backend of `bc_store::testing`, migrated and
+    /// empty), with the simulator configured by `config`.
+    pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
         let clock = bc_sim::testing::clock();
         let sim = Sim::new(config, clock.clone());
-        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let tenant = TenantId::parse("acme").expect("tenant");
         let id = ProviderAccountId::generate(1, 42);
@@ -246,7 +169,7 @@ impl Env {
             .await
             .expect("account");
         let registry: Arc<dyn ProviderRegistry> =
-            Arc::new(DirectRegistry::new(sim.state().clone(), secret_box));
+            Arc::new(DirectRegistry::new(sim.state().clone(), secret_box.clone()));
         let observer: Arc<dyn Observer> = Arc::new(DirectObserver::new(registry, clock.clone()));
         let clusters: Arc<dyn ClusterApi> = Arc::new(DirectClusterApi::new(sim.state().clone()));
         let join = JoinServer::start().await;
@@ -258,8 +181,8 @@ impl Env {
             settings: Settings { public_url: join.url().to_owned(), bcd_image: BCD_IMAGE.into() },
         };
         let entropy = Arc::new(SeqEntropy::default());
-        let driver = Driver::new("test-replica", kubernetes_reconcilers(entropy.clone()));
-        Self { store, sim, clock, deps, join, tenant, account, driver, entropy }
+        let driver = Stepper::new(kubernetes_runtime(&deps, &entropy), clock.clone());
+        Self { store, sim, clock, secret_box, deps, join, tenant, account, driver, entropy }
     }
 
     /// `pools.create`'s writes (contracts.md): the pool, its pending substrate when the
@@ -341,6 +264,42 @@ impl Env {
             not_before: self.clock.now(),
         };
         self.store.enqueue(e).await.expect("enqueue");
+    }
+
+    /// A pool without a substrate, with room for `quota` load balancers.
+    pub async fn lb_pool(&self, name: &str, quota: u32) -> Pool {
+        let pool = bc_store::testing::pool(&self.tenant, name);
+        let uow = UnitOfWork::new().write(Write::InsertPool(pool.clone())).write(Write::SetQuota {
+            pool_id: pool.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+            limit: quota,
+        });
+        self.store.commit(uow).await.expect("load balancer pool");
+        pool
+    }
+
+    /// `loadBalancers.create`'s writes (contracts.md): the row (pending), its quota
+    /// unit and its work item, in one unit of work, due now.
+    pub async fn create_load_balancer(
+        &self,
+        pool: &Pool,
+        name: &str,
+        spec: LoadBalancerSpec,
+    ) -> LoadBalancer {
+        let now = self.clock.now();
+        let mut lb = bc_store::testing::load_balancer(pool, &self.account, name);
+        lb.spec = spec;
+        lb.created_at = now;
+        lb.status.updated_at = now;
+        let uow = UnitOfWork::new()
+            .write(Write::InsertLoadBalancer(lb.clone()))
+            .write(Write::BookQuota {
+                pool_id: pool.pool_id.clone(),
+                resource: QuotaResource::LoadBalancers,
+            })
+            .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+        self.store.commit(uow).await.expect("create load balancer");
+        lb
     }
 
     /// `kubernetesClusters.create`'s writes: the cluster and its first node pools,
@@ -513,20 +472,13 @@ impl Env {
     /// One driver round, then one round of the simulated bcd, whose joins are recorded.
     /// When nothing was due, the clock first jumps to the next due item (at most
     /// `max_jump` ahead).
-    pub async fn step(&self, max_jump: Duration) -> Vec<Ran> {
-        let mut ran = self.driver.round(&self.deps).await;
-        if ran.is_empty() {
-            let now = self.clock.now();
-            let limit = now + time::Duration::milliseconds(max_jump.as_millis() as i64);
-            let to = self.driver.next_due(now).filter(|t| *t <= limit).unwrap_or(limit);
-            self.clock.set(to);
-            ran = self.driver.round(&self.deps).await;
-        }
+    pub async fn step(&self, max_jump: Duration) -> Vec<ActivationReport> {
+        let reports = self.driver.step(max_jump).await.expect("store");
         // One round of the simulated agents per step: each bcd whose pod can start calls
         // once (and again on later steps while its join fails).
         bc_sim::testing::bounded(bc_sim::bcd::run_once(self.sim.state())).await;
         self.record_joins().await;
-        ran
+        reports
     }
 
     /// Steps (see [`Self::step`]) until `done` holds, at most `max_steps` times; whether
