@@ -128,7 +128,8 @@ async fn cluster_lifecycle_through_every_kubernetes_operation() {
     // Kubeconfig: YAML passed through, minted once and reused.
     let creds = a.credentials(&id).await.unwrap();
     assert!(creds.kubeconfig.expose().contains("kind: Config"));
-    assert!(creds.kubeconfig.expose().contains(&format!("/k8s/{id}")));
+    let endpoint = w.sim.state().model().cluster_endpoint(&id);
+    assert!(creds.kubeconfig.expose().contains(&format!("server: \"{endpoint}\"")));
     a.credentials(&id).await.unwrap();
     assert_eq!(w.count("GET", routes::KUBECONFIG), 2, "one 404 before running, then one mint");
 

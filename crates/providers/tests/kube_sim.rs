@@ -1,6 +1,7 @@
-//! `KubeClusterApi` (the real `kube` 5 client) against the simulator's Kubernetes face
-//! over loopback HTTP, connected with the kubeconfig the simulated DigitalOcean serves —
-//! whose `server` carries the `/k8s/<cluster id>` path prefix.
+//! `KubeClusterApi` (the real `kube` 5 client) against the simulator's Kubernetes face,
+//! connected with the kubeconfig the simulated DigitalOcean serves, on both faces: the
+//! cluster's own TLS address (verified against the simulator's CA, as with DOKS) and the
+//! plain-http `/k8s/<cluster id>` path prefix.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use bc_domain::ports::{
 };
 use bc_providers::kube::{KubeClusterApi, classify};
 use bc_sim::testing::{
-    self, ClusterEnv, bounded, namespace_object as namespace, object_ref as obj, owner,
+    self, ClusterEnv, Face, bounded, namespace_object as namespace, object_ref as obj, owner,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -21,16 +22,46 @@ use serde_json::json;
 
 mod common;
 
+/// Every scenario runs on both faces.
+macro_rules! on_both_faces {
+    ($($name:ident),* $(,)?) => {
+        mod tls {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Face::Tls).await
+            })*
+        }
+        mod path_prefixed {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Face::PathPrefixed).await
+            })*
+        }
+    };
+}
+
+on_both_faces!(
+    apply_create_then_no_op_then_change,
+    foreign_objects_are_reported_and_never_touched,
+    unforced_apply_against_another_manager_is_a_conflict,
+    list_nodes_by_label_selector,
+    errors_are_classified_without_leaking_credentials,
+);
+
 /// A served simulator with a running cluster (pools `bc-p1` with our label and two
-/// nodes, `own` with one node), whose kubeconfig server carries the `/k8s/<id>` prefix.
+/// nodes, `own` with one node); its kubeconfig names the cluster's TLS address, signed
+/// by the CA it carries.
 async fn setup() -> ClusterEnv {
     let env = ClusterEnv::start().await;
-    assert!(env.kubeconfig().contains(&format!("/k8s/{}", env.id)), "path prefix");
+    let kubeconfig = env.kubeconfig();
+    assert!(kubeconfig.contains(&format!("server: \"{}\"", env.server(Face::Tls))));
+    assert!(env.server(Face::Tls).starts_with("https://127.0.0.1:"));
+    assert!(kubeconfig.contains("certificate-authority-data: "));
     env
 }
 
-async fn client(env: &ClusterEnv) -> Arc<dyn ClusterClient> {
-    let kubeconfig = SecretString::new(env.kubeconfig());
+async fn client(env: &ClusterEnv, face: Face) -> Arc<dyn ClusterClient> {
+    let kubeconfig = SecretString::new(env.kubeconfig_on(face));
     bounded(KubeClusterApi::new().connect(&kubeconfig)).await.unwrap()
 }
 
@@ -45,10 +76,9 @@ fn daemonset(ns: &str, pool: &str, image: &str) -> KubeObject {
     testing::owned_object(ObjectKind::DaemonSet, Some(ns), "bcd", pool, json!({"spec": spec}))
 }
 
-#[tokio::test]
-async fn path_prefixed_server_apply_create_then_no_op_then_change() {
+async fn apply_create_then_no_op_then_change(face: Face) {
     let env = setup().await;
-    let c = client(&env).await;
+    let c = client(&env, face).await;
     let ns = namespace("bc-p1", "p1");
     assert_eq!(
         bounded(c.get_labels(&ns.object)).await.unwrap(),
@@ -56,15 +86,18 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
         "get_opt of a missing object"
     );
     assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Created);
+    // The first apply after the create adds an `Apply` entry to managedFields (the create
+    // was an `Update`); from then on a re-apply changes nothing.
+    assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Applied);
     let rv = rv_of(&env, ObjectKind::Namespace, None, "bc-p1");
     assert_eq!(bounded(c.apply_owned(&ns, &owner("p1"))).await.unwrap(), ApplyOutcome::Applied);
     assert_eq!(rv_of(&env, ObjectKind::Namespace, None, "bc-p1"), rv, "re-apply changed nothing");
-    // The requests arrived under /k8s/<id>/…: kube kept the server's path prefix.
+    // The requests reached the cluster (on the path-prefixed face, kube kept the prefix).
     let kube = &env.sim.state().kube;
-    assert_eq!(kube.request_count(&env.id, "get namespaces"), 3);
+    assert_eq!(kube.request_count(&env.id, "get namespaces"), 4);
     // Absent: created (POST), never applied; then ours: applied.
     assert_eq!(kube.request_count(&env.id, "create namespaces"), 1);
-    assert_eq!(kube.request_count(&env.id, "apply namespaces"), 1);
+    assert_eq!(kube.request_count(&env.id, "apply namespaces"), 2);
     assert_eq!(kube.request_count(&env.id, bc_sim::kube::UNMATCHED), 0);
     let labels = bounded(c.get_labels(&ns.object)).await.unwrap().unwrap();
     assert_eq!(labels.get(LABEL_SUBSTRATE_POOL).map(String::as_str), Some("p1"));
@@ -90,7 +123,7 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
     );
     assert_ne!(rv_of(&env, ObjectKind::DaemonSet, Some("bc-p1"), "bcd"), rv, "a change bumps it");
 
-    let raw = env.kube().await;
+    let raw = testing::kube_client(&env.kubeconfig_on(face)).await;
     let typed: DaemonSet =
         bounded(Api::<DaemonSet>::namespaced(raw.clone(), "bc-p1").get("bcd")).await.unwrap();
     let image = typed.spec.template.spec.unwrap().containers[0].image.clone();
@@ -105,10 +138,9 @@ async fn path_prefixed_server_apply_create_then_no_op_then_change() {
     assert_eq!(n.status.unwrap().phase.as_deref(), Some("Active"));
 }
 
-#[tokio::test]
-async fn foreign_objects_are_reported_and_never_touched() {
+async fn foreign_objects_are_reported_and_never_touched(face: Face) {
     let env = setup().await;
-    let c = client(&env).await;
+    let c = client(&env, face).await;
     let now = env.clock.now();
     // Made by kubectl without our label.
     env.sim
@@ -175,8 +207,7 @@ async fn foreign_objects_are_reported_and_never_touched() {
     );
 }
 
-#[tokio::test]
-async fn unforced_apply_against_another_manager_is_a_conflict() {
+async fn unforced_apply_against_another_manager_is_a_conflict(face: Face) {
     let env = setup().await;
     let now = env.clock.now();
     let kube = &env.sim.state().kube;
@@ -189,7 +220,7 @@ async fn unforced_apply_against_another_manager_is_a_conflict() {
     )
     .unwrap();
     kube.apply_manifest(&env.id, "kubectl", &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eA=="}}), false, now).unwrap();
-    let raw = env.kube().await;
+    let raw = testing::kube_client(&env.kubeconfig_on(face)).await;
     let api = Api::<Secret>::namespaced(raw, "n");
     let patch = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}});
     let err = bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch)))
@@ -209,10 +240,9 @@ async fn unforced_apply_against_another_manager_is_a_conflict() {
     assert_eq!(ok.data.unwrap()["k"].0, b"y".to_vec());
 }
 
-#[tokio::test]
-async fn list_nodes_by_label_selector() {
+async fn list_nodes_by_label_selector(face: Face) {
     let env = setup().await;
-    let c = client(&env).await;
+    let c = client(&env, face).await;
     let names = |sel: &'static str| {
         let c = c.clone();
         async move {
@@ -240,12 +270,11 @@ async fn list_nodes_by_label_selector() {
     assert!(matches!(err, ClusterError::Refused(_)), "{err:?}");
 }
 
-#[tokio::test]
-async fn errors_are_classified_without_leaking_credentials() {
+async fn errors_are_classified_without_leaking_credentials(face: Face) {
     let env = setup().await;
     let token = env.sim.state().model().cluster_api_token(&env.id).unwrap();
     // Wrong (expired, revoked) token: 401 Unauthorized → Credentials (mint new ones).
-    let bad = SecretString::new(env.kubeconfig().replace(&token, "wrong-token"));
+    let bad = SecretString::new(env.kubeconfig_on(face).replace(&token, "wrong-token"));
     let c = bounded(KubeClusterApi::new().connect(&bad)).await.unwrap();
     let err = bounded(c.list_nodes("")).await.unwrap_err();
     assert!(matches!(err, ClusterError::Credentials(_)), "{err:?}");
@@ -260,18 +289,51 @@ async fn errors_are_classified_without_leaking_credentials() {
     // A cluster whose API is not up yet answers 503: Unreachable at once (no retry loop).
     let c2 = testing::create_cluster(&env.sim, "c2", vec![testing::node_pool("p", 1, &[])]);
     let tok2 = env.sim.state().model().cluster_api_token(&c2).unwrap();
-    let kc2 = SecretString::new(env.kubeconfig().replace(&env.id, &c2).replace(&token, &tok2));
+    let kc2 = env
+        .kubeconfig_on(face)
+        .replace(&env.server(face), &env.server_of(face, &c2))
+        .replace(&token, &tok2);
+    let kc2 = SecretString::new(kc2);
     let c = bounded(KubeClusterApi::new().connect(&kc2)).await.unwrap();
     let err = bounded(c.get_labels(&obj(ObjectKind::Namespace, None, "x"))).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
     assert!(!err.to_string().contains(&tok2));
 
     // Nothing listening: Unreachable.
-    let dead = SecretString::new(env.kubeconfig().replace(&env.server.url(), "http://127.0.0.1:9"));
+    let nowhere = match face {
+        Face::Tls => "https://127.0.0.1:9",
+        Face::PathPrefixed => "http://127.0.0.1:9",
+    };
+    let dead = SecretString::new(env.kubeconfig_on(face).replace(&env.server(face), nowhere));
     let c = bounded(KubeClusterApi::new().connect(&dead)).await.unwrap();
     let err = bounded(c.list_nodes("")).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
     assert!(!err.to_string().contains(&token));
+}
+
+/// The cluster's certificate is verified against the kubeconfig's CA: a kubeconfig
+/// carrying another simulator's CA (or none, so the system roots) cannot reach it, and
+/// the failure is Unreachable without the token in it.
+#[tokio::test]
+async fn the_tls_face_is_verified_against_the_kubeconfigs_ca() {
+    let env = setup().await;
+    let token = env.token.clone();
+    let other = ClusterEnv::start().await;
+    let mine = env.sim.state().tls.ca_data();
+    let theirs = other.sim.state().tls.ca_data();
+    assert_ne!(mine, theirs, "a CA per simulator");
+    let wrong_ca = SecretString::new(env.kubeconfig().replace(&mine, &theirs));
+    let no_ca = SecretString::new(
+        env.kubeconfig().replace(&format!("certificate-authority-data: \"{mine}\"\n"), ""),
+    );
+    for kc in [wrong_ca, no_ca] {
+        let c = bounded(KubeClusterApi::new().connect(&kc)).await.unwrap();
+        let err = bounded(c.list_nodes("")).await.unwrap_err();
+        assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
+        assert!(!err.to_string().contains(&token));
+    }
+    // With its own CA, the same client gets through.
+    assert_eq!(bounded(client(&env, Face::Tls).await.list_nodes("")).await.unwrap().len(), 3);
 }
 
 /// SPEC §6 under races, through the kube adapter over HTTP (the same scenario as the

@@ -96,4 +96,38 @@ async fn main() {
     }
     report("direct options()", requests, started);
     println!("requests counted: {}", sim.state().model().total_requests());
+
+    kube_direct(arg("--objects", 10_000)).await;
+}
+
+/// The Kubernetes direct face, as the substrate reconciler uses it: per pool a Namespace,
+/// the join Secret, the bcd ServiceAccount and DaemonSet, applied with the ownership rule
+/// (read, then create or apply), then the same again (all no-ops).
+async fn kube_direct(objects: usize) {
+    use bc_domain::model::SecretString;
+    use bc_domain::ports::ClusterApi;
+    use bc_sim::testing;
+    let (sim, clock) = testing::sim(SimConfig::default());
+    let id = testing::create_cluster(&sim, "bench", testing::standard_pools());
+    testing::run_until_running(&sim, &clock, &id);
+    let api = bc_sim::kube::direct::DirectClusterApi::new(sim.state().clone());
+    let kubeconfig = SecretString::new(testing::kubeconfig(&sim, &id));
+    let client = api.connect(&kubeconfig).await.expect("connect");
+    let pools = objects.div_ceil(4);
+    let substrate = |i: usize| {
+        let mut s = testing::Substrate::new("http://127.0.0.1:9", "tok");
+        s.pool = format!("p{i}");
+        s.namespace = format!("bc-p{i}");
+        s
+    };
+    for pass in ["apply_owned (create)", "apply_owned (no-op)"] {
+        let started = Instant::now();
+        for i in 0..pools {
+            let s = substrate(i);
+            for o in s.objects() {
+                client.apply_owned(&o, &testing::owner(&s.pool)).await.expect("apply");
+            }
+        }
+        report(&format!("direct kube {pass}"), pools * 4, started);
+    }
 }

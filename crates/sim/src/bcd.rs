@@ -64,10 +64,28 @@ impl Agents {
     pub fn join_outcomes(&self) -> BTreeMap<(String, String), JoinOutcome> {
         self.joins_mut().clone()
     }
+
+    /// Whether the bcd on `node` of `cluster` has joined with the current token.
+    pub fn joined(&self, cluster: &str, node: &str) -> bool {
+        self.joins_mut().get(&(cluster.to_owned(), node.to_owned())).is_some_and(|o| o.joined)
+    }
+
+    /// A fingerprint of what the agents of `cluster` have reached (which joined, why the
+    /// others did not), to notice a change without comparing outcomes.
+    pub fn fingerprint(&self, cluster: &str) -> u64 {
+        let joins = self.joins_mut();
+        let mut text = String::new();
+        for ((c, node), o) in joins.iter() {
+            if c == cluster {
+                text.push_str(&format!("{node}:{}:{:?};", o.joined, o.last_error));
+            }
+        }
+        crate::fnv1a(&text)
+    }
 }
 
 /// The env a bcd pod would start with, resolved from its DaemonSet and Secrets.
-struct PodEnv {
+pub(crate) struct PodEnv {
     daemonset: String,
     server_url: String,
     join_token: String,
@@ -202,6 +220,11 @@ pub fn spawn(state: Arc<SimState>, every: Duration) -> Background {
         loop {
             tick.tick().await;
             let made = run_once(&state).await;
+            // The clusters' controllers catch up with what the agents (and the clock) did,
+            // so pods turn Ready without waiting for a request.
+            for cluster in state.kube.cluster_ids() {
+                crate::kube::KubeStore::refresh(&state, &cluster);
+            }
             tx.send_modify(|r| {
                 r.rounds += 1;
                 r.calls += made as u64;
@@ -278,7 +301,13 @@ fn plan(state: &SimState) -> Vec<Planned> {
             let outcome = joins.entry(key).or_default();
             outcome.daemonset = ds_name(ds);
             let env = match env {
-                Ok(env) => env,
+                Ok(Some(env)) => env,
+                Ok(None) => {
+                    outcome.last_error = Some(format!(
+                        "no container maps {ENV_SERVER_URL}, {ENV_JOIN_TOKEN} and {ENV_NODE_NAME}"
+                    ));
+                    continue;
+                }
                 Err(why) => {
                     // The pod cannot start (CreateContainerConfigError): nothing calls.
                     outcome.last_error = Some(why);
@@ -341,38 +370,49 @@ fn tolerates(tol: &Value, taint: &bc_domain::policy::Taint) -> bool {
 }
 
 /// The env of the DaemonSet's first container that has every bcd variable, resolved
-/// from Secrets in the DaemonSet's namespace and the pod's fields on `node`; an error
-/// says why the pod cannot start (or its bcd cannot join).
-fn pod_env(state: &SimState, cluster: &str, ds: &Value, node: &SimNode) -> Result<PodEnv, String> {
+/// from Secrets in the DaemonSet's namespace and the pod's fields on `node`: `Ok(None)`
+/// when no container runs bcd, an error when the pod cannot start (a Secret or key it
+/// maps is missing: `CreateContainerConfigError`).
+pub(crate) fn pod_env(
+    state: &SimState,
+    cluster: &str,
+    ds: &Value,
+    node: &SimNode,
+) -> Result<Option<PodEnv>, String> {
+    let lookup =
+        |r: Resource, ns: &str, name: &str| state.kube.get(cluster, r, Some(ns), name).ok();
+    pod_env_with(&lookup, ds, node)
+}
+
+/// [`pod_env`] reading objects through `lookup` (resource, namespace, name).
+pub(crate) fn pod_env_with(
+    lookup: &dyn Fn(Resource, &str, &str) -> Option<Value>,
+    ds: &Value,
+    node: &SimNode,
+) -> Result<Option<PodEnv>, String> {
     let ns = ds.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
     let pod = ds.pointer("/spec/template/spec").cloned().unwrap_or(Value::Null);
     if let Some(sa) = pod.get("serviceAccountName").and_then(Value::as_str)
-        && state.kube.get(cluster, Resource::ServiceAccount, Some(ns), sa).is_err()
+        && lookup(Resource::ServiceAccount, ns, sa).is_none()
     {
         return Err(format!("serviceaccount {ns}/{sa} not found"));
     }
-    let secret = |name: &str| state.kube.get(cluster, Resource::Secret, Some(ns), name).ok();
+    let secret = |name: &str| lookup(Resource::Secret, ns, name);
     let containers = pod.get("containers").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut last_err =
-        format!("no container maps {ENV_SERVER_URL}, {ENV_JOIN_TOKEN} and {ENV_NODE_NAME}");
     for c in &containers {
-        match container_env(c, &secret, node) {
-            Ok(env) => {
-                if let (Some(url), Some(tok), Some(name)) =
-                    (env.get(ENV_SERVER_URL), env.get(ENV_JOIN_TOKEN), env.get(ENV_NODE_NAME))
-                {
-                    return Ok(PodEnv {
-                        daemonset: ds_name(ds),
-                        server_url: url.clone(),
-                        join_token: tok.clone(),
-                        node_name: name.clone(),
-                    });
-                }
-            }
-            Err(e) => last_err = e,
+        let env = container_env(c, &secret, node)?;
+        if let (Some(url), Some(tok), Some(name)) =
+            (env.get(ENV_SERVER_URL), env.get(ENV_JOIN_TOKEN), env.get(ENV_NODE_NAME))
+        {
+            return Ok(Some(PodEnv {
+                daemonset: ds_name(ds),
+                server_url: url.clone(),
+                join_token: tok.clone(),
+                node_name: name.clone(),
+            }));
         }
     }
-    Err(last_err)
+    Ok(None)
 }
 
 /// One container's env: `envFrom.secretRef`, then `env` (`value`,

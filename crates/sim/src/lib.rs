@@ -1,7 +1,9 @@
 //! bc-sim: one simulated cloud — a DigitalOcean API, a Kubernetes API per simulated
 //! cluster, and nodes running a simulated bcd — over one model with two faces: HTTP on
-//! loopback (`do_api` under `/v2`, `kube` under `/k8s/<cluster id>`) and a direct,
-//! in-memory face (`direct`) implementing the bc-domain provider and cluster ports.
+//! loopback (`do_api` under `/v2`; each cluster's `kube` API over TLS at the root of its
+//! own address, with the simulator's CA in its kubeconfig, as DOKS serves it) and a
+//! direct, in-memory face (`direct`) implementing the bc-domain provider and cluster
+//! ports.
 //!
 //! Races are reproduced with `interleave` (another actor's action at a chosen moment of
 //! a request); the shared test fixtures are `testing`, behind the `testing` feature.
@@ -19,6 +21,7 @@ pub mod kube;
 pub mod model;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,13 +54,24 @@ pub struct SimNode {
     pub name: String,
     /// `spec.providerID`, e.g. `digitalocean://<droplet id>`.
     pub provider_id: String,
-    /// Labels: the node pool's labels plus the usual `kubernetes.io/hostname`,
-    /// `doks.digitalocean.com/node-pool`, … labels.
+    /// Labels: the node pool's labels plus the well-known and DOKS ones
+    /// (`kubernetes.io/hostname`, `node.kubernetes.io/instance-type`,
+    /// `topology.kubernetes.io/region`, `doks.digitalocean.com/node-pool`, …).
     pub labels: std::collections::BTreeMap<String, String>,
     /// Taints of its node pool.
     pub taints: Vec<bc_domain::policy::Taint>,
     /// Whether the node is running (Ready).
     pub ready: bool,
+    /// The droplet size slug (capacity comes from it).
+    pub size: String,
+    /// The node's private (VPC) address.
+    pub internal_ip: String,
+    /// The node's public address.
+    pub external_ip: String,
+    /// When the node was made (its Node object's `creationTimestamp`).
+    pub created_at: bc_domain::Timestamp,
+    /// The kubelet version (`v1.32.6`).
+    pub kubelet_version: String,
 }
 
 /// The shared state behind every face.
@@ -76,6 +90,10 @@ pub struct SimState {
     pub config: SimConfig,
     /// Where the HTTP faces listen, once started (used to build endpoints/kubeconfigs).
     pub base_url: Mutex<Option<String>>,
+    /// The simulator's CA and serving certificate (made on first use).
+    pub tls: Arc<tls::SimTls>,
+    /// The per-cluster API listeners started by [`Sim::serve`] (stopped with it).
+    listeners: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl SimState {
@@ -99,7 +117,9 @@ pub struct Sim {
 impl Sim {
     /// A new simulated cloud with its own model.
     pub fn new(config: SimConfig, clock: Arc<dyn Clock>) -> Self {
-        let model = model::Model::new(&config);
+        let mut model = model::Model::new(&config);
+        let tls = Arc::new(tls::SimTls::default());
+        model.tls = tls.clone();
         Self {
             state: Arc::new(SimState {
                 model: Mutex::new(model),
@@ -109,6 +129,8 @@ impl Sim {
                 clock,
                 config,
                 base_url: Mutex::new(None),
+                tls,
+                listeners: Arc::default(),
             }),
         }
     }
@@ -127,39 +149,100 @@ impl Sim {
             .route("/k8s/{cluster_id}/", kube::root_route(self.state.clone()))
     }
 
-    /// Serves both faces on `addr` (use `127.0.0.1:0` in tests) in a background task and
-    /// returns the bound address. The task stops when the returned handle is dropped.
+    /// Serves the DigitalOcean face on `addr` (use `127.0.0.1:0` in tests) over plain
+    /// HTTP, and each cluster's Kubernetes API over TLS on a loopback port of its own, in
+    /// background tasks; returns the bound address. The tasks stop when the returned
+    /// handle is dropped.
     pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<SimServer> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let local = listener.local_addr()?;
-        let url = format!("http://{local}");
-        *self.state.base_url.lock().unwrap_or_else(|e| e.into_inner()) = Some(url.clone());
-        // Cluster endpoints and kubeconfig servers point at this listener.
-        self.state.model().set_base_url(Some(url));
-        let router = self.router();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        Ok(SimServer { addr: local, task })
+        self.serve_with(addr, ServeOptions::default()).await
     }
+
+    /// [`Self::serve`] with options (the DigitalOcean face over https too).
+    pub async fn serve_with(
+        &self,
+        addr: SocketAddr,
+        options: ServeOptions,
+    ) -> std::io::Result<SimServer> {
+        install_crypto();
+        let listener = std::net::TcpListener::bind(addr)?;
+        let local = listener.local_addr()?;
+        let scheme = if options.https { "https" } else { "http" };
+        let url = format!("{scheme}://{local}");
+        *self.state.base_url.lock().unwrap_or_else(|e| e.into_inner()) = Some(url.clone());
+        let router = self.router();
+        let task = if options.https {
+            let tls = self.state.tls.listen(listener)?;
+            tokio::spawn(async move {
+                let _ = axum::serve(tls, router).await;
+            })
+        } else {
+            listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, router).await;
+            })
+        };
+        let mut model = self.state.model();
+        model.set_base_url(Some(url.clone()));
+        model.set_endpoint_allocator(Some(self.endpoint_allocator()));
+        model.allocate_endpoints();
+        drop(model);
+        Ok(SimServer { addr: local, url, task, state: self.state.clone() })
+    }
+
+    /// Binds a cluster's API: a TLS listener on a free loopback port serving the
+    /// cluster's routes at its root.
+    fn endpoint_allocator(&self) -> model::EndpointAllocator {
+        let weak = Arc::downgrade(&self.state);
+        let runtime = tokio::runtime::Handle::current();
+        let listeners = self.state.listeners.clone();
+        model::EndpointAllocator(Arc::new(move |cluster_id: &str| {
+            let state = weak.upgrade()?;
+            let socket = std::net::TcpListener::bind(("127.0.0.1", 0)).ok()?;
+            let addr = socket.local_addr().ok()?;
+            let _in_runtime = runtime.enter();
+            let tls = state.tls.listen(socket).ok()?;
+            let router = kube::cluster_router(state.clone(), cluster_id);
+            let task = runtime.spawn(async move {
+                let _ = axum::serve(tls, router).await;
+            });
+            listeners.lock().unwrap_or_else(|e| e.into_inner()).push(task.abort_handle());
+            Some(format!("https://{addr}"))
+        }))
+    }
+}
+
+/// How [`Sim::serve_with`] serves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServeOptions {
+    /// Serve the DigitalOcean face over https (with the simulator's CA) rather than
+    /// plain http.
+    pub https: bool,
 }
 
 /// A running HTTP server of the simulator; aborts on drop.
 pub struct SimServer {
     /// The bound address.
     pub addr: SocketAddr,
+    url: String,
     task: tokio::task::JoinHandle<()>,
+    state: Arc<SimState>,
 }
 
 impl SimServer {
-    /// `http://ADDR`.
+    /// `http://ADDR` (or `https://ADDR` when served over TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.url.clone()
     }
 }
 
 impl Drop for SimServer {
     fn drop(&mut self) {
         self.task.abort();
+        // No new cluster listeners, and the running ones stop with the server.
+        self.state.model().set_endpoint_allocator(None);
+        for l in self.state.listeners.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            l.abort();
+        }
     }
 }

@@ -35,6 +35,12 @@ struct Args {
     /// Account token(s) the DigitalOcean face accepts (repeatable).
     #[arg(long = "token", env = "BC_SIM_TOKEN")]
     tokens: Vec<String>,
+    /// Serve the DigitalOcean face over https (with the simulator's CA) instead of http.
+    #[arg(long)]
+    https: bool,
+    /// Where to write the simulator's CA certificate (PEM), for `curl --cacert`.
+    #[arg(long, default_value = "bc-sim-ca.pem")]
+    ca_file: std::path::PathBuf,
 }
 
 #[tokio::main]
@@ -52,9 +58,12 @@ async fn main() -> std::io::Result<()> {
     }
     let tokens = config.tokens.clone();
     let sim = Sim::new(config, Arc::new(SystemClock));
-    let server = sim.serve(args.listen).await?;
+    let options = bc_sim::ServeOptions { https: args.https };
+    let server = sim.serve_with(args.listen, options).await?;
     let _bcd = bc_sim::bcd::spawn(sim.state().clone(), Duration::from_millis(500));
+    std::fs::write(&args.ca_file, sim.state().tls.ca_pem())?;
     println!("DigitalOcean API: {}", server.url());
+    println!("CA certificate (cluster APIs are https): {}", args.ca_file.display());
     for t in &tokens {
         println!("token: {t}");
     }

@@ -315,6 +315,15 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().expect("HTTP client")
 }
 
+/// A reqwest client for loopback that trusts only the CA `ca_pem` (the simulator's:
+/// [`bc_sim::Sim`]'s cluster APIs and https DigitalOcean face present certificates it
+/// signed).
+pub fn http_client_trusting(ca_pem: &str) -> reqwest::Client {
+    install_crypto();
+    let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA PEM");
+    reqwest::Client::builder().no_proxy().tls_certs_only([ca]).build().expect("HTTP client")
+}
+
 /// Sends `rb` (bounded) and reads the whole answer.
 pub async fn send(rb: reqwest::RequestBuilder) -> Reply {
     let r = bounded(rb.send()).await.expect("request");
@@ -338,12 +347,25 @@ pub struct Served {
 }
 
 impl Served {
-    /// Serves a new simulator with `config` on `127.0.0.1:0`.
+    /// Serves a new simulator with `config` on `127.0.0.1:0` (the DigitalOcean face
+    /// over plain http, each cluster's API over TLS).
     pub async fn start(config: SimConfig) -> Self {
+        Self::start_with(config, crate::ServeOptions::default()).await
+    }
+
+    /// [`Self::start`] with serve options (the DigitalOcean face over https).
+    pub async fn start_with(config: SimConfig, options: crate::ServeOptions) -> Self {
         install_crypto();
         let (sim, clock) = sim(config);
-        let server = sim.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-        Self { sim, clock, server, http: http_client() }
+        let addr = "127.0.0.1:0".parse().expect("addr");
+        let server = sim.serve_with(addr, options).await.expect("serve");
+        let http = http_client_trusting(sim.state().tls.ca_pem());
+        Self { sim, clock, server, http }
+    }
+
+    /// The simulator's CA certificate (PEM).
+    pub fn ca_pem(&self) -> String {
+        self.sim.state().tls.ca_pem().to_owned()
     }
 
     /// Moves the clock forward by `secs` seconds.
@@ -405,7 +427,7 @@ pub struct ClusterEnv {
     pub id: String,
     /// The cluster API's bearer token (the one in the kubeconfig).
     pub token: String,
-    /// `http://127.0.0.1:PORT/k8s/<cluster id>`.
+    /// The cluster's API endpoint, `https://127.0.0.1:PORT` (its own TLS listener).
     pub base: String,
 }
 
@@ -414,6 +436,16 @@ impl std::ops::Deref for ClusterEnv {
     fn deref(&self) -> &Served {
         &self.served
     }
+}
+
+/// Where a client reaches a simulated cluster's API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// Its own TLS address, `https://127.0.0.1:PORT`, as the kubeconfig says (DOKS-like).
+    Tls,
+    /// The plain-http path `http://127.0.0.1:PORT/k8s/<id>` on the DigitalOcean listener
+    /// (a `server` with a path prefix).
+    PathPrefixed,
 }
 
 /// The pools of [`ClusterEnv::start`]: `bc-p1` (2 nodes, the [`POOL`] label, `gpu=true`,
@@ -443,7 +475,7 @@ impl ClusterEnv {
         let served = Served::start(SimConfig::default()).await;
         let id = create_cluster(&served.sim, "c1", pools);
         let token = served.sim.state().model().cluster_api_token(&id).expect("cluster token");
-        let base = format!("{}/k8s/{id}", served.server.url());
+        let base = served.sim.state().model().cluster_endpoint(&id);
         Self { served, id, token, base }
     }
 
@@ -460,6 +492,24 @@ impl ClusterEnv {
     /// The real `kube` client from [`Self::kubeconfig`].
     pub async fn kube(&self) -> kube::Client {
         kube_client(&self.kubeconfig()).await
+    }
+
+    /// The API server URL of cluster `id` on `face`.
+    pub fn server_of(&self, face: Face, id: &str) -> String {
+        match face {
+            Face::Tls => self.sim.state().model().cluster_endpoint(id),
+            Face::PathPrefixed => format!("{}/k8s/{id}", self.server.url()),
+        }
+    }
+
+    /// The API server URL of this cluster on `face`.
+    pub fn server(&self, face: Face) -> String {
+        self.server_of(face, &self.id)
+    }
+
+    /// [`Self::kubeconfig`] with its `server` on `face`.
+    pub fn kubeconfig_on(&self, face: Face) -> String {
+        self.kubeconfig().replace(&self.server(Face::Tls), &self.server(face))
     }
 
     /// One raw request to the cluster API: `path_and_query` is appended verbatim to
@@ -839,8 +889,13 @@ pub async fn check_ownership_races(env: &ClusterEnv, api: &dyn bc_domain::ports:
         json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": name, "labels": {"team": "tenant"}}})
     };
+    // The labels clients set (the server's own `kubernetes.io/metadata.name` left out).
     let labels = |name: &str| {
-        env.stored(ObjectKind::Namespace, None, name).map(|o| o["metadata"]["labels"].clone())
+        env.stored(ObjectKind::Namespace, None, name).map(|o| {
+            let mut l = o["metadata"]["labels"].clone();
+            l.as_object_mut().map(|m| m.remove("kubernetes.io/metadata.name"));
+            l
+        })
     };
     let cluster = env.id.clone();
 
@@ -923,4 +978,157 @@ pub async fn check_session_recovers_from_a_revoked_token(
     let after = bounded(session.list_nodes(&selector)).await.expect("recovered");
     assert_eq!(after, before);
     assert_eq!(env.count("GET", routes::KUBECONFIG), 2, "minted again after the 401");
+}
+
+// ----- real clients ----------------------------------------------------------------------
+
+/// A tool a test runs (kubectl, python3): its path, or `None` after a "skipped" line on
+/// stderr; when services are required (`BC_REQUIRE_SERVICES`, `CI=true`, as
+/// `cargo xtask test --require-services` sets) a missing tool fails the test instead, so
+/// CI cannot go green without running it.
+pub fn required_tool(name: &str, why: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
+    });
+    match found {
+        Some(p) => Some(p),
+        None if bc_testkit::services_required() => panic!(
+            "{name} not found on PATH, but it is required ({} or CI=true): {why}; .ci/run \
+             installs it",
+            bc_testkit::REQUIRE_SERVICES_VAR
+        ),
+        None => {
+            eprintln!("skipped: {name} not found on PATH ({why})");
+            None
+        }
+    }
+}
+
+/// What one run of a tool printed and how it ended.
+#[derive(Debug)]
+pub struct ToolRun {
+    /// Exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl ToolRun {
+    /// Whether it exited 0.
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// A scratch directory removed on drop.
+pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// A new empty directory under the system temp dir.
+    pub fn new(prefix: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The real `kubectl`, pointed at one simulated cluster by the kubeconfig the simulator
+/// served and nothing else: its own kubeconfig file, cache and home directories, no
+/// proxy settings from the environment.
+pub struct Kubectl {
+    bin: std::path::PathBuf,
+    dir: ScratchDir,
+}
+
+/// How long one kubectl run may take before the test fails.
+pub const KUBECTL_BOUND: Duration = Duration::from_secs(60);
+
+impl Kubectl {
+    /// kubectl with `kubeconfig`, or `None` when kubectl is missing (see
+    /// [`required_tool`]).
+    pub fn new(kubeconfig: &str) -> Option<Self> {
+        let bin = required_tool("kubectl", "the kubectl conformance tests run it")?;
+        let dir = ScratchDir::new("bc-sim-kubectl");
+        std::fs::write(dir.path().join("kubeconfig"), kubeconfig).expect("kubeconfig file");
+        Some(Self { bin, dir })
+    }
+
+    /// The scratch directory (for manifests).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(&self.bin);
+        c.arg("--kubeconfig")
+            .arg(self.dir.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true);
+        for v in
+            ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    /// Runs `kubectl args…` with `stdin` (bounded by [`KUBECTL_BOUND`]).
+    pub async fn run_with(&self, args: &[&str], stdin: Option<&str>) -> ToolRun {
+        use tokio::io::AsyncWriteExt as _;
+        let mut c = self.command(args);
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("start kubectl");
+        let mut input = child.stdin.take().expect("stdin");
+        let text = stdin.unwrap_or_default().to_owned();
+        let out = tokio::time::timeout(KUBECTL_BOUND, async move {
+            let _ = input.write_all(text.as_bytes()).await;
+            drop(input);
+            child.wait_with_output().await
+        })
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_BOUND:?}"))
+        .expect("kubectl output");
+        ToolRun {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `kubectl args…`.
+    pub async fn run(&self, args: &[&str]) -> ToolRun {
+        self.run_with(args, None).await
+    }
+
+    /// Starts `kubectl args…` in the background (a `get -w`), its output piped; it is
+    /// killed when the child is dropped.
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        let mut c = self.command(args);
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c.spawn().expect("start kubectl")
+    }
 }

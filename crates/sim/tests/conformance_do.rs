@@ -1767,3 +1767,100 @@ async fn scoped_tokens_need_the_endpoint_scope() {
     let no = testing::send(h.http.get(h.url("/v2/load_balancers")).bearer_auth(scoped)).await;
     assert_error(&no, 403, "forbidden");
 }
+
+/// DigitalOcean's `cluster.yml` (openapi `resources/kubernetes/models`) and its response
+/// example: a cluster shows every optional block — control-plane firewall, autoscaler
+/// configuration, SSO, routing agent, the GPU/RDMA/CoreDNS/P2P plugins — with its
+/// defaults when the create left it out, plus `isolated_workers` and the worker subnet;
+/// what a create sets is echoed; the NVIDIA plugin is on for a cluster with an NVIDIA GPU
+/// pool ("enabled by default for clusters with an Nvidia GPU node pool").
+#[tokio::test]
+async fn cluster_objects_carry_every_documented_block_with_defaults() {
+    let h = H::start(SimConfig::default()).await;
+    let c = h.create_cluster(cluster_body("plain")).await;
+    for (block, want) in [
+        ("control_plane_firewall", json!({"enabled": false, "allowed_addresses": []})),
+        ("sso", json!({"enabled": false, "required": false})),
+        ("routing_agent", json!({"enabled": false})),
+        ("amd_gpu_device_plugin", json!({"enabled": false})),
+        ("amd_gpu_device_metrics_exporter_plugin", json!({"enabled": false})),
+        ("nvidia_gpu_device_plugin", json!({"enabled": false})),
+        ("rdma_shared_dev_plugin", json!({"enabled": false})),
+        ("coredns_autoscaler", json!({"enabled": false})),
+        ("p2p_oci_registry_plugin", json!({"enabled": false})),
+    ] {
+        assert_eq!(c[block], want, "{block}");
+    }
+    assert!(c["cluster_autoscaler_configuration"].is_object());
+    assert_eq!(c["isolated_workers"], false);
+    assert!(is_uuid(str_of(&c["worker_subnet_uuid"], "worker_subnet_uuid")));
+    assert_eq!(c["registry_enabled"], false);
+
+    let mut body = cluster_body("gpu");
+    body["node_pools"][0]["size"] = json!("gpu-h100x1-80gb");
+    body["routing_agent"] = json!({"enabled": true});
+    body["control_plane_firewall"] = json!({"enabled": true, "allowed_addresses": ["1.2.3.4/32"]});
+    body["cluster_autoscaler_configuration"] = json!({"scale_down_utilization_threshold": 0.65, "scale_down_unneeded_time": "1m0s", "expanders": ["priority", "random"]});
+    body["sso"] =
+        json!({"enabled": true, "issuer_url": "https://sso.example.com", "client_id": "doks"});
+    let c = h.create_cluster(body).await;
+    assert_eq!(c["nvidia_gpu_device_plugin"], json!({"enabled": true}));
+    assert_eq!(c["routing_agent"], json!({"enabled": true}));
+    assert_eq!(c["control_plane_firewall"]["allowed_addresses"], json!(["1.2.3.4/32"]));
+    assert_eq!(c["cluster_autoscaler_configuration"]["expanders"], json!(["priority", "random"]));
+    assert_eq!(c["sso"]["issuer_url"], "https://sso.example.com");
+
+    // SSO: `required` only with `enabled`; issuer and client required when enabled.
+    let mut bad = cluster_body("bad");
+    bad["sso"] = json!({"enabled": true});
+    let r = h.call(Method::POST, "/v2/kubernetes/clusters", Some(bad)).await;
+    assert_error(&r, 422, "unprocessable_entity");
+    let mut bad = cluster_body("bad");
+    bad["cluster_autoscaler_configuration"] = json!({"expanders": ["fastest"]});
+    let r = h.call(Method::POST, "/v2/kubernetes/clusters", Some(bad)).await;
+    assert_error(&r, 422, "unprocessable_entity");
+}
+
+/// research/digitalocean.md §5.1 (`tag`: "droplet tag") and §4.1/§4.2 (the server tags
+/// clusters' and pools' droplets `k8s`, `k8s:<cluster id>`, `k8s:worker`): a load balancer
+/// targeted by tag lists the ids of the droplets carrying the tag — for `k8s:<cluster
+/// id>`, the cluster's nodes — and follows them as nodes come and go; a GET→PUT round
+/// trip of it is accepted.
+#[tokio::test]
+async fn a_tag_targeted_load_balancer_lists_the_tagged_droplets() {
+    let h = H::start(SimConfig::default()).await;
+    let c = h.running_cluster(cluster_body("tagged")).await;
+    let id = str_of(&c["id"], "id").to_owned();
+    let mut nodes: Vec<u64> = c["node_pools"][0]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| str_of(&n["droplet_id"], "droplet_id").parse().unwrap())
+        .collect();
+    nodes.sort_unstable();
+    let mut body = lb_body("by-tag");
+    body.as_object_mut().unwrap().remove("droplet_ids");
+    body["tag"] = json!(format!("k8s:{id}"));
+    let lb = h.active_lb(body).await;
+    assert_eq!(lb["droplet_ids"], json!(nodes));
+    assert_eq!(lb["tag"], format!("k8s:{id}"));
+
+    // A GET→PUT round trip (both `tag` and the listed `droplet_ids`) is no second backend.
+    let lb_id = str_of(&lb["id"], "id").to_owned();
+    let r = h.call(Method::PUT, &format!("/v2/load_balancers/{lb_id}"), Some(lb.clone())).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    // A pool grows: its new droplet joins the list once it exists.
+    let pool = str_of(&c["node_pools"][0]["id"], "id").to_owned();
+    let r = h
+        .call(
+            Method::PUT,
+            &format!("/v2/kubernetes/clusters/{id}/node_pools/{pool}"),
+            Some(json!({"name": "workers", "count": 3})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    h.step(60);
+    let r = h.get(&format!("/v2/load_balancers/{lb_id}")).await;
+    assert_eq!(r.json()["load_balancer"]["droplet_ids"].as_array().unwrap().len(), 3);
+}

@@ -154,10 +154,13 @@ async fn raw_get_item_is_200_with_matching_api_version_and_kind() {
 async fn raw_list_with_empty_query_has_items_kind_api_version_and_resource_version() {
     let env = setup().await;
     env.seed().await;
+    // Besides what the seed made, a cluster has the system namespaces (`default`,
+    // `kube-node-lease`, `kube-public`, `kube-system`) and every namespace its `default`
+    // ServiceAccount, as the ServiceAccount controller makes it.
     for (path, api_version, kind, n) in [
-        ("/api/v1/namespaces?", "v1", "NamespaceList", 1),
+        ("/api/v1/namespaces?", "v1", "NamespaceList", 5),
         ("/api/v1/namespaces/n/secrets?", "v1", "SecretList", 1),
-        ("/api/v1/namespaces/n/serviceaccounts?", "v1", "ServiceAccountList", 1),
+        ("/api/v1/namespaces/n/serviceaccounts?", "v1", "ServiceAccountList", 2),
         ("/apis/apps/v1/namespaces/n/daemonsets?", "apps/v1", "DaemonSetList", 1),
         ("/api/v1/nodes?", "v1", "NodeList", 3),
     ] {
@@ -296,14 +299,13 @@ async fn raw_every_error_is_a_status_with_reason() {
     let env = setup().await;
     env.seed().await;
     for path in [
-        "/api/v1/pods",
+        "/api/v1/persistentvolumes",
         "/api/v1/namespaces/n/configmaps/x",
-        "/api/v1/namespaces/n/configmaps?",
+        "/api/v1/namespaces/n/persistentvolumeclaims?",
         "/apis/apps/v1/namespaces/n/deployments/x",
         "/apis/batch/v1/namespaces/n/jobs",
-        "/api",
-        "/apis",
-        "/version",
+        "/apis/networking.k8s.io/v1/ingresses",
+        "/api/v1/namespaces/n/pods/p/log",
         "/openapi/v2",
         "/",
         "",
@@ -318,10 +320,10 @@ async fn raw_every_error_is_a_status_with_reason() {
     let r = env.get("/api/v1/namespaces/missing").await;
     assert_status(&r, 404, "NotFound");
     assert_eq!(r.json()["details"], json!({"name":"missing","kind":"namespaces"}));
-    // Unknown cluster.
+    // Unknown cluster (through the `/k8s/<id>` path of the DigitalOcean listener).
     let r = env
         .http
-        .get(format!("{}/api/v1/nodes", env.base.replace(&env.id, "no-such-cluster")))
+        .get(format!("{}/k8s/no-such-cluster/api/v1/nodes", env.server.url()))
         .bearer_auth(&env.token)
         .send()
         .await
@@ -338,13 +340,13 @@ async fn raw_every_error_is_a_status_with_reason() {
         .raw(
             Method::PATCH,
             "/api/v1/namespaces/n?&fieldManager=x",
-            Some("application/merge-patch+json"),
+            Some("application/xml"),
             Some("{}".into()),
         )
         .await;
     assert_status(&r, 415, "UnsupportedMediaType");
     let r = env
-        .raw(Method::PUT, "/api/v1/namespaces/n", Some("application/json"), Some("{}".into()))
+        .raw(Method::POST, "/api/v1/namespaces/n", Some("application/json"), Some("{}".into()))
         .await;
     assert_status(&r, 405, "MethodNotAllowed");
     let r = env
@@ -366,16 +368,18 @@ async fn raw_every_error_is_a_status_with_reason() {
         )
         .await;
     assert_status(&r, 422, "Invalid");
-    // A body that is not JSON.
-    let r = env
-        .raw(
-            Method::PATCH,
-            "/api/v1/namespaces/n?&fieldManager=x",
-            Some(APPLY_CT),
-            Some("a: b".into()),
-        )
-        .await;
-    assert_status(&r, 400, "BadRequest");
+    // A body that is neither JSON nor YAML, and one that is not an object.
+    for body in ["{a: [", "- a list"] {
+        let r = env
+            .raw(
+                Method::PATCH,
+                "/api/v1/namespaces/n?&fieldManager=x",
+                Some(APPLY_CT),
+                Some(body.into()),
+            )
+            .await;
+        assert_status(&r, 400, "BadRequest");
+    }
 }
 
 /// kube-wire.md "Connecting" (the token goes out as `authorization: Bearer`): a wrong or
@@ -580,13 +584,14 @@ async fn kube_list_with_label_selectors() {
     let mut names: Vec<String> = all.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
     names.sort();
     assert_eq!(names, env.node_names(None));
+    // The seeded namespace and the four system ones.
     assert_eq!(
         bounded(Api::<Namespace>::all(c.clone()).list(&ListParams::default()))
             .await
             .unwrap()
             .items
             .len(),
-        1
+        5
     );
     assert_eq!(
         bounded(Api::<Secret>::namespaced(c.clone(), "n").list(&ListParams::default()))
@@ -596,13 +601,14 @@ async fn kube_list_with_label_selectors() {
             .len(),
         1
     );
+    // The seeded one and `default`.
     assert_eq!(
         bounded(Api::<ServiceAccount>::namespaced(c.clone(), "n").list(&ListParams::default()))
             .await
             .unwrap()
             .items
             .len(),
-        1
+        2
     );
     assert_eq!(
         bounded(Api::<DaemonSet>::namespaced(c, "n").list(&ListParams::default()))
@@ -647,7 +653,10 @@ async fn kube_apply_create_present_and_no_op() {
     let mut v = daemonset(Some(json!({POOL_LABEL: "p1"})), &[]);
     v["metadata"]["namespace"] = json!("bc-p1");
     let ds: DaemonSet = serde_json::from_value(v).unwrap();
-    let a = bounded(ds_api.patch("bcd", &pp, &Patch::Apply(&ds))).await.unwrap();
+    bounded(ds_api.patch("bcd", &pp, &Patch::Apply(&ds))).await.unwrap();
+    // The DaemonSet controller writes the status in between (a write of its own); the
+    // apply that changes nothing is no write.
+    let a = bounded(ds_api.get("bcd")).await.unwrap();
     let b = bounded(ds_api.patch("bcd", &pp, &Patch::Apply(&ds))).await.unwrap();
     assert_eq!(a.metadata.resource_version, b.metadata.resource_version, "no-op");
     let sel = b.spec.template.spec.unwrap().node_selector.unwrap();

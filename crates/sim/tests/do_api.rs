@@ -72,7 +72,9 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
     assert_eq!(s, StatusCode::OK);
     let c = &v["kubernetes_cluster"];
     assert_eq!(c["status"]["state"], "running");
-    let endpoint = format!("{}/k8s/{id}", h.server.url());
+    // The cluster's API is served over TLS at the root of its own loopback address.
+    let endpoint = h.sim.state().model().cluster_endpoint(&id);
+    assert!(endpoint.starts_with("https://127.0.0.1:"), "{endpoint}");
     assert_eq!(c["endpoint"], endpoint.as_str());
     assert!(!c["ipv4"].as_str().unwrap().is_empty());
     let node = &c["node_pools"][0]["nodes"][0];

@@ -206,7 +206,9 @@ async fn credentials_match_the_http_kubeconfig() {
     assert_eq!(creds.expires_at, Some(clock.now() + time::Duration::days(7)));
     let http = served.get(&format!("/v2/kubernetes/clusters/{}/kubeconfig", c.id)).await.text;
     assert_eq!(creds.kubeconfig.expose(), http);
-    assert!(http.contains(&format!("{}/k8s/{}", served.server.url(), c.id)));
+    let endpoint = served.sim.state().model().cluster_endpoint(&c.id);
+    assert!(endpoint.starts_with("https://127.0.0.1:"), "its own TLS listener: {endpoint}");
+    assert!(http.contains(&endpoint));
 }
 
 /// Research §1: a 403 is retryable only when it is the load balancer's "busy" answer; a

@@ -82,12 +82,11 @@ pub fn cluster(c: &Cluster, m: &Model) -> Value {
         "registry_enabled": false,
         "registries": null,
         "ha": c.ha,
+        "isolated_workers": c.isolated_workers,
+        "worker_subnet_uuid": c.worker_subnet_uuid,
     });
-    if let Some(f) = &c.control_plane_firewall {
-        v["control_plane_firewall"] = f.clone();
-    }
-    if let Some(f) = &c.cluster_autoscaler_configuration {
-        v["cluster_autoscaler_configuration"] = f.clone();
+    for (name, block) in &c.addons {
+        v[name.as_str()] = block.clone();
     }
     v
 }

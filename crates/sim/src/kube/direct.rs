@@ -66,9 +66,11 @@ fn value_of(line: &str, key: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_owned())
 }
 
-/// The cluster id in a simulated server URL: `http://…/k8s/<cluster id>` (the HTTP
-/// face), or `https://<cluster id>.k8s.ondigitalocean.com` (what the model serves when
-/// no listener runs, as DigitalOcean does).
+/// The cluster id in a simulated server URL that names it: `http://…/k8s/<cluster id>`
+/// (the path on the DigitalOcean listener), or `https://<cluster id>.k8s.ondigitalocean.com`
+/// (what the model serves when no listener runs, as DigitalOcean does). A served
+/// cluster's own address (`https://127.0.0.1:PORT`) names no id: the model knows it
+/// (`Model::cluster_of_endpoint`).
 pub fn cluster_id_of(server: &str) -> Option<String> {
     if let Some((_, rest)) = server.split_once("/k8s/") {
         let id = rest.split(['/', '?']).next()?;
@@ -89,9 +91,13 @@ impl ClusterApi for DirectClusterApi {
         let (server, token) = parse_kubeconfig(kubeconfig.expose()).ok_or_else(|| {
             ClusterError::Credentials("the kubeconfig names no server or no token".into())
         })?;
-        let cluster_id = cluster_id_of(&server).ok_or_else(|| {
-            ClusterError::Credentials("the kubeconfig's server is not a simulated cluster".into())
-        })?;
+        let cluster_id = cluster_id_of(&server)
+            .or_else(|| self.state.model().cluster_of_endpoint(&server))
+            .ok_or_else(|| {
+                ClusterError::Credentials(
+                    "the kubeconfig's server is not a simulated cluster".into(),
+                )
+            })?;
         Ok(Arc::new(DirectClusterClient { state: self.state.clone(), cluster_id, token }))
     }
 }

@@ -5,6 +5,9 @@
 
 use serde_json::{Value, json};
 
+use super::Resource;
+use super::validate::Problem;
+
 /// One `details.causes[]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cause {
@@ -35,7 +38,10 @@ pub struct KubeError {
 pub struct Details {
     /// `details.name`.
     pub name: Option<String>,
-    /// `details.kind` (the resource plural, as the apiserver writes it).
+    /// `details.group` (absent for the core group).
+    pub group: Option<String>,
+    /// `details.kind`: the resource plural (NotFound, Conflict, AlreadyExists) or the
+    /// kind (Invalid), as the apiserver writes it.
     pub kind: Option<String>,
     /// `details.causes`.
     pub causes: Vec<Cause>,
@@ -59,6 +65,80 @@ impl KubeError {
         Self::new(404, "NotFound", format!("{plural} \"{name}\" not found")).on(plural, name)
     }
 
+    /// Adds `details` naming an object of `resource`: its name, group and plural.
+    pub fn about(mut self, resource: Resource, name: &str) -> Self {
+        self.details.kind = Some(resource.plural().to_owned());
+        self.details.name = Some(name.to_owned());
+        self.details.group = (!resource.group().is_empty()).then(|| resource.group().to_owned());
+        self
+    }
+
+    /// 404 `daemonsets.apps "x" not found` (the group-qualified resource, as the
+    /// apiserver names it).
+    pub fn missing(resource: Resource, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", resource.qualified()))
+            .about(resource, name)
+    }
+
+    /// 409 `AlreadyExists`: `daemonsets.apps "x" already exists`.
+    pub fn already_exists(resource: Resource, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", resource.qualified()),
+        )
+        .about(resource, name)
+    }
+
+    /// 409 `Conflict` on a write from a stale resourceVersion (an optimistic-concurrency
+    /// failure), in the apiserver's words.
+    pub fn modified(resource: Resource, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
+                 please apply your changes to the latest version and try again",
+                resource.qualified()
+            ),
+        )
+        .about(resource, name)
+    }
+
+    /// 422 `Invalid`: `DaemonSet.apps "x" is invalid: [a: …, b: …]` with one cause per
+    /// problem; `details.kind` is the kind here, as the apiserver writes it.
+    pub fn invalid(resource: Resource, name: &str, problems: &[Problem]) -> Self {
+        let list: Vec<String> = problems.iter().map(Problem::message).collect();
+        let what = match list.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {what}", resource.qualified_kind()),
+        );
+        e.details.kind = Some(resource.kind().to_owned());
+        e.details.name = Some(name.to_owned());
+        e.details.group = (!resource.group().is_empty()).then(|| resource.group().to_owned());
+        e.details.causes = problems.iter().map(Problem::cause).collect();
+        e
+    }
+
+    /// 410 `Expired` (`Gone`): a resourceVersion or continue token too old to serve.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 405 `MethodNotAllowed`.
+    pub fn method_not_allowed(method: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -79,6 +159,9 @@ impl KubeError {
         let mut details = serde_json::Map::new();
         if let Some(n) = &self.details.name {
             details.insert("name".into(), json!(n));
+        }
+        if let Some(g) = &self.details.group {
+            details.insert("group".into(), json!(g));
         }
         if let Some(k) = &self.details.kind {
             details.insert("kind".into(), json!(k));

@@ -1,101 +1,51 @@
-//! The Kubernetes API of every simulated cluster: an object store with server-side
-//! apply (`store`), its HTTP face under `/k8s/{cluster_id}` (`http`), and a direct face
-//! implementing the `ClusterApi` port without HTTP (`direct`).
+//! The Kubernetes API of every simulated cluster: an object store with the writes of an
+//! API server (`store`: create, replace, patches, server-side apply, delete), its
+//! decoding, defaults and validation (`decode`, `defaults`, `validate`), the controllers
+//! that make a cluster look real (`controllers`: system namespaces, Nodes from the
+//! model, the DaemonSet controller whose pods run the simulated bcd), discovery and
+//! OpenAPI (`discovery`, `openapi`), Table output (`table`), the HTTP face (`http`,
+//! served over TLS per cluster, see `crate::Sim::serve`) and a direct face implementing
+//! the `ClusterApi` port without HTTP (`direct`).
 //!
 //! Invariant: both faces go through the same gate ([`KubeStore::gate`]: cluster present,
-//! bearer token right, cluster running) and the same store, so they answer alike; every
-//! error is a metav1 Status with `reason` set (research/kube-wire.md).
+//! bearer token right, cluster running, controllers caught up) and the same store, so they
+//! answer alike; every error is a metav1 Status with `reason` set (research/kube-wire.md).
 
+pub mod controllers;
+pub mod decode;
+pub mod defaults;
 pub mod direct;
+pub mod discovery;
 pub mod error;
 pub mod fields;
 mod http;
+pub mod openapi;
+pub mod patch;
+pub mod resource;
+pub mod schema;
 pub mod selector;
 pub mod store;
+pub mod table;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bc_domain::ports::{ObjectKind, Preconditions};
 use bc_domain::time::Timestamp;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+pub use decode::FieldValidation;
 pub use error::KubeError;
+pub use resource::Resource;
 pub use selector::Selector;
-pub use store::{Applied, ApplyRequest, Deleted};
+pub use store::{
+    Applied, ApplyRequest, Change, Deleted, Edit, EventType, FieldSelector, Page, Propagation,
+    Query,
+};
 
 use crate::interleave::Moment;
 use crate::{SimNode, SimState};
-
-/// The resources the simulated API serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Resource {
-    /// `v1` Namespace.
-    Namespace,
-    /// `v1` Secret.
-    Secret,
-    /// `v1` ServiceAccount.
-    ServiceAccount,
-    /// `apps/v1` DaemonSet.
-    DaemonSet,
-    /// `v1` Node (read-only; from the model).
-    Node,
-}
-
-impl Resource {
-    /// The URL plural.
-    pub fn plural(self) -> &'static str {
-        match self {
-            Resource::Namespace => "namespaces",
-            Resource::Secret => "secrets",
-            Resource::ServiceAccount => "serviceaccounts",
-            Resource::DaemonSet => "daemonsets",
-            Resource::Node => "nodes",
-        }
-    }
-    /// `kind`.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Resource::Namespace => "Namespace",
-            Resource::Secret => "Secret",
-            Resource::ServiceAccount => "ServiceAccount",
-            Resource::DaemonSet => "DaemonSet",
-            Resource::Node => "Node",
-        }
-    }
-    /// `apiVersion`.
-    pub fn api_version(self) -> &'static str {
-        match self {
-            Resource::DaemonSet => "apps/v1",
-            _ => "v1",
-        }
-    }
-    /// Whether objects live in a namespace.
-    pub fn namespaced(self) -> bool {
-        matches!(self, Resource::Secret | Resource::ServiceAccount | Resource::DaemonSet)
-    }
-    /// The resource of a port object kind.
-    pub fn of(kind: ObjectKind) -> Self {
-        match kind {
-            ObjectKind::Namespace => Resource::Namespace,
-            ObjectKind::Secret => Resource::Secret,
-            ObjectKind::ServiceAccount => Resource::ServiceAccount,
-            ObjectKind::DaemonSet => Resource::DaemonSet,
-        }
-    }
-    /// The resource of an `apiVersion`/`kind` pair.
-    pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
-        [
-            Resource::Namespace,
-            Resource::Secret,
-            Resource::ServiceAccount,
-            Resource::DaemonSet,
-            Resource::Node,
-        ]
-        .into_iter()
-        .find(|r| r.api_version() == api_version && r.kind() == kind)
-    }
-}
 
 /// Kubernetes `Time`: RFC 3339 in whole seconds, as the apiserver writes it.
 pub fn kube_time(t: Timestamp) -> String {
@@ -110,30 +60,49 @@ pub enum Verb {
     Get,
     /// GET of a collection.
     List,
+    /// GET of a collection with `watch=true`.
+    Watch,
     /// POST to a collection.
     Create,
+    /// PUT.
+    Update,
+    /// PATCH other than server-side apply.
+    Patch,
     /// PATCH with server-side apply.
     Apply,
-    /// DELETE.
+    /// DELETE of one object.
     Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
 }
 
 impl Verb {
-    /// `get`, `list`, `create`, `apply`, `delete` (the Kubernetes audit verbs, with
-    /// `apply` for server-side apply patches).
+    /// The Kubernetes audit verbs, with `apply` for server-side apply patches.
     pub fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
             Verb::List => "list",
+            Verb::Watch => "watch",
             Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
             Verb::Apply => "apply",
             Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
         }
     }
 
     /// Whether it changes objects.
     pub fn writes(self) -> bool {
-        matches!(self, Verb::Create | Verb::Apply | Verb::Delete)
+        matches!(
+            self,
+            Verb::Create
+                | Verb::Update
+                | Verb::Patch
+                | Verb::Apply
+                | Verb::Delete
+                | Verb::DeleteCollection
+        )
     }
 }
 
@@ -144,6 +113,9 @@ pub fn op_key(verb: Verb, resource: Resource) -> String {
 
 /// The counter key of requests no route matched.
 pub const UNMATCHED: &str = "(unmatched)";
+
+/// The counter key of discovery, `/version` and OpenAPI requests.
+pub const DISCOVERY: &str = "discovery";
 
 /// Injected failures of one cluster's API.
 #[derive(Debug, Default)]
@@ -157,20 +129,60 @@ struct Faults {
 pub struct ClusterView {
     /// The cluster's nodes.
     pub nodes: Vec<SimNode>,
+    /// The cluster's Kubernetes version (`v1.32.6`).
+    pub version: String,
 }
 
-/// Kubernetes objects of every simulated cluster, request counters and injected faults.
-#[derive(Debug, Default)]
+/// Kubernetes objects of every simulated cluster, request counters, injected faults, and
+/// the signal watches wait on.
+#[derive(Debug)]
 pub struct KubeStore {
     objects: Mutex<store::Objects>,
     /// Requests per (cluster id, operation key).
     counters: Mutex<BTreeMap<(String, String), u64>>,
     faults: Mutex<BTreeMap<String, Faults>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for KubeStore {
+    fn default() -> Self {
+        Self {
+            objects: Mutex::default(),
+            counters: Mutex::default(),
+            faults: Mutex::default(),
+            changed: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl KubeStore {
     fn objects(&self) -> MutexGuard<'_, store::Objects> {
         self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a change of the objects, then wakes the watches.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut store::Objects) -> T) -> T {
+        let (out, rv) = {
+            let mut o = self.objects();
+            let out = f(&mut o);
+            (out, o.resource_version())
+        };
+        self.changed.send_if_modified(|seen| {
+            let moved = *seen != rv;
+            *seen = rv;
+            moved
+        });
+        out
+    }
+
+    /// Reads the objects.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&store::Objects) -> T) -> T {
+        f(&self.objects())
+    }
+
+    /// A receiver that changes whenever any object does (watches wait on it).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// Counts one request of `op` (see [`op_key`]) at `cluster_id`.
@@ -218,11 +230,8 @@ impl KubeStore {
         Some(code)
     }
 
-    /// Lets a `verb` request on `resource` at `cluster_id` through, or says why not: 404
-    /// NotFound when the cluster does not exist (or is gone), 401 Unauthorized when
-    /// `bearer` is not its token, 503 ServiceUnavailable while it is not running, then
-    /// any injected failure. Counts the request first and advances the model to now;
-    /// before a write it runs what `SimState::interleave` queued for it.
+    /// Lets a `verb` request on `resource` at `cluster_id` through, or says why not (see
+    /// [`Self::gate_op`]).
     pub fn gate(
         state: &SimState,
         cluster_id: &str,
@@ -230,29 +239,38 @@ impl KubeStore {
         verb: Verb,
         resource: Resource,
     ) -> Result<ClusterView, KubeError> {
-        let op = op_key(verb, resource);
-        let op = op.as_str();
+        let moment = verb.writes().then_some(resource);
+        Self::gate_op(state, cluster_id, bearer, &op_key(verb, resource), moment)
+    }
+
+    /// Lets a request (counted as `op`) at `cluster_id` through, or says why not: 404
+    /// NotFound when the cluster does not exist (or is gone), 401 Unauthorized when
+    /// `bearer` is not its token, 503 ServiceUnavailable while it is not running, then
+    /// any injected failure. Counts the request first, advances the model to now and
+    /// lets the cluster's controllers catch up; before a write to a `writes` object it
+    /// runs what `SimState::interleave` queued for it.
+    pub fn gate_op(
+        state: &SimState,
+        cluster_id: &str,
+        bearer: Option<&str>,
+        op: &str,
+        writes: Option<Resource>,
+    ) -> Result<ClusterView, KubeError> {
         state.kube.count(cluster_id, op);
         let now = state.clock.now();
         let mut model = state.model();
         model.advance(now);
+        let gone =
+            || KubeError::new(404, "NotFound", format!("cluster \"{cluster_id}\" not found"));
         let Some(token) = model.cluster_api_token(cluster_id) else {
-            return Err(KubeError::new(
-                404,
-                "NotFound",
-                format!("cluster \"{cluster_id}\" not found"),
-            ));
+            return Err(gone());
         };
         if bearer != Some(token.as_str()) {
             return Err(KubeError::unauthorized());
         }
         // A cluster that is gone (deleted) answers like an unknown one.
         let Some(nodes) = model.cluster_nodes(cluster_id, now) else {
-            return Err(KubeError::new(
-                404,
-                "NotFound",
-                format!("cluster \"{cluster_id}\" not found"),
-            ));
+            return Err(gone());
         };
         if !model.cluster_is_running(cluster_id, now) {
             return Err(KubeError::new(
@@ -261,6 +279,7 @@ impl KubeStore {
                 format!("the API of cluster \"{cluster_id}\" is not available yet"),
             ));
         }
+        let version = model.cluster_kubernetes_version(cluster_id).unwrap_or_default();
         drop(model);
         if let Some(code) = state.kube.take_fault(cluster_id, op) {
             let reason = match code {
@@ -273,14 +292,15 @@ impl KubeStore {
             };
             return Err(KubeError::new(code, reason, format!("injected failure of {op}")));
         }
-        if verb.writes() {
+        controllers::sync(state, cluster_id, &nodes, now);
+        if let Some(resource) = writes {
             let moment = Moment::BeforeKubeWrite { cluster: cluster_id.to_owned(), resource };
             state.interleave.run(state, &moment);
         }
-        Ok(ClusterView { nodes })
+        Ok(ClusterView { nodes, version })
     }
 
-    /// One object (`Node`s are not here: they come from the model).
+    /// One object.
     pub fn get(
         &self,
         cluster_id: &str,
@@ -313,19 +333,75 @@ impl KubeStore {
         self.objects().list(cluster_id, resource, namespace, selector)
     }
 
+    /// One page of a list.
+    pub fn page(
+        &self,
+        cluster_id: &str,
+        resource: Resource,
+        query: &Query,
+    ) -> Result<Page, KubeError> {
+        self.objects().page(cluster_id, resource, query)
+    }
+
+    /// The changes of a cluster after resourceVersion `since` (410 Gone when some are no
+    /// longer kept).
+    pub fn changes_since(&self, cluster_id: &str, since: u64) -> Result<Vec<Change>, KubeError> {
+        self.objects().changes_since(cluster_id, since)
+    }
+
+    /// The changes of a cluster after `since` and the store's resourceVersion when they
+    /// were read (every change of the cluster up to it is in the list).
+    pub fn changes_after(
+        &self,
+        cluster_id: &str,
+        since: u64,
+    ) -> Result<(Vec<Change>, u64), KubeError> {
+        let o = self.objects();
+        Ok((o.changes_since(cluster_id, since)?, o.resource_version()))
+    }
+
+    /// Lets a cluster's controllers catch up with the model at the clock's now, without
+    /// counting a request (a quiet watch does this on its ticks).
+    pub fn refresh(state: &SimState, cluster_id: &str) {
+        let now = state.clock.now();
+        let nodes = {
+            let mut model = state.model();
+            model.advance(now);
+            if !model.cluster_is_running(cluster_id, now) {
+                return;
+            }
+            model.cluster_nodes(cluster_id, now)
+        };
+        if let Some(nodes) = nodes {
+            controllers::sync(state, cluster_id, &nodes, now);
+        }
+    }
+
     /// The current resource version of the store (list `metadata.resourceVersion`).
     pub fn resource_version(&self) -> u64 {
         self.objects().resource_version()
     }
 
-    /// Server-side apply into a cluster's objects.
+    /// Server-side apply into a cluster's objects (unknown fields dropped with a
+    /// warning, the server default).
     pub fn apply(
         &self,
         cluster_id: &str,
         req: &ApplyRequest<'_>,
         now: Timestamp,
     ) -> Result<Applied, KubeError> {
-        self.objects().apply(cluster_id, req, now)
+        self.apply_with(cluster_id, req, FieldValidation::Warn, now)
+    }
+
+    /// Server-side apply with a `fieldValidation` mode.
+    pub fn apply_with(
+        &self,
+        cluster_id: &str,
+        req: &ApplyRequest<'_>,
+        validation: FieldValidation,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        self.write(|o| o.apply(cluster_id, req, validation, now))
     }
 
     /// Applies a full manifest (its `apiVersion`, `kind`, `metadata.name` and
@@ -342,7 +418,6 @@ impl KubeStore {
         let s = |p: &str| manifest.pointer(p).and_then(Value::as_str);
         let resource =
             Resource::from_type(s("/apiVersion").unwrap_or(""), s("/kind").unwrap_or(""))
-                .filter(|r| *r != Resource::Node)
                 .ok_or_else(|| KubeError::bad_request("unsupported apiVersion/kind"))?;
         let name = s("/metadata/name").ok_or_else(|| KubeError::bad_request("no metadata.name"))?;
         self.apply(
@@ -366,10 +441,41 @@ impl KubeStore {
         req: &ApplyRequest<'_>,
         now: Timestamp,
     ) -> Result<Applied, KubeError> {
-        self.objects().create(cluster_id, req, now)
+        self.create_with(cluster_id, req, FieldValidation::Warn, now)
     }
 
-    /// Deletes an object if it meets `pre` (409 Conflict otherwise).
+    /// Creates an object with a `fieldValidation` mode.
+    pub fn create_with(
+        &self,
+        cluster_id: &str,
+        req: &ApplyRequest<'_>,
+        validation: FieldValidation,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        self.write(|o| o.create(cluster_id, req, validation, now))
+    }
+
+    /// Replaces or patches an object as field manager `manager` (404 when absent, 409
+    /// when a replace carries a stale resourceVersion).
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &self,
+        cluster_id: &str,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        edit: Edit<'_>,
+        manager: &str,
+        validation: FieldValidation,
+        now: Timestamp,
+    ) -> Result<Applied, KubeError> {
+        self.write(|o| {
+            o.update(cluster_id, resource, namespace, name, edit, manager, validation, now)
+        })
+    }
+
+    /// Deletes an object if it meets `pre` (409 Conflict otherwise); its dependents go
+    /// too (background propagation).
     pub fn delete(
         &self,
         cluster_id: &str,
@@ -379,7 +485,22 @@ impl KubeStore {
         pre: &Preconditions,
         now: Timestamp,
     ) -> Result<Deleted, KubeError> {
-        self.objects().delete(cluster_id, resource, namespace, name, pre, now)
+        self.delete_with(cluster_id, resource, namespace, name, pre, Propagation::Background, now)
+    }
+
+    /// Deletes an object with a propagation policy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn delete_with(
+        &self,
+        cluster_id: &str,
+        resource: Resource,
+        namespace: Option<&str>,
+        name: &str,
+        pre: &Preconditions,
+        propagation: Propagation,
+        now: Timestamp,
+    ) -> Result<Deleted, KubeError> {
+        self.write(|o| o.delete(cluster_id, resource, namespace, name, pre, propagation, now))
     }
 
     /// The clusters that hold objects.
@@ -388,49 +509,20 @@ impl KubeStore {
     }
 }
 
-/// A Node object as the API shows it.
-pub fn node_json(n: &SimNode, resource_version: u64) -> Value {
-    let taints: Vec<Value> = n
-        .taints
-        .iter()
-        .map(|t| {
-            let mut v = json!({"key": t.key, "effect": t.effect.as_str()});
-            if !t.value.is_empty() {
-                v["value"] = json!(t.value);
-            }
-            v
-        })
-        .collect();
-    let (status, reason) =
-        if n.ready { ("True", "KubeletReady") } else { ("False", "KubeletNotReady") };
-    let mut spec = json!({"providerID": n.provider_id});
-    if !taints.is_empty() {
-        spec["taints"] = Value::Array(taints);
-    }
-    json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": n.name,
-            "uid": format!("5e1a0000-0000-4000-9000-{:012x}", crate::fnv1a(&n.provider_id) & 0xffff_ffff_ffff),
-            "resourceVersion": resource_version.to_string(),
-            "labels": n.labels,
-        },
-        "spec": spec,
-        "status": {
-            "conditions": [{"type": "Ready", "status": status, "reason": reason}],
-        },
-    })
+/// The routes of one cluster's API, served at the root of its own TLS address.
+pub fn cluster_router(state: Arc<SimState>, cluster_id: &str) -> axum::Router {
+    http::router(state, Some(cluster_id.to_owned()))
 }
 
-/// The routes under `/k8s/{cluster_id}`.
+/// The routes under `/k8s/{cluster_id}` on the DigitalOcean listener (plain HTTP, kept for
+/// curl and for clients given such a URL).
 pub fn router(state: Arc<SimState>) -> axum::Router {
-    http::router(state)
+    http::router(state, None)
 }
 
 /// A handler for `/k8s/{cluster_id}/`: a nest does not reach the bare trailing slash, and
 /// without this the request would fall through to the DigitalOcean face's answer instead
 /// of the JSON 404 NotFound Status every unknown route gets (research/kube-wire.md).
 pub fn root_route(state: Arc<SimState>) -> axum::routing::MethodRouter {
-    axum::routing::any(http::unknown_route).with_state(state)
+    axum::routing::any(http::unknown_route).with_state(http::Ctx { state, cluster: None })
 }

@@ -155,3 +155,17 @@ pub fn upgrades_from(current: &str) -> Vec<&'static str> {
 pub fn region_name(slug: &str) -> &'static str {
     REGIONS.iter().find(|(s, _)| *s == slug).map(|(_, n)| *n).unwrap_or("Unknown")
 }
+
+/// What a droplet size offers: vCPUs, memory in GiB and GPUs (DigitalOcean's size table).
+pub fn size_resources(slug: &str) -> (u32, u32, u32) {
+    match slug {
+        "s-1vcpu-2gb" => (1, 2, 0),
+        "s-2vcpu-4gb" => (2, 4, 0),
+        "s-4vcpu-8gb" => (4, 8, 0),
+        "s-8vcpu-16gb" => (8, 16, 0),
+        "c-4" => (4, 8, 0),
+        "g-4vcpu-16gb" => (4, 16, 0),
+        "gpu-h100x1-80gb" => (20, 240, 1),
+        _ => (1, 2, 0),
+    }
+}

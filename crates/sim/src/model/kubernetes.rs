@@ -17,22 +17,6 @@ use serde::Deserialize;
 use super::{Account, ApiError, Delays, Ids, Model, catalog};
 use crate::SimNode;
 
-/// The CA certificate every simulated cluster presents (a throwaway self-signed
-/// certificate; the simulated API itself speaks plain HTTP, so it is never used to
-/// verify anything, but kubeconfig parsers get a well-formed PEM).
-pub const CLUSTER_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
-MIIBjzCCATWgAwIBAgIUcb6Ck2VNtvtsM+Gh3SVPo6xMxaEwCgYIKoZIzj0EAwIw
-HDEaMBgGA1UEAwwRYmMtc2ltIGNsdXN0ZXIgQ0EwIBcNMjYxMjAyMTQxMjA3WhgP
-MjEyNjExMDgxNDEyMDdaMBwxGjAYBgNVBAMMEWJjLXNpbSBjbHVzdGVyIENBMFkw
-EwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE03rpxg4r4mWYACsYRHpKO47Dsgevxq1q
-jT6VIaN2LNnKFDpVkYUvAb7pdtWYLR9Ln0Ft/PcXZE6pVvo19ipXjaNTMFEwHQYD
-VR0OBBYEFNUFPYHT0bPtjkE4VYe7nkZuXa2/MB8GA1UdIwQYMBaAFNUFPYHT0bPt
-jkE4VYe7nkZuXa2/MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIg
-Ahj599qVUfTuoLa54vm8RoW+hUwbLyoxW44L0xgx0f8CIQCZWHTz2t0CE4+tx1On
-feqxmFcvOYSqE3JGabVfQNiQzQ==
------END CERTIFICATE-----
-";
-
 /// Default kubeconfig token lifetime (research §4.4: 0/absent → 7 days).
 pub const DEFAULT_EXPIRY_SECONDS: u64 = 7 * 24 * 3600;
 
@@ -223,10 +207,13 @@ pub struct Cluster {
     pub api_token: String,
     /// An autopilot cluster (direct face only): nodes are the provider's, no pools needed.
     pub autopilot: bool,
-    /// Echoed optional objects.
-    pub control_plane_firewall: Option<serde_json::Value>,
-    /// Echoed optional objects.
-    pub cluster_autoscaler_configuration: Option<serde_json::Value>,
+    /// The optional blocks ([`ADDONS`]: control-plane firewall, autoscaler, SSO,
+    /// routing agent, plugins), each as rendered, defaults filled.
+    pub addons: BTreeMap<String, serde_json::Value>,
+    /// Worker nodes without public addresses (create-only).
+    pub isolated_workers: bool,
+    /// The VPC subnet of the workers (the VPC's default one when not given).
+    pub worker_subnet_uuid: String,
     pub(crate) due: Option<Timestamp>,
     pub(crate) upgrade_to: Option<String>,
 }
@@ -326,10 +313,13 @@ pub struct ClusterCreate {
     pub surge_upgrade: Option<bool>,
     /// HA control plane.
     pub ha: Option<bool>,
-    /// Echoed.
-    pub control_plane_firewall: Option<serde_json::Value>,
-    /// Echoed.
-    pub cluster_autoscaler_configuration: Option<serde_json::Value>,
+    /// Worker subnet (needs `vpc_uuid`).
+    pub worker_subnet_uuid: Option<String>,
+    /// Workers without public addresses.
+    pub isolated_workers: Option<bool>,
+    /// The optional blocks ([`ADDONS`]) given (other keys are ignored).
+    #[serde(flatten)]
+    pub addons: BTreeMap<String, serde_json::Value>,
     /// Autopilot (not part of the DigitalOcean API; only the direct face sets it).
     #[serde(skip)]
     pub autopilot: bool,
@@ -350,10 +340,9 @@ pub struct ClusterUpdate {
     pub surge_upgrade: Option<bool>,
     /// HA (false → true only).
     pub ha: Option<bool>,
-    /// Echoed.
-    pub control_plane_firewall: Option<serde_json::Value>,
-    /// Echoed.
-    pub cluster_autoscaler_configuration: Option<serde_json::Value>,
+    /// The optional blocks ([`ADDONS`]) given (other keys are ignored).
+    #[serde(flatten)]
+    pub addons: BTreeMap<String, serde_json::Value>,
     /// Immutable: must equal the current value if given.
     pub region: Option<String>,
     /// Immutable here (use upgrade): must equal the current value if given.
@@ -401,6 +390,113 @@ pub struct Credentials {
 }
 
 // ----- validation -------------------------------------------------------------------------
+
+/// The optional blocks of a cluster object (DigitalOcean's `cluster.yml`): each shown on
+/// every cluster, with its defaults when a create left it out.
+pub const ADDONS: &[&str] = &[
+    "control_plane_firewall",
+    "cluster_autoscaler_configuration",
+    "sso",
+    "routing_agent",
+    "amd_gpu_device_plugin",
+    "amd_gpu_device_metrics_exporter_plugin",
+    "nvidia_gpu_device_plugin",
+    "rdma_shared_dev_plugin",
+    "coredns_autoscaler",
+    "p2p_oci_registry_plugin",
+];
+
+/// The blocks a cluster of `pools` has before a request sets any: everything off, the
+/// NVIDIA device plugin on when a pool has NVIDIA GPUs ("enabled by default for clusters
+/// with an Nvidia GPU node pool"), and the cluster autoscaler's own defaults
+/// (utilization 0.5, 10 minutes unneeded; unconfirmed as DOKS renders them).
+fn default_addons(pools: &[NodePool]) -> BTreeMap<String, serde_json::Value> {
+    use serde_json::json;
+    let nvidia =
+        pools.iter().any(|p| p.size.starts_with("gpu-h100") || p.size.starts_with("gpu-l40"));
+    let amd = pools.iter().any(|p| p.size.starts_with("gpu-mi"));
+    let mut out = BTreeMap::new();
+    for name in ADDONS {
+        let v = match *name {
+            "control_plane_firewall" => json!({"enabled": false, "allowed_addresses": []}),
+            "cluster_autoscaler_configuration" => {
+                json!({"scale_down_utilization_threshold": 0.5, "scale_down_unneeded_time": "10m0s"})
+            }
+            "sso" => json!({"enabled": false, "required": false}),
+            "nvidia_gpu_device_plugin" => json!({"enabled": nvidia}),
+            "amd_gpu_device_plugin" | "amd_gpu_device_metrics_exporter_plugin" => {
+                json!({"enabled": amd})
+            }
+            _ => json!({"enabled": false}),
+        };
+        out.insert((*name).to_owned(), v);
+    }
+    out
+}
+
+/// Merges the blocks a request gives into `current` (fields given replace fields there;
+/// `null` leaves a block as it is), checking each: objects only, `enabled` a boolean,
+/// SSO's issuer and client when it is enabled, autoscaler expanders and threshold in
+/// range.
+fn merge_addons(
+    current: &mut BTreeMap<String, serde_json::Value>,
+    given: &BTreeMap<String, serde_json::Value>,
+) -> Result<(), ApiError> {
+    use serde_json::Value;
+    for (name, v) in given.iter().filter(|(k, _)| ADDONS.contains(&k.as_str())) {
+        let fields = match v {
+            Value::Null => continue,
+            Value::Object(m) => m,
+            _ => return Err(ApiError::unprocessable(format!("{name} must be an object"))),
+        };
+        if fields.get("enabled").is_some_and(|e| !e.is_boolean()) {
+            return Err(ApiError::unprocessable(format!("{name}.enabled must be a boolean")));
+        }
+        let block =
+            current.entry(name.clone()).or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(b) = block {
+            b.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let sso = &current["sso"];
+    let on = |k: &str| sso.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let text = |k: &str| sso.get(k).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    if on("required") && !on("enabled") {
+        return Err(ApiError::unprocessable(
+            "sso.required can only be true when sso.enabled is true",
+        ));
+    }
+    if on("enabled") && !(text("issuer_url") && text("client_id")) {
+        return Err(ApiError::unprocessable(
+            "sso.issuer_url and sso.client_id are required when sso.enabled is true",
+        ));
+    }
+    let ca = &current["cluster_autoscaler_configuration"];
+    if let Some(t) = ca.get("scale_down_utilization_threshold")
+        && !t.as_f64().is_some_and(|t| t > 0.0 && t <= 1.0)
+    {
+        return Err(ApiError::unprocessable(
+            "cluster_autoscaler_configuration.scale_down_utilization_threshold must be a number in (0, 1]",
+        ));
+    }
+    for e in ca.get("expanders").and_then(Value::as_array).into_iter().flatten() {
+        if !matches!(e.as_str(), Some("random" | "priority" | "least_waste")) {
+            return Err(ApiError::unprocessable(format!(
+                "invalid cluster_autoscaler_configuration.expanders value {e}: must be one of random, priority, least_waste"
+            )));
+        }
+    }
+    let firewall = &current["control_plane_firewall"];
+    if firewall
+        .get("allowed_addresses")
+        .is_some_and(|a| !a.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
+    {
+        return Err(ApiError::unprocessable(
+            "control_plane_firewall.allowed_addresses must be a list of addresses",
+        ));
+    }
+    Ok(())
+}
 
 fn required(v: &Option<String>, field: &str) -> Result<String, ApiError> {
     match v.as_deref().map(str::trim) {
@@ -748,6 +844,13 @@ impl Model {
         if !req.autopilot && pools.iter().map(|p| p.count).sum::<u32>() < 1 {
             return Err(ApiError::unprocessable("a cluster needs at least one node"));
         }
+        if req.worker_subnet_uuid.as_deref().is_some_and(|w| !w.is_empty())
+            && req.vpc_uuid.as_deref().is_none_or(str::is_empty)
+        {
+            return Err(ApiError::unprocessable("worker_subnet_uuid requires vpc_uuid"));
+        }
+        let mut addons = default_addons(&pools);
+        merge_addons(&mut addons, &req.addons)?;
         let cluster = Cluster {
             id: ids.uuid(),
             name,
@@ -770,12 +873,18 @@ impl Model {
             provisioned: false,
             api_token: format!("doks-sim-{}", ids.uuid().replace('-', "")),
             autopilot: req.autopilot,
-            control_plane_firewall: req.control_plane_firewall,
-            cluster_autoscaler_configuration: req.cluster_autoscaler_configuration,
+            addons,
+            isolated_workers: req.isolated_workers.unwrap_or(false),
+            worker_subnet_uuid: req
+                .worker_subnet_uuid
+                .clone()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| ids.uuid()),
             due: Some(ready_at),
             upgrade_to: None,
         };
         account.clusters.push(cluster.clone());
+        self.allocate_endpoint(&cluster.id);
         Ok(cluster)
     }
 
@@ -851,12 +960,9 @@ impl Model {
         if let Some(v) = req.ha {
             c.ha = v;
         }
-        if req.control_plane_firewall.is_some() {
-            c.control_plane_firewall = req.control_plane_firewall;
-        }
-        if req.cluster_autoscaler_configuration.is_some() {
-            c.cluster_autoscaler_configuration = req.cluster_autoscaler_configuration;
-        }
+        let mut addons = c.addons.clone();
+        merge_addons(&mut addons, &req.addons)?;
+        c.addons = addons;
         c.updated_at = now;
         Ok(c.clone())
     }
@@ -982,7 +1088,7 @@ impl Model {
     ) -> Result<String, ApiError> {
         let _ = expiry_seconds;
         let c = self.provisioned(token, id, now)?;
-        Ok(kubeconfig_yaml(&c, &self.cluster_endpoint(&c.id)))
+        Ok(kubeconfig_yaml(&c, &self.cluster_endpoint(&c.id), self.tls.ca_pem()))
     }
 
     /// The credentials (404 until the cluster has provisioned).
@@ -998,7 +1104,7 @@ impl Model {
         Ok(Credentials {
             server: self.cluster_endpoint(&c.id),
             certificate_authority_data: base64::engine::general_purpose::STANDARD
-                .encode(CLUSTER_CA_PEM),
+                .encode(self.tls.ca_pem()),
             token: c.api_token.clone(),
             expires_at: now
                 + time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 4_000)),
@@ -1295,23 +1401,57 @@ impl Model {
     /// Kubernetes API shows them.
     pub fn cluster_nodes(&mut self, cluster_id: &str, now: Timestamp) -> Option<Vec<SimNode>> {
         let c = self.live_cluster(cluster_id, now)?;
+        let kubelet = kubernetes_version(&c.version);
         let mut out = Vec::new();
         for p in &c.node_pools {
             for n in p.nodes.iter().filter(|n| !n.name.is_empty()) {
+                // What DOKS nodes carry: the pool's labels, then the well-known ones the
+                // kubelet and the cloud controller set, then DigitalOcean's own.
                 let mut labels = n.labels.clone();
-                labels.insert("kubernetes.io/hostname".into(), n.name.clone());
-                labels.insert("doks.digitalocean.com/node-pool".into(), p.name.clone());
-                labels.insert("doks.digitalocean.com/node-pool-id".into(), p.id.clone());
+                for (k, v) in [
+                    ("kubernetes.io/hostname", n.name.as_str()),
+                    ("kubernetes.io/os", "linux"),
+                    ("kubernetes.io/arch", "amd64"),
+                    ("beta.kubernetes.io/os", "linux"),
+                    ("beta.kubernetes.io/arch", "amd64"),
+                    ("node.kubernetes.io/instance-type", p.size.as_str()),
+                    ("beta.kubernetes.io/instance-type", p.size.as_str()),
+                    ("topology.kubernetes.io/region", c.region.as_str()),
+                    ("failure-domain.beta.kubernetes.io/region", c.region.as_str()),
+                    ("region", c.region.as_str()),
+                    ("doks.digitalocean.com/managed", "true"),
+                    ("doks.digitalocean.com/node-id", n.id.as_str()),
+                    ("doks.digitalocean.com/node-pool", p.name.as_str()),
+                    ("doks.digitalocean.com/node-pool-id", p.id.as_str()),
+                    ("doks.digitalocean.com/version", c.version.as_str()),
+                ] {
+                    labels.insert(k.into(), v.into());
+                }
+                let droplet = n.droplet_id.parse::<u64>().unwrap_or(0);
                 out.push(SimNode {
                     name: n.name.clone(),
                     provider_id: format!("digitalocean://{}", n.droplet_id),
                     labels,
                     taints: p.taints.clone(),
                     ready: n.state == NodeState::Running,
+                    size: p.size.clone(),
+                    internal_ip: format!("10.108.{}.{}", (droplet >> 8) & 0xff, droplet & 0xff),
+                    external_ip: format!("146.190.{}.{}", (droplet >> 8) & 0xff, droplet & 0xff),
+                    created_at: n.created_at,
+                    kubelet_version: kubelet.clone(),
                 });
             }
         }
         Some(out)
+    }
+
+    /// The Kubernetes version a cluster's API reports (`v1.32.6` for `1.32.6-do.1`).
+    pub fn cluster_kubernetes_version(&self, cluster_id: &str) -> Option<String> {
+        self.accounts
+            .values()
+            .flat_map(|a| a.clusters.iter())
+            .find(|c| c.id == cluster_id)
+            .map(|c| kubernetes_version(&c.version))
     }
 
     /// Any account's cluster by id, as it stands at `now` (for tests and other faces;
@@ -1343,6 +1483,14 @@ impl Model {
     }
 }
 
+/// `v1.32.6` for the slug `1.32.6-do.1`.
+fn kubernetes_version(slug: &str) -> String {
+    match catalog::VersionSlug::parse(slug) {
+        Some(v) => format!("v{}", v.kubernetes_version()),
+        None => format!("v{}", slug.split('-').next().unwrap_or(slug)),
+    }
+}
+
 fn associated(account: &Account, cluster_id: &str) -> AssociatedResources {
     let tag = format!("k8s:{cluster_id}");
     AssociatedResources {
@@ -1369,11 +1517,11 @@ fn associated(account: &Account, cluster_id: &str) -> AssociatedResources {
 
 /// The kubeconfig DigitalOcean serves: cluster/context `do-<region>-<name>`, user
 /// `do-<region>-<name>-admin` with the cluster's bearer token.
-pub fn kubeconfig_yaml(c: &Cluster, server: &str) -> String {
+pub fn kubeconfig_yaml(c: &Cluster, server: &str, ca_pem: &str) -> String {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let ctx = format!("do-{}-{}", c.region, c.name);
     let user = format!("{ctx}-admin");
-    let ca = base64::engine::general_purpose::STANDARD.encode(CLUSTER_CA_PEM);
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {ctx}\ncontexts:\n- context:\n    cluster: {ctx}\n    user: {user}\n  name: {ctx}\ncurrent-context: {ctx}\nkind: Config\npreferences: {{}}\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
         ca = q(&ca),

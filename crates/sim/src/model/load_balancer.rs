@@ -500,14 +500,24 @@ fn resolve(
         return Err(bad("GLOBAL load balancers cannot be scaled"));
     }
     // Backends: exactly one kind.
-    let droplet_ids = spec.droplet_ids.clone().unwrap_or_default();
+    let mut droplet_ids = spec.droplet_ids.clone().unwrap_or_default();
     let tag = spec.tag.clone().unwrap_or_default();
     let targets = spec.target_load_balancer_ids.clone().unwrap_or_default();
     if !droplet_ids.is_empty() && !tag.is_empty() {
-        return Err(bad("droplet_ids and tag are mutually exclusive: specify one"));
+        // A GET of a tag-targeted load balancer lists the tagged droplets: sent back as
+        // they are (a GET→PUT round trip), they are no second backend.
+        let mut given = droplet_ids.clone();
+        given.sort_unstable();
+        if given != tagged_droplets(account, &tag) {
+            return Err(bad("droplet_ids and tag are mutually exclusive: specify one"));
+        }
+        droplet_ids.clear();
     }
     if droplet_ids.len() > 10 {
         return Err(bad("at most 10 droplet_ids may be given; use a tag for more"));
+    }
+    if !tag.is_empty() {
+        droplet_ids = tagged_droplets(account, &tag);
     }
     if !targets.is_empty() && (!droplet_ids.is_empty() || !tag.is_empty()) {
         return Err(bad(
@@ -693,7 +703,34 @@ fn resolve(
     })
 }
 
+/// The ids of the droplets that carry `tag`, sorted: the running nodes of every node
+/// pool whose tags (its own and the server's `k8s`, `k8s:<cluster id>`, `k8s:worker`)
+/// include it.
+pub(crate) fn tagged_droplets(account: &Account, tag: &str) -> Vec<u64> {
+    let mut out: Vec<u64> = account
+        .clusters
+        .iter()
+        .flat_map(|c| c.node_pools.iter().map(move |p| (c, p)))
+        .filter(|(c, p)| p.all_tags(&c.id).iter().any(|t| t == tag))
+        .flat_map(|(_, p)| p.nodes.iter())
+        .filter_map(|n| n.droplet_id.parse::<u64>().ok())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 pub(super) fn advance_account(account: &mut Account, ids: &mut Ids, now: Timestamp) {
+    // A tag-targeted load balancer's droplets are the droplets that carry the tag now.
+    let tagged: Vec<Vec<u64>> = account
+        .load_balancers
+        .iter()
+        .map(|l| if l.tag.is_empty() { Vec::new() } else { tagged_droplets(account, &l.tag) })
+        .collect();
+    for (l, droplets) in account.load_balancers.iter_mut().zip(tagged) {
+        if !l.tag.is_empty() {
+            l.droplet_ids = droplets;
+        }
+    }
     for l in &mut account.load_balancers {
         if l.status == LbStatus::New && l.due.is_some_and(|d| d <= now) {
             l.due = None;

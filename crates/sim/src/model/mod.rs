@@ -207,6 +207,20 @@ fn dur(d: std::time::Duration) -> time::Duration {
     time::Duration::milliseconds(i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2))
 }
 
+/// Makes a cluster's API endpoint: given the cluster id, binds its listener and answers
+/// its URL (`None`: no listener, the cluster gets DigitalOcean's URL).
+#[derive(Clone)]
+pub struct EndpointAllocator(pub std::sync::Arc<AllocateEndpoint>);
+
+/// What an [`EndpointAllocator`] runs.
+pub type AllocateEndpoint = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl std::fmt::Debug for EndpointAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndpointAllocator")
+    }
+}
+
 /// The simulated cloud's state.
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -215,6 +229,12 @@ pub struct Model {
     pub(crate) accounts: BTreeMap<String, Account>,
     pub(crate) ids: Ids,
     base_url: Option<String>,
+    /// The TLS identity of the simulator (its CA goes into every kubeconfig).
+    pub(crate) tls: std::sync::Arc<crate::tls::SimTls>,
+    /// Makes a cluster's API endpoint (its own TLS listener) when the simulator serves.
+    endpoint_allocator: Option<EndpointAllocator>,
+    /// The API endpoint of each cluster that has its own listener.
+    endpoints: BTreeMap<String, String>,
     counters: BTreeMap<String, u64>,
     faults: BTreeMap<String, VecDeque<Fault>>,
     refusals: BTreeMap<String, String>,
@@ -239,6 +259,9 @@ impl Model {
             accounts: config.tokens.iter().map(|t| (t.clone(), Account::default())).collect(),
             ids: Ids { counter: 0, next_droplet: 400_000_000, next_ip: 0 },
             base_url: None,
+            tls: std::sync::Arc::default(),
+            endpoint_allocator: None,
+            endpoints: BTreeMap::new(),
             counters: BTreeMap::new(),
             faults: BTreeMap::new(),
             refusals: BTreeMap::new(),
@@ -264,19 +287,60 @@ impl Model {
         self.accounts.contains_key(token)
     }
 
-    /// Records where the HTTP faces listen; cluster endpoints and kubeconfig servers
-    /// become `{base_url}/k8s/{cluster_id}` (reachable, unlike the real
-    /// `https://<id>.k8s.ondigitalocean.com`).
+    /// Records where the DigitalOcean face listens (the base of its `links`).
     pub fn set_base_url(&mut self, base_url: Option<String>) {
         self.base_url = base_url;
     }
 
-    /// The API endpoint of a cluster (its kubeconfig `server`).
+    /// Sets (or, with `None`, clears) what makes each new cluster's API endpoint: the
+    /// served simulator binds one TLS listener per cluster and answers its URL.
+    pub fn set_endpoint_allocator(&mut self, allocator: Option<EndpointAllocator>) {
+        self.endpoint_allocator = allocator;
+    }
+
+    /// Gives every cluster without an endpoint one from the allocator (clusters made
+    /// before the simulator was served).
+    pub fn allocate_endpoints(&mut self) {
+        let Some(alloc) = self.endpoint_allocator.clone() else { return };
+        let ids: Vec<String> =
+            self.accounts.values().flat_map(|a| a.clusters.iter().map(|c| c.id.clone())).collect();
+        for id in ids {
+            if !self.endpoints.contains_key(&id)
+                && let Some(url) = (alloc.0)(&id)
+            {
+                self.endpoints.insert(id, url);
+            }
+        }
+    }
+
+    pub(crate) fn allocate_endpoint(&mut self, cluster_id: &str) {
+        if let Some(alloc) = &self.endpoint_allocator
+            && let Some(url) = (alloc.0)(cluster_id)
+        {
+            self.endpoints.insert(cluster_id.to_owned(), url);
+        }
+    }
+
+    /// The API endpoint of a cluster (its kubeconfig `server`): its own TLS listener
+    /// (`https://127.0.0.1:PORT`) when the simulator serves, else the URL DigitalOcean
+    /// would give it (`https://<id>.k8s.ondigitalocean.com`, which the direct face
+    /// understands).
     pub fn cluster_endpoint(&self, cluster_id: &str) -> String {
-        match &self.base_url {
-            Some(b) => format!("{}/k8s/{cluster_id}", b.trim_end_matches('/')),
+        match self.endpoints.get(cluster_id) {
+            Some(url) => url.clone(),
             None => format!("https://{cluster_id}.k8s.ondigitalocean.com"),
         }
+    }
+
+    /// The cluster whose API endpoint is `url`, if any.
+    pub fn cluster_of_endpoint(&self, url: &str) -> Option<String> {
+        let url = url.trim_end_matches('/');
+        self.endpoints.iter().find(|(_, u)| u.as_str() == url).map(|(id, _)| id.clone())
+    }
+
+    /// The CA certificate (PEM) the simulator's TLS listeners chain to.
+    pub fn ca_pem(&self) -> String {
+        self.tls.ca_pem().to_owned()
     }
 
     // ----- admission -------------------------------------------------------------------

@@ -1,0 +1,201 @@
+//! Decoding a body as the apiserver decodes it into its Go types: through the
+//! `k8s-openapi` type of the kind, so a value of the wrong type is a 400 BadRequest and a
+//! field the type does not have is unknown — refused under `fieldValidation=Strict`
+//! (what kubectl sends), reported as a warning under `Warn` (the default), and dropped
+//! from the stored object either way, as the real server drops it.
+//!
+//! Invariant: decoding never adds a field (the typed round trip only finds the unknown
+//! ones; the object kept is the body minus those), so a missing required field stays
+//! missing for validation to report as `Required value`.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{KubeError, Resource};
+
+/// The `fieldValidation` query parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Unknown fields are dropped silently.
+    Ignore,
+    /// Unknown fields are dropped with a `Warning` header (the server default).
+    #[default]
+    Warn,
+    /// Unknown fields fail the request (400).
+    Strict,
+}
+
+impl FieldValidation {
+    /// Parses the query value (`Strict`, `Warn`, `Ignore`; absent = `Warn`).
+    pub fn parse(v: Option<&str>) -> Result<Self, KubeError> {
+        match v {
+            None | Some("") | Some("Warn") => Ok(Self::Warn),
+            Some("Strict") => Ok(Self::Strict),
+            Some("Ignore") => Ok(Self::Ignore),
+            Some(other) => Err(KubeError::bad_request(format!(
+                "fieldValidation {other:?} is invalid: supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ))),
+        }
+    }
+}
+
+/// A decoded body: the object without its unknown fields, and the warnings to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// The object.
+    pub object: Value,
+    /// `unknown field "spec.foo"` warnings (empty under `Ignore`).
+    pub warnings: Vec<String>,
+}
+
+/// Decodes `body` as an object of `resource`.
+pub fn decode(
+    resource: Resource,
+    body: Value,
+    mode: FieldValidation,
+) -> Result<Decoded, KubeError> {
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core};
+    let typed = match resource {
+        Resource::Namespace => round_trip::<core::Namespace>(&body),
+        Resource::Secret => round_trip::<core::Secret>(&body),
+        Resource::ServiceAccount => round_trip::<core::ServiceAccount>(&body),
+        Resource::Node => round_trip::<core::Node>(&body),
+        Resource::Pod => round_trip::<core::Pod>(&body),
+        Resource::ConfigMap => round_trip::<core::ConfigMap>(&body),
+        Resource::Service => round_trip::<core::Service>(&body),
+        Resource::Event => round_trip::<core::Event>(&body),
+        Resource::DaemonSet => round_trip::<apps::DaemonSet>(&body),
+        Resource::Deployment => round_trip::<apps::Deployment>(&body),
+    };
+    let known = typed.map_err(|e| {
+        KubeError::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+            kind = resource.kind(),
+            v = resource.version()
+        ))
+    })?;
+    let mut unknown = Vec::new();
+    find_unknown(&body, &known, &mut String::new(), &mut unknown);
+    if unknown.is_empty() {
+        return Ok(Decoded { object: body, warnings: Vec::new() });
+    }
+    let messages: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
+    if mode == FieldValidation::Strict {
+        let message = match messages.as_slice() {
+            [one] => format!("strict decoding error: {one}"),
+            many => format!("strict decoding error: {}", many.join(", ")),
+        };
+        return Err(KubeError::bad_request(message));
+    }
+    let mut object = body;
+    drop_unknown(&mut object, &known);
+    let warnings = if mode == FieldValidation::Warn { messages } else { Vec::new() };
+    Ok(Decoded { object, warnings })
+}
+
+fn round_trip<T: DeserializeOwned + Serialize>(body: &Value) -> Result<Value, String> {
+    let typed: T = serde_path_to_error::deserialize(body).map_err(|e| {
+        let at = e.path().to_string();
+        if at == "." { e.inner().to_string() } else { format!("{at}: {}", e.inner()) }
+    })?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+/// Paths (`spec.template.spec.containers[0].imagee`) present in `body` — with a value
+/// other than `null` — that the typed round trip `known` does not have.
+fn find_unknown(body: &Value, known: &Value, at: &mut String, out: &mut Vec<String>) {
+    match (body, known) {
+        (Value::Object(b), Value::Object(k)) => {
+            for (key, v) in b {
+                if v.is_null() {
+                    continue;
+                }
+                let len = at.len();
+                if !at.is_empty() {
+                    at.push('.');
+                }
+                at.push_str(key);
+                match k.get(key) {
+                    Some(kv) => find_unknown(v, kv, at, out),
+                    None => out.push(at.clone()),
+                }
+                at.truncate(len);
+            }
+        }
+        (Value::Array(b), Value::Array(k)) => {
+            for (i, (bv, kv)) in b.iter().zip(k).enumerate() {
+                let len = at.len();
+                at.push_str(&format!("[{i}]"));
+                find_unknown(bv, kv, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn drop_unknown(body: &mut Value, known: &Value) {
+    match (body, known) {
+        (Value::Object(b), Value::Object(k)) => {
+            b.retain(|key, v| v.is_null() || k.contains_key(key));
+            for (key, v) in b.iter_mut() {
+                if let Some(kv) = k.get(key) {
+                    drop_unknown(v, kv);
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(k)) => {
+            for (bv, kv) in b.iter_mut().zip(k) {
+                drop_unknown(bv, kv);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ds(extra: Value) -> Value {
+        let mut v = json!({"metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}});
+        super::super::patch::merge_patch(&mut v, &extra);
+        v
+    }
+
+    #[test]
+    fn unknown_fields_by_mode_and_type_errors() {
+        let body = ds(
+            json!({"spec":{"bogus":1,"template":{"spec":{"containers":[{"name":"c","image":"i","imagee":"j"}]}}}}),
+        );
+        let e = decode(Resource::DaemonSet, body.clone(), FieldValidation::Strict).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(e.message.contains("unknown field \"spec.bogus\""), "{}", e.message);
+        assert!(e.message.contains("spec.template.spec.containers[0].imagee"), "{}", e.message);
+        let d = decode(Resource::DaemonSet, body, FieldValidation::Warn).unwrap();
+        assert_eq!(d.warnings.len(), 2);
+        assert!(d.object["spec"].get("bogus").is_none());
+        assert_eq!(
+            d.object["spec"]["template"]["spec"]["containers"][0],
+            json!({"name":"c","image":"i"})
+        );
+        // Nothing is added: a missing selector stays missing.
+        assert!(d.object["spec"].get("selector").is_none());
+        let e = decode(
+            Resource::Deployment,
+            ds(json!({"spec":{"replicas":"3"}})),
+            FieldValidation::Warn,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message.starts_with(
+                "Deployment in version \"v1\" cannot be handled as a Deployment: spec.replicas"
+            ),
+            "{}",
+            e.message
+        );
+    }
+}
