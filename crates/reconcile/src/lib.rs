@@ -7,14 +7,22 @@
 //! commit it makes carries the fence of the lease it holds
 //! ([`bc_domain::ports::Fence`]), so a replica that lost its lease writes nothing.
 
+pub mod budget;
 pub mod clusters;
 pub mod node_pools;
 pub mod observe;
+pub mod provider_resources;
 pub mod reconciler;
+pub mod relay;
+pub mod runtime;
 pub mod shared;
 pub mod substrates;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use observe::{DirectObserver, Listing, Observer};
+pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
+pub use observe::{DirectObserver, Listing, Observer, SharedObserver};
+pub use provider_resources::LoadBalancers;
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
+pub use relay::{BroadcastPublisher, Relay, RelayConfig};
+pub use runtime::{Runtime, RuntimeConfig, RuntimeStatus};

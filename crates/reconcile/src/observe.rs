@@ -4,26 +4,41 @@
 //! Invariant: at steady state an account is observed with list calls shared by all its
 //! objects, never one GET per object per resync (DESIGN.md, "Observe in bulk"); a
 //! listing may be older than `max_age` never, and an absence seen in a listing is not
-//! proof that an object is gone (confirm with a GET before re-creating it).
+//! proof that an object is gone (confirm with a GET before re-creating it). The
+//! [`SharedObserver`] hands every caller of an account one budgeted provider and one
+//! listing per kind, taken by one caller at a time.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bc_domain::ProviderError;
 use bc_domain::Timestamp;
 use bc_domain::model::ProviderAccount;
 use bc_domain::ports::{
     Clock, ProviderCluster, ProviderImpl, ProviderLoadBalancer, ProviderRegistry,
 };
+use bc_domain::{ProviderAccountId, ProviderError};
+
+use crate::budget::{Budget, BudgetedProvider};
 
 /// One listing of an account's objects of one kind.
 #[derive(Debug, Clone)]
 pub struct Listing<T> {
     /// The objects, as the provider listed them.
     pub items: Vec<T>,
-    /// When the list was taken.
+    /// When the list was taken (when the call started: an object made after this
+    /// instant may be missing from it).
     pub listed_at: Timestamp,
+}
+
+impl<T> Listing<T> {
+    /// Whether the listing was taken at most `max_age` before `now`.
+    pub fn fresh(&self, now: Timestamp, max_age: Duration) -> bool {
+        let age = now - self.listed_at;
+        age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
+    }
 }
 
 /// Provider access shared by every reconciler of a process.
@@ -49,6 +64,12 @@ pub trait Observer: Send + Sync {
     ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError>;
     /// Forgets the account's listings (after a write that changes what they show).
     fn invalidate(&self, account: &ProviderAccount);
+    /// Whether the account's budget would grant a call now (`RateLimited` with the wait
+    /// if not), taking nothing: for a reconciler that records an intent before a call,
+    /// so it records none it cannot send. Observers without a budget say yes.
+    async fn can_call(&self, _account: &ProviderAccount) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 /// The simplest observer: every listing is taken fresh from the provider (no sharing).
@@ -96,4 +117,173 @@ impl Observer for DirectObserver {
     }
 
     fn invalidate(&self, _account: &ProviderAccount) {}
+}
+
+/// One cached listing and the lock that lets one caller at a time refresh it.
+struct Shared<T> {
+    latest: Mutex<Option<Arc<Listing<T>>>>,
+    refresh: tokio::sync::Mutex<()>,
+}
+
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Self { latest: Mutex::new(None), refresh: tokio::sync::Mutex::new(()) }
+    }
+}
+
+impl<T: Send + Sync> Shared<T> {
+    fn fresh(&self, now: Timestamp, max_age: Duration) -> Option<Arc<Listing<T>>> {
+        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        latest.as_ref().filter(|l| l.fresh(now, max_age)).cloned()
+    }
+
+    /// The cached listing if fresh enough, else a new one from `list`. Callers that
+    /// arrive while a list is under way wait for it and take its answer when it is fresh
+    /// enough for them, so a burst of callers costs one list call.
+    async fn get<F, Fut>(
+        &self,
+        clock: &dyn Clock,
+        max_age: Duration,
+        list: F,
+    ) -> Result<Arc<Listing<T>>, ProviderError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<T>, ProviderError>>,
+    {
+        if let Some(l) = self.fresh(clock.now(), max_age) {
+            return Ok(l);
+        }
+        let _turn = self.refresh.lock().await;
+        if let Some(l) = self.fresh(clock.now(), max_age) {
+            return Ok(l);
+        }
+        let listed_at = clock.now();
+        let listing = Arc::new(Listing { items: list().await?, listed_at });
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(listing.clone());
+        Ok(listing)
+    }
+
+    fn forget(&self) {
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// What the observer keeps of one account.
+struct AccountView {
+    /// The sealed credentials the provider was opened with: a rotated token seals
+    /// differently, and then the account is opened again.
+    sealed: Vec<u8>,
+    provider: Arc<dyn ProviderImpl>,
+    clusters: Shared<ProviderCluster>,
+    load_balancers: Shared<ProviderLoadBalancer>,
+}
+
+/// The observer of a reconciler process: per account, one provider instance that
+/// spends the account's [`Budget`] on every call, and one shared listing per kind.
+pub struct SharedObserver {
+    registry: Arc<dyn ProviderRegistry>,
+    budget: Arc<dyn Budget>,
+    clock: Arc<dyn Clock>,
+    accounts: Mutex<HashMap<ProviderAccountId, Arc<AccountView>>>,
+}
+
+impl SharedObserver {
+    /// Providers from `registry`, every call budgeted by `budget`.
+    pub fn new(
+        registry: Arc<dyn ProviderRegistry>,
+        budget: Arc<dyn Budget>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { registry, budget, clock, accounts: Mutex::new(HashMap::new()) }
+    }
+
+    fn cached(&self, account: &ProviderAccount) -> Option<Arc<AccountView>> {
+        let accounts = self.accounts.lock().unwrap_or_else(|e| e.into_inner());
+        accounts
+            .get(&account.provider_account_id)
+            .filter(|v| v.sealed == account.credentials.0)
+            .cloned()
+    }
+
+    async fn view(&self, account: &ProviderAccount) -> Result<Arc<AccountView>, ProviderError> {
+        if let Some(v) = self.cached(account) {
+            return Ok(v);
+        }
+        let inner = self.registry.provider_for(account).await?;
+        let provider: Arc<dyn ProviderImpl> = Arc::new(BudgetedProvider::new(
+            inner,
+            self.budget.clone(),
+            account.provider_account_id.clone(),
+            self.clock.clone(),
+        ));
+        let view = Arc::new(AccountView {
+            sealed: account.credentials.0.clone(),
+            provider,
+            clusters: Shared::default(),
+            load_balancers: Shared::default(),
+        });
+        let mut accounts = self.accounts.lock().unwrap_or_else(|e| e.into_inner());
+        // Two first callers may both open the account; keep the first, so every caller
+        // shares one instance from here on.
+        let kept = accounts
+            .entry(account.provider_account_id.clone())
+            .and_modify(|v| {
+                if v.sealed != view.sealed {
+                    *v = view.clone();
+                }
+            })
+            .or_insert(view);
+        Ok(kept.clone())
+    }
+}
+
+#[async_trait]
+impl Observer for SharedObserver {
+    async fn provider(
+        &self,
+        account: &ProviderAccount,
+    ) -> Result<Arc<dyn ProviderImpl>, ProviderError> {
+        Ok(self.view(account).await?.provider.clone())
+    }
+
+    async fn clusters(
+        &self,
+        account: &ProviderAccount,
+        max_age: Duration,
+    ) -> Result<Arc<Listing<ProviderCluster>>, ProviderError> {
+        let view = self.view(account).await?;
+        let provider = view.provider.clone();
+        view.clusters
+            .get(self.clock.as_ref(), max_age, || async move {
+                provider.kubernetes().list_clusters().await
+            })
+            .await
+    }
+
+    async fn load_balancers(
+        &self,
+        account: &ProviderAccount,
+        max_age: Duration,
+    ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError> {
+        let view = self.view(account).await?;
+        let provider = view.provider.clone();
+        view.load_balancers
+            .get(
+                self.clock.as_ref(),
+                max_age,
+                || async move { provider.load_balancers().list().await },
+            )
+            .await
+    }
+
+    async fn can_call(&self, account: &ProviderAccount) -> Result<(), ProviderError> {
+        self.budget.peek(&account.provider_account_id, self.clock.now()).await
+    }
+
+    fn invalidate(&self, account: &ProviderAccount) {
+        if let Some(v) = self.cached(account) {
+            v.clusters.forget();
+            v.load_balancers.forget();
+        }
+    }
 }

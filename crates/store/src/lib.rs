@@ -13,6 +13,7 @@
 //! rendered per backend (`sql::stmt`), each statement stays visible and portable. The schema
 //! itself is sea-orm-migration (`migration`).
 
+mod budget;
 mod error;
 pub mod migration;
 mod queue;

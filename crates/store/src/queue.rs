@@ -189,6 +189,30 @@ impl WorkQueue for SqlStore {
         let v = vec![s(kind.as_str())];
         self.page(&q, v, "item_key", page, rows::work, |w| w.key.clone()).await
     }
+
+    async fn release(&self, kind: WorkKind, key: &str, owner: &str) -> StoreResult<bool> {
+        // The entry was due when claimed, so its `not_before` is already past: keeping it
+        // (or an earlier enqueue of the run) leaves it due at once for the next claimer.
+        let least = sql::least(self.backend);
+        let st = self.st(
+            &format!(
+                "UPDATE work_queue SET lease_owner = NULL, lease_until = NULL, \
+                 not_before = CASE WHEN requeue_at IS NULL THEN not_before \
+                 ELSE {least}(not_before, requeue_at) END, requeue_at = NULL \
+                 WHERE kind = ? AND item_key = ? AND lease_owner = ?"
+            ),
+            vec![s(kind.as_str()), s(key), s(owner)],
+        );
+        self.touch("release", st).await
+    }
+
+    async fn next_due(&self, kind: WorkKind) -> StoreResult<Option<Timestamp>> {
+        // Claimable once due and once its lease (if any) has ended: `lease_until < now`.
+        let q = "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= not_before \
+                 THEN lease_until + 1 ELSE not_before END) AS n FROM work_queue WHERE kind = ?";
+        let found = self.one(q, vec![s(kind.as_str())], |r| crate::sql::Row(r).opt_ts("n")).await?;
+        Ok(found.flatten())
+    }
 }
 
 #[async_trait]
@@ -231,7 +255,11 @@ impl SqlStore {
     }
 
     /// Runs a single conditional update; whether it touched a row.
-    async fn touch(&self, name: &'static str, st: sea_orm::Statement) -> StoreResult<bool> {
+    pub(crate) async fn touch(
+        &self,
+        name: &'static str,
+        st: sea_orm::Statement,
+    ) -> StoreResult<bool> {
         self.write(name, || async {
             Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
         })

@@ -57,6 +57,9 @@ store_suite!(
     concurrent_takeover_of_expired_leases,
     concurrent_readers_never_see_half_a_commit,
     closed_pool_is_unavailable,
+    queue_release_and_next_due,
+    budgets_are_compare_and_swap,
+    concurrent_budget_takers_never_overspend,
 );
 
 type S = Arc<SqlStore>;
@@ -78,9 +81,9 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migrations (7 and 6) roll back and apply again on both backends.
-    Migrator::down(s.connection(), Some(2)).await.unwrap();
-    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "two pending");
+    // The newest migrations (8, 7 and 6) roll back and apply again on both backends.
+    Migrator::down(s.connection(), Some(3)).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "three pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(
@@ -1783,4 +1786,95 @@ async fn concurrent_readers_never_see_half_a_commit(s: S) {
         assert!(checked >= WRITERS * PER_WRITER, "only {checked} events were checked");
     }
     assert_eq!(s.event_list_all(0, 1000).await.unwrap().len(), WRITERS * PER_WRITER);
+}
+
+/// `release` drops the lease and leaves the entry due with its attempts and error;
+/// `next_due` names when the next entry of a kind becomes claimable, leases included.
+async fn queue_release_and_next_due(s: S) {
+    let kinds = vec![K];
+    assert_eq!(s.next_due(K).await.unwrap(), None);
+    s.enqueue(Enqueue { kind: K, key: "a".into(), not_before: t(100) }).await.unwrap();
+    s.enqueue(Enqueue { kind: K, key: "b".into(), not_before: t(300) }).await.unwrap();
+    s.enqueue(Enqueue { kind: WorkKind::Clusters, key: "c".into(), not_before: t(5) })
+        .await
+        .unwrap();
+    assert_eq!(s.next_due(K).await.unwrap(), Some(t(100)));
+    assert_eq!(s.next_due(WorkKind::Clusters).await.unwrap(), Some(t(5)));
+
+    // Leased until 1000: claimable again just after the lease ends.
+    assert_eq!(s.claim("r1", &kinds, 1, t(100), t(1000)).await.unwrap().len(), 1);
+    assert_eq!(s.next_due(K).await.unwrap(), Some(t(300)));
+    assert_eq!(s.claim("r2", &kinds, 1, t(300), t(2000)).await.unwrap().len(), 1);
+    assert_eq!(s.next_due(K).await.unwrap(), Some(t(1001)), "a's lease ends first");
+
+    // Release: only by the holder; lease gone, due at once, attempts and error kept.
+    assert!(s.fail(K, "a", "r1", "boom", t(150)).await.unwrap());
+    assert_eq!(s.claim("r1", &kinds, 1, t(150), t(1000)).await.unwrap().len(), 1);
+    assert!(!s.release(K, "a", "r2").await.unwrap());
+    assert!(s.release(K, "a", "r1").await.unwrap());
+    let a = s.work_get(K, "a").await.unwrap().unwrap();
+    assert_eq!(
+        (a.lease_owner, a.lease_until, a.not_before, a.attempts, a.last_error.as_deref()),
+        (None, None, t(150), 1, Some("boom"))
+    );
+    assert!(!s.release(K, "a", "r1").await.unwrap(), "nothing left to release");
+    let got = s.claim("r3", &kinds, 5, t(151), t(900)).await.unwrap();
+    assert_eq!(got.iter().map(|w| w.key.as_str()).collect::<Vec<_>>(), vec!["a"]);
+}
+
+/// A budget is written by compare-and-swap on its version: the first write inserts,
+/// a write with a stale version (or a second first write) changes nothing.
+async fn budgets_are_compare_and_swap(s: S) {
+    use bc_domain::rules::budget::BudgetState;
+    assert_eq!(s.budget_get("acct_a").await.unwrap(), None);
+    let one = BudgetState { minute_tat: t(10), hour_tat: t(20), paused_until: None };
+    assert!(s.budget_put("acct_a", None, &one).await.unwrap());
+    assert!(!s.budget_put("acct_a", None, &one).await.unwrap(), "the row exists");
+    let got = s.budget_get("acct_a").await.unwrap().unwrap();
+    assert_eq!((got.state, got.version), (one, 1));
+    let two = BudgetState { minute_tat: t(11), hour_tat: t(21), paused_until: Some(t(99)) };
+    assert!(!s.budget_put("acct_a", Some(7), &two).await.unwrap(), "stale version");
+    assert!(s.budget_put("acct_a", Some(1), &two).await.unwrap());
+    let got = s.budget_get("acct_a").await.unwrap().unwrap();
+    assert_eq!((got.state, got.version), (two, 2));
+    assert!(!s.budget_put("acct_a", Some(1), &one).await.unwrap(), "version 1 is gone");
+    assert_eq!(s.budget_get("acct_b").await.unwrap(), None, "keys are apart");
+}
+
+/// Writers racing on one budget, each reading, deciding with `rules::budget` and
+/// writing by compare-and-swap (retrying when beaten), grant exactly what the budget
+/// holds: never more, however they interleave.
+async fn concurrent_budget_takers_never_overspend(s: S) {
+    use bc_domain::rules::budget::{self, BudgetConfig, WindowLimit};
+    const TAKERS: usize = 6;
+    // 20 at once (a burst of 19 plus one), then nothing for a minute.
+    let config = BudgetConfig {
+        minute: WindowLimit::new(20, 60_000, 19),
+        hour: WindowLimit::new(1_000, 3_600_000, 999),
+    };
+    let tasks: Vec<_> = (0..TAKERS)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut granted = 0;
+                for _ in 0..10 {
+                    loop {
+                        let cur = s.budget_get("acct_race").await.unwrap();
+                        let state = cur.map(|c| c.state).unwrap_or_default();
+                        let Ok(next) = budget::acquire(&config, &state, t(0), 1) else { break };
+                        if s.budget_put("acct_race", cur.map(|c| c.version), &next).await.unwrap() {
+                            granted += 1;
+                            break;
+                        }
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    assert_eq!(total, 20, "exactly the budget, across {TAKERS} racing takers");
 }

@@ -8,6 +8,8 @@
 //! - [`policy`]: pool policy and name validation with JSON paths, and which policy
 //!   changes are refused (SPEC §4).
 //! - [`quota`]: booking, releasing and setting quota units (SPEC §4, §11).
+//! - [`budget`]: the provider-call budget of an account (sliding minute and hour
+//!   windows, the provider's pause), shared by replicas through the store.
 //! - [`billing`]: usage lines exact to the second, and when a load balancer's billing
 //!   opens and closes (SPEC §11, §12).
 //! - [`join`]: `nodesListed`/`nodesJoined`/`waitingToJoin` and the 15-minute message
@@ -21,6 +23,7 @@
 //!   (SPEC §2).
 
 pub mod billing;
+pub mod budget;
 pub mod drain;
 pub mod idempotency;
 pub mod join;

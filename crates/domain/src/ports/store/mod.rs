@@ -1,5 +1,5 @@
 //! The store port: read repositories per aggregate, one unit of work for writes, the
-//! work queue and singleton leases.
+//! work queue, singleton leases and the shared provider-call budgets.
 //!
 //! Writes are values: a [`UnitOfWork`] lists conditional writes, outbox events and queue
 //! entries, and [`Store::commit`] applies all of it in one transaction or none of it. So a
@@ -50,6 +50,7 @@ use crate::model::{
     Substrate,
 };
 use crate::name::{ObjectName, TenantId};
+use crate::rules::budget::BudgetState;
 use crate::time::Timestamp;
 
 /// Result alias of the store port.
@@ -421,6 +422,43 @@ pub trait WorkQueue: Send + Sync {
         kind: WorkKind,
         page: &PageRequest<String>,
     ) -> StoreResult<Page<WorkItem, String>>;
+    /// Gives `owner`'s lease up without an outcome (a replica shutting down mid-run):
+    /// the entry stays, due at once (its due time was reached when it was claimed, or
+    /// earlier if enqueued during the run), attempts and `last_error` kept. Returns
+    /// whether `owner` held it.
+    async fn release(&self, kind: WorkKind, key: &str, owner: &str) -> StoreResult<bool>;
+    /// When the next entry of `kind` becomes claimable: its due time, or just after its
+    /// lease ends when that is later (leased entries included, expired leases too);
+    /// `None` when the kind has no entries. For drivers that step a clock to the next
+    /// thing to do.
+    async fn next_due(&self, kind: WorkKind) -> StoreResult<Option<Timestamp>>;
+}
+
+/// A provider-call budget as stored (see [`BudgetRepo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredBudget {
+    /// The state `rules::budget` decides on.
+    pub state: BudgetState,
+    /// Bumped by every write; the compare-and-swap key.
+    pub version: u64,
+}
+
+/// Shared provider-call budgets, one per key (a provider account id): the state of
+/// `rules::budget`, read and replaced by compare-and-swap, so every replica takes calls
+/// from the one budget and none can overspend it.
+#[async_trait]
+pub trait BudgetRepo: Send + Sync {
+    /// The budget of `key`; `None` before its first write.
+    async fn budget_get(&self, key: &str) -> StoreResult<Option<StoredBudget>>;
+    /// Writes `state` if the stored version is `expected` (`None`: no row yet), as
+    /// version `expected + 1` (1 for a new row). Returns whether it wrote; `false` means
+    /// another writer went first: read again and decide again.
+    async fn budget_put(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        state: &BudgetState,
+    ) -> StoreResult<bool>;
 }
 
 /// Named singleton leases: one holder at a time, taken over once expired.
@@ -442,7 +480,8 @@ pub trait Leases: Send + Sync {
     async fn lease_get(&self, name: &str) -> StoreResult<Option<Lease>>;
 }
 
-/// The whole store: every repository, the unit of work, the queue, the leases.
+/// The whole store: every repository, the unit of work, the queue, the leases, the
+/// shared provider budgets.
 #[async_trait]
 pub trait Store:
     PoolRepo
@@ -455,6 +494,7 @@ pub trait Store:
     + LedgerRepo
     + WorkQueue
     + Leases
+    + BudgetRepo
 {
     /// Applies a unit of work atomically (see the module contract).
     async fn commit(&self, uow: UnitOfWork) -> StoreResult<Committed>;

@@ -1,0 +1,372 @@
+//! The provider-call budget of each account, and the provider decorator that spends it.
+//!
+//! Invariant: every call a reconciler makes through [`BudgetedProvider`] first takes one
+//! call from its account's [`Budget`]; a 429 from the provider pauses that budget until
+//! the reset the provider named. With [`StoreBudget`] the budget is one row in the store
+//! shared by every replica (decided by `bc_domain::rules::budget`, written by
+//! compare-and-swap), so replicas together never spend more than one account's limit;
+//! [`LocalBudget`] keeps the same rule in memory for a single process.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bc_domain::ports::{
+    AssociatedResources, Clock, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
+    KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, NodePoolRequest,
+    ProviderCapabilities, ProviderCluster, ProviderImpl, ProviderLoadBalancer, ProviderNodePool,
+    ProviderOptions, ProviderResult, Store, StoredBudget, UpdateClusterRequest,
+};
+use bc_domain::rules::budget::{self, BudgetConfig, BudgetState};
+use bc_domain::{ProviderAccountId, ProviderError, Timestamp};
+
+/// How often a [`StoreBudget`] re-reads and retries when other replicas keep winning
+/// the compare-and-swap, before it reports the store as contended.
+const CAS_ATTEMPTS: usize = 16;
+
+/// Where an account's provider calls are counted.
+#[async_trait]
+pub trait Budget: Send + Sync {
+    /// Takes one call from `account`'s budget at `now`. A denial is
+    /// `ProviderError::RateLimited` with the wait the budget names (so it is retried
+    /// like the provider's own 429); a budget that cannot be read is `Transient`.
+    async fn acquire(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()>;
+    /// The provider answered 429: no call of `account` before `until`, on any replica.
+    async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()>;
+    /// Whether a call of `account` would be granted at `now`, taking nothing: `Ok`, or
+    /// the `RateLimited` denial `acquire` would answer. A look, not a promise (another
+    /// caller may take the call first); for callers that must record something before a
+    /// call only if the call can go.
+    async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()>;
+}
+
+fn denied(wait_ms: u64) -> ProviderError {
+    ProviderError::RateLimited { retry_after_ms: wait_ms }
+}
+
+/// One process's budgets, in memory (tests, and a single process that owns its
+/// accounts alone). Two processes with a `LocalBudget` each spend twice the limit.
+#[derive(Debug, Default)]
+pub struct LocalBudget {
+    config: BudgetConfig,
+    states: Mutex<HashMap<ProviderAccountId, BudgetState>>,
+}
+
+impl LocalBudget {
+    /// Budgets of `config` per account.
+    pub fn new(config: BudgetConfig) -> Self {
+        Self { config, states: Mutex::new(HashMap::new()) }
+    }
+}
+
+#[async_trait]
+impl Budget for LocalBudget {
+    async fn acquire(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let state = states.entry(account.clone()).or_default();
+        *state = budget::acquire(&self.config, state, now, 1).map_err(denied)?;
+        Ok(())
+    }
+
+    async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()> {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let state = states.entry(account.clone()).or_default();
+        *state = budget::pause(state, until);
+        Ok(())
+    }
+
+    async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let state = states.get(account).copied().unwrap_or_default();
+        budget::acquire(&self.config, &state, now, 1).map(|_| ()).map_err(denied)
+    }
+}
+
+/// Budgets shared by every replica through the store: read, decide with the one rule,
+/// write back only if nobody wrote in between (else read again). The last row seen is
+/// cached, so a replica alone on an account pays one store write per call.
+pub struct StoreBudget {
+    store: Arc<dyn Store>,
+    config: BudgetConfig,
+    seen: Mutex<HashMap<ProviderAccountId, StoredBudget>>,
+}
+
+impl StoreBudget {
+    /// Budgets of `config` per account, kept in `store`.
+    pub fn new(store: Arc<dyn Store>, config: BudgetConfig) -> Self {
+        Self { store, config, seen: Mutex::new(HashMap::new()) }
+    }
+
+    fn cached(&self, account: &ProviderAccountId) -> Option<StoredBudget> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(account).copied()
+    }
+
+    fn remember(&self, account: &ProviderAccountId, seen: Option<StoredBudget>) {
+        let mut map = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match seen {
+            Some(s) => map.insert(account.clone(), s),
+            None => map.remove(account),
+        };
+    }
+
+    /// Applies `decide` to the account's budget by compare-and-swap; `decide` answers the
+    /// new state or a denial (which writes nothing).
+    async fn update(
+        &self,
+        account: &ProviderAccountId,
+        decide: impl Fn(&BudgetState) -> Result<BudgetState, ProviderError>,
+    ) -> ProviderResult<()> {
+        let key = account.as_str();
+        let unavailable = |e: bc_domain::StoreError| ProviderError::Transient {
+            message: format!("the provider budget of account {account} could not be read: {e}"),
+        };
+        // Try the row last seen first: alone on an account, it is still current.
+        let mut current = match self.cached(account) {
+            Some(c) => Some(c),
+            None => self.store.budget_get(key).await.map_err(unavailable)?,
+        };
+        for _ in 0..CAS_ATTEMPTS {
+            let state = current.map(|c| c.state).unwrap_or_default();
+            let next = match decide(&state) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.remember(account, current);
+                    return Err(e);
+                }
+            };
+            let expected = current.map(|c| c.version);
+            if self.store.budget_put(key, expected, &next).await.map_err(unavailable)? {
+                let version = expected.map_or(1, |v| v + 1);
+                self.remember(account, Some(StoredBudget { state: next, version }));
+                return Ok(());
+            }
+            current = self.store.budget_get(key).await.map_err(unavailable)?;
+        }
+        self.remember(account, None);
+        Err(ProviderError::Transient {
+            message: format!("the provider budget of account {account} is contended; retry"),
+        })
+    }
+}
+
+#[async_trait]
+impl Budget for StoreBudget {
+    async fn acquire(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
+        self.update(account, |s| budget::acquire(&self.config, s, now, 1).map_err(denied)).await
+    }
+
+    async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()> {
+        self.update(account, |s| Ok(budget::pause(s, until))).await
+    }
+
+    async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
+        // The row last seen is at most as booked as the stored one (windows only fill
+        // up), so a denial it gives is the store's too; a grant is checked again there.
+        let state = match self.cached(account) {
+            Some(c) => c.state,
+            None => self
+                .store
+                .budget_get(account.as_str())
+                .await
+                .map_err(|e| ProviderError::Transient {
+                    message: format!(
+                        "the provider budget of account {account} could not be read: {e}"
+                    ),
+                })?
+                .map(|c| c.state)
+                .unwrap_or_default(),
+        };
+        budget::acquire(&self.config, &state, now, 1).map(|_| ()).map_err(denied)
+    }
+}
+
+/// A provider whose every call first takes one from its account's budget, and whose
+/// 429 answers pause that budget for every replica.
+pub struct BudgetedProvider {
+    inner: Arc<dyn ProviderImpl>,
+    budget: Arc<dyn Budget>,
+    account: ProviderAccountId,
+    clock: Arc<dyn Clock>,
+}
+
+impl BudgetedProvider {
+    /// `inner`, spending from `budget` as `account`.
+    pub fn new(
+        inner: Arc<dyn ProviderImpl>,
+        budget: Arc<dyn Budget>,
+        account: ProviderAccountId,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { inner, budget, account, clock }
+    }
+
+    /// Runs `call` once the budget allows it; a 429 it meets pauses the budget. `call`
+    /// is a future, so nothing is sent before the budget said yes.
+    async fn spend<T>(&self, call: impl Future<Output = ProviderResult<T>>) -> ProviderResult<T> {
+        self.budget.acquire(&self.account, self.clock.now()).await?;
+        let result = call.await;
+        if let Err(ProviderError::RateLimited { retry_after_ms }) = &result {
+            let ms = i64::try_from(*retry_after_ms).unwrap_or(i64::MAX / 2);
+            let until = self.clock.now() + time::Duration::milliseconds(ms);
+            // The call's own answer matters more than recording the pause; a failed
+            // write only means the next caller meets the 429 itself.
+            if let Err(e) = self.budget.pause(&self.account, until).await {
+                tracing::warn!(account = %self.account, error = %e, "could not pause the provider budget");
+            }
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl ProviderImpl for BudgetedProvider {
+    fn capabilities(&self) -> ProviderCapabilities {
+        self.inner.capabilities()
+    }
+
+    async fn check_credentials(&self) -> ProviderResult<()> {
+        self.spend(self.inner.check_credentials()).await
+    }
+
+    fn kubernetes(&self) -> &dyn KubernetesProvider {
+        self
+    }
+
+    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
+        self
+    }
+}
+
+#[async_trait]
+impl KubernetesProvider for BudgetedProvider {
+    async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
+        self.spend(self.inner.kubernetes().list_clusters()).await
+    }
+
+    async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
+        self.spend(self.inner.kubernetes().get_cluster(id)).await
+    }
+
+    async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
+        self.spend(self.inner.kubernetes().create_cluster(req)).await
+    }
+
+    async fn update_cluster(
+        &self,
+        id: &str,
+        req: &UpdateClusterRequest,
+    ) -> ProviderResult<ProviderCluster> {
+        self.spend(self.inner.kubernetes().update_cluster(id, req)).await
+    }
+
+    async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
+        self.spend(self.inner.kubernetes().delete_cluster(id)).await
+    }
+
+    async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
+        self.spend(self.inner.kubernetes().associated_resources(id)).await
+    }
+
+    async fn delete_cluster_selective(
+        &self,
+        id: &str,
+        load_balancer_ids: &[String],
+    ) -> ProviderResult<()> {
+        self.spend(self.inner.kubernetes().delete_cluster_selective(id, load_balancer_ids)).await
+    }
+
+    async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
+        self.spend(self.inner.kubernetes().list_node_pools(cluster_id)).await
+    }
+
+    async fn get_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+    ) -> ProviderResult<ProviderNodePool> {
+        self.spend(self.inner.kubernetes().get_node_pool(cluster_id, node_pool_id)).await
+    }
+
+    async fn create_node_pool(
+        &self,
+        cluster_id: &str,
+        req: &NodePoolRequest,
+    ) -> ProviderResult<ProviderNodePool> {
+        self.spend(self.inner.kubernetes().create_node_pool(cluster_id, req)).await
+    }
+
+    async fn update_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        req: &NodePoolRequest,
+    ) -> ProviderResult<ProviderNodePool> {
+        self.spend(self.inner.kubernetes().update_node_pool(cluster_id, node_pool_id, req)).await
+    }
+
+    async fn delete_node_pool(&self, cluster_id: &str, node_pool_id: &str) -> ProviderResult<()> {
+        self.spend(self.inner.kubernetes().delete_node_pool(cluster_id, node_pool_id)).await
+    }
+
+    async fn delete_node(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        node_id: &str,
+        skip_drain: bool,
+        replace: bool,
+    ) -> ProviderResult<()> {
+        let k = self.inner.kubernetes();
+        self.spend(k.delete_node(cluster_id, node_pool_id, node_id, skip_drain, replace)).await
+    }
+
+    async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>> {
+        self.spend(self.inner.kubernetes().available_upgrades(cluster_id)).await
+    }
+
+    async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
+        self.spend(self.inner.kubernetes().upgrade_cluster(cluster_id, version)).await
+    }
+
+    async fn options(&self) -> ProviderResult<ProviderOptions> {
+        self.spend(self.inner.kubernetes().options()).await
+    }
+
+    /// Charged like any call, though an adapter may answer from its cache: the budget
+    /// errs on the side of never overspending.
+    async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
+        self.spend(self.inner.kubernetes().credentials(cluster_id)).await
+    }
+
+    fn invalidate_credentials(&self, cluster_id: &str) {
+        self.inner.kubernetes().invalidate_credentials(cluster_id);
+    }
+}
+
+#[async_trait]
+impl LoadBalancerProvider for BudgetedProvider {
+    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
+        self.spend(self.inner.load_balancers().list()).await
+    }
+
+    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
+        self.spend(self.inner.load_balancers().get(id)).await
+    }
+
+    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
+        self.spend(self.inner.load_balancers().create(req)).await
+    }
+
+    async fn update(
+        &self,
+        id: &str,
+        req: &LoadBalancerRequest,
+    ) -> ProviderResult<ProviderLoadBalancer> {
+        self.spend(self.inner.load_balancers().update(id, req)).await
+    }
+
+    async fn delete(&self, id: &str) -> ProviderResult<()> {
+        self.spend(self.inner.load_balancers().delete(id)).await
+    }
+}

@@ -1,0 +1,154 @@
+//! When an item runs next: the runtime's scheduling rules — the steady resync, the wait
+//! a converging object asked for, capped exponential backoff after a failure, the wait
+//! the provider (or the budget) named — each spread by jitter drawn from a seedable
+//! generator, so a test with a fixed seed gets the same schedule every run.
+//!
+//! Invariant: pure arithmetic on durations and a unit draw `u ∈ [0, 1)`; no clock, no
+//! global RNG. A failure never comes back sooner than the provider asked, a backoff
+//! never exceeds its cap, and the steady resync stays within its jitter band.
+
+use std::time::Duration;
+
+use bc_domain::{ProviderError, Timestamp};
+
+use crate::reconciler::ReconcileError;
+
+/// A small seedable generator (SplitMix64): enough to spread retries, and the same
+/// sequence for the same seed.
+#[derive(Debug, Clone)]
+pub struct Jitter(u64);
+
+impl Jitter {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next draw in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        // The top 53 bits as a fraction: exact in an f64.
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The runtime's waits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// A converged object is looked at again after this long…
+    pub resync: Duration,
+    /// …give or take this fraction of it (0.1: ±10 %), so objects converged together do
+    /// not come due together.
+    pub resync_jitter: f64,
+    /// A converging object's own wait is stretched by up to this fraction.
+    pub converging_jitter: f64,
+    /// The first retry after a failure waits about this long…
+    pub backoff_base: Duration,
+    /// …doubling per failed attempt, never beyond this.
+    pub backoff_max: Duration,
+}
+
+impl Default for Schedule {
+    /// A 10-minute resync ±10 % (research/peers.md §4: the poll period peers converged
+    /// on), retries from 1 s doubling to 5 minutes.
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(600),
+            resync_jitter: 0.1,
+            converging_jitter: 0.1,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Schedule {
+    /// The wait before a converged object is looked at again.
+    pub fn steady(&self, u: f64) -> Duration {
+        let j = self.resync_jitter.clamp(0.0, 1.0);
+        self.resync.mul_f64(1.0 - j + 2.0 * j * u)
+    }
+
+    /// The shortest steady wait: anything due sooner is still converging or failing.
+    pub fn earliest_steady(&self) -> Duration {
+        self.resync.mul_f64(1.0 - self.resync_jitter.clamp(0.0, 1.0))
+    }
+
+    /// The wait a converging object asked for, stretched by jitter (never shortened).
+    pub fn converging(&self, after: Duration, u: f64) -> Duration {
+        after.mul_f64(1.0 + self.converging_jitter.clamp(0.0, 1.0) * u)
+    }
+
+    /// The wait after the `attempts`-th failure in a row (1 for the first): "equal
+    /// jitter" on a doubling backoff — half of it fixed, half drawn — capped; and never
+    /// less than the wait a throttling answer named (plus up to a quarter of it, so the
+    /// items it throttled do not all return at one instant).
+    pub fn failed(&self, attempts: u32, error: &ReconcileError, u: f64) -> Duration {
+        let doubling = 2f64.powi(attempts.saturating_sub(1).min(62) as i32);
+        let exp = self.backoff_base.mul_f64(doubling).min(self.backoff_max);
+        let backoff = exp / 2 + (exp / 2).mul_f64(u);
+        match error {
+            ReconcileError::Provider(ProviderError::RateLimited { retry_after_ms }) => {
+                let named = Duration::from_millis(*retry_after_ms);
+                backoff.max(named + (named / 4).mul_f64(u))
+            }
+            _ => backoff,
+        }
+    }
+}
+
+/// `t` plus `d` (saturating far in the future).
+pub fn later(t: Timestamp, d: Duration) -> Timestamp {
+    t + time::Duration::try_from(d).unwrap_or(time::Duration::days(365 * 100))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_draws() {
+        let (mut a, mut b) = (Jitter::new(7), Jitter::new(7));
+        let xs: Vec<f64> = (0..5).map(|_| a.unit()).collect();
+        let ys: Vec<f64> = (0..5).map(|_| b.unit()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(xs, (0..5).map(|_| Jitter::new(8).unit()).collect::<Vec<_>>());
+        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_cap() {
+        let s = Schedule::default();
+        let other = ReconcileError::Other("x".into());
+        assert_eq!(s.failed(1, &other, 0.0), Duration::from_millis(500));
+        assert_eq!(s.failed(1, &other, 0.999_999).as_millis(), 999);
+        assert_eq!(s.failed(4, &other, 0.0), Duration::from_secs(4));
+        assert_eq!(s.failed(30, &other, 0.0), Duration::from_secs(150));
+        assert!(s.failed(u32::MAX, &other, 0.99) <= Duration::from_secs(300));
+        let throttled =
+            ReconcileError::Provider(ProviderError::RateLimited { retry_after_ms: 29_000 });
+        assert_eq!(s.failed(1, &throttled, 0.0), Duration::from_secs(29));
+        assert_eq!(s.failed(1, &throttled, 0.5), Duration::from_millis(29_000 + 3_625));
+    }
+
+    proptest! {
+        #[test]
+        fn waits_stay_in_their_bands(u in 0.0f64..1.0, attempts in 1u32..100, named in 0u64..10_000_000, after_ms in 0u64..3_600_000) {
+            let s = Schedule::default();
+            let steady = s.steady(u);
+            prop_assert!(steady >= s.earliest_steady() && steady <= Duration::from_secs(660));
+            let after = Duration::from_millis(after_ms);
+            let c = s.converging(after, u);
+            prop_assert!(c >= after && c <= after.mul_f64(1.1) + Duration::from_millis(1));
+            let f = s.failed(attempts, &ReconcileError::Other("x".into()), u);
+            prop_assert!(f <= s.backoff_max && f >= s.backoff_base / 2);
+            let t = s.failed(attempts, &ReconcileError::Provider(ProviderError::RateLimited { retry_after_ms: named }), u);
+            prop_assert!(t >= Duration::from_millis(named));
+        }
+    }
+}

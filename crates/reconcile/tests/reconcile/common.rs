@@ -1,0 +1,279 @@
+//! The harness of bc-reconcile's tests: the real store (SQLite in memory, or any store of
+//! `bc_store::testing`), the simulator's direct face on a stepped clock, one tenant with
+//! a pool and a provider account whose sealed token opens to the simulator's account,
+//! and the writes the API makes (contracts.md: desired state + work item in one unit of
+//! work, due now).
+//!
+//! Invariant: everything is built the way production builds it — credentials sealed
+//! with the real `SecretBox` and opened by the registry, providers budgeted through the
+//! store — so what a test sees is what a deployment does, minus the waiting.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use bc_domain::model::{
+    BillingInterval, Event, LoadBalancer, LoadBalancerSpec, Pool, ProviderAccount, QuotaResource,
+    SealedSecret,
+};
+use bc_domain::ports::{
+    Clock, LedgerRepo, LoadBalancerRepo, ManualClock, PageRequest, PoolRepo, ProviderCredentials,
+    ProviderRegistry, SecretBox, Store, UnitOfWork, WorkKind, Write,
+};
+use bc_domain::rules::budget::BudgetConfig;
+use bc_domain::{LoadBalancerId, ResourceState, TenantId, Timestamp};
+use bc_reconcile::runtime::testing::Stepper;
+use bc_reconcile::{
+    Budget, Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, Settings, SharedObserver,
+    StoreBudget,
+};
+use bc_sim::direct::DirectRegistry;
+use bc_sim::kube::direct::DirectClusterApi;
+use bc_sim::model::routes;
+use bc_sim::testing::TEST_TOKEN;
+use bc_sim::{Sim, SimConfig};
+use bc_store::testing as fx;
+use bc_store::{AeadSecretBox, SqlStore};
+
+/// The quota the harness gives its pool.
+pub const QUOTA: u32 = 1_000;
+
+/// One tenant's world: store, simulator, clock, pool and account.
+pub struct Env {
+    /// The store.
+    pub store: Arc<SqlStore>,
+    /// The simulator.
+    pub sim: Sim,
+    /// The clock of both.
+    pub clock: Arc<ManualClock>,
+    /// The server's secret box.
+    pub secret_box: Arc<AeadSecretBox>,
+    /// The tenant.
+    pub tenant: TenantId,
+    /// A pool with [`QUOTA`] load balancers.
+    pub pool: Pool,
+    /// A DigitalOcean account whose token is the simulator's [`TEST_TOKEN`].
+    pub account: ProviderAccount,
+}
+
+impl Env {
+    /// On SQLite in memory, with the simulator's defaults.
+    pub async fn start() -> Env {
+        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+        Env::on(store, SimConfig::default()).await
+    }
+
+    /// On `store`, with a simulator of `config`.
+    pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Env {
+        let (sim, clock) = bc_sim::testing::sim(config);
+        let key = AeadSecretBox::generate_base64_key().expect("key");
+        let secret_box = Arc::new(AeadSecretBox::from_base64_key(&key).expect("secret box"));
+        let tenant = fx::tenant("acme");
+        let pool = fx::pool(&tenant, &format!("web-{}", fx::uniq()));
+        let mut account = fx::account(&tenant, &format!("do-{}", fx::uniq()));
+        account.credentials = seal(secret_box.as_ref(), &account, TEST_TOKEN);
+        let uow = UnitOfWork::new()
+            .write(Write::InsertPool(pool.clone()))
+            .write(Write::SetQuota {
+                pool_id: pool.pool_id.clone(),
+                resource: QuotaResource::LoadBalancers,
+                limit: QUOTA,
+            })
+            .write(Write::InsertAccount(account.clone()));
+        store.commit(uow).await.expect("seed tenant");
+        Env { store, sim, clock, secret_box, tenant, pool, account }
+    }
+
+    /// The registry production would use on the simulator: the direct face, opening
+    /// each account's sealed token.
+    pub fn registry(&self) -> Arc<dyn ProviderRegistry> {
+        Arc::new(DirectRegistry::new(self.sim.state().clone(), self.secret_box.clone()))
+    }
+
+    /// The store-shared budget with the default limits.
+    pub fn budget(&self) -> Arc<dyn Budget> {
+        Arc::new(StoreBudget::new(self.store.clone(), BudgetConfig::default()))
+    }
+
+    /// The ports of a reconciler process over `registry`, spending `budget`.
+    pub fn deps_with(&self, registry: Arc<dyn ProviderRegistry>, budget: Arc<dyn Budget>) -> Deps {
+        Deps {
+            store: self.store.clone(),
+            observer: Arc::new(SharedObserver::new(registry, budget, self.clock.clone())),
+            clusters: Arc::new(DirectClusterApi::new(self.sim.state().clone())),
+            clock: self.clock.clone(),
+            settings: Settings {
+                public_url: "http://127.0.0.1:9".into(),
+                bcd_image: "bcd:test".into(),
+            },
+        }
+    }
+
+    /// The ports of a reconciler process as production wires them on the simulator.
+    pub fn deps(&self) -> Deps {
+        self.deps_with(self.registry(), self.budget())
+    }
+
+    /// A runtime of replica `owner` running the load balancer reconciler on `deps`.
+    pub fn runtime(&self, owner: &str, deps: Deps) -> Arc<Runtime> {
+        self.runtime_of(owner, deps, vec![Arc::new(LoadBalancers::default())])
+    }
+
+    /// A runtime of replica `owner` running `reconcilers` on `deps`.
+    pub fn runtime_of(
+        &self,
+        owner: &str,
+        deps: Deps,
+        reconcilers: Vec<Arc<dyn Reconciler>>,
+    ) -> Arc<Runtime> {
+        let config = RuntimeConfig { seed: fx::uniq(), ..RuntimeConfig::new(owner) };
+        Arc::new(Runtime::new(deps, reconcilers, config).expect("runtime"))
+    }
+
+    /// A stepped driver of `runtime` on the harness clock.
+    pub fn stepper(&self, runtime: Arc<Runtime>) -> Stepper {
+        Stepper::new(runtime, self.clock.clone())
+    }
+
+    /// Now.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Moves the clock.
+    pub fn step(&self, secs: i64) {
+        self.clock.advance(time::Duration::seconds(secs));
+    }
+
+    // ----- the API's writes (contracts.md) ------------------------------------------
+
+    /// `loadBalancers.create`: the row (pending), its quota unit and its work item, in one
+    /// unit of work, due now.
+    pub async fn create_lb(&self, name: &str) -> LoadBalancer {
+        self.create_lb_with(name, fx::lb_spec()).await
+    }
+
+    /// `loadBalancers.create` with `spec`.
+    pub async fn create_lb_with(&self, name: &str, spec: LoadBalancerSpec) -> LoadBalancer {
+        let now = self.now();
+        let mut lb = fx::load_balancer(&self.pool, &self.account, name);
+        lb.spec = spec;
+        lb.created_at = now;
+        lb.status.updated_at = now;
+        let uow = UnitOfWork::new()
+            .write(Write::InsertLoadBalancer(lb.clone()))
+            .write(Write::BookQuota {
+                pool_id: self.pool.pool_id.clone(),
+                resource: QuotaResource::LoadBalancers,
+            })
+            .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+        self.store.commit(uow).await.expect("create load balancer");
+        lb
+    }
+
+    /// `loadBalancers.update`: a new spec under generation CAS, and the work item.
+    pub async fn update_lb(&self, id: &LoadBalancerId, change: impl FnOnce(&mut LoadBalancerSpec)) {
+        let mut lb = self.lb(id).await;
+        change(&mut lb.spec);
+        self.write_desired(lb).await;
+    }
+
+    /// `loadBalancers.delete`: `delete_requested` under generation CAS, and the work item.
+    pub async fn delete_lb(&self, id: &LoadBalancerId) {
+        let mut lb = self.lb(id).await;
+        lb.delete_requested = true;
+        self.write_desired(lb).await;
+    }
+
+    async fn write_desired(&self, mut lb: LoadBalancer) {
+        let expected = lb.generation;
+        lb.generation += 1;
+        let id = lb.load_balancer_id.to_string();
+        let uow = UnitOfWork::new()
+            .write(Write::UpdateLoadBalancer { load_balancer: lb, expected_generation: expected })
+            .enqueue(WorkKind::ProviderResources, id, self.now());
+        self.store.commit(uow).await.expect("update load balancer");
+    }
+
+    // ----- what happened ---------------------------------------------------------------
+
+    /// The row as stored.
+    pub async fn lb(&self, id: &LoadBalancerId) -> LoadBalancer {
+        self.store.load_balancer_get_any(id).await.expect("read").expect("row exists")
+    }
+
+    /// The rows' states.
+    pub async fn states(&self, ids: &[LoadBalancerId]) -> Vec<ResourceState> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.push(self.lb(id).await.status.state);
+        }
+        out
+    }
+
+    /// The provider's load balancers of the account (read from the model: no request
+    /// is counted).
+    pub fn provider_lbs(&self) -> Vec<bc_sim::model::LoadBalancer> {
+        let now = self.now();
+        self.sim.state().model().list_load_balancers(TEST_TOKEN, now).expect("account")
+    }
+
+    /// Requests the simulator received on `method template`.
+    pub fn calls(&self, method: &str, template: &str) -> u64 {
+        self.sim.state().model().request_count(&routes::key(method, template))
+    }
+
+    /// Every request the simulator received.
+    pub fn total_calls(&self) -> u64 {
+        self.sim.state().model().total_requests()
+    }
+
+    /// Load balancer creates the simulator received.
+    pub fn creates(&self) -> u64 {
+        self.calls("POST", routes::LOAD_BALANCERS)
+    }
+
+    /// Every outbox event.
+    pub async fn events(&self) -> Vec<Event> {
+        self.store.event_list_all(0, 100_000).await.expect("events")
+    }
+
+    /// The event types of one load balancer's subject, in order.
+    pub async fn event_types(&self, id: &LoadBalancerId) -> Vec<String> {
+        let subject = bc_domain::model::subjects::load_balancer(id);
+        self.events().await.into_iter().filter(|e| e.subject == subject).map(|e| e.kind).collect()
+    }
+
+    /// Every billing interval of the tenant.
+    pub async fn billing(&self) -> Vec<BillingInterval> {
+        let (from, to) = (Timestamp::EPOCH, self.now() + time::Duration::days(365 * 100));
+        let mut out = Vec::new();
+        let mut page = PageRequest::first(500);
+        loop {
+            let p = self
+                .store
+                .billing_list(&self.tenant, from, to, None, &page)
+                .await
+                .expect("billing");
+            out.extend(p.items);
+            match p.next {
+                Some(next) => page = PageRequest { after: Some(next), limit: 500 },
+                None => return out,
+            }
+        }
+    }
+
+    /// The pool's booked load balancer units.
+    pub async fn quota_used(&self) -> u32 {
+        let q = self.store.quota_get(&self.pool.pool_id, QuotaResource::LoadBalancers).await;
+        q.expect("quota").expect("quota row").used
+    }
+}
+
+/// `account`'s credentials document for `token`, sealed for its row.
+pub fn seal(secret_box: &dyn SecretBox, account: &ProviderAccount, token: &str) -> SealedSecret {
+    let creds =
+        ProviderCredentials::new(bc_domain::model::SecretString::new(token)).expect("token");
+    let aad = account.provider_account_id.as_str().as_bytes();
+    SealedSecret(secret_box.seal(&creds.to_plaintext(), aad).expect("seal"))
+}

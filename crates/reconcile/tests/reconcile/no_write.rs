@@ -1,0 +1,109 @@
+//! With `mockall`, where a call count is the point: reconciling a ready load balancer
+//! again makes no provider write — two activations cost one shared list call and
+//! nothing else.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bc_domain::ResourceState;
+use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::ports::{
+    KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, ProviderCapabilities,
+    ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind,
+};
+use bc_reconcile::runtime::ActivationResult;
+use bc_sim::testing::TEST_TOKEN;
+use mockall::mock;
+
+use crate::common::Env;
+
+mock! {
+    Lbs {}
+    #[async_trait]
+    impl LoadBalancerProvider for Lbs {
+        async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>>;
+        async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer>;
+        async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer>;
+        async fn update(&self, id: &str, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer>;
+        async fn delete(&self, id: &str) -> ProviderResult<()>;
+    }
+}
+
+/// An account whose load balancer half is the mock; its Kubernetes half is the
+/// simulator's (never called here).
+struct Mocked {
+    lbs: MockLbs,
+    kubernetes: bc_sim::direct::DirectProvider,
+}
+
+#[async_trait]
+impl ProviderImpl for Mocked {
+    fn capabilities(&self) -> ProviderCapabilities {
+        self.kubernetes.capabilities()
+    }
+    async fn check_credentials(&self) -> ProviderResult<()> {
+        Ok(())
+    }
+    fn kubernetes(&self) -> &dyn KubernetesProvider {
+        &self.kubernetes
+    }
+    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
+        &self.lbs
+    }
+}
+
+struct OneAccount(Arc<Mocked>);
+
+#[async_trait]
+impl ProviderRegistry for OneAccount {
+    async fn provider_for(&self, _: &ProviderAccount) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(self.0.clone())
+    }
+    async fn provider_for_token(
+        &self,
+        _: ProviderKind,
+        _: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(self.0.clone())
+    }
+}
+
+#[tokio::test]
+async fn reconciling_a_ready_load_balancer_again_makes_no_provider_write() {
+    let env = Env::start().await;
+    let id = env.create_lb("web").await.load_balancer_id;
+    env.stepper(env.runtime("r1", env.deps())).run_until_idle(100).await.unwrap();
+    assert_eq!(env.lb(&id).await.status.state, ResourceState::Ready);
+    let listed = {
+        let direct = bc_sim::direct::DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
+        direct.load_balancers().list().await.unwrap()
+    };
+
+    // A fresh replica whose provider is the mock: it may list once, and must not write.
+    let mut lbs = MockLbs::new();
+    lbs.expect_list().times(1).returning(move || Ok(listed.clone()));
+    lbs.expect_get().times(0);
+    lbs.expect_create().times(0);
+    lbs.expect_update().times(0);
+    lbs.expect_delete().times(0);
+    let kubernetes = bc_sim::direct::DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
+    let registry = Arc::new(OneAccount(Arc::new(Mocked { lbs, kubernetes })));
+    let runtime = env.runtime("r2", env.deps_with(registry.clone(), env.budget()));
+    let stepper = env.stepper(runtime);
+    for _ in 0..2 {
+        let e = bc_domain::ports::Enqueue {
+            kind: WorkKind::ProviderResources,
+            key: id.to_string(),
+            not_before: env.now(),
+        };
+        bc_domain::ports::WorkQueue::enqueue(env.store.as_ref(), e).await.unwrap();
+        let reports = stepper.round().await.unwrap();
+        assert!(matches!(reports[0].result, ActivationResult::Steady { .. }), "{reports:?}");
+        env.step(1);
+    }
+    assert_eq!(env.lb(&id).await.status.state, ResourceState::Ready);
+    // The expectations are checked when the mock drops: make it drop here.
+    drop(stepper);
+    let mocked = Arc::try_unwrap(registry).ok().expect("only the test holds the registry now");
+    drop(mocked);
+}

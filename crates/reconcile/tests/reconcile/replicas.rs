@@ -1,0 +1,359 @@
+//! Several replicas: two runtimes on one PostgreSQL database sharing 200 load balancers
+//! never reconcile one object at the same time, and both do work; two runtimes on one
+//! account never spend more than the account's budget in any minute, measured at the
+//! simulator — and, as the control that shows the measurement bites, two runtimes with
+//! a budget each do.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::ports::{
+    Clock, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, ProviderCapabilities,
+    ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind, WorkQueue,
+};
+use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
+use bc_domain::{ProviderError, ResourceState, Timestamp};
+use bc_reconcile::runtime::testing::Stepper;
+use bc_reconcile::{
+    Activation, Budget, Deps, LoadBalancers, LocalBudget, Outcome, ReconcileError, Reconciler,
+    RuntimeConfig, StoreBudget,
+};
+use bc_sim::SimConfig;
+use bc_sim::config::RateLimits;
+use bc_store::testing::{Backend, run};
+
+use crate::common::Env;
+
+/// The load balancer reconciler, instrumented: it records which keys are being
+/// reconciled right now (by any replica) and counts every time one starts while it is.
+struct Exclusive {
+    inner: LoadBalancers,
+    owner: String,
+    running: Arc<Mutex<HashSet<String>>>,
+    overlaps: Arc<AtomicUsize>,
+    by_owner: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+#[async_trait]
+impl Reconciler for Exclusive {
+    fn kind(&self) -> WorkKind {
+        self.inner.kind()
+    }
+    async fn reconcile(&self, deps: &Deps, a: &Activation) -> Result<Outcome, ReconcileError> {
+        if !self.running.lock().unwrap().insert(a.key().to_owned()) {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        *self.by_owner.lock().unwrap().entry(self.owner.clone()).or_default() += 1;
+        // Give the other replica every chance to run the same key meanwhile.
+        tokio::task::yield_now().await;
+        let r = self.inner.reconcile(deps, a).await;
+        tokio::task::yield_now().await;
+        self.running.lock().unwrap().remove(a.key());
+        r
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_on_postgres_never_reconcile_one_object_at_once() {
+    run(Backend::Postgres, |store| async move {
+        let config = SimConfig {
+            rate_limits: RateLimits { per_hour: 1_000_000, per_minute: 1_000_000 },
+            ..SimConfig::default()
+        };
+        let env = Env::on(store, config).await;
+        let roomy = BudgetConfig::per_minute_and_hour(1_000_000, 10_000_000);
+        let (running, overlaps, by_owner) =
+            (Arc::default(), Arc::new(AtomicUsize::new(0)), Arc::default());
+        let replica = |owner: &str| {
+            let deps =
+                env.deps_with(env.registry(), Arc::new(StoreBudget::new(env.store.clone(), roomy)));
+            let r: Arc<dyn Reconciler> = Arc::new(Exclusive {
+                inner: LoadBalancers::default(),
+                owner: owner.into(),
+                running: Arc::clone(&running),
+                overlaps: Arc::clone(&overlaps),
+                by_owner: Arc::clone(&by_owner),
+            });
+            env.runtime_of(owner, deps, vec![r])
+        };
+        let replicas = vec![replica("replica-a"), replica("replica-b")];
+        let mut ids = Vec::new();
+        for i in 0..200 {
+            ids.push(env.create_lb(&format!("lb-{i}")).await.load_balancer_id);
+        }
+        // While the replicas work, writes keep re-enqueueing objects (some of them
+        // leased at that moment), as API calls would.
+        let stepper = Stepper::together(replicas, env.clock.clone());
+        let churn = {
+            let (store, ids, clock) = (env.store.clone(), ids.clone(), env.clock.clone());
+            async move {
+                for round in 0..400usize {
+                    let id = &ids[(round * 37) % ids.len()];
+                    let e = bc_domain::ports::Enqueue {
+                        kind: WorkKind::ProviderResources,
+                        key: id.to_string(),
+                        not_before: clock.now(),
+                    };
+                    store.enqueue(e).await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        let (done, ()) = tokio::join!(stepper.run_until_idle(2_000), churn);
+        let settled = match done {
+            Ok(_) => stepper.run_until_idle(2_000).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "an object was reconciled by both replicas at once"
+        );
+        settled.unwrap();
+        let by_owner = by_owner.lock().unwrap().clone();
+        eprintln!("activations per replica: {by_owner:?}");
+        assert_eq!(by_owner.len(), 2, "both replicas worked: {by_owner:?}");
+        assert!(by_owner.values().all(|n| *n >= 50), "work was shared: {by_owner:?}");
+        assert!(env.states(&ids).await.iter().all(|s| *s == ResourceState::Ready));
+        let provider = env.provider_lbs();
+        assert_eq!(provider.len(), 200, "one provider object each, none twice");
+        assert_eq!(env.creates(), 200);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_overlap_check_sees_an_overlap() {
+    let env = Env::start().await;
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let r = Exclusive {
+        inner: LoadBalancers::default(),
+        owner: "x".into(),
+        running: Arc::default(),
+        overlaps: overlaps.clone(),
+        by_owner: Arc::default(),
+    };
+    let id = env.create_lb("web").await.load_balancer_id;
+    let items = env
+        .store
+        .claim(
+            "x",
+            &[WorkKind::ProviderResources],
+            1,
+            env.now(),
+            env.now() + time::Duration::minutes(1),
+        )
+        .await
+        .unwrap();
+    let a = Activation { fence: items[0].fence().unwrap(), item: items[0].clone(), now: env.now() };
+    let deps = env.deps();
+    let _ = tokio::join!(r.reconcile(&deps, &a), r.reconcile(&deps, &a));
+    assert_eq!(overlaps.load(Ordering::SeqCst), 1);
+    let _ = id;
+}
+
+/// Every provider call that reached the simulator: when, whether it was throttled, and
+/// which replica made it.
+#[derive(Default)]
+struct Calls(Mutex<Vec<(Timestamp, bool, &'static str)>>);
+
+struct Recording {
+    inner: Arc<dyn ProviderImpl>,
+    calls: Arc<Calls>,
+    clock: Arc<dyn Clock>,
+    replica: &'static str,
+}
+
+impl Recording {
+    async fn record<T>(
+        &self,
+        f: impl std::future::Future<Output = ProviderResult<T>>,
+    ) -> ProviderResult<T> {
+        let at = self.clock.now();
+        let r = f.await;
+        let throttled = matches!(r, Err(ProviderError::RateLimited { .. }));
+        self.calls.0.lock().unwrap().push((at, throttled, self.replica));
+        r
+    }
+}
+
+#[async_trait]
+impl ProviderImpl for Recording {
+    fn capabilities(&self) -> ProviderCapabilities {
+        self.inner.capabilities()
+    }
+    async fn check_credentials(&self) -> ProviderResult<()> {
+        self.record(self.inner.check_credentials()).await
+    }
+    fn kubernetes(&self) -> &dyn KubernetesProvider {
+        self.inner.kubernetes()
+    }
+    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
+        self
+    }
+}
+
+#[async_trait]
+impl LoadBalancerProvider for Recording {
+    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
+        self.record(self.inner.load_balancers().list()).await
+    }
+    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
+        self.record(self.inner.load_balancers().get(id)).await
+    }
+    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
+        self.record(self.inner.load_balancers().create(req)).await
+    }
+    async fn update(
+        &self,
+        id: &str,
+        req: &LoadBalancerRequest,
+    ) -> ProviderResult<ProviderLoadBalancer> {
+        self.record(self.inner.load_balancers().update(id, req)).await
+    }
+    async fn delete(&self, id: &str) -> ProviderResult<()> {
+        self.record(self.inner.load_balancers().delete(id)).await
+    }
+}
+
+struct RecordingRegistry {
+    inner: Arc<dyn ProviderRegistry>,
+    calls: Arc<Calls>,
+    clock: Arc<dyn Clock>,
+    replica: &'static str,
+}
+
+#[async_trait]
+impl ProviderRegistry for RecordingRegistry {
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        let inner = self.inner.provider_for(account).await?;
+        Ok(Arc::new(Recording {
+            inner,
+            calls: self.calls.clone(),
+            clock: self.clock.clone(),
+            replica: self.replica,
+        }))
+    }
+    async fn provider_for_token(
+        &self,
+        kind: ProviderKind,
+        token: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        self.inner.provider_for_token(kind, token).await
+    }
+}
+
+/// What the simulator saw: the most calls it admitted in any minute (each call counts
+/// for the minute after it, as DigitalOcean counts), how many it throttled, and the
+/// calls per replica.
+struct Measured {
+    peak_per_minute: usize,
+    throttled: usize,
+    per_replica: BTreeMap<&'static str, usize>,
+}
+
+fn measure(calls: &Calls) -> Measured {
+    let mut all = calls.0.lock().unwrap().clone();
+    all.sort_by_key(|c| c.0);
+    let admitted: Vec<Timestamp> = all.iter().filter(|c| !c.1).map(|c| c.0).collect();
+    let peak_per_minute = admitted
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            admitted[i..].iter().take_while(|&&u| u - t < time::Duration::minutes(1)).count()
+        })
+        .max()
+        .unwrap_or(0);
+    let mut per_replica = BTreeMap::new();
+    for c in &all {
+        *per_replica.entry(c.2).or_default() += 1;
+    }
+    Measured { peak_per_minute, throttled: all.iter().filter(|c| c.1).count(), per_replica }
+}
+
+/// Two replicas converge 80 load balancers of one account whose provider allows 60
+/// calls a minute, each replica with the budget `budget(replica)` gives it.
+async fn two_replicas_on_one_account(budget: impl Fn(&Env) -> Arc<dyn Budget>) -> Measured {
+    const LIMIT: u32 = 60;
+    let config = SimConfig {
+        rate_limits: RateLimits { per_hour: 100_000, per_minute: LIMIT },
+        ..SimConfig::default()
+    };
+    let store = Arc::new(bc_store::SqlStore::connect("sqlite::memory:").await.unwrap());
+    let env = Env::on(store, config).await;
+    let calls = Arc::new(Calls::default());
+    // Few slots each, so both replicas claim work every round.
+    let replica = |name: &'static str| {
+        let registry = Arc::new(RecordingRegistry {
+            inner: env.registry(),
+            calls: calls.clone(),
+            clock: env.clock.clone(),
+            replica: name,
+        });
+        let deps = env.deps_with(registry, budget(&env));
+        let reconcilers: Vec<Arc<dyn Reconciler>> = vec![Arc::new(LoadBalancers::default())];
+        let config = RuntimeConfig {
+            concurrency: 4,
+            seed: bc_store::testing::uniq(),
+            ..RuntimeConfig::new(name)
+        };
+        Arc::new(bc_reconcile::Runtime::new(deps, reconcilers, config).unwrap())
+    };
+    let stepper =
+        Stepper::together(vec![replica("replica-a"), replica("replica-b")], env.clock.clone());
+    let mut ids = Vec::new();
+    for i in 0..80 {
+        ids.push(env.create_lb(&format!("lb-{i}")).await.load_balancer_id);
+    }
+    let reports = stepper.run_until_idle(50_000).await.unwrap();
+    eprintln!(
+        "{} activations over {} of stepped time",
+        reports.len(),
+        env.now() - Timestamp::parse_rfc3339(bc_sim::testing::START).unwrap()
+    );
+    assert!(env.states(&ids).await.iter().all(|s| *s == ResourceState::Ready));
+    assert_eq!(env.provider_lbs().len(), 80);
+    measure(&calls)
+}
+
+/// The account's budget: 60 calls in any minute, bursts of 10.
+fn sixty_a_minute() -> BudgetConfig {
+    BudgetConfig {
+        minute: WindowLimit::new(60, 60_000, 10),
+        hour: WindowLimit::new(100_000, 3_600_000, 50_000),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_one_account_budget_through_the_store() {
+    let shared = two_replicas_on_one_account(|env| {
+        Arc::new(StoreBudget::new(env.store.clone(), sixty_a_minute()))
+    })
+    .await;
+    eprintln!(
+        "shared budget: peak {} calls/min at the simulator (limit 60), {} throttled, per replica {:?}",
+        shared.peak_per_minute, shared.throttled, shared.per_replica
+    );
+    assert!(shared.peak_per_minute <= 60, "peak {} calls in a minute", shared.peak_per_minute);
+    assert_eq!(shared.throttled, 0, "the provider never had to throttle");
+    assert!(
+        shared.per_replica.len() == 2 && shared.per_replica.values().all(|n| *n >= 20),
+        "{:?}",
+        shared.per_replica
+    );
+
+    // The control: a budget per replica lets the two together overspend, which the same
+    // measurement sees.
+    let apart = two_replicas_on_one_account(|_| Arc::new(LocalBudget::new(sixty_a_minute()))).await;
+    eprintln!(
+        "a budget per replica: peak {} calls/min, {} throttled by the simulator",
+        apart.peak_per_minute, apart.throttled
+    );
+    assert!(apart.throttled > 0 || apart.peak_per_minute > 60, "the control did not overspend");
+}
