@@ -40,6 +40,7 @@ const BENCHES: &[Bench] = &[
     Bench { name: "store", package: "bc-store", dir: "store" },
     Bench { name: "sim", package: "bc-sim", dir: "sim" },
     Bench { name: "authz", package: "bc-api", dir: "api" },
+    Bench { name: "api", package: "bc-api", dir: "api" },
 ];
 
 /// Where `cargo xtask docs` writes, relative to the workspace root.

@@ -7,9 +7,6 @@
 //! with no grant in the named tenant gets `PERMISSION_DENIED` and learns nothing; a
 //! decision on `compute-tenant` or `compute-system` is made before the object is looked
 //! up; an object of another tenant is indistinguishable from an absent one.
-//!
-//! TODO(issue 7): the lookups below read by id and compare the tenant here; repoint them
-//! to the store's tenant-scoped gets when those land (one function, [`resolve`]).
 
 use bc_domain::model::{
     Booking, KubernetesCluster, LoadBalancer, NodePool, Pool, ProviderAccount, Scope,
@@ -19,7 +16,9 @@ use bc_domain::{
 };
 
 use crate::auth::Caller;
-use crate::authz::{ReadScope, has_grant_in, readable_scope};
+use bc_domain::ports::ReadScope;
+
+use crate::authz::{has_grant_in, readable_scope};
 use crate::error::ApiError;
 use crate::registry::{Authorization, MethodInfo, ResourceType};
 use crate::service::Ctx;
@@ -157,6 +156,69 @@ pub enum Access {
         /// The parent the list is inside.
         parent: Option<Resolved>,
     },
+}
+
+/// The object an `Access` was expected to carry, missing: a declaration bug.
+fn not_resolved(what: &str) -> ApiError {
+    ApiError::internal(format!("the method's target resolved no {what}"))
+}
+
+impl Access {
+    /// The pool the call was authorized on.
+    pub fn pool(&self) -> Result<&Pool, ApiError> {
+        match self {
+            Access::Object(Resolved::Pool(p)) => Ok(p),
+            _ => Err(not_resolved("pool")),
+        }
+    }
+
+    /// The provider account the call was authorized on.
+    pub fn account(&self) -> Result<&ProviderAccount, ApiError> {
+        match self {
+            Access::Object(Resolved::ProviderAccount(a)) => Ok(a),
+            _ => Err(not_resolved("provider account")),
+        }
+    }
+
+    /// The cluster the call was authorized on.
+    pub fn cluster(&self) -> Result<&KubernetesCluster, ApiError> {
+        match self {
+            Access::Object(Resolved::Cluster(c)) => Ok(c),
+            _ => Err(not_resolved("cluster")),
+        }
+    }
+
+    /// The node pool the call was authorized on, and its cluster.
+    pub fn node_pool(&self) -> Result<(&NodePool, &KubernetesCluster), ApiError> {
+        match self {
+            Access::Object(Resolved::NodePool { node_pool, cluster }) => Ok((node_pool, cluster)),
+            _ => Err(not_resolved("node pool")),
+        }
+    }
+
+    /// The load balancer the call was authorized on.
+    pub fn load_balancer(&self) -> Result<&LoadBalancer, ApiError> {
+        match self {
+            Access::Object(Resolved::LoadBalancer(l)) => Ok(l),
+            _ => Err(not_resolved("load balancer")),
+        }
+    }
+
+    /// The booking the call was authorized on.
+    pub fn booking(&self) -> Result<&Booking, ApiError> {
+        match self {
+            Access::Object(Resolved::Booking(b)) => Ok(b),
+            _ => Err(not_resolved("booking")),
+        }
+    }
+
+    /// What a list may show.
+    pub fn scope(&self) -> Result<&ReadScope, ApiError> {
+        match self {
+            Access::List { scope, .. } => Ok(scope),
+            _ => Err(not_resolved("list scope")),
+        }
+    }
 }
 
 /// Authorizes a call of `method` by `caller` on `target`.

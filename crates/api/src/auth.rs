@@ -2,25 +2,18 @@
 //! up by its SHA-256 hash through the store port.
 //!
 //! Invariants: a missing, malformed, unknown or revoked credential is one and the same
-//! `UNAUTHENTICATED` answer; the secret is never compared as a string, only hashed (the
-//! format check reads every byte whatever it finds, so its time says nothing of where a
-//! token differs); the credential never reaches a log line, an error or a response.
-//! The token's format and hash are used in ONE function, [`api_token_lookup_hash`], so
-//! they can be pointed at bc-domain's helpers when those land there.
+//! `UNAUTHENTICATED` answer; the secret is never compared as a string, only hashed and
+//! looked up by its hash (so no comparison's time depends on where a guess differs from
+//! a real token); the credential never reaches a log line, an error or a response. The
+//! token format and hash are bc-domain's ([`ApiTokenSecret`], [`sha256_hex`]).
 
 use axum::http::{HeaderMap, header};
+use bc_domain::agent::AGENT_SECRET_MAX;
 use bc_domain::model::{ApiToken, Node};
 use bc_domain::ports::Store;
-use sha2::{Digest, Sha256};
+use bc_domain::token::{ApiTokenSecret, sha256_hex};
 
 use crate::error::ApiError;
-
-/// `bc_` then 43 base64url characters (256 random bits).
-const API_TOKEN_PREFIX: &str = "bc_";
-/// Length of an API token's random part.
-const API_TOKEN_BODY_LEN: usize = 43;
-/// Most bytes of a node credential we are willing to hash.
-const NODE_CREDENTIAL_MAX: usize = 256;
 
 /// How a method authenticates its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,33 +49,18 @@ impl Caller {
 }
 
 /// The lookup hash of a presented API token, or `None` when it is not shaped like one.
-/// The single place that knows the token format and its hash.
 pub fn api_token_lookup_hash(presented: &str) -> Option<String> {
-    let bytes = presented.as_bytes();
-    let shaped = bytes.len() == API_TOKEN_PREFIX.len() + API_TOKEN_BODY_LEN
-        && bytes.starts_with(API_TOKEN_PREFIX.as_bytes())
-        // `fold`, not `all`: read every byte, not up to the first bad one.
-        && bytes[API_TOKEN_PREFIX.len()..].iter().fold(true, |ok, b| ok & is_base64url(*b));
-    shaped.then(|| sha256_hex(bytes))
+    ApiTokenSecret::parse(presented).ok().map(|t| t.hash())
 }
 
-/// The lookup hash of a presented node credential, or `None` when it cannot be one
-/// (empty, over 256 bytes, or not visible ASCII).
-pub fn node_credential_lookup_hash(presented: &str) -> Option<String> {
+/// The lookup hash of a presented agent secret (join token or node credential), or
+/// `None` when it cannot be one (empty, over 256 bytes, or not visible ASCII).
+pub fn agent_secret_lookup_hash(presented: &str) -> Option<String> {
     let bytes = presented.as_bytes();
     let shaped = !bytes.is_empty()
-        && bytes.len() <= NODE_CREDENTIAL_MAX
-        && bytes.iter().fold(true, |ok, b| ok & b.is_ascii_graphic());
+        && bytes.len() <= AGENT_SECRET_MAX
+        && bytes.iter().all(u8::is_ascii_graphic);
     shaped.then(|| sha256_hex(bytes))
-}
-
-fn is_base64url(b: u8) -> bool {
-    b.is_ascii_alphanumeric() | (b == b'-') | (b == b'_')
-}
-
-/// SHA-256 of `bytes` as lower-case hex: how tokens and credentials are stored.
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The bearer credential of a request, if it has an `Authorization: Bearer …` header.
@@ -113,7 +91,7 @@ pub async fn authenticate(
             }
         }
         Authentication::NodeCredential => {
-            let hash = bearer(headers).and_then(node_credential_lookup_hash).ok_or_else(refused)?;
+            let hash = bearer(headers).and_then(agent_secret_lookup_hash).ok_or_else(refused)?;
             store.node_find_by_credential_hash(&hash).await?.map(Caller::Node).ok_or_else(refused)
         }
     }
@@ -123,36 +101,27 @@ pub async fn authenticate(
 mod tests {
     use super::*;
 
-    const TOKEN: &str = "bc_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA-";
-
     #[test]
-    fn token_shape_and_hash() {
-        assert_eq!(TOKEN.len(), 46);
-        let h = api_token_lookup_hash(TOKEN).unwrap();
-        assert_eq!(h.len(), 64);
-        assert_eq!(h, sha256_hex(TOKEN.as_bytes()));
-        for bad in [
-            "",
-            "bc_",
-            &TOKEN[..45],
-            &format!("{TOKEN}A"),
-            &TOKEN.replace("bc_", "xx_"),
-            &TOKEN.replace('-', "+"),
-        ] {
+    fn token_shape_and_hash_are_bc_domains() {
+        let token = ApiTokenSecret::generate([7; 32]);
+        let plain = token.expose();
+        assert_eq!(api_token_lookup_hash(plain), Some(token.hash()));
+        for bad in ["", "bc_", &plain[..45], &format!("{plain}A"), &plain.replace("bc_", "xx_")] {
             assert_eq!(api_token_lookup_hash(bad), None, "{bad}");
         }
-        assert!(node_credential_lookup_hash("n0de-cred").is_some());
-        assert!(node_credential_lookup_hash("has space").is_none());
-        assert!(node_credential_lookup_hash(&"x".repeat(257)).is_none());
+        assert_eq!(agent_secret_lookup_hash("n0de-cred"), Some(sha256_hex(b"n0de-cred")));
+        assert!(agent_secret_lookup_hash("has space").is_none());
+        assert!(agent_secret_lookup_hash(&"x".repeat(257)).is_none());
     }
 
     #[test]
     fn reads_the_bearer() {
+        let token = ApiTokenSecret::generate([7; 32]);
         let mut h = HeaderMap::new();
         assert_eq!(bearer(&h), None);
         h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
         assert_eq!(bearer(&h), None);
-        h.insert(header::AUTHORIZATION, format!("bearer {TOKEN}").parse().unwrap());
-        assert_eq!(bearer(&h), Some(TOKEN));
+        h.insert(header::AUTHORIZATION, format!("bearer {}", token.expose()).parse().unwrap());
+        assert_eq!(bearer(&h), Some(token.expose()));
     }
 }

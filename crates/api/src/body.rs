@@ -42,7 +42,7 @@ pub(crate) fn parse_object(bytes: &[u8]) -> Result<Value, ApiError> {
 pub(crate) fn deserialize<I: DeserializeOwned>(value: &Value) -> Result<I, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let mut path = json_path(e.path());
-        let message = without_position(e.inner());
+        let message = scrub(&without_position(e.inner()));
         // serde reports a missing field at its parent: name the field itself.
         if let Some(name) =
             message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`'))
@@ -53,6 +53,30 @@ pub(crate) fn deserialize<I: DeserializeOwned>(value: &Value) -> Result<I, ApiEr
         let field = if path.is_empty() { ".".to_owned() } else { path };
         ApiError::invalid(field, message)
     })
+}
+
+/// serde's message without the caller's strings it quotes (`invalid type: string "…"`,
+/// `unknown variant `…``): a secret sent in the wrong place (a token where an object was
+/// expected) must not come back in the error.
+fn scrub(message: &str) -> String {
+    let mut out = message.to_owned();
+    if let Some(at) = out.find("string \"") {
+        let rest = &out[at + "string \"".len()..];
+        let mut escaped = false;
+        let end = rest.char_indices().find_map(|(i, c)| {
+            let closes = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes.then_some(i)
+        });
+        let cut = at + "string \"".len() + end.map_or(rest.len(), |i| i + 1);
+        out.replace_range(at..cut, "a string");
+    }
+    if let Some(at) = out.find("unknown variant `")
+        && let Some(len) = out[at + "unknown variant `".len()..].find('`')
+    {
+        out.replace_range(at..at + "unknown variant `".len() + len + 1, "unknown variant");
+    }
+    out
 }
 
 /// serde_json's message without its ` at line 1 column 5` suffix (the caller has the
@@ -140,6 +164,17 @@ mod tests {
         assert_eq!(err(r#"{"poolId":null}"#).field(), Some("poolId"));
         let e = err(r#"{"poolId":1}"#);
         assert_eq!(e.message(), "invalid type: integer `1`, expected a string");
+    }
+
+    #[test]
+    fn never_echoes_the_callers_strings() {
+        let e = err(r#"{"poolId":"p","items":"dop_v1_se\"cret"}"#);
+        assert_eq!(e.message(), "invalid type: a string, expected a sequence");
+        assert_eq!(
+            scrub("unknown variant `dop_v1_secret`, expected `digitalocean`"),
+            "unknown variant, expected `digitalocean`"
+        );
+        assert_eq!(scrub("invalid type: string \"x"), "invalid type: a string");
     }
 
     #[test]

@@ -392,6 +392,38 @@ fn reference(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
+/// `GET /api/compute/events/stream` (Server-Sent Events; not a registry method, as it is
+/// not a JSON call): its facts come from the stream's own declaration.
+fn stream_operation(error_response: &Value) -> Value {
+    use crate::methods::events::{SUBJECT_MAX, SUBJECT_PATTERN};
+    use crate::stream::{LAST_EVENT_ID, STREAM};
+    json!({ "get": {
+        "operationId": operation_id(STREAM.resource.name, STREAM.name),
+        "tags": [STREAM.resource.name],
+        "summary": STREAM.id().to_string(),
+        "description": format!("{} Each event is sent as `id: <seq>` and `data: <the event's JSON>` ({{eventId, seq, tenantId, subject, type, time, data}}), in seq order, with keep-alive comments while idle. Reconnect with Last-Event-ID set to the last seq seen to resume after it.", STREAM.description),
+        "x-kind": STREAM.kind.as_str(),
+        "x-authorization": STREAM.authorization.to_string(),
+        "x-module": STREAM.resource.module,
+        "x-phase": PHASE,
+        "x-status": STATUS,
+        "security": [{ "apiToken": [] }],
+        "parameters": [
+            { "name": "tenantId", "in": "query", "required": true,
+              "schema": { "type": "string", "maxLength": bc_domain::TENANT_ID_MAX, "pattern": bc_domain::TENANT_ID_PATTERN } },
+            { "name": "subject", "in": "query", "required": false,
+              "schema": { "type": "string", "maxLength": SUBJECT_MAX, "pattern": SUBJECT_PATTERN } },
+            { "name": LAST_EVENT_ID, "in": "header", "required": false,
+              "description": "The seq of the last event seen.",
+              "schema": { "type": "integer", "minimum": 0 } }
+        ],
+        "responses": {
+            "200": { "description": "An endless stream of events.", "content": { "text/event-stream": { "schema": { "type": "string" } } } },
+            "default": error_response
+        }
+    }})
+}
+
 /// The OpenAPI 3.1 document of the registry, served at `GET /api/openapi.json`.
 pub fn openapi(registry: &Registry) -> Value {
     let mut components = BTreeMap::new();
@@ -443,6 +475,7 @@ pub fn openapi(registry: &Registry) -> Value {
             "responses": { "200": { "description": content }, "default": error_response.clone() }
         }})
     };
+    paths.insert(crate::stream::STREAM_PATH.into(), stream_operation(&error_response));
     paths.insert("/healthz".into(), plain("/healthz", "The process is up."));
     paths.insert("/readyz".into(), plain("/readyz", "The store is reachable and migrated."));
     paths.insert("/metrics".into(), plain("/metrics", "Metrics in the OpenMetrics text format."));

@@ -8,7 +8,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bc_domain::{Error as DomainError, ErrorCode, FieldViolation, StoreError};
+use bc_domain::{Error as DomainError, ErrorCode, FieldViolation, ProviderError, StoreError};
 use serde::Serialize;
 
 /// The code of an error answer: one of SPEC §2's, or the transport's own 405.
@@ -89,6 +89,40 @@ impl ApiError {
     /// `NOT_FOUND`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::NotFound, message)
+    }
+
+    /// `FAILED_PRECONDITION`: valid input the current state forbids (say how to proceed).
+    pub fn failed_precondition(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::FailedPrecondition, message)
+    }
+
+    /// `ABORTED`: the object changed since the caller read it (`expectedGeneration`).
+    pub fn aborted(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Aborted, message)
+    }
+
+    /// `UNAVAILABLE`: something this call depends on cannot be reached; try again.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
+    }
+
+    /// A provider's answer to a call made on behalf of the caller (checking a token,
+    /// reading a cluster's nodes), as SPEC §2 codes: a refusal is `FAILED_PRECONDITION`
+    /// saying `what` was refused, throttling and outages are `UNAVAILABLE`. The provider's
+    /// own text is logged, never answered (it may quote what the caller sent).
+    pub fn provider(what: &str, e: &ProviderError) -> Self {
+        tracing::info!(error = %e, "{what}");
+        match e {
+            ProviderError::Unauthorized => {
+                Self::failed_precondition(format!("{what}: the provider refused the credentials"))
+            }
+            ProviderError::Refused { .. } | ProviderError::NotFound => {
+                Self::failed_precondition(format!("{what}: the provider refused the request"))
+            }
+            ProviderError::RateLimited { .. } | ProviderError::Transient { .. } => {
+                Self::unavailable(format!("{what}: the provider could not be reached; try again"))
+            }
+        }
     }
 
     /// `RESOURCE_EXHAUSTED` with a `Retry-After` of `secs` seconds.

@@ -3,8 +3,9 @@
 //! Every method is declared once in the [`registry`]; routing, authentication
 //! ([`auth`]), input checks ([`check`]), authorization ([`access`], [`authz`]), the
 //! OpenAPI document and the reference docs ([`docs`]) all come from that declaration.
-//! [`Api`] builds the axum router from the ports, with no globals, so a service can serve
-//! it alone or mount it in its own app.
+//! [`Api`] builds the axum router from the [`Ports`], with no globals, so a service can
+//! serve it alone or mount it in its own app. Every write is one unit of work
+//! ([`write`]); the event stream is [`stream`].
 //!
 //! Invariant: no adapter type appears in this crate's public surface; everything it
 //! touches outside itself is a bc-domain port.
@@ -16,6 +17,7 @@ mod body;
 pub mod check;
 pub mod docs;
 pub mod error;
+mod ids;
 pub mod methods;
 pub mod metrics;
 pub mod page;
@@ -23,13 +25,16 @@ pub mod ratelimit;
 pub mod registry;
 mod schema;
 pub mod service;
+pub mod stream;
+pub mod write;
 
 pub use access::{Access, Resolved, Target};
 pub use auth::Caller;
-pub use authz::{CedarAuthorizer, ReadScope, ScopedIds};
+pub use authz::CedarAuthorizer;
 pub use error::ApiError;
 pub use registry::{Call, Method, MethodInfo, MethodInput, registry};
-pub use service::{Api, Ctx, Services, Settings};
+pub use service::{Api, Ctx, Ports, Services, Settings};
+pub use write::Created;
 
 /// The version the reference docs name ("served by bc-api <version>").
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,23 +1,18 @@
 //! `/metrics` (SPEC §2): requests by method and code, latency by method, and work-queue
 //! depth by kind, in the OpenMetrics text format Prometheus scrapes.
 //!
-//! Invariant: label values come from the registry (`pools.create`, `unknown`) and the
-//! error codes only, never from request input, so the series stay bounded.
+//! Invariant: label values come from the registry (`pools.create`, `unknown`), the error
+//! codes and the work kinds only, never from request input, so the series stay bounded.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use bc_domain::ports::QueueStatus;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-/// A source of the work queue's depth per kind, read at each scrape (the store's queue
-/// status read, once it exists).
-pub type QueueDepthSource = Arc<dyn Fn() -> BoxFuture<'static, Vec<(String, i64)>> + Send + Sync>;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -45,6 +40,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<MethodLabels, Histogram, fn() -> Histogram>,
     queue_depth: Family<KindLabels, Gauge>,
+    queue_due: Family<KindLabels, Gauge>,
+    queue_failing: Family<KindLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -60,6 +57,8 @@ impl Default for Metrics {
             latency_histogram,
         );
         let queue_depth = Family::<KindLabels, Gauge>::default();
+        let queue_due = Family::<KindLabels, Gauge>::default();
+        let queue_failing = Family::<KindLabels, Gauge>::default();
         registry.register("bc_api_requests", "API requests by method and code", requests.clone());
         registry.register(
             "bc_api_request_duration_seconds",
@@ -71,7 +70,17 @@ impl Default for Metrics {
             "Work-queue entries by reconciler kind",
             queue_depth.clone(),
         );
-        Self { registry, requests, latency, queue_depth }
+        registry.register(
+            "bc_work_queue_due",
+            "Work-queue entries claimable now, by reconciler kind",
+            queue_due.clone(),
+        );
+        registry.register(
+            "bc_work_queue_failing",
+            "Work-queue entries whose last attempt failed, by reconciler kind",
+            queue_failing.clone(),
+        );
+        Self { registry, requests, latency, queue_depth, queue_due, queue_failing }
     }
 }
 
@@ -86,11 +95,14 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Replaces the queue depths with a fresh reading.
-    pub fn set_queue_depth(&self, depths: &[(String, i64)]) {
-        self.queue_depth.clear();
-        for (kind, depth) in depths {
-            self.queue_depth.get_or_create(&KindLabels { kind: kind.clone() }).set(*depth);
+    /// Sets the queue gauges from a fresh reading of every kind.
+    pub fn set_queue_depth(&self, status: &[QueueStatus]) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        for s in status {
+            let kind = KindLabels { kind: s.kind.as_str().to_owned() };
+            self.queue_depth.get_or_create(&kind).set(gauge(s.depth));
+            self.queue_due.get_or_create(&kind).set(gauge(s.due));
+            self.queue_failing.get_or_create(&kind).set(gauge(s.failing));
         }
     }
 

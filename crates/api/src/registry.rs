@@ -14,7 +14,7 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock};
 
 use bc_domain::ports::Permission;
-use bc_domain::{Error as DomainError, FieldViolation};
+use bc_domain::{Error as DomainError, FieldViolation, RequestId};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -27,6 +27,7 @@ use crate::check::Checker;
 use crate::error::ApiError;
 use crate::schema;
 use crate::service::Ctx;
+use crate::write::{Before, Idempotency, before_create};
 
 /// The phase every method of this contract belongs to.
 pub const PHASE: &str = "v1.0";
@@ -236,6 +237,12 @@ pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
     /// A valid input, naming the objects of the docs' example tenant (`crate::examples`):
     /// shown in OpenAPI and sent by the registry-wide tests.
     fn example() -> Value;
+
+    /// A create's `requestId`, if it carries one: the pipeline then answers a repeat
+    /// with the first answer (SPEC §2) before the handler runs.
+    fn request_id(&self) -> Option<&RequestId> {
+        None
+    }
 }
 
 /// A method's output: serialized as the answer, with its schema in OpenAPI.
@@ -254,6 +261,9 @@ pub struct Call<I> {
     pub access: Access,
     /// The method called.
     pub method: MethodId,
+    /// For a create with a `requestId` not seen before: the key its answer is stored
+    /// under ([`Ctx::commit_create`]).
+    pub idempotency: Option<Idempotency>,
 }
 
 /// A method's handler: an async function of the services and the call.
@@ -307,6 +317,12 @@ fn parse_fields<I: MethodInput>(checker: &Checker, body: &Value) -> Result<I, Ap
     }
 }
 
+/// A method's answer as the bytes of its JSON.
+fn answer<T: Serialize>(method: MethodId, output: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(output)
+        .map_err(|e| ApiError::internal(format!("{method}: serializing the answer: {e}")))
+}
+
 /// A declared method.
 pub struct Method {
     /// Its facts.
@@ -342,12 +358,19 @@ impl Method {
             let handler = handler.clone();
             Box::pin(async move {
                 let input: I = parse_input(&checker, &body)?;
-                let access = access::authorize(&ctx, &info, &caller, input.target()).await?;
-                let call = Call { input, caller, access, method: info.id() };
+                let target = input.target();
+                let tenant = target.tenant().cloned();
+                let access = access::authorize(&ctx, &info, &caller, target).await?;
+                let mut idempotency = None;
+                if let (Some(request_id), Some(tenant)) = (input.request_id().cloned(), tenant) {
+                    match before_create(&ctx, tenant, info.id(), request_id, &body).await? {
+                        Before::Answered(first) => return answer(info.id(), &first),
+                        Before::Run(key) => idempotency = Some(key),
+                    }
+                }
+                let call = Call { input, caller, access, method: info.id(), idempotency };
                 let output = handler.call(ctx, call).await?;
-                serde_json::to_vec(&output).map_err(|e| {
-                    ApiError::internal(format!("{}: serializing the answer: {e}", info.id()))
-                })
+                answer(info.id(), &output)
             })
         });
         let checker = input.clone();

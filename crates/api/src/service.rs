@@ -8,6 +8,7 @@
 //! method → verb → authentication → rate limit → body → input checks → authorization →
 //! handler, so nothing is read from the body of a caller that did not authenticate.
 
+use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,14 +20,17 @@ use axum::http::{HeaderMap, HeaderValue, Method as Verb, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use bc_domain::ports::{Authorizer, Clock, ProviderRegistry, SecretBox, Store};
+use bc_domain::model::QuotaResource;
+use bc_domain::ports::{Authorizer, Clock, ClusterApi, ProviderRegistry, SecretBox, Store};
+use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::auth::authenticate;
 use crate::authz::CedarAuthorizer;
 use crate::body::{BODY_LIMIT, parse_object, read_limited};
 use crate::error::{ApiError, Code};
-use crate::metrics::{self, Metrics, QueueDepthSource};
+use crate::ids::IdSource;
+use crate::metrics::{self, Metrics};
 use crate::ratelimit::{RateLimit, RateLimiter};
 use crate::registry::{Registry, registry};
 
@@ -39,6 +43,8 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
     /// How often bcd is told to heartbeat.
     pub heartbeat_seconds: u32,
+    /// The quota rows every new pool gets (`--default-pool-quota loadBalancers=N`).
+    pub default_pool_quotas: BTreeMap<QuotaResource, u32>,
 }
 
 impl Default for Settings {
@@ -47,8 +53,25 @@ impl Default for Settings {
             body_limit: BODY_LIMIT,
             rate_limit: Some(RateLimit::default()),
             heartbeat_seconds: 30,
+            default_pool_quotas: BTreeMap::new(),
         }
     }
+}
+
+/// The ports the API works on: every one a bc-domain trait, so a service embeds the API
+/// on adapters of its choosing (the real ones, or the simulator's direct face in tests).
+#[derive(Clone)]
+pub struct Ports {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Provider implementations per account (their API URLs are server configuration).
+    pub providers: Arc<dyn ProviderRegistry>,
+    /// Reaching clusters' Kubernetes APIs (`agents.join` checks the node is listed).
+    pub clusters: Arc<dyn ClusterApi>,
+    /// Encryption of provider credentials at rest.
+    pub secrets: Arc<dyn SecretBox>,
 }
 
 /// The ports and settings every handler works with.
@@ -61,10 +84,18 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     /// Provider implementations per account.
     pub providers: Arc<dyn ProviderRegistry>,
+    /// Reaching clusters' Kubernetes APIs.
+    pub clusters: Arc<dyn ClusterApi>,
     /// Encryption of provider credentials at rest.
     pub secrets: Arc<dyn SecretBox>,
     /// Settings.
     pub settings: Settings,
+    /// Poked after each commit that enqueued work (the in-process reconcilers wait on it).
+    pub work_notify: Option<Arc<Notify>>,
+    /// Poked by the in-process event relay; wakes the Server-Sent Events streams.
+    pub events_notify: Option<Arc<Notify>>,
+    /// New ids, increasing within this process.
+    pub(crate) ids: IdSource,
 }
 
 /// A handler's view of the services: cheap to clone, shared by every request.
@@ -85,32 +116,31 @@ impl std::fmt::Debug for Ctx {
 }
 
 /// Builds the API's router from its ports. The result is a plain axum `Router`, so a
-/// service can serve it alone or mount it inside its own app.
+/// service can serve it alone or mount it inside its own app; nothing is global, so one
+/// process may hold several.
 pub struct Api {
     services: Services,
-    queue_depth: Option<QueueDepthSource>,
     registry: &'static Registry,
 }
 
 impl Api {
-    /// The API on these ports, with the Cedar authorizer (role templates only) and the
-    /// default settings.
-    pub fn new(
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        providers: Arc<dyn ProviderRegistry>,
-        secrets: Arc<dyn SecretBox>,
-    ) -> Self {
+    /// The API on these ports, with the Cedar authorizer (role templates only), the
+    /// default settings and no wake-ups.
+    pub fn new(ports: Ports) -> Self {
+        let Ports { store, clock, providers, clusters, secrets } = ports;
         Self {
             services: Services {
                 store,
                 authorizer: Arc::new(CedarAuthorizer::new()),
                 clock,
                 providers,
+                clusters,
                 secrets,
                 settings: Settings::default(),
+                work_notify: None,
+                events_notify: None,
+                ids: IdSource::default(),
             },
-            queue_depth: None,
             registry: registry(),
         }
     }
@@ -134,13 +164,22 @@ impl Api {
         self
     }
 
-    /// Reports work-queue depth per kind on `/metrics`, read at each scrape.
-    pub fn queue_depth(mut self, source: QueueDepthSource) -> Self {
-        self.queue_depth = Some(source);
+    /// Pokes `notify` (`notify_waiters`) after each commit that enqueued work, so
+    /// reconcilers in this process start at once instead of at their next poll.
+    pub fn work_notify(mut self, notify: Arc<Notify>) -> Self {
+        self.services.work_notify = Some(notify);
         self
     }
 
-    /// The router: `/api/compute/*`, `/api/openapi.json`, `/healthz`, `/readyz`, `/metrics`.
+    /// Wakes the Server-Sent Events streams when `notify` is poked (by the in-process
+    /// event relay); without it, or for events written by other processes, they poll.
+    pub fn events_notify(mut self, notify: Arc<Notify>) -> Self {
+        self.services.events_notify = Some(notify);
+        self
+    }
+
+    /// The router: `/api/compute/*`, the event stream, `/api/openapi.json`, `/healthz`,
+    /// `/readyz`, `/metrics`.
     pub fn router(self) -> Router {
         let limiter = self.services.settings.rate_limit.map(|l| Arc::new(RateLimiter::new(l)));
         let openapi = serde_json::to_vec_pretty(&crate::docs::openapi(self.registry))
@@ -150,10 +189,10 @@ impl Api {
             registry: self.registry,
             metrics: Arc::new(Metrics::default()),
             limiter,
-            queue_depth: self.queue_depth,
             openapi: Arc::new(openapi),
         };
         Router::new()
+            .route(crate::stream::STREAM_PATH, get(crate::stream::serve).fallback(verb_not_allowed))
             .route("/api/compute/{*method}", any(dispatch))
             .route("/api/openapi.json", get(serve_openapi).fallback(verb_not_allowed))
             .route("/healthz", get(healthz).fallback(verb_not_allowed))
@@ -165,19 +204,19 @@ impl Api {
     }
 }
 
+/// What every route shares.
 #[derive(Clone)]
-struct AppState {
-    ctx: Ctx,
+pub(crate) struct AppState {
+    pub(crate) ctx: Ctx,
     registry: &'static Registry,
     metrics: Arc<Metrics>,
-    limiter: Option<Arc<RateLimiter>>,
-    queue_depth: Option<QueueDepthSource>,
+    pub(crate) limiter: Option<Arc<RateLimiter>>,
     openapi: Arc<Vec<u8>>,
 }
 
 /// The method a response answered, as its metrics label.
 #[derive(Debug, Clone, Copy)]
-struct MethodLabel(&'static str, &'static str);
+pub(crate) struct MethodLabel(pub(crate) &'static str, pub(crate) &'static str);
 
 /// The header carrying the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -290,7 +329,7 @@ fn unknown_method() -> Response {
     resp
 }
 
-fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
+pub(crate) fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut resp = (status, bytes).into_response();
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
@@ -300,7 +339,7 @@ async fn no_such_path() -> Response {
     ApiError::not_found("no such path").into_response()
 }
 
-async fn verb_not_allowed(req: Request<Body>) -> Response {
+pub(crate) async fn verb_not_allowed(req: Request<Body>) -> Response {
     let mut e = ApiError::method_not_allowed(req.uri().path()).into_response();
     e.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
     e
@@ -318,8 +357,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn serve_metrics(State(state): State<AppState>) -> Response {
-    if let Some(source) = &state.queue_depth {
-        state.metrics.set_queue_depth(&source().await);
+    let now = state.ctx.clock.now();
+    match state.ctx.store.queue_status(now).await {
+        Ok(status) => state.metrics.set_queue_depth(&status),
+        // The request metrics are still worth serving; the gauges keep their last value.
+        Err(e) => tracing::warn!(error = %e, "metrics: reading the work queue failed"),
     }
     let mut resp = state.metrics.encode().into_response();
     resp.headers_mut()

@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
 use crate::id::{NodeId, PoolId};
@@ -34,19 +36,56 @@ pub const HEARTBEAT_PATH: &str = "/api/compute/agents/heartbeat";
 pub const SECRET_ENV: [(&str, &str); 2] =
     [(ENV_SERVER_URL, SECRET_KEY_SERVER_URL), (ENV_JOIN_TOKEN, SECRET_KEY_JOIN_TOKEN)];
 
+/// Most characters of a Kubernetes node name (a DNS subdomain).
+pub const NODE_NAME_MAX: usize = 253;
+/// The rule of Kubernetes node names (a DNS subdomain: dot-separated DNS labels).
+pub const NODE_NAME_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// Most characters of a join token or a node credential the server reads.
+pub const AGENT_SECRET_MAX: usize = 256;
+/// Most characters of a provider node id.
+pub const PROVIDER_NODE_ID_MAX: usize = 256;
+/// Most characters of a bcd version.
+pub const BCD_VERSION_MAX: usize = 64;
+/// The rule of bcd versions (semver-like, build metadata allowed).
+pub const BCD_VERSION_PATTERN: &str = r"^[A-Za-z0-9._+-]+$";
+/// The prefix of node credentials.
+pub const NODE_CREDENTIAL_PREFIX: &str = "bcn_";
+
+/// A new node credential from 256 random bits the caller draws from the operating system
+/// (the domain has no RNG): `bcn_` and 43 base64url characters. Only its
+/// [`crate::token::sha256_hex`] is stored; the plaintext goes to the node once.
+pub fn new_node_credential(random: [u8; 32]) -> SecretString {
+    SecretString::new(format!("{NODE_CREDENTIAL_PREFIX}{}", URL_SAFE_NO_PAD.encode(random)))
+}
+
 /// `POST agents/join` body.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JoinRequest {
     /// The substrate's join token, from the Secret.
     #[serde(serialize_with = "SecretString::serialize_exposed")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = AGENT_SECRET_MAX), extend("writeOnly" = true))
+    )]
     pub join_token: SecretString,
-    /// The node's Kubernetes name.
+    /// The node's Kubernetes name (`spec.nodeName`).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = NODE_NAME_MAX), regex(pattern = NODE_NAME_PATTERN))
+    )]
     pub node_name: String,
     /// The node's `spec.providerID` (e.g. `digitalocean://<droplet id>`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = PROVIDER_NODE_ID_MAX)))]
     pub provider_node_id: Option<String>,
     /// The agent's version.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = BCD_VERSION_MAX), regex(pattern = BCD_VERSION_PATTERN))
+    )]
     pub bcd_version: String,
 }
 
@@ -62,6 +101,7 @@ impl fmt::Debug for JoinRequest {
 }
 
 /// `agents/join` answer.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JoinResponse {
@@ -89,12 +129,14 @@ impl fmt::Debug for JoinResponse {
 
 /// `POST agents/heartbeat` body: empty (SPEC §9); the node is named by the
 /// `Authorization: Bearer <nodeCredential>` header.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {}
 
 /// `agents/heartbeat` answer (SPEC §9 leaves it open): the interval the server wants
 /// next, so an operator can change it without restarting agents.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeartbeatResponse {
@@ -106,6 +148,15 @@ pub struct HeartbeatResponse {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn node_credentials_are_256_bits_with_their_prefix() {
+        let c = new_node_credential([0xfb; 32]);
+        assert_eq!(c.expose().len(), NODE_CREDENTIAL_PREFIX.len() + 43);
+        assert!(c.expose().starts_with(NODE_CREDENTIAL_PREFIX));
+        assert_ne!(new_node_credential([1; 32]), new_node_credential([2; 32]));
+        assert!(c.expose().len() <= AGENT_SECRET_MAX);
+    }
 
     #[test]
     fn join_request_is_the_spec_body_and_debug_hides_the_token() {

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use crate::id::{Id, IdKind};
+use crate::model::SecretString;
 use crate::name::{
     FLAVOR_NAME_MAX, FlavorName, LABEL_KEY_NAME_MAX, LABEL_KEY_PREFIX_MAX, LABEL_VALUE_MAX,
     LABEL_VALUE_PATTERN, LabelKey, LabelValue, NAME_PATTERN, OBJECT_NAME_MAX, ObjectName,
@@ -82,6 +83,7 @@ string_schema! {
         s
     };
     Timestamp => json_schema!({ "type": "string", "format": "date-time" });
+    SecretString => json_schema!({ "type": "string" });
 }
 
 impl JsonSchema for crate::rules::billing::UsageLine {
@@ -109,5 +111,20 @@ mod tests {
         let cluster = schemars::schema_for!(crate::id::ClusterId);
         assert_eq!(cluster.get("maxLength").unwrap(), "cluster_".len() + 52);
         assert_eq!(camel_name("provider account id"), "ProviderAccountId");
+    }
+
+    #[test]
+    fn secrets_carry_their_documented_bounds() {
+        use crate::agent::{JoinRequest, NODE_NAME_PATTERN};
+        use crate::ports::{PROVIDER_TOKEN_PATTERN, ProviderCredentials};
+        let join = schemars::schema_for!(JoinRequest);
+        let props = join.get("properties").unwrap();
+        assert_eq!(props["nodeName"]["pattern"], NODE_NAME_PATTERN);
+        assert_eq!(props["joinToken"]["minLength"], 1);
+        assert_eq!(props["joinToken"]["maxLength"], 256);
+        let creds = schemars::schema_for!(ProviderCredentials);
+        let token = &creds.get("properties").unwrap()["token"];
+        assert_eq!(token["pattern"], PROVIDER_TOKEN_PATTERN);
+        assert_eq!(token["writeOnly"], true);
     }
 }

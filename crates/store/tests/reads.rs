@@ -331,9 +331,9 @@ async fn page_tokens_walk_a_whole_list(s: S) {
     let mut token: Option<String> = None;
     let mut got = Vec::new();
     for _ in 0..10 {
-        let req = PageRequest::<PoolId>::from_api(Some(2), token.as_deref()).unwrap();
+        let req = PageRequest::<PoolId>::from_api("pools.list", Some(2), token.as_deref()).unwrap();
         let page = s.pool_list(&acme, &ReadScope::Tenant, false, &req).await.unwrap();
-        token = page.next_page_token();
+        token = page.next_page_token("pools.list");
         got.extend(page.items.into_iter().map(|p| p.pool_id));
         if token.is_none() {
             break;
@@ -342,8 +342,8 @@ async fn page_tokens_walk_a_whole_list(s: S) {
     assert_eq!(got, ids);
     // Another list's token is an input error naming pageToken.
     let c = cluster(&account(&acme, "x"), "c");
-    let foreign = PageCursor::after(c.cluster_id).encode();
-    let e = PageRequest::<PoolId>::from_api(Some(2), Some(&foreign)).unwrap_err();
+    let foreign = PageCursor::after(c.cluster_id).encode("kubernetesClusters.list");
+    let e = PageRequest::<PoolId>::from_api("pools.list", Some(2), Some(&foreign)).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("pageToken"));
 }
 

@@ -33,6 +33,7 @@ store_suite!(
     substrates_put_and_list_by_cluster,
     clusters_desired_and_observed,
     cluster_high_availability_is_persisted,
+    cluster_delete_request_is_desired_state,
     node_pools_desired_and_observed,
     delete_requests_and_provider_pools_persist,
     load_balancers_filters_and_status,
@@ -598,6 +599,32 @@ async fn cluster_high_availability_is_persisted(s: S) {
     assert_eq!(got, ha);
 }
 
+/// A delete request is desired state: written under CAS, and no status write undoes it.
+async fn cluster_delete_request_is_desired_state(s: S) {
+    let a = account(&tenant("acme"), "main");
+    let c = cluster(&a, "alpha");
+    ok(&s, UnitOfWork::new().write(Write::InsertAccount(a)).write(Write::InsertCluster(c.clone())))
+        .await;
+    let gone = KubernetesCluster { delete_requested: true, generation: 2, ..c.clone() };
+    let stale =
+        s.commit(one(Write::UpdateCluster { cluster: gone.clone(), expected_generation: 2 }));
+    assert!(matches!(stale.await, Err(StoreError::Stale(_))));
+    ok(&s, one(Write::UpdateCluster { cluster: gone.clone(), expected_generation: 1 })).await;
+    ok(
+        &s,
+        one(Write::SetClusterStatus {
+            cluster_id: c.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status: status(ResourceState::Ready),
+        }),
+    )
+    .await;
+    let got = s.cluster_get_any(&c.cluster_id).await.unwrap().unwrap();
+    assert!(got.delete_requested, "a status write keeps the delete request");
+    assert_eq!(got.generation, 2);
+}
+
 async fn node_pools_desired_and_observed(s: S) {
     let acme = tenant("acme");
     let a = account(&acme, "main");
@@ -606,6 +633,7 @@ async fn node_pools_desired_and_observed(s: S) {
     let n1 = node_pool(&c, "cpu");
     let mut n2 = node_pool(&c, "gpu");
     n2.managed_by = Some(id());
+    n2.origin = NodePoolOrigin::Provider;
     n2.scale = Scale::AutoScale(AutoScale { min: 0, max: 4 });
     ok(
         &s,
@@ -640,6 +668,7 @@ async fn node_pools_desired_and_observed(s: S) {
     d.scale = Scale::Count(5);
     d.labels.insert("zone".into(), "a".into());
     d.taints.clear();
+    d.delete_requested = true;
     d.generation = 2;
     assert!(matches!(
         s.commit(one(Write::UpdateNodePool { node_pool: d.clone(), expected_generation: 2 })).await,

@@ -10,13 +10,9 @@ pub mod cedar;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
-
 use bc_domain::model::{Grant, Scope};
-use bc_domain::ports::{Authorizer, Permission};
-use bc_domain::{
-    ClusterId, LoadBalancerId, NodePoolId, PoolId, ProviderAccountId, TenantId, TokenId,
-};
+use bc_domain::ports::{Authorizer, Permission, ReadScope};
+use bc_domain::{TenantId, TokenId};
 
 pub use cedar::{CedarAuthorizer, PolicyError};
 
@@ -30,70 +26,12 @@ pub fn has_grant_in(grants: &[Grant], tenant: &TenantId) -> bool {
     })
 }
 
-/// What a list may show a caller: everything its filters select, or only the objects at
-/// or below the listed scopes. The handlers map it onto the store's scope filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadScope {
-    /// Every object the list's own filters (tenant, parent) select.
-    All,
-    /// Only objects at or below these scopes (possibly none).
-    Only(ScopedIds),
-}
-
-/// Scopes below a tenant that a caller's grants let it read, by kind. An object is
-/// readable when it, or one of its containers, is listed: a cluster is readable through
-/// its own id or its provider account's.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ScopedIds {
-    /// `pool/<id>` grants.
-    pub pools: BTreeSet<PoolId>,
-    /// `provider-account/<id>` grants.
-    pub provider_accounts: BTreeSet<ProviderAccountId>,
-    /// `kubernetes-cluster/<id>` grants.
-    pub clusters: BTreeSet<ClusterId>,
-    /// `kubernetes-node-pool/<id>` grants.
-    pub node_pools: BTreeSet<NodePoolId>,
-    /// `provider-load-balancer/<id>` grants.
-    pub load_balancers: BTreeSet<LoadBalancerId>,
-}
-
-impl ScopedIds {
-    /// Whether no scope is listed (the list is empty).
-    pub fn is_empty(&self) -> bool {
-        self.pools.is_empty()
-            && self.provider_accounts.is_empty()
-            && self.clusters.is_empty()
-            && self.node_pools.is_empty()
-            && self.load_balancers.is_empty()
-    }
-
-    fn insert(&mut self, scope: &Scope) {
-        match scope {
-            Scope::Pool(id) => {
-                self.pools.insert(id.clone());
-            }
-            Scope::ProviderAccount(id) => {
-                self.provider_accounts.insert(id.clone());
-            }
-            Scope::KubernetesCluster(id) => {
-                self.clusters.insert(id.clone());
-            }
-            Scope::KubernetesNodePool(id) => {
-                self.node_pools.insert(id.clone());
-            }
-            Scope::LoadBalancer(id) => {
-                self.load_balancers.insert(id.clone());
-            }
-            Scope::System | Scope::Tenant(_) => {}
-        }
-    }
-}
-
-/// The readable scope of `permission` in `tenant` for a token: [`ReadScope::All`] when the
-/// permission holds on the tenant (or on `within`, the chain of the list's parent, when
-/// the list is inside one), else the grants' own scopes on which it holds. A grant whose
-/// scope the permission does not apply to (`compute:pools:read` on a provider account)
-/// contributes nothing, because Cedar says so.
+/// The readable scope of `permission` in `tenant` for a token, as the store's list
+/// filter: [`ReadScope::Tenant`] when the permission holds on the tenant (or on `within`,
+/// the chain of the list's parent, when the list is inside one), else the scope of the
+/// grants below the tenant on which Cedar says it holds ([`ReadScope::from_grants`]). A
+/// grant whose scope the permission does not apply to (`compute:pools:read` on a provider
+/// account) contributes nothing, because Cedar says so.
 pub fn readable_scope(
     authorizer: &dyn Authorizer,
     principal: &TokenId,
@@ -105,20 +43,16 @@ pub fn readable_scope(
     let tenant_chain = [Scope::Tenant(tenant.clone()), Scope::System];
     let whole = within.unwrap_or(&tenant_chain);
     if authorizer.authorize(principal, grants, permission, whole).is_allowed() {
-        return ReadScope::All;
+        return ReadScope::Tenant;
     }
-    let mut ids = ScopedIds::default();
-    for grant in grants {
+    let readable = grants.iter().filter(|grant| {
         let below_tenant = !matches!(grant.scope, Scope::System | Scope::Tenant(_));
-        if !below_tenant || grant.tenant_id.as_ref() != Some(tenant) {
-            continue;
-        }
         // The grant's scope placed directly in its tenant: Cedar accepts a chain that
         // skips levels, and tenant-wide operator policies still apply.
-        let chain = [grant.scope.clone(), Scope::Tenant(tenant.clone()), Scope::System];
-        if authorizer.authorize(principal, grants, permission, &chain).is_allowed() {
-            ids.insert(&grant.scope);
-        }
-    }
-    ReadScope::Only(ids)
+        let chain = || [grant.scope.clone(), Scope::Tenant(tenant.clone()), Scope::System];
+        below_tenant
+            && grant.tenant_id.as_ref() == Some(tenant)
+            && authorizer.authorize(principal, grants, permission, &chain()).is_allowed()
+    });
+    ReadScope::from_grants(tenant, readable)
 }

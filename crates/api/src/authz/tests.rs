@@ -221,8 +221,8 @@ fn readable_scope_follows_the_grants() {
     let read = |g: &[Grant], p, within: Option<&[Scope]>| {
         readable_scope(&a, &tok, g, p, &w.tenant, within)
     };
-    assert_eq!(read(&[w.on_tenant(Role::Viewer)], PoolsRead, None), ReadScope::All);
-    assert_eq!(read(&[system(Role::Viewer)], LoadBalancersRead, None), ReadScope::All);
+    assert_eq!(read(&[w.on_tenant(Role::Viewer)], PoolsRead, None), ReadScope::Tenant);
+    assert_eq!(read(&[system(Role::Viewer)], LoadBalancersRead, None), ReadScope::Tenant);
     let scoped = [
         w.grant(Role::Viewer, Scope::ProviderAccount(w.account.clone())),
         w.grant(Role::Editor, Scope::LoadBalancer(w.lb2.clone())),
@@ -230,20 +230,19 @@ fn readable_scope_follows_the_grants() {
         // Another tenant's grant never widens this tenant's scope.
         World::new("globex", 2).on_tenant(Role::Operator),
     ];
-    let ReadScope::Only(lbs) = read(&scoped, LoadBalancersRead, None) else { panic!() };
-    assert_eq!(lbs.provider_accounts.len(), 1);
+    let ReadScope::Granted(lbs) = read(&scoped, LoadBalancersRead, None) else { panic!() };
+    assert_eq!(lbs.accounts.len(), 1);
     assert_eq!(lbs.load_balancers.len(), 1);
     assert!(lbs.pools.is_empty(), "pools:read is not load-balancers:read");
-    let ReadScope::Only(pools) = read(&scoped, PoolsRead, None) else { panic!() };
+    let ReadScope::Granted(pools) = read(&scoped, PoolsRead, None) else { panic!() };
     assert_eq!(pools.pools.iter().collect::<Vec<_>>(), [&w.pool]);
-    assert!(pools.provider_accounts.is_empty(), "an account holds no pools");
-    let ReadScope::Only(none) = read(&scoped, QuotasManage, None) else { panic!() };
-    assert!(none.is_empty());
+    assert!(pools.accounts.is_empty(), "an account holds no pools");
+    assert_eq!(read(&scoped, QuotasManage, None), ReadScope::nothing());
     // Inside a parent the caller may read as a whole, the list is not narrowed.
     let cluster = [w.grant(Role::Viewer, Scope::KubernetesCluster(w.cluster.clone()))];
     let cluster_chain = &w.node_pool_chain()[1..];
-    assert_eq!(read(&cluster, KubernetesRead, Some(cluster_chain)), ReadScope::All);
+    assert_eq!(read(&cluster, KubernetesRead, Some(cluster_chain)), ReadScope::Tenant);
     assert!(
-        matches!(read(&cluster, KubernetesRead, None), ReadScope::Only(ids) if ids.clusters.len() == 1)
+        matches!(read(&cluster, KubernetesRead, None), ReadScope::Granted(ids) if ids.clusters.len() == 1)
     );
 }

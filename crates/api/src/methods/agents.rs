@@ -1,16 +1,26 @@
 //! `agents.*` (SPEC §9): bcd joins its pool with the join token and heartbeats with the
-//! node credential it got back.
+//! node credential it got back. The wire types are bc-domain's ([`bc_domain::agent`]),
+//! shared with bcd, the simulator's bcd and the substrate reconciler.
+//!
+//! Invariants: a join token is looked up by its hash only, and a node joins only when
+//! its pool's cluster lists it with the pool label *now* (read live through the
+//! cluster's API, not from a record); the node credential exists in plaintext only in
+//! the join answer — its hash is what is stored.
 
-use bc_domain::{NodeId, PoolId};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use bc_domain::agent::{
+    HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, new_node_credential,
+};
+use bc_domain::model::{JoinToken, Node};
+use bc_domain::name::LABEL_SUBSTRATE_POOL;
+use bc_domain::ports::{ClusterClient, ClusterError, ClusterSession, UnitOfWork, WorkKind, Write};
+use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
 
-use super::bookings::NODE_NAME_PATTERN;
-use super::not_served;
-use super::provider_accounts::SecretInput;
 use crate::access::Target;
-use crate::registry::{Authorization, Kind, Method, MethodInfo, MethodInput, Resource};
+use crate::auth::{Caller, agent_secret_lookup_hash};
+use crate::error::ApiError;
+use crate::registry::{Authorization, Call, Kind, Method, MethodInfo, MethodInput, Resource};
+use crate::service::Ctx;
 
 pub(crate) static AGENTS: Resource = Resource {
     name: "agents",
@@ -19,26 +29,7 @@ pub(crate) static AGENTS: Resource = Resource {
     description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable.",
 };
 
-/// Input of `agents.join`. Its `joinToken` is the credential.
-// TODO(issue 7): use bc-domain's join request/answer types when they land there.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentsJoinInput {
-    /// The substrate's join token (from the join Secret).
-    pub join_token: SecretInput,
-    /// The Kubernetes node name (`spec.nodeName`).
-    #[schemars(length(max = 253), regex(pattern = NODE_NAME_PATTERN))]
-    pub node_name: String,
-    /// The provider's id of the node, if bcd knows it.
-    #[serde(default)]
-    #[schemars(length(max = 256))]
-    pub provider_node_id: Option<String>,
-    /// bcd's version.
-    #[schemars(length(max = 64), regex(pattern = r"^[A-Za-z0-9._+-]+$"))]
-    pub bcd_version: String,
-}
-
-impl MethodInput for AgentsJoinInput {
+impl MethodInput for JoinRequest {
     fn target(&self) -> Target {
         Target::Agent
     }
@@ -46,32 +37,13 @@ impl MethodInput for AgentsJoinInput {
         json!({
             "joinToken": "the-join-token-from-the-secret",
             "nodeName": "pool-gpu-1",
-            "providerNodeId": "3164444",
+            "providerNodeId": "digitalocean://3164444",
             "bcdVersion": "0.1.0"
         })
     }
 }
 
-/// Output of `agents.join`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentsJoinOutput {
-    /// The node's id (kept when it joins again).
-    pub node_id: NodeId,
-    /// The pool it joined.
-    pub pool_id: PoolId,
-    /// The node's own credential for heartbeats, returned this once.
-    pub node_credential: String,
-    /// How often to heartbeat.
-    pub heartbeat_seconds: u32,
-}
-
-/// Input of `agents.heartbeat`: nothing; the bearer credential says who.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentsHeartbeatInput {}
-
-impl MethodInput for AgentsHeartbeatInput {
+impl MethodInput for HeartbeatRequest {
     fn target(&self) -> Target {
         Target::Agent
     }
@@ -80,17 +52,9 @@ impl MethodInput for AgentsHeartbeatInput {
     }
 }
 
-/// Output of `agents.heartbeat`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentsHeartbeatOutput {
-    /// How often to heartbeat.
-    pub heartbeat_seconds: u32,
-}
-
 pub(crate) fn methods() -> Vec<Method> {
     vec![
-        Method::declare::<AgentsJoinInput, AgentsJoinOutput>(
+        Method::declare::<JoinRequest, JoinResponse>(
             MethodInfo {
                 resource: &AGENTS,
                 name: "join",
@@ -98,9 +62,9 @@ pub(crate) fn methods() -> Vec<Method> {
                 authorization: Authorization::JoinToken,
                 description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION. Joining again with the same node name keeps the node's nodeId and replaces its credential. Authenticated by the join token in the body, not by an API token.",
             },
-            not_served,
+            join,
         ),
-        Method::declare::<AgentsHeartbeatInput, AgentsHeartbeatOutput>(
+        Method::declare::<HeartbeatRequest, HeartbeatResponse>(
             MethodInfo {
                 resource: &AGENTS,
                 name: "heartbeat",
@@ -108,7 +72,107 @@ pub(crate) fn methods() -> Vec<Method> {
                 authorization: Authorization::NodeCredential,
                 description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED. Authenticated by Authorization: Bearer <nodeCredential>.",
             },
-            not_served,
+            heartbeat,
         ),
     ]
+}
+
+/// The one answer for a join token that does not open a pool (as for API tokens: no
+/// failure tells another apart).
+fn bad_join_token() -> ApiError {
+    ApiError::unauthenticated("the join token is not valid: read it again from the join Secret")
+}
+
+/// A join that cannot be decided yet, because the pool's cluster is not there yet.
+fn not_ready(pool: &JoinToken, what: &str) -> ApiError {
+    ApiError::failed_precondition(format!("pool {}: {what}; bcd retries until it is", pool.pool_id))
+}
+
+/// The names of the Nodes the pool's cluster lists with the pool's label, read now
+/// through the cluster's API with the credentials its provider hands out.
+async fn listed_nodes(ctx: &Ctx, token: &JoinToken) -> Result<Vec<String>, ApiError> {
+    let pool_id = &token.pool_id;
+    let substrate = ctx.store.substrate_get_any(pool_id).await?;
+    let cluster_id = substrate
+        .and_then(|s| s.cluster_id)
+        .ok_or_else(|| not_ready(token, "its cluster is not recorded yet"))?;
+    let cluster = ctx
+        .store
+        .cluster_get_any(&cluster_id)
+        .await?
+        .ok_or_else(|| not_ready(token, "its cluster is not recorded yet"))?;
+    let provider_cluster_id = cluster
+        .provider_cluster_id
+        .clone()
+        .ok_or_else(|| not_ready(token, "its cluster is not made at the provider yet"))?;
+    let account = ctx
+        .store
+        .account_get_any(&cluster.provider_account_id)
+        .await?
+        .filter(|a| a.deleted_at.is_none())
+        .ok_or_else(|| not_ready(token, "its provider account is gone"))?;
+    let what = "listing the cluster's nodes";
+    let provider =
+        ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
+    let session = ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id);
+    let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
+    let nodes = session.list_nodes(&selector).await.map_err(|e| match e {
+        ClusterError::Provider(p) => ApiError::provider(what, &p),
+        other => {
+            tracing::info!(error = %other, "{what}");
+            ApiError::unavailable(format!("{what}: the cluster's API did not answer; try again"))
+        }
+    })?;
+    Ok(nodes.into_iter().map(|n| n.name).collect())
+}
+
+async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiError> {
+    let input = &call.input;
+    let hash = agent_secret_lookup_hash(input.join_token.expose()).ok_or_else(bad_join_token)?;
+    let token = ctx.store.join_token_find(&hash).await?.ok_or_else(bad_join_token)?;
+    if !listed_nodes(&ctx, &token).await?.contains(&input.node_name) {
+        return Err(ApiError::failed_precondition(format!(
+            "node {} is not listed by the cluster of pool {} with the label {LABEL_SUBSTRATE_POOL}={}",
+            input.node_name, token.pool_id, token.pool_id
+        )));
+    }
+    let credential = new_node_credential(rand::random());
+    let now = ctx.now();
+    let node = Node {
+        node_id: ctx.new_id(),
+        pool_id: token.pool_id.clone(),
+        node_name: input.node_name.clone(),
+        provider_node_id: input.provider_node_id.clone(),
+        bcd_version: input.bcd_version.clone(),
+        credential_hash: sha256_hex(credential.expose().as_bytes()),
+        joined_at: now,
+        last_heartbeat_at: None,
+    };
+    // A join changes the substrate's nodesJoined: its reconciler recounts.
+    let uow = UnitOfWork::new().write(Write::PutNode(node)).enqueue(
+        WorkKind::Substrates,
+        token.pool_id.as_str(),
+        now,
+    );
+    ctx.commit(uow).await?;
+    // Joining again keeps the first join's id (the store keeps it by pool and name).
+    let stored = ctx.store.node_find_by_name(&token.pool_id, &input.node_name).await?;
+    let node_id = stored
+        .map(|n| n.node_id)
+        .ok_or_else(|| ApiError::internal(format!("node {} vanished", input.node_name)))?;
+    Ok(JoinResponse {
+        node_id,
+        pool_id: token.pool_id,
+        node_credential: credential,
+        heartbeat_seconds: ctx.settings.heartbeat_seconds,
+    })
+}
+
+async fn heartbeat(ctx: Ctx, call: Call<HeartbeatRequest>) -> Result<HeartbeatResponse, ApiError> {
+    let Caller::Node(node) = &call.caller else {
+        return Err(ApiError::internal("agents.heartbeat without a node caller"));
+    };
+    let write = Write::Heartbeat { node_id: node.node_id.clone(), at: ctx.now() };
+    ctx.commit(UnitOfWork::new().write(write)).await?;
+    Ok(HeartbeatResponse { heartbeat_seconds: ctx.settings.heartbeat_seconds })
 }

@@ -1,16 +1,17 @@
 //! `billing.usage` (SPEC §12): what a tenant is billed for, exact to the second.
 
-use bc_domain::ports::Permission;
-use bc_domain::rules::billing::UsageLine;
+use bc_domain::ports::{PAGE_SIZE_MAX, PageRequest, Permission};
+use bc_domain::rules::billing::{UsageLine, usage as usage_lines};
 use bc_domain::{FieldViolation, TenantId, Timestamp};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::not_served;
 use crate::access::Target;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
 
 pub(crate) static BILLING: Resource = Resource {
     name: "billing",
@@ -67,6 +68,23 @@ pub struct BillingUsageOutput {
 pub(crate) fn methods() -> Vec<Method> {
     vec![Method::declare::<BillingUsageInput, BillingUsageOutput>(
         BILLING.method("usage", Kind::Read, Permission::BillingRead, ResourceType::ComputeTenant, "Returns lines: [{ meter, resource, poolId, quantity, from, to }], one for each resource and meter in use within the window [from, to): quantity is the hours of use within the window, as a decimal with 6 digits, exact to the second, and from and to are that use clipped to the window. With meter, only that meter's, e.g. vps.load-balancer.hours. from must be before to. Decided as compute:billing:read on the tenant."),
-        not_served,
+        usage,
     )]
+}
+
+async fn usage(ctx: Ctx, call: Call<BillingUsageInput>) -> Result<BillingUsageOutput, ApiError> {
+    let input = &call.input;
+    let meter = input.meter.as_deref();
+    // Every interval overlapping the window, read a page at a time (the store's query is
+    // bounded by the window; the rule merges a resource's intervals into one line).
+    let mut intervals = Vec::new();
+    let mut next = Some(PageRequest::first(PAGE_SIZE_MAX));
+    while let Some(page) = next {
+        let got =
+            ctx.store.billing_list(&input.tenant_id, input.from, input.to, meter, &page).await?;
+        next = got.next_request(PAGE_SIZE_MAX);
+        intervals.extend(got.items);
+    }
+    let lines = usage_lines(&intervals, input.from, input.to, meter, ctx.now());
+    Ok(BillingUsageOutput { lines })
 }

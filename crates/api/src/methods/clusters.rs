@@ -2,9 +2,12 @@
 
 use std::collections::BTreeSet;
 
+use std::cmp::Ordering;
+
 use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster};
-use bc_domain::policy::SLUG_PATTERN;
-use bc_domain::ports::Permission;
+use bc_domain::policy::{SLUG_PATTERN, VERSION_LATEST};
+use bc_domain::ports::{ClusterFilter, Permission, UnitOfWork, WorkKind, Write};
+use bc_domain::rules::drain::compare_versions;
 use bc_domain::{
     ClusterId, FieldViolation, ObjectName, PoolId, ProviderAccountId, RequestId, ResourceState,
     TenantId, Timestamp,
@@ -15,9 +18,12 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::node_pools::NodePoolSpec;
-use super::{list_input, list_output, not_served, object_ref};
+use super::{check_generation, list_input, list_output, object_ref, pending, shown_state};
 use crate::access::Target;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
+use crate::write::Created;
 
 pub(crate) static KUBERNETES_CLUSTERS: Resource = Resource {
     name: "kubernetesClusters",
@@ -100,6 +106,9 @@ impl MethodInput for KubernetesClustersCreateInput {
             "nodePools": [ { "name": "default", "size": "s-2vcpu-4gb", "count": 3 } ],
             "requestId": "prod-1"
         })
+    }
+    fn request_id(&self) -> Option<&RequestId> {
+        self.request_id.as_ref()
     }
 }
 
@@ -207,7 +216,7 @@ impl From<&KubernetesCluster> for KubernetesClusterView {
             high_availability: c.high_availability,
             origin: c.origin,
             substrate_pool_ids: c.substrate_pool_ids.clone(),
-            state: c.status.state,
+            state: shown_state(c.delete_requested, c.status.state),
             message: c.status.message.clone(),
             generation: c.generation,
             created_at: c.created_at,
@@ -225,7 +234,7 @@ pub(crate) fn methods() -> Vec<Method> {
     use Permission::{KubernetesManage as Manage, KubernetesRead as Read};
     use ResourceType::{KubernetesCluster as OnCluster, ProviderAccount as OnAccount};
     vec![
-        Method::declare::<KubernetesClustersCreateInput, KubernetesClusterView>(
+        Method::declare::<KubernetesClustersCreateInput, Created<KubernetesClusterView>>(
             KUBERNETES_CLUSTERS.method(
                 "create",
                 Kind::Write,
@@ -233,7 +242,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnAccount,
                 "Records a cluster to make on providerAccountId and returns it, state pending: name (unique among the account's live clusters, and also its provider-side name), region, version (an exact provider version slug, or latest, the default), mode, highAvailability and its first nodePools. A standard cluster needs at least one node pool and an autopilot cluster takes none; the account's provider decides which modes exist (DigitalOcean has only standard, so autopilot there is FAILED_PRECONDITION naming the provider). Node pool names starting bc- are reserved for pool substrates. A repeat with the same requestId and the same body within 24 hours returns the first cluster and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:kubernetes:manage on the provider account.",
             ),
-            not_served,
+            create,
         ),
         Method::declare::<ClusterRef, KubernetesClusterView>(
             KUBERNETES_CLUSTERS.method(
@@ -243,7 +252,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnCluster,
                 "Returns the cluster: clusterId, tenantId, providerAccountId, providerClusterId once the provider has made it, name, region, version once known, mode, highAvailability, origin, substratePoolIds, state with a message when there is something to fix or wait for, generation, createdAt and updatedAt. It never returns a kubeconfig or a credential. A cluster of another tenant is NOT_FOUND. Decided as compute:kubernetes:read on the cluster.",
             ),
-            not_served,
+            get,
         ),
         Method::declare::<KubernetesClustersListInput, KubernetesClustersListOutput>(
             KUBERNETES_CLUSTERS.method(
@@ -253,7 +262,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnCluster,
                 "Lists the tenant's clusters that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; with providerAccountId, only that account's. Decided as compute:kubernetes:read on each cluster; a grant on its provider account covers it.",
             ),
-            not_served,
+            list,
         ),
         Method::declare::<KubernetesClustersUpgradeInput, KubernetesClusterView>(
             KUBERNETES_CLUSTERS.method(
@@ -263,7 +272,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnCluster,
                 "Asks for the cluster to run version, a provider version slug newer than the one it runs, and returns it with its generation bumped; it goes updating until the provider has upgraded it. With expectedGeneration, a cluster changed since is ABORTED. Decided as compute:kubernetes:manage on the cluster.",
             ),
-            not_served,
+            upgrade,
         ),
         Method::declare::<ClusterRef, KubernetesClusterView>(
             KUBERNETES_CLUSTERS.method(
@@ -273,7 +282,181 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnCluster,
                 "Asks for the cluster to be deleted at the provider and returns it; it goes deleting, then deleted. While a pool substrate uses the cluster the call is FAILED_PRECONDITION: archive the pool or remove the substrate from its policy. Decided as compute:kubernetes:manage on the cluster.",
             ),
-            not_served,
+            delete,
         ),
     ]
+}
+
+/// A cluster that is being deleted takes no other change.
+fn refuse_if_deleting(c: &KubernetesCluster) -> Result<(), ApiError> {
+    if c.delete_requested || c.status.state == ResourceState::Deleted {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} is {}",
+            c.cluster_id,
+            shown_state(c.delete_requested, c.status.state).as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// A pool substrate's cluster changes through the pool's policy only.
+fn refuse_if_substrate(c: &KubernetesCluster, change: &str) -> Result<(), ApiError> {
+    if c.substrate_pool_ids.is_empty() {
+        return Ok(());
+    }
+    let pools = c.substrate_pool_ids.iter().map(PoolId::as_str).collect::<Vec<_>>().join(", ");
+    Err(ApiError::failed_precondition(format!(
+        "cluster {} is the substrate of pool {pools}: {change}",
+        c.cluster_id
+    )))
+}
+
+async fn create(
+    ctx: Ctx,
+    call: Call<KubernetesClustersCreateInput>,
+) -> Result<Created<KubernetesClusterView>, ApiError> {
+    let input = &call.input;
+    let account = call.access.account()?;
+    // The account's provider decides which modes exist (no call: a static fact).
+    let provider = ctx
+        .providers
+        .provider_for(account)
+        .await
+        .map_err(|e| ApiError::provider("opening the account", &e))?;
+    if !provider.capabilities().cluster_modes.contains(&input.mode) {
+        let mode = serde_json::to_value(input.mode).unwrap_or_default();
+        return Err(ApiError::failed_precondition(format!(
+            "{} offers no {} clusters: use mode standard",
+            account.provider.as_str(),
+            mode.as_str().unwrap_or("such")
+        )));
+    }
+    let now = ctx.now();
+    let cluster = KubernetesCluster {
+        cluster_id: ctx.new_id(),
+        tenant_id: input.tenant_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        name: input.name.clone(),
+        region: input.region.clone(),
+        desired_version: Some(input.version.clone().unwrap_or_else(|| VERSION_LATEST.into())),
+        high_availability: input.high_availability,
+        mode: input.mode,
+        origin: ClusterOrigin::Created,
+        substrate_pool_ids: vec![],
+        generation: 1,
+        created_at: now,
+        delete_requested: false,
+        provider_cluster_id: None,
+        version: None,
+        status: pending(now),
+    };
+    let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
+    for spec in &input.node_pools {
+        uow = uow.write(Write::InsertNodePool(spec.record(&cluster, ctx.new_id(), now)));
+    }
+    // The cluster reconciler makes its first node pools with it (contracts.md).
+    uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+    ctx.commit_create(&call, uow, KubernetesClusterView::from(&cluster)).await
+}
+
+async fn get(_ctx: Ctx, call: Call<ClusterRef>) -> Result<KubernetesClusterView, ApiError> {
+    Ok(KubernetesClusterView::from(call.access.cluster()?))
+}
+
+async fn list(
+    ctx: Ctx,
+    call: Call<KubernetesClustersListInput>,
+) -> Result<KubernetesClustersListOutput, ApiError> {
+    let input = &call.input;
+    let page = input.page(call.method)?;
+    let filter = ClusterFilter {
+        provider_account_id: input.provider_account_id.clone(),
+        include_deleted: false,
+    };
+    let scope = call.access.scope()?;
+    let clusters = ctx.store.cluster_list(&input.tenant_id, scope, &filter, &page).await?;
+    Ok(KubernetesClustersListOutput::of(call.method, clusters, |c| KubernetesClusterView::from(&c)))
+}
+
+async fn upgrade(
+    ctx: Ctx,
+    call: Call<KubernetesClustersUpgradeInput>,
+) -> Result<KubernetesClusterView, ApiError> {
+    let input = &call.input;
+    let cluster = call.access.cluster()?;
+    refuse_if_deleting(cluster)?;
+    refuse_if_substrate(cluster, "change cluster.create.version in that pool's policy")?;
+    if cluster.origin == ClusterOrigin::Adopted {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} was adopted: its owner upgrades it",
+            cluster.cluster_id
+        )));
+    }
+    check_generation(
+        input.expected_generation,
+        cluster.generation,
+        &format!("cluster {}", cluster.cluster_id),
+    )?;
+    if let Some(running) = &cluster.version
+        && compare_versions(&input.version, running) != Ordering::Greater
+    {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} runs {running}: {} is not newer",
+            cluster.cluster_id, input.version
+        )));
+    }
+    if cluster.desired_version.as_deref() == Some(input.version.as_str()) {
+        return Ok(KubernetesClusterView::from(cluster));
+    }
+    let upgraded = KubernetesCluster {
+        desired_version: Some(input.version.clone()),
+        generation: cluster.generation + 1,
+        ..cluster.clone()
+    };
+    let now = ctx.now();
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateCluster {
+            cluster: upgraded.clone(),
+            expected_generation: cluster.generation,
+        })
+        .enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+    ctx.commit(uow).await?;
+    Ok(KubernetesClusterView::from(&upgraded))
+}
+
+async fn delete(ctx: Ctx, call: Call<ClusterRef>) -> Result<KubernetesClusterView, ApiError> {
+    let cluster = call.access.cluster()?;
+    if cluster.delete_requested || cluster.status.state == ResourceState::Deleted {
+        return Ok(KubernetesClusterView::from(cluster));
+    }
+    let hint = "archive the pool or remove the substrate from its policy";
+    refuse_if_substrate(cluster, hint)?;
+    // A substrate row records its cluster before the cluster row lists the pool.
+    let users = ctx.store.substrate_list_by_cluster(&cluster.cluster_id).await?;
+    let live: Vec<&str> = users
+        .iter()
+        .filter(|s| s.state != ResourceState::Deleted)
+        .map(|s| s.pool_id.as_str())
+        .collect();
+    if !live.is_empty() {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} is the substrate of pool {}: {hint}",
+            cluster.cluster_id,
+            live.join(", ")
+        )));
+    }
+    let deleting = KubernetesCluster {
+        delete_requested: true,
+        generation: cluster.generation + 1,
+        ..cluster.clone()
+    };
+    let now = ctx.now();
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateCluster {
+            cluster: deleting.clone(),
+            expected_generation: cluster.generation,
+        })
+        .enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+    ctx.commit(uow).await?;
+    Ok(KubernetesClusterView::from(&deleting))
 }

@@ -2,16 +2,21 @@
 
 use bc_domain::TenantId;
 use bc_domain::model::Event;
-use bc_domain::ports::Permission;
+use bc_domain::ports::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Permission};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::not_served;
 use crate::access::Target;
-use crate::page::MAX_PAGE_SIZE;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
+
+/// The rule of event subjects: dot-separated tokens (`compute.pools.<poolId>`).
+pub const SUBJECT_PATTERN: &str = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$";
+/// Most characters of a subject.
+pub const SUBJECT_MAX: usize = 256;
 
 pub(crate) static EVENTS: Resource = Resource {
     name: "events",
@@ -28,14 +33,14 @@ pub struct EventsListInput {
     pub tenant_id: TenantId,
     /// Only this subject's events.
     #[serde(default)]
-    #[schemars(length(max = 256), regex(pattern = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"))]
+    #[schemars(length(max = SUBJECT_MAX), regex(pattern = SUBJECT_PATTERN))]
     pub subject: Option<String>,
     /// Only events after this seq.
     #[serde(default)]
     pub after_seq: Option<u64>,
     /// Most events to return.
     #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_PAGE_SIZE), extend("default" = 100))]
+    #[schemars(range(min = 1, max = PAGE_SIZE_MAX), extend("default" = PAGE_SIZE_DEFAULT))]
     pub limit: Option<u32>,
 }
 
@@ -59,6 +64,20 @@ pub struct EventsListOutput {
 pub(crate) fn methods() -> Vec<Method> {
     vec![Method::declare::<EventsListInput, EventsListOutput>(
         EVENTS.method("list", Kind::Read, Permission::EventsRead, ResourceType::ComputeTenant, "Returns events: the tenant's events with a seq after afterSeq (default 0), in seq order, at most limit of them (1–500, default 100); with subject, only that subject's. Ask again with the last seq seen as afterSeq for the next ones. Decided as compute:events:read on the tenant."),
-        not_served,
+        list,
     )]
+}
+
+async fn list(ctx: Ctx, call: Call<EventsListInput>) -> Result<EventsListOutput, ApiError> {
+    let input = &call.input;
+    let events = ctx
+        .store
+        .event_list(
+            &input.tenant_id,
+            input.subject.as_deref(),
+            input.after_seq.unwrap_or(0),
+            input.limit.unwrap_or(PAGE_SIZE_DEFAULT),
+        )
+        .await?;
+    Ok(EventsListOutput { events })
 }

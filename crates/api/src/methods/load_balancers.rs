@@ -2,23 +2,26 @@
 
 use bc_domain::model::{
     Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancer, LoadBalancerSpec,
-    LoadBalancerType, StickySessions, Targets,
+    LoadBalancerType, PoolState, QuotaResource, StickySessions, Targets,
 };
 use bc_domain::policy::SLUG_PATTERN;
-use bc_domain::ports::Permission;
+use bc_domain::ports::{LoadBalancerFilter, Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::load_balancer::validate_load_balancer;
 use bc_domain::{
-    FieldViolation, LoadBalancerId, ObjectName, PoolId, ProviderAccountId, RequestId,
-    ResourceState, TenantId, Timestamp,
+    Error as DomainError, FieldViolation, LoadBalancerId, ObjectName, PoolId, ProviderAccountId,
+    RequestId, ResourceState, TenantId, Timestamp,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_input, list_output, not_served, object_ref};
+use super::{check_generation, list_input, list_output, object_ref, pending, shown_state};
 use crate::access::Target;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
+use crate::write::Created;
 
 pub(crate) static LOAD_BALANCERS: Resource = Resource {
     name: "loadBalancers",
@@ -116,6 +119,9 @@ impl MethodInput for LoadBalancersCreateInput {
             "targets": { "tag": "web" },
             "requestId": "web-lb-1"
         })
+    }
+    fn request_id(&self) -> Option<&RequestId> {
+        self.request_id.as_ref()
     }
 }
 
@@ -322,7 +328,7 @@ impl From<&LoadBalancer> for LoadBalancerView {
             global_settings: s.global_settings.clone(),
             domains: s.domains.clone(),
             ip: l.ip.clone(),
-            state: l.status.state,
+            state: shown_state(l.delete_requested && l.deleted_at.is_none(), l.status.state),
             message: l.status.message.clone(),
             generation: l.generation,
             created_at: l.created_at,
@@ -342,7 +348,7 @@ pub(crate) fn methods() -> Vec<Method> {
     use Permission::{LoadBalancersManage as Manage, LoadBalancersRead as Read};
     use ResourceType::{ProviderAccount as OnAccount, ProviderLoadBalancer as OnLb};
     vec![
-        Method::declare::<LoadBalancersCreateInput, LoadBalancerView>(
+        Method::declare::<LoadBalancersCreateInput, Created<LoadBalancerView>>(
             LOAD_BALANCERS.method(
                 "create",
                 Kind::Write,
@@ -350,7 +356,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnAccount,
                 "Records a load balancer on providerAccountId for poolId and returns it, state pending, booking one loadBalancers quota unit on the pool in the same transaction (RESOURCE_EXHAUSTED when none is free, or the pool has no quota row). A regional load balancer takes region, forwardingRules (1–25; udp pairs with udp) and targets (exactly one of tag or dropletIds, 1–10 of them), and optionally sizeUnit (1–100), stickySessions and redirectHttpToHttps. A global one takes no region and no forwardingRules, but globalSettings (targetProtocol http, https or http2; targetPort 80 or 443; cdn; regionPriorities; failoverThreshold), domains (at least one) and targets (exactly one of loadBalancerIds, regional load balancers of this system on the same account, tag or dropletIds). healthCheck defaults to http on port 80, path /, every 10 s with a 5 s timeout, healthy after 5 and unhealthy after 3. The name must be unique among the account's live load balancers. A repeat with the same requestId and the same body within 24 hours returns the first load balancer and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:load-balancers:manage on the provider account.",
             ),
-            not_served,
+            create,
         ),
         Method::declare::<LoadBalancerRef, LoadBalancerView>(
             LOAD_BALANCERS.method(
@@ -360,7 +366,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnLb,
                 "Returns the load balancer: loadBalancerId, tenantId, poolId, providerAccountId, providerLoadBalancerId once made, name, type, region, forwardingRules, healthCheck, stickySessions, targets, sizeUnit, redirectHttpToHttps, globalSettings and domains as recorded, ip once assigned, state with a message when there is something to fix, generation, createdAt, updatedAt, readyAt once it was first ready, and deletedAt once deleted. A load balancer of another tenant is NOT_FOUND. Decided as compute:load-balancers:read on the load balancer.",
             ),
-            not_served,
+            get,
         ),
         Method::declare::<LoadBalancersListInput, LoadBalancersListOutput>(
             LOAD_BALANCERS.method(
@@ -370,7 +376,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnLb,
                 "Lists the tenant's load balancers that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; poolId and providerAccountId narrow it. Decided as compute:load-balancers:read on each load balancer; a grant on its provider account covers it.",
             ),
-            not_served,
+            list,
         ),
         Method::declare::<LoadBalancersUpdateInput, LoadBalancerView>(
             LOAD_BALANCERS.method(
@@ -380,7 +386,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnLb,
                 "Replaces the fields given (name, forwardingRules, healthCheck, stickySessions, targets, sizeUnit, redirectHttpToHttps, globalSettings, domains) and returns the load balancer with its generation bumped; the provider gets the whole object again. type, region and the account are fixed. The result is checked whole, as a create is. With expectedGeneration, a load balancer changed since is ABORTED. Decided as compute:load-balancers:manage on the load balancer.",
             ),
-            not_served,
+            update,
         ),
         Method::declare::<LoadBalancerRef, LoadBalancerView>(
             LOAD_BALANCERS.method(
@@ -390,7 +396,166 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnLb,
                 "Asks for the load balancer to be deleted and returns it; it goes deleting, then deleted, its quota unit is released and its billing stops. Deleting a deleted load balancer returns it unchanged. Decided as compute:load-balancers:manage on the load balancer.",
             ),
-            not_served,
+            delete,
         ),
     ]
+}
+
+/// A global load balancer's `loadBalancerIds` must name live regional load balancers of
+/// this system on the same account (SPEC §11), each checked in the tenant.
+async fn check_target_balancers(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    account: &ProviderAccountId,
+    targets: &Targets,
+) -> Result<(), ApiError> {
+    let mut violations = Vec::new();
+    for (i, id) in targets.load_balancer_ids.iter().flatten().enumerate() {
+        let target = ctx.store.load_balancer_get(tenant, id).await?;
+        let usable = target.is_some_and(|t| {
+            t.spec.kind == LoadBalancerType::Regional
+                && t.provider_account_id == *account
+                && !t.delete_requested
+                && t.deleted_at.is_none()
+        });
+        if !usable {
+            violations.push(FieldViolation::new(
+                format!("targets.loadBalancerIds[{i}]"),
+                format!("{id} is not a live regional load balancer of account {account}"),
+            ));
+        }
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(DomainError::from_violations(&violations).into())
+    }
+}
+
+async fn create(
+    ctx: Ctx,
+    call: Call<LoadBalancersCreateInput>,
+) -> Result<Created<LoadBalancerView>, ApiError> {
+    let input = &call.input;
+    let account = call.access.account()?;
+    let pool =
+        ctx.store.pool_get(&input.tenant_id, &input.pool_id).await?.ok_or_else(|| {
+            ApiError::not_found(format!("pool {} (poolId) not found", input.pool_id))
+        })?;
+    if pool.state == PoolState::Archived {
+        return Err(ApiError::failed_precondition(format!(
+            "pool {} is archived: a load balancer needs an active pool to book",
+            pool.pool_id
+        )));
+    }
+    let spec = input.spec();
+    check_target_balancers(&ctx, &input.tenant_id, &account.provider_account_id, &spec.targets)
+        .await?;
+    let now = ctx.now();
+    let lb = LoadBalancer {
+        load_balancer_id: ctx.new_id(),
+        tenant_id: input.tenant_id.clone(),
+        pool_id: pool.pool_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        name: input.name.clone(),
+        spec,
+        generation: 1,
+        created_at: now,
+        delete_requested: false,
+        provider_load_balancer_id: None,
+        ip: None,
+        status: pending(now),
+        ready_at: None,
+        deleted_at: None,
+        quota_released: false,
+    };
+    // The quota unit is booked by the same transaction that records the load balancer:
+    // with a limit of N, exactly N concurrent creates commit.
+    let uow = UnitOfWork::new()
+        .write(Write::InsertLoadBalancer(lb.clone()))
+        .write(Write::BookQuota { pool_id: pool.pool_id, resource: QuotaResource::LoadBalancers })
+        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+    ctx.commit_create(&call, uow, LoadBalancerView::from(&lb)).await
+}
+
+async fn get(_ctx: Ctx, call: Call<LoadBalancerRef>) -> Result<LoadBalancerView, ApiError> {
+    Ok(LoadBalancerView::from(call.access.load_balancer()?))
+}
+
+async fn list(
+    ctx: Ctx,
+    call: Call<LoadBalancersListInput>,
+) -> Result<LoadBalancersListOutput, ApiError> {
+    let input = &call.input;
+    let page = input.page(call.method)?;
+    let filter = LoadBalancerFilter {
+        pool_id: input.pool_id.clone(),
+        provider_account_id: input.provider_account_id.clone(),
+        include_deleted: false,
+    };
+    let scope = call.access.scope()?;
+    let lbs = ctx.store.load_balancer_list(&input.tenant_id, scope, &filter, &page).await?;
+    Ok(LoadBalancersListOutput::of(call.method, lbs, |l| LoadBalancerView::from(&l)))
+}
+
+/// Whether the load balancer's deletion was asked for (or is done).
+fn is_deleting(lb: &LoadBalancer) -> bool {
+    lb.delete_requested || lb.deleted_at.is_some()
+}
+
+async fn update(
+    ctx: Ctx,
+    call: Call<LoadBalancersUpdateInput>,
+) -> Result<LoadBalancerView, ApiError> {
+    let input = &call.input;
+    let lb = call.access.load_balancer()?;
+    if is_deleting(lb) {
+        return Err(ApiError::failed_precondition(format!(
+            "load balancer {} is being deleted",
+            lb.load_balancer_id
+        )));
+    }
+    let what = format!("load balancer {}", lb.load_balancer_id);
+    check_generation(input.expected_generation, lb.generation, &what)?;
+    let spec = input.apply(&lb.spec);
+    let violations = validate_load_balancer(&spec, "");
+    if !violations.is_empty() {
+        return Err(DomainError::from_violations(&violations).into());
+    }
+    if input.targets.is_some() {
+        check_target_balancers(&ctx, &lb.tenant_id, &lb.provider_account_id, &spec.targets).await?;
+    }
+    let name = input.name.clone().unwrap_or_else(|| lb.name.clone());
+    if spec == lb.spec && name == lb.name {
+        return Ok(LoadBalancerView::from(lb));
+    }
+    let updated = LoadBalancer { name, spec, generation: lb.generation + 1, ..lb.clone() };
+    let now = ctx.now();
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateLoadBalancer {
+            load_balancer: updated.clone(),
+            expected_generation: lb.generation,
+        })
+        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+    ctx.commit(uow).await?;
+    Ok(LoadBalancerView::from(&updated))
+}
+
+async fn delete(ctx: Ctx, call: Call<LoadBalancerRef>) -> Result<LoadBalancerView, ApiError> {
+    let lb = call.access.load_balancer()?;
+    if is_deleting(lb) {
+        return Ok(LoadBalancerView::from(lb));
+    }
+    let deleting =
+        LoadBalancer { delete_requested: true, generation: lb.generation + 1, ..lb.clone() };
+    let now = ctx.now();
+    // The reconciler deletes it at the provider, then releases its quota unit once.
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateLoadBalancer {
+            load_balancer: deleting.clone(),
+            expected_generation: lb.generation,
+        })
+        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+    ctx.commit(uow).await?;
+    Ok(LoadBalancerView::from(&deleting))
 }

@@ -17,9 +17,11 @@ pub mod provider_accounts;
 pub mod quotas;
 pub mod substrates;
 
-use bc_domain::ErrorCode;
+use std::fmt::Display;
 
-pub use agents::{AgentsHeartbeatOutput, AgentsJoinOutput};
+use bc_domain::model::ObservedStatus;
+use bc_domain::{ResourceState, Timestamp};
+
 pub use billing::BillingUsageOutput;
 pub use clusters::KubernetesClusterView;
 pub use load_balancers::LoadBalancerView;
@@ -28,8 +30,7 @@ pub use provider_accounts::ProviderAccountView;
 pub use substrates::KubernetesSubstrateView;
 
 use crate::error::ApiError;
-use crate::registry::{Call, Method};
-use crate::service::Ctx;
+use crate::registry::Method;
 
 /// Every method, in the reference docs' order of resources.
 pub(crate) fn all() -> Vec<Method> {
@@ -51,14 +52,38 @@ pub(crate) fn all() -> Vec<Method> {
     .collect()
 }
 
-/// The handler of a method whose behaviour is not written yet: it passed parsing, the
-/// input checks and authorization, and answers `UNAVAILABLE` saying so.
-// TODO(handlers): every method's handler replaces this, one by one.
-pub(crate) async fn not_served<I, O>(_ctx: Ctx, call: Call<I>) -> Result<O, ApiError> {
-    Err(ApiError::new(
-        ErrorCode::Unavailable,
-        format!("{} is registered but not served yet", call.method),
-    ))
+/// `ABORTED` unless `expected` (a caller's `expectedGeneration`) is absent or `current`.
+pub(crate) fn check_generation(
+    expected: Option<u64>,
+    current: u64,
+    what: &dyn Display,
+) -> Result<(), ApiError> {
+    match expected {
+        Some(e) if e != current => Err(ApiError::aborted(format!(
+            "{what} is at generation {current}, not {e}: read it again and retry"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The state an object shows: `deleting` from the moment its deletion is asked for
+/// (desired state) until a reconciler records it `deleted`.
+pub(crate) fn shown_state(delete_requested: bool, observed: ResourceState) -> ResourceState {
+    if delete_requested && observed != ResourceState::Deleted {
+        ResourceState::Deleting
+    } else {
+        observed
+    }
+}
+
+/// The observed status of an object just recorded: `pending`, nothing converged yet.
+pub(crate) fn pending(now: Timestamp) -> ObservedStatus {
+    ObservedStatus {
+        state: ResourceState::Pending,
+        message: None,
+        observed_generation: 0,
+        updated_at: now,
+    }
 }
 
 /// The example tenant and objects the method examples name (OpenAPI examples, and the
@@ -93,6 +118,18 @@ macro_rules! list_output {
             /// Pass as `pageToken` for the next page; present while more remain.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub next_page_token: Option<crate::page::PageToken>,
+        }
+
+        impl $name {
+            /// The answer of `method` for a store page, each item shown by `show`.
+            pub fn of<T, K: bc_domain::ports::CursorKey>(
+                method: crate::registry::MethodId,
+                page: bc_domain::ports::Page<T, K>,
+                show: impl Fn(T) -> $item,
+            ) -> Self {
+                let next_page_token = crate::page::next_token(method, &page);
+                Self { $field: page.items.into_iter().map(show).collect(), next_page_token }
+            }
         }
     };
 }
@@ -139,6 +176,16 @@ macro_rules! list_input {
             /// `nextPageToken` of the previous page.
             #[serde(default)]
             pub page_token: Option<crate::page::PageToken>,
+        }
+
+        impl $name {
+            /// The store page this call of `method` asks for.
+            pub fn page<K: bc_domain::ports::CursorKey>(
+                &self,
+                method: crate::registry::MethodId,
+            ) -> Result<bc_domain::ports::PageRequest<K>, crate::error::ApiError> {
+                crate::page::page_request(method, self.page_size, self.page_token.as_ref())
+            }
         }
     };
 }

@@ -2,22 +2,25 @@
 
 use std::collections::BTreeMap;
 
-use bc_domain::model::NodePool;
+use bc_domain::model::{ClusterMode, KubernetesCluster, NodePool, NodePoolOrigin};
 use bc_domain::policy::{AutoScale, SLUG_PATTERN, Scale, Taint};
-use bc_domain::ports::Permission;
+use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::policy::{is_reserved_label_key, validate_scale};
 use bc_domain::{
     ClusterId, FieldViolation, LabelKey, LabelValue, NodePoolId, NodePoolState, ObjectName, PoolId,
-    RESERVED_NODE_POOL_PREFIX, RequestId, TenantId, Timestamp,
+    RESERVED_NODE_POOL_PREFIX, RequestId, ResourceState, TenantId, Timestamp,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_input, list_output, not_served, object_ref};
+use super::{check_generation, list_input, list_output, object_ref};
 use crate::access::Target;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
+use crate::write::Created;
 
 pub(crate) static KUBERNETES_NODE_POOLS: Resource = Resource {
     name: "kubernetesNodePools",
@@ -67,6 +70,40 @@ impl NodePoolSpec {
         out.extend(validate_scale(self.count, self.auto_scale, path));
         out.extend(reserved_labels(&self.labels, &at("labels")));
         out
+    }
+
+    /// The node pool row it asks for in `cluster`: `pending`, made by this system.
+    pub fn record(&self, cluster: &KubernetesCluster, id: NodePoolId, now: Timestamp) -> NodePool {
+        NodePool {
+            node_pool_id: id,
+            cluster_id: cluster.cluster_id.clone(),
+            tenant_id: cluster.tenant_id.clone(),
+            name: self.name.to_string(),
+            size: self.size.clone(),
+            scale: scale_of(self.count, self.auto_scale),
+            labels: self.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            taints: self.taints.clone(),
+            managed_by: None,
+            origin: NodePoolOrigin::Created,
+            generation: 1,
+            created_at: now,
+            delete_requested: false,
+            provider_node_pool_id: None,
+            nodes_listed: 0,
+            nodes_ready: 0,
+            state: NodePoolState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        }
+    }
+}
+
+/// The scale of a checked input (exactly one of the two is set: [`validate_scale`]).
+fn scale_of(count: Option<u32>, auto_scale: Option<AutoScale>) -> Scale {
+    match (count, auto_scale) {
+        (_, Some(a)) => Scale::AutoScale(a),
+        (c, None) => Scale::Count(c.unwrap_or(1)),
     }
 }
 
@@ -148,6 +185,9 @@ impl MethodInput for KubernetesNodePoolsCreateInput {
             "labels": { "tier": "batch" },
             "requestId": "workers-1"
         })
+    }
+    fn request_id(&self) -> Option<&RequestId> {
+        self.request_id.as_ref()
     }
 }
 
@@ -278,7 +318,11 @@ impl From<&NodePool> for NodePoolView {
             taints: n.taints.clone(),
             managed_by: n.managed_by.clone(),
             nodes: NodeCounts { listed: n.nodes_listed, ready: n.nodes_ready },
-            state: n.state,
+            state: if is_deleting(n) && n.state != NodePoolState::Deleted {
+                NodePoolState::Deleting
+            } else {
+                n.state
+            },
             message: n.message.clone(),
             generation: n.generation,
             created_at: n.created_at,
@@ -296,7 +340,7 @@ pub(crate) fn methods() -> Vec<Method> {
     use Permission::{KubernetesManage as Manage, KubernetesRead as Read};
     use ResourceType::{KubernetesCluster as OnCluster, KubernetesNodePool as OnNodePool};
     vec![
-        Method::declare::<KubernetesNodePoolsCreateInput, NodePoolView>(
+        Method::declare::<KubernetesNodePoolsCreateInput, Created<NodePoolView>>(
             KUBERNETES_NODE_POOLS.method(
                 "create",
                 Kind::Write,
@@ -304,7 +348,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnCluster,
                 "Records a node pool to add to the standard cluster clusterId and returns it, state pending: name (unique in the cluster, also against the provider's own pools; names starting bc- are reserved for pool substrates), size (a provider size slug), exactly one of count (1–512) or autoScale ({ min, max }: min 0–512, max 1–512, min ≤ max), and optional labels and taints (keys under better-compute.dev/ are reserved). An autopilot cluster has no node pools: FAILED_PRECONDITION. A repeat with the same requestId and the same body within 24 hours returns the first node pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:kubernetes:manage on the cluster.",
             ),
-            not_served,
+            create,
         ),
         Method::declare::<NodePoolRef, NodePoolView>(
             KUBERNETES_NODE_POOLS.method(
@@ -314,7 +358,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnNodePool,
                 "Returns the node pool: nodePoolId, clusterId, tenantId, name, size, count or autoScale, labels, taints, managedBy (the pool whose substrate owns it, when one does), nodes ({ listed, ready }), state with a message when there is something to fix, generation, createdAt and updatedAt. A node pool of another tenant is NOT_FOUND. Decided as compute:kubernetes:read on the node pool.",
             ),
-            not_served,
+            get,
         ),
         Method::declare::<KubernetesNodePoolsListInput, KubernetesNodePoolsListOutput>(
             KUBERNETES_NODE_POOLS.method(
@@ -324,7 +368,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnNodePool,
                 "Lists the node pools of clusterId that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain. It shows the provider's pools that this system did not create too, without managedBy and read-only. Decided as compute:kubernetes:read on each node pool; a grant on its cluster or provider account covers it.",
             ),
-            not_served,
+            list,
         ),
         Method::declare::<KubernetesNodePoolsResizeInput, NodePoolView>(
             KUBERNETES_NODE_POOLS.method(
@@ -334,7 +378,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnNodePool,
                 "Sets the node pool's count, or its autoScale bounds (exactly one of them), and returns it with its generation bumped; it goes updating, and its cluster with it, until the provider has resized it. With expectedGeneration, a node pool changed since is ABORTED. A node pool with managedBy belongs to that pool's substrate (change the pool's flavors instead), and the provider's own pools are read-only: both are FAILED_PRECONDITION. Decided as compute:kubernetes:manage on the node pool.",
             ),
-            not_served,
+            resize,
         ),
         Method::declare::<NodePoolRef, NodePoolView>(
             KUBERNETES_NODE_POOLS.method(
@@ -344,7 +388,125 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnNodePool,
                 "Asks for the node pool to be removed and returns it; it goes deleting, then deleted. Deleting a deleted node pool returns it unchanged. A node pool with managedBy, or one of the provider's own, is FAILED_PRECONDITION. Decided as compute:kubernetes:manage on the node pool.",
             ),
-            not_served,
+            delete,
         ),
     ]
+}
+
+/// Resize and delete go through these calls only for pools this system made for the
+/// tenant: a substrate's pools change with the pool's flavors, the provider's own are
+/// read-only.
+fn refuse_unless_tenants(np: &NodePool) -> Result<(), ApiError> {
+    let id = &np.node_pool_id;
+    if let Some(pool) = &np.managed_by {
+        return Err(ApiError::failed_precondition(format!(
+            "node pool {id} belongs to the substrate of pool {pool}: change that pool's flavors instead"
+        )));
+    }
+    if np.origin == NodePoolOrigin::Provider {
+        return Err(ApiError::failed_precondition(format!(
+            "node pool {id} is the provider's own, not made by this system: it is read-only here"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the node pool's deletion was asked for (or is done).
+fn is_deleting(np: &NodePool) -> bool {
+    np.delete_requested || np.state == NodePoolState::Deleted
+}
+
+async fn create(
+    ctx: Ctx,
+    call: Call<KubernetesNodePoolsCreateInput>,
+) -> Result<Created<NodePoolView>, ApiError> {
+    let cluster = call.access.cluster()?;
+    if cluster.mode == ClusterMode::Autopilot {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} is an autopilot cluster: the provider runs its nodes, it has no node pools",
+            cluster.cluster_id
+        )));
+    }
+    if cluster.delete_requested || cluster.status.state == ResourceState::Deleted {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} is being deleted",
+            cluster.cluster_id
+        )));
+    }
+    let now = ctx.now();
+    let node_pool = call.input.spec().record(cluster, ctx.new_id(), now);
+    let uow = UnitOfWork::new().write(Write::InsertNodePool(node_pool.clone())).enqueue(
+        WorkKind::NodePools,
+        node_pool.node_pool_id.as_str(),
+        now,
+    );
+    ctx.commit_create(&call, uow, NodePoolView::from(&node_pool)).await
+}
+
+async fn get(_ctx: Ctx, call: Call<NodePoolRef>) -> Result<NodePoolView, ApiError> {
+    Ok(NodePoolView::from(call.access.node_pool()?.0))
+}
+
+async fn list(
+    ctx: Ctx,
+    call: Call<KubernetesNodePoolsListInput>,
+) -> Result<KubernetesNodePoolsListOutput, ApiError> {
+    let input = &call.input;
+    let page = input.page(call.method)?;
+    let scope = call.access.scope()?;
+    let pools =
+        ctx.store.node_pool_list(&input.tenant_id, &input.cluster_id, scope, false, &page).await?;
+    Ok(KubernetesNodePoolsListOutput::of(call.method, pools, |n| NodePoolView::from(&n)))
+}
+
+async fn resize(
+    ctx: Ctx,
+    call: Call<KubernetesNodePoolsResizeInput>,
+) -> Result<NodePoolView, ApiError> {
+    let input = &call.input;
+    let (np, _) = call.access.node_pool()?;
+    refuse_unless_tenants(np)?;
+    if is_deleting(np) {
+        return Err(ApiError::failed_precondition(format!(
+            "node pool {} is being deleted: create a new one",
+            np.node_pool_id
+        )));
+    }
+    check_generation(
+        input.expected_generation,
+        np.generation,
+        &format!("node pool {}", np.node_pool_id),
+    )?;
+    let scale = scale_of(input.count, input.auto_scale);
+    if scale == np.scale {
+        return Ok(NodePoolView::from(np));
+    }
+    let resized = NodePool { scale, generation: np.generation + 1, ..np.clone() };
+    let now = ctx.now();
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateNodePool {
+            node_pool: resized.clone(),
+            expected_generation: np.generation,
+        })
+        .enqueue(WorkKind::NodePools, np.node_pool_id.as_str(), now);
+    ctx.commit(uow).await?;
+    Ok(NodePoolView::from(&resized))
+}
+
+async fn delete(ctx: Ctx, call: Call<NodePoolRef>) -> Result<NodePoolView, ApiError> {
+    let (np, _) = call.access.node_pool()?;
+    refuse_unless_tenants(np)?;
+    if is_deleting(np) {
+        return Ok(NodePoolView::from(np));
+    }
+    let deleting = NodePool { delete_requested: true, generation: np.generation + 1, ..np.clone() };
+    let now = ctx.now();
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateNodePool {
+            node_pool: deleting.clone(),
+            expected_generation: np.generation,
+        })
+        .enqueue(WorkKind::NodePools, np.node_pool_id.as_str(), now);
+    ctx.commit(uow).await?;
+    Ok(NodePoolView::from(&deleting))
 }

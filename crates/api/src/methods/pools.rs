@@ -1,19 +1,27 @@
 //! `pools.*` (SPEC §4): a tenant's pools and their policies.
 
-use bc_domain::model::Pool;
-use bc_domain::policy::PoolPolicy;
-use bc_domain::ports::Permission;
-use bc_domain::rules::policy::validate_policy;
-use bc_domain::{FieldViolation, ObjectName, PoolId, RequestId, TenantId};
+use bc_domain::model::{
+    NewEvent, Pool, PoolState, ProviderAccount, Substrate, SubstrateMode, subjects,
+};
+use bc_domain::policy::{ClusterPolicy, PoolPolicy, SubstratePolicy};
+use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
+use bc_domain::rules::policy::{check_policy_change, validate_policy};
+use bc_domain::{
+    FieldViolation, ObjectName, PoolId, ProviderAccountId, RequestId, ResourceState, TenantId,
+    Timestamp,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_input, list_output, not_served, object_ref};
+use super::{check_generation, list_input, list_output, object_ref};
 use crate::access::Target;
-use crate::page::PageToken;
-use crate::registry::{Kind, Method, MethodId, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::page::example_token;
+use crate::registry::{Call, Kind, Method, MethodId, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
+use crate::write::Created;
 
 pub(crate) static POOLS: Resource = Resource {
     name: "pools",
@@ -63,10 +71,13 @@ impl MethodInput for PoolsCreateInput {
     fn example() -> Value {
         json!({ "tenantId": ex::TENANT, "name": "web", "policy": example_policy(), "requestId": "create-web-1" })
     }
+    fn request_id(&self) -> Option<&RequestId> {
+        self.request_id.as_ref()
+    }
 }
 
 object_ref!(
-    /// Input of `pools.get`, `pools.archive`, `quotas.list` and `kubernetesSubstrates.get`.
+    /// Input of `pools.get`, `pools.archive` and `quotas.list`.
     PoolRef, pool_id: PoolId, Pool, "poolId" = ex::POOL
 );
 
@@ -84,7 +95,8 @@ impl MethodInput for PoolsListInput {
         Target::list(&self.tenant_id, None)
     }
     fn example() -> Value {
-        let next = PageToken::issue(MethodId { resource: "pools", name: "list" }, ex::POOL);
+        let pool: PoolId = ex::POOL.parse().expect("the example pool id is valid");
+        let next = example_token(MethodId { resource: "pools", name: "list" }, pool);
         json!({ "tenantId": ex::TENANT, "pageSize": 50, "pageToken": next })
     }
 }
@@ -125,7 +137,7 @@ pub(crate) fn methods() -> Vec<Method> {
     use Permission::{PoolsManage, PoolsRead};
     use ResourceType::{ComputeTenant, Pool as OnPool};
     vec![
-        Method::declare::<PoolsCreateInput, Pool>(
+        Method::declare::<PoolsCreateInput, Created<Pool>>(
             POOLS.method(
                 "create",
                 Kind::Write,
@@ -133,7 +145,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 ComputeTenant,
                 "Creates a pool owned by tenantId with the given name and policy, and returns it: state active, generation 1. The name must be unique among the tenant's active pools (ALREADY_EXISTS otherwise). The policy is checked whole and every violation is named with its JSON path, e.g. policy.flavors[1].name; a substrate's account must be a provider account of the same tenant. With a substrate, the kubernetes.substrates reconciler starts making it at once: follow it with kubernetesSubstrates.get. A repeat with the same requestId and the same body within 24 hours returns the first pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:pools:manage on the tenant.",
             ),
-            not_served,
+            create,
         ),
         Method::declare::<PoolRef, Pool>(
             POOLS.method(
@@ -143,7 +155,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnPool,
                 "Returns the pool: poolId, tenantId, name, policy, state (active or archived), generation, createdAt, updatedAt and, once archived, archivedAt. A pool of another tenant is NOT_FOUND. Decided as compute:pools:read on the pool.",
             ),
-            not_served,
+            get,
         ),
         Method::declare::<PoolsListInput, PoolsListOutput>(
             POOLS.method(
@@ -153,7 +165,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnPool,
                 "Lists the tenant's pools that the caller may read, by id (that is, by creation), pageSize at a time (1–500, default 100), with nextPageToken while more remain: pass it back as pageToken for the next page. Archived pools are left out unless includeArchived is true. Decided as compute:pools:read on each pool, so a caller whose grants cover some pools only sees those.",
             ),
-            not_served,
+            list,
         ),
         Method::declare::<PoolsUpdateInput, Pool>(
             POOLS.method(
@@ -163,7 +175,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnPool,
                 "Replaces the pool's policy and returns the pool with its generation bumped; the substrate converges to it. With expectedGeneration, a pool changed since is ABORTED and nothing is written. An archived pool is FAILED_PRECONDITION. Changes no provider can make to a live cluster (another substrate.account, create to adopt or back, another adopted providerClusterId, another region or cluster name, turning highAvailability off) are FAILED_PRECONDITION: remove the substrate first. Flavors, the version and upgrades change in place. Decided as compute:pools:manage on the pool.",
             ),
-            not_served,
+            update,
         ),
         Method::declare::<PoolRef, Pool>(
             POOLS.method(
@@ -173,7 +185,175 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnPool,
                 "Archives the pool and returns it: state archived, with archivedAt. Its name is free again, and its substrate, if any, is torn down: the DaemonSet, Secret, ServiceAccount and Namespace it applied, then its node pools (adopt mode) or the cluster it created (create mode); the tenant's own node pools and objects are never touched. Archiving an archived pool returns it unchanged. Decided as compute:pools:manage on the pool.",
             ),
-            not_served,
+            archive,
         ),
     ]
+}
+
+/// The pool's first substrate row: `pending`, nothing observed (contracts.md: the API
+/// records it so `kubernetesSubstrates.get` answers at once), its event and its work.
+fn add_substrate(
+    ctx: &Ctx,
+    uow: UnitOfWork,
+    pool: &Pool,
+    account: &ProviderAccount,
+    substrate: &SubstratePolicy,
+    now: Timestamp,
+) -> UnitOfWork {
+    let mode = match substrate.cluster {
+        ClusterPolicy::Create(_) => SubstrateMode::Create,
+        ClusterPolicy::Adopt(_) => SubstrateMode::Adopt,
+    };
+    let row = Substrate {
+        pool_id: pool.pool_id.clone(),
+        tenant_id: pool.tenant_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        mode,
+        cluster_id: None,
+        state: ResourceState::Pending,
+        message: None,
+        nodes_listed: 0,
+        nodes_joined: 0,
+        waiting_to_join: None,
+        upgrade: None,
+        observed_generation: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    let event = NewEvent {
+        event_id: ctx.new_id(),
+        tenant_id: pool.tenant_id.clone(),
+        subject: subjects::pool(&pool.pool_id),
+        kind: format!("kubernetes.substrate.{}", ResourceState::Pending.as_str()),
+        time: now,
+        data: json!({ "poolId": pool.pool_id, "state": ResourceState::Pending }),
+    };
+    uow.write(Write::PutSubstrate(row)).event(event).enqueue(
+        WorkKind::Substrates,
+        pool.pool_id.as_str(),
+        now,
+    )
+}
+
+/// The live provider account a policy's substrate names, of the pool's own tenant
+/// (another tenant's account is as absent as a missing one).
+async fn substrate_account(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    substrate: &SubstratePolicy,
+) -> Result<ProviderAccount, ApiError> {
+    let id = ProviderAccountId::parse(&substrate.account)
+        .map_err(|e| ApiError::invalid("policy.substrate.account", e.to_string()))?;
+    ctx.store.account_get(tenant, &id).await?.filter(|a| a.deleted_at.is_none()).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "provider account {id} (policy.substrate.account) not found in tenant {tenant}"
+        ))
+    })
+}
+
+async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>, ApiError> {
+    let input = &call.input;
+    let now = ctx.now();
+    let pool = Pool {
+        pool_id: ctx.new_id(),
+        tenant_id: input.tenant_id.clone(),
+        name: input.name.clone(),
+        policy: input.policy.clone(),
+        state: PoolState::Active,
+        generation: 1,
+        created_at: now,
+        updated_at: now,
+        archived_at: None,
+    };
+    let mut uow = UnitOfWork::new().write(Write::InsertPool(pool.clone()));
+    for (&resource, &limit) in &ctx.settings.default_pool_quotas {
+        uow = uow.write(Write::SetQuota { pool_id: pool.pool_id.clone(), resource, limit });
+    }
+    if let Some(substrate) = &pool.policy.substrate {
+        let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
+        uow = add_substrate(&ctx, uow, &pool, &account, substrate, now);
+    }
+    ctx.commit_create(&call, uow, pool).await
+}
+
+async fn get(_ctx: Ctx, call: Call<PoolRef>) -> Result<Pool, ApiError> {
+    Ok(call.access.pool()?.clone())
+}
+
+async fn list(ctx: Ctx, call: Call<PoolsListInput>) -> Result<PoolsListOutput, ApiError> {
+    let input = &call.input;
+    let page = input.page(call.method)?;
+    let scope = call.access.scope()?;
+    let pools = ctx.store.pool_list(&input.tenant_id, scope, input.include_archived, &page).await?;
+    Ok(PoolsListOutput::of(call.method, pools, |p| p))
+}
+
+async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError> {
+    let input = &call.input;
+    let pool = call.access.pool()?;
+    if pool.state == PoolState::Archived {
+        return Err(ApiError::failed_precondition(format!(
+            "pool {} is archived: its policy no longer changes (create a new pool)",
+            pool.pool_id
+        )));
+    }
+    check_generation(
+        input.expected_generation,
+        pool.generation,
+        &format!("pool {}", pool.pool_id),
+    )?;
+    check_policy_change(&pool.policy, &input.policy)?;
+    if input.policy == pool.policy {
+        return Ok(pool.clone());
+    }
+    let now = ctx.now();
+    let updated = Pool {
+        policy: input.policy.clone(),
+        generation: pool.generation + 1,
+        updated_at: now,
+        ..pool.clone()
+    };
+    let mut uow = UnitOfWork::new()
+        .write(Write::UpdatePool { pool: updated.clone(), expected_generation: pool.generation });
+    match (&pool.policy.substrate, &updated.policy.substrate) {
+        (None, Some(substrate)) => {
+            let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
+            let previous = ctx.store.substrate_get(&pool.tenant_id, &pool.pool_id).await?;
+            if let Some(p) = previous.filter(|p| p.state != ResourceState::Deleted) {
+                return Err(ApiError::failed_precondition(format!(
+                    "the previous substrate of pool {} is still {}: wait until it is deleted, then set the new one",
+                    pool.pool_id,
+                    p.state.as_str()
+                )));
+            }
+            uow = add_substrate(&ctx, uow, &updated, &account, substrate, now);
+        }
+        // Changed or removed: the reconciler converges or tears it down.
+        (Some(_), _) => uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now),
+        (None, None) => {}
+    }
+    ctx.commit(uow).await?;
+    Ok(updated)
+}
+
+async fn archive(ctx: Ctx, call: Call<PoolRef>) -> Result<Pool, ApiError> {
+    let pool = call.access.pool()?;
+    if pool.state == PoolState::Archived {
+        return Ok(pool.clone());
+    }
+    let now = ctx.now();
+    let archived = Pool {
+        state: PoolState::Archived,
+        archived_at: Some(now),
+        generation: pool.generation + 1,
+        updated_at: now,
+        ..pool.clone()
+    };
+    let mut uow = UnitOfWork::new()
+        .write(Write::UpdatePool { pool: archived.clone(), expected_generation: pool.generation });
+    if pool.policy.substrate.is_some() {
+        uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now);
+    }
+    ctx.commit(uow).await?;
+    Ok(archived)
 }

@@ -1,20 +1,20 @@
 //! `providerAccounts.*` (SPEC §5): a tenant's accounts at providers, with write-only
 //! credentials.
 
-use std::borrow::Cow;
-use std::fmt;
-
-use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
-use bc_domain::ports::Permission;
+use bc_domain::model::{ProviderAccount, ProviderKind, SealedSecret};
+use bc_domain::ports::{Permission, ProviderCredentials, UnitOfWork, Write};
 use bc_domain::{ObjectName, ProviderAccountId, RequestId, TenantId, Timestamp};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::{Deserialize, Deserializer, Serialize};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{list_input, list_output, not_served, object_ref};
+use super::{list_input, list_output, object_ref};
 use crate::access::Target;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
+use crate::write::Created;
 
 pub(crate) static PROVIDER_ACCOUNTS: Resource = Resource {
     name: "providerAccounts",
@@ -22,49 +22,6 @@ pub(crate) static PROVIDER_ACCOUNTS: Resource = Resource {
     module: "providers",
     description: "A provider account is a tenant's account at a cloud provider (DigitalOcean first), on which its Kubernetes clusters, node pools and load balancers are made. Its credentials are write-only: they are checked against the provider before the account is created, stored encrypted (AEAD, with a key from the server's secret key), and never returned by any method, log line or error. The provider's API URL is server configuration (`--digitalocean-api-url`), never tenant input.",
 };
-
-/// Most characters of a provider token.
-const TOKEN_MAX: usize = 1024;
-
-/// A secret given in a request: never printed, never serialized.
-pub struct SecretInput(pub SecretString);
-
-impl fmt::Debug for SecretInput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl<'de> Deserialize<'de> for SecretInput {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        if s.is_empty() || s.len() > TOKEN_MAX {
-            // The value itself is never echoed.
-            return Err(serde::de::Error::custom(format!("must be 1 to {TOKEN_MAX} characters")));
-        }
-        Ok(SecretInput(SecretString::new(s)))
-    }
-}
-
-impl JsonSchema for SecretInput {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        Cow::Borrowed("Secret")
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "string", "minLength": 1, "maxLength": TOKEN_MAX, "writeOnly": true })
-    }
-}
-
-/// The credentials of an account (write-only).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Credentials {
-    /// The provider's API token.
-    pub token: SecretInput,
-}
 
 /// Input of `providerAccounts.create`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -76,8 +33,8 @@ pub struct ProviderAccountsCreateInput {
     pub provider: ProviderKind,
     /// Unique among the tenant's live accounts.
     pub name: ObjectName,
-    /// Checked against the provider, stored encrypted, never returned.
-    pub credentials: Credentials,
+    /// `{token}`: checked against the provider, stored encrypted, never returned.
+    pub credentials: ProviderCredentials,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default)]
     pub request_id: Option<RequestId>,
@@ -92,8 +49,12 @@ impl MethodInput for ProviderAccountsCreateInput {
             "tenantId": ex::TENANT,
             "provider": "digitalocean",
             "name": "main",
-            "credentials": { "token": "dop_v1_0123456789abcdef" }
+            "credentials": { "token": "dop_v1_0123456789abcdef" },
+            "requestId": "main-account-1"
         })
+    }
+    fn request_id(&self) -> Option<&RequestId> {
+        self.request_id.as_ref()
     }
 }
 
@@ -155,7 +116,7 @@ pub(crate) fn methods() -> Vec<Method> {
     use Permission::{ProviderAccountsManage as Manage, ProviderAccountsRead as Read};
     use ResourceType::{ComputeTenant, ProviderAccount as OnAccount};
     vec![
-        Method::declare::<ProviderAccountsCreateInput, ProviderAccountView>(
+        Method::declare::<ProviderAccountsCreateInput, Created<ProviderAccountView>>(
             PROVIDER_ACCOUNTS.method(
                 "create",
                 Kind::Write,
@@ -163,7 +124,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 ComputeTenant,
                 "Checks credentials.token against the provider (a refused token is FAILED_PRECONDITION, and nothing is stored), then records the account and returns it: providerAccountId, tenantId, provider (digitalocean), name and createdAt, never the credentials. The name must be unique among the tenant's live accounts. A repeat with the same requestId and the same body within 24 hours returns the first account and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:provider-accounts:manage on the tenant.",
             ),
-            not_served,
+            create,
         ),
         Method::declare::<ProviderAccountRef, ProviderAccountView>(
             PROVIDER_ACCOUNTS.method(
@@ -173,7 +134,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnAccount,
                 "Returns the account: providerAccountId, tenantId, provider, name and createdAt; never its credentials. A deleted account, or one of another tenant, is NOT_FOUND. Decided as compute:provider-accounts:read on the account.",
             ),
-            not_served,
+            get,
         ),
         Method::declare::<ProviderAccountsListInput, ProviderAccountsListOutput>(
             PROVIDER_ACCOUNTS.method(
@@ -183,7 +144,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnAccount,
                 "Lists the tenant's live accounts that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain. Decided as compute:provider-accounts:read on each account.",
             ),
-            not_served,
+            list,
         ),
         Method::declare::<ProviderAccountRef, ProviderAccountView>(
             PROVIDER_ACCOUNTS.method(
@@ -193,7 +154,68 @@ pub(crate) fn methods() -> Vec<Method> {
                 OnAccount,
                 "Deletes the account with its stored credentials and returns it. While Kubernetes clusters or load balancers remain on it, the call is FAILED_PRECONDITION: delete them first (a pool substrate's cluster goes when the pool is archived or its substrate removed). Decided as compute:provider-accounts:manage on the account.",
             ),
-            not_served,
+            delete,
         ),
     ]
+}
+
+async fn create(
+    ctx: Ctx,
+    call: Call<ProviderAccountsCreateInput>,
+) -> Result<Created<ProviderAccountView>, ApiError> {
+    let input = &call.input;
+    let credentials = ProviderCredentials::new(input.credentials.token.clone())
+        .map_err(|e| ApiError::invalid("credentials.token", e.to_string()))?;
+    // The token is checked before anything is stored: a refused one leaves no account.
+    let what = "checking credentials.token";
+    let provider = ctx
+        .providers
+        .provider_for_token(input.provider, &credentials.token)
+        .await
+        .map_err(|e| ApiError::provider(what, &e))?;
+    provider.check_credentials().await.map_err(|e| ApiError::provider(what, &e))?;
+    let id: ProviderAccountId = ctx.new_id();
+    // Sealed with the account id as associated data, exactly as
+    // `ProviderCredentials::unseal` opens it: the ciphertext is useless on another row.
+    let sealed = ctx
+        .secrets
+        .seal(&credentials.to_plaintext(), id.as_str().as_bytes())
+        .map_err(|e| ApiError::internal(format!("sealing the credentials of {id}: {e}")))?;
+    let account = ProviderAccount {
+        provider_account_id: id,
+        tenant_id: input.tenant_id.clone(),
+        provider: input.provider,
+        name: input.name.clone(),
+        credentials: SealedSecret(sealed),
+        created_at: ctx.now(),
+        deleted_at: None,
+    };
+    let view = ProviderAccountView::from(&account);
+    ctx.commit_create(&call, UnitOfWork::new().write(Write::InsertAccount(account)), view).await
+}
+
+async fn get(_ctx: Ctx, call: Call<ProviderAccountRef>) -> Result<ProviderAccountView, ApiError> {
+    Ok(ProviderAccountView::from(call.access.account()?))
+}
+
+async fn list(
+    ctx: Ctx,
+    call: Call<ProviderAccountsListInput>,
+) -> Result<ProviderAccountsListOutput, ApiError> {
+    let input = &call.input;
+    let page = input.page(call.method)?;
+    let accounts = ctx.store.account_list(&input.tenant_id, call.access.scope()?, &page).await?;
+    Ok(ProviderAccountsListOutput::of(call.method, accounts, |a| ProviderAccountView::from(&a)))
+}
+
+async fn delete(ctx: Ctx, call: Call<ProviderAccountRef>) -> Result<ProviderAccountView, ApiError> {
+    let account = call.access.account()?;
+    let write = Write::DeleteAccount {
+        provider_account_id: account.provider_account_id.clone(),
+        at: ctx.now(),
+    };
+    // The store refuses (FAILED_PRECONDITION, naming what remains) while clusters, load
+    // balancers or substrates use the account, in the deleting statement itself.
+    ctx.commit(UnitOfWork::new().write(write)).await?;
+    Ok(ProviderAccountView::from(account))
 }

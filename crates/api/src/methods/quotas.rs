@@ -1,17 +1,18 @@
 //! `quotas.*` (SPEC §4): how many of a resource a pool may hold.
 
 use bc_domain::model::{Quota, QuotaResource};
-use bc_domain::ports::Permission;
+use bc_domain::ports::{Permission, UnitOfWork, Write};
 use bc_domain::{PoolId, TenantId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::not_served;
 use super::pools::PoolRef;
 use crate::access::Target;
-use crate::registry::{Kind, Method, MethodInput, Resource, ResourceType};
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
 
 pub(crate) static QUOTAS: Resource = Resource {
     name: "quotas",
@@ -55,11 +56,35 @@ pub(crate) fn methods() -> Vec<Method> {
     vec![
         Method::declare::<QuotasSetInput, Quota>(
             QUOTAS.method("set", Kind::Write, Permission::QuotasManage, ResourceType::ComputeSystem, "Sets the pool's limit for resource (loadBalancers) to limit (0 or more) and returns the quota row: resource, limit, and used, the units booked now. A limit below used releases nothing: new bookings are refused until enough are released. Decided as compute:quotas:manage on compute-system: quotas are set by the operator of the whole system, not by tenants."),
-            not_served,
+            set,
         ),
         Method::declare::<PoolRef, QuotasListOutput>(
             QUOTAS.method("list", Kind::Read, Permission::PoolsRead, ResourceType::Pool, "Returns the pool's quota rows, quotas: [{ resource, limit, used }]. A resource without a row grants none. Decided as compute:pools:read on the pool."),
-            not_served,
+            list,
         ),
     ]
+}
+
+async fn set(ctx: Ctx, call: Call<QuotasSetInput>) -> Result<Quota, ApiError> {
+    let input = &call.input;
+    let pool = call.access.pool()?;
+    let write = Write::SetQuota {
+        pool_id: pool.pool_id.clone(),
+        resource: input.resource,
+        limit: input.limit,
+    };
+    ctx.commit(UnitOfWork::new().write(write)).await?;
+    // Read back: `used` is whatever is booked at this moment, not what was read before.
+    ctx.store.quota_get(&pool.pool_id, input.resource).await?.ok_or_else(|| {
+        ApiError::internal(format!(
+            "quota {} of pool {} vanished",
+            input.resource.as_str(),
+            pool.pool_id
+        ))
+    })
+}
+
+async fn list(ctx: Ctx, call: Call<PoolRef>) -> Result<QuotasListOutput, ApiError> {
+    let pool = call.access.pool()?;
+    Ok(QuotasListOutput { quotas: ctx.store.quota_list(&pool.pool_id).await? })
 }

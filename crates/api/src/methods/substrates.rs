@@ -5,11 +5,14 @@ use bc_domain::model::{Substrate, SubstrateMode, UpgradeWait, WaitingToJoin};
 use bc_domain::ports::Permission;
 use bc_domain::{ClusterId, PoolId, ProviderAccountId, ResourceState, TenantId};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
-use super::not_served;
-use super::pools::PoolRef;
-use crate::registry::{Kind, Method, Resource, ResourceType};
+use super::examples as ex;
+use crate::access::Target;
+use crate::error::ApiError;
+use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::service::Ctx;
 
 pub(crate) static KUBERNETES_SUBSTRATES: Resource = Resource {
     name: "kubernetesSubstrates",
@@ -17,6 +20,28 @@ pub(crate) static KUBERNETES_SUBSTRATES: Resource = Resource {
     module: "kubernetes",
     description: "A pool substrate is the managed Kubernetes cluster behind a pool whose policy has a `substrate` (`kind: 'kubernetes'`, an `account`, and `cluster: { create }` or `cluster: { adopt }`). The `kubernetes.substrates` reconciler records it here: it creates the cluster with one node pool per flavor (or adopts an existing cluster and adds the flavors' node pools to it, named `bc-<pool>-<flavor>` so they never collide with the tenant's own pools), server-side applies bcd's DaemonSet with a hosted join token, and the cluster's Nodes join the pool. Every object it applies carries the label `better-compute.dev/substrate-pool=<pool id>`; on an adopted cluster an object of the same name it did not create is never taken over or deleted. There is nothing to call to create or delete a substrate: change the pool's policy, or archive the pool to tear it down.",
 };
+
+/// Input of `kubernetesSubstrates.get`: the seed's two fields.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubernetesSubstratesGetInput {
+    /// The pool's tenant.
+    pub tenant_id: TenantId,
+    /// The pool.
+    pub pool_id: PoolId,
+}
+
+impl MethodInput for KubernetesSubstratesGetInput {
+    /// Decided on the tenant (SPEC §6: on the pool owner's tenant) before anything is
+    /// read; the one read is then the tenant-scoped substrate row itself, so a pool of
+    /// another tenant is as absent as a pool without a substrate.
+    fn target(&self) -> Target {
+        Target::Tenant(self.tenant_id.clone())
+    }
+    fn example() -> Value {
+        json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
+    }
+}
 
 /// A pool's substrate as the API shows it (SPEC §6: these fields and no other; never
 /// the join token, its id, a kubeconfig or a credential).
@@ -71,8 +96,19 @@ impl From<&Substrate> for KubernetesSubstrateView {
 }
 
 pub(crate) fn methods() -> Vec<Method> {
-    vec![Method::declare::<PoolRef, KubernetesSubstrateView>(
+    vec![Method::declare::<KubernetesSubstratesGetInput, KubernetesSubstrateView>(
         KUBERNETES_SUBSTRATES.method("get", Kind::Read, Permission::KubernetesRead, ResourceType::ComputeTenant, "Returns the pool's substrate: poolId, tenantId, providerAccountId, mode (create or adopt), the clusterId of its kubernetesClusters row once recorded, state (pending, provisioning, ready, updating, error, deleting, deleted) with a message when there is something to fix or wait for, nodesListed and nodesJoined (the substrate's Nodes the cluster last listed, and of them the ones whose bcd joined the pool), waitingToJoin ({ nodes, since }: how many listed Nodes have no joined bcd, and since when none has joined; after 15 minutes the message says what to check, while the state stays ready), and upgrade ({ version, since }) while an upgrades: 'drain' upgrade waits for bookings to end. It never returns the join token, its id or a credential. A pool without a substrate is NOT_FOUND. Decided as compute:kubernetes:read on the pool owner's tenant."),
-        not_served,
+        get,
     )]
+}
+
+async fn get(
+    ctx: Ctx,
+    call: Call<KubernetesSubstratesGetInput>,
+) -> Result<KubernetesSubstrateView, ApiError> {
+    let input = &call.input;
+    match ctx.store.substrate_get(&input.tenant_id, &input.pool_id).await? {
+        Some(substrate) => Ok(KubernetesSubstrateView::from(&substrate)),
+        None => Err(ApiError::not_found(format!("pool {} has no substrate", input.pool_id))),
+    }
 }

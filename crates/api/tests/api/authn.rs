@@ -7,15 +7,20 @@ use bc_api::methods::examples as ex;
 use bc_domain::model::{Role, Scope};
 use serde_json::json;
 
-use crate::common::{Harness, grant, new_token};
+use crate::common::{Harness, S, grant, new_token};
 
 fn substrate_get() -> serde_json::Value {
     json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
 }
 
-#[tokio::test]
-async fn missing_malformed_unknown_and_revoked_tokens_are_one_401() {
-    let h = Harness::new().await;
+bc_store::store_suite!(
+    missing_malformed_unknown_and_revoked_tokens_are_one_401,
+    a_body_is_not_read_before_authentication,
+    agents_authenticate_with_their_own_credentials,
+);
+
+async fn missing_malformed_unknown_and_revoked_tokens_are_one_401(s: S) {
+    let h = Harness::on(s).await;
     let operator = vec![grant(Role::Operator, Scope::System)];
     let revoked = h.revoked_token(operator.clone()).await;
     let (unknown, _) = new_token(operator.clone());
@@ -47,20 +52,18 @@ async fn missing_malformed_unknown_and_revoked_tokens_are_one_401() {
     bodies.dedup();
     assert_eq!(bodies.len(), 1, "every failure reads the same: {bodies:?}");
     assert!(!bodies[0].contains(&valid[3..]), "the credential is never echoed");
-    let ok = h.call("kubernetesSubstrates.get", Some(&valid), &substrate_get()).await;
-    assert!(ok.reached_handler(), "{}", ok.text);
+    let ok = h.call("kubernetesSubstrates.get", Some(&valid), &substrate_get()).await.ok();
+    assert_eq!(ok["poolId"], ex::POOL);
 }
 
-#[tokio::test]
-async fn a_body_is_not_read_before_authentication() {
-    let h = Harness::new().await;
+async fn a_body_is_not_read_before_authentication(s: S) {
+    let h = Harness::on(s).await;
     let a = h.post_raw("/api/compute/pools/get", None, "this is not json").await;
     assert_eq!(a.status, 401, "authentication comes first: {}", a.text);
 }
 
-#[tokio::test]
-async fn agents_authenticate_with_their_own_credentials() {
-    let h = Harness::new().await;
+async fn agents_authenticate_with_their_own_credentials(s: S) {
+    let h = Harness::on(s).await;
     let heartbeat = |token: Option<String>| {
         let h = &h;
         async move { h.call("agents.heartbeat", token.as_deref(), &json!({})).await }
@@ -72,8 +75,11 @@ async fn agents_authenticate_with_their_own_credentials() {
     let api_token = h.token(vec![grant(Role::Operator, Scope::System)]).await;
     assert_eq!(heartbeat(Some(api_token)).await.status, 401);
     let credential = h.node_credential().await;
-    assert!(heartbeat(Some(credential)).await.reached_handler());
-    // Joining carries its credential in the body: no bearer needed to reach the handler.
+    let beat = heartbeat(Some(credential)).await.ok();
+    assert_eq!(beat["heartbeatSeconds"], 30);
+    // Joining carries its credential in the body: no bearer is asked for, and a join
+    // token that opens no pool is the same 401.
     let join = json!({ "joinToken": "jt", "nodeName": "pool-gpu-1", "bcdVersion": "0.1.0" });
-    assert!(h.call("agents.join", None, &join).await.reached_handler());
+    let a = h.call("agents.join", None, &join).await;
+    assert_eq!((a.status.as_u16(), a.code()), (401, "UNAUTHENTICATED"), "{}", a.text);
 }

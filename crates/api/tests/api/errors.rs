@@ -8,15 +8,22 @@ use bc_api::methods::examples as ex;
 use bc_domain::model::{Role, Scope};
 use serde_json::{Value, json};
 
-use crate::common::{Harness, grant};
+use crate::common::{Harness, S, grant};
 
 async fn operator(h: &Harness) -> String {
     h.token(vec![grant(Role::Operator, Scope::System)]).await
 }
 
-#[tokio::test]
-async fn unknown_methods_and_paths_are_404_json() {
-    let h = Harness::new().await;
+bc_store::store_suite!(
+    unknown_methods_and_paths_are_404_json,
+    other_verbs_are_405_json,
+    a_body_over_one_mebibyte_is_413_json,
+    bad_bodies_are_invalid_argument_naming_the_field,
+    a_body_that_says_it_is_not_json_is_refused,
+);
+
+async fn unknown_methods_and_paths_are_404_json(s: S) {
+    let h = Harness::on(s).await;
     let t = operator(&h).await;
     for path in [
         "/api/compute/pools/frobnicate",
@@ -31,9 +38,8 @@ async fn unknown_methods_and_paths_are_404_json() {
     }
 }
 
-#[tokio::test]
-async fn other_verbs_are_405_json() {
-    let h = Harness::new().await;
+async fn other_verbs_are_405_json(s: S) {
+    let h = Harness::on(s).await;
     for verb in ["GET", "PUT", "DELETE", "PATCH"] {
         let req = Request::builder()
             .method(verb)
@@ -45,13 +51,15 @@ async fn other_verbs_are_405_json() {
         assert_eq!(a.headers["allow"], "POST");
         assert_eq!(a.code(), "METHOD_NOT_ALLOWED");
     }
+    // The event stream is a GET.
+    let a = h.post_raw("/api/compute/events/stream", None, "{}").await;
+    assert_eq!((a.status.as_u16(), a.headers["allow"].to_str().unwrap()), (405, "GET"));
     let a = h.post_raw("/healthz", None, "").await;
     assert_eq!((a.status.as_u16(), a.headers["allow"].to_str().unwrap()), (405, "GET"));
 }
 
-#[tokio::test]
-async fn a_body_over_one_mebibyte_is_413_json() {
-    let h = Harness::new().await;
+async fn a_body_over_one_mebibyte_is_413_json(s: S) {
+    let h = Harness::on(s).await;
     let t = operator(&h).await;
     let filler = "x".repeat(1024 * 1024);
     let body = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL, "pad": filler }).to_string();
@@ -72,9 +80,8 @@ async fn invalid(h: &Harness, token: &str, method: &str, body: &str) -> (Option<
     (field, a.json["error"]["message"].as_str().unwrap_or_default().to_owned())
 }
 
-#[tokio::test]
-async fn bad_bodies_are_invalid_argument_naming_the_field() {
-    let h = Harness::new().await;
+async fn bad_bodies_are_invalid_argument_naming_the_field(s: S) {
+    let h = Harness::on(s).await;
     let t = operator(&h).await;
     let cases: &[(&str, Value, Option<&str>)] = &[
         (
@@ -137,9 +144,8 @@ async fn bad_bodies_are_invalid_argument_naming_the_field() {
     }
 }
 
-#[tokio::test]
-async fn a_body_that_says_it_is_not_json_is_refused() {
-    let h = Harness::new().await;
+async fn a_body_that_says_it_is_not_json_is_refused(s: S) {
+    let h = Harness::on(s).await;
     let t = operator(&h).await;
     let req = Request::post("/api/compute/pools/get")
         .header("authorization", format!("Bearer {t}"))
@@ -153,5 +159,5 @@ async fn a_body_that_says_it_is_not_json_is_refused() {
         .header("content-type", "application/json; charset=utf-8")
         .body(Body::from(json!({ "tenantId": ex::TENANT, "poolId": ex::POOL }).to_string()))
         .unwrap();
-    assert!(h.send(req).await.reached_handler());
+    assert_eq!(h.send(req).await.ok()["poolId"], ex::POOL);
 }

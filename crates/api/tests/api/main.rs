@@ -1,14 +1,24 @@
 //! bc-api's tests, in one binary: the registry against SPEC §4–§12, the generated docs,
-//! authentication, the authorization matrix, the error mapping, the service endpoints,
-//! and property tests of the input checks — in process, through the real router, on the
-//! real SQLite store.
+//! authentication, the authorization matrix, the rules every method keeps (input checks,
+//! idempotency, generations), each resource's behaviour, the event stream, the error
+//! mapping, the service endpoints, secrets, and property tests of the input checks — in
+//! process, through the real router, on the real store (SQLite and PostgreSQL), with the
+//! simulator's direct face as the provider and the clusters.
 
+mod accounts;
+mod agents;
 mod authn;
 mod authz_matrix;
 mod common;
+mod contract;
 mod docs;
 mod errors;
+mod kubernetes;
+mod ledger;
+mod load_balancers;
 mod pipeline;
+mod pools;
 mod properties;
 mod registry;
+mod secrets;
 mod service;

@@ -5,7 +5,7 @@
 use std::sync::{Arc, LazyLock};
 
 use bc_api::access::{Access, Resolved};
-use bc_api::authz::{CedarAuthorizer, ReadScope};
+use bc_api::authz::CedarAuthorizer;
 use bc_api::methods::examples as ex;
 use bc_api::methods::load_balancers::LoadBalancerRef;
 use bc_api::methods::node_pools::KubernetesNodePoolsListInput;
@@ -14,10 +14,10 @@ use bc_api::registry::{Authorization, Kind, Method, MethodInfo, Registry, Resour
 use bc_api::{ApiError, Call, Ctx};
 use bc_domain::StoreError;
 use bc_domain::model::{Role, Scope};
-use bc_domain::ports::Permission;
+use bc_domain::ports::{Permission, ReadScope};
 use serde_json::{Value, json};
 
-use crate::common::{Harness, OTHER_LB, acme, grant, id, test_settings};
+use crate::common::{Harness, OTHER_LB, S, acme, grant, id, sim_config, test_settings};
 
 static PROBE: Resource =
     Resource { name: "probe", page: "probe", module: "test", description: "Probes." };
@@ -28,12 +28,12 @@ fn describe(access: &Access) -> Value {
     match access {
         Access::Object(Resolved::Pool(p)) => json!({ "pool": p.pool_id.as_str() }),
         Access::Object(Resolved::LoadBalancer(l)) => json!({ "loadBalancer": l.name.as_str() }),
-        Access::List { scope: ReadScope::All, parent } => {
+        Access::List { scope: ReadScope::Tenant, parent } => {
             json!({ "all": true, "parent": parent.as_ref().map(|p| format!("{:?}", p.chain()[0])) })
         }
-        Access::List { scope: ReadScope::Only(s), .. } => json!({
+        Access::List { scope: ReadScope::Granted(s), .. } => json!({
             "pools": ids(s.pools.iter().map(|x| x.to_string()).collect()),
-            "accounts": ids(s.provider_accounts.iter().map(|x| x.to_string()).collect()),
+            "accounts": ids(s.accounts.iter().map(|x| x.to_string()).collect()),
             "clusters": ids(s.clusters.iter().map(|x| x.to_string()).collect()),
             "loadBalancers": ids(s.load_balancers.iter().map(|x| x.to_string()).collect()),
         }),
@@ -92,17 +92,23 @@ static PROBES: LazyLock<Registry> = LazyLock::new(|| {
     ])
 });
 
-async fn harness() -> Harness {
-    Harness::with(|api| api.settings(test_settings()).registry(&PROBES)).await
+async fn harness(s: S) -> Harness {
+    Harness::with(s, sim_config(), |api| api.settings(test_settings()).registry(&PROBES)).await
 }
+
+bc_store::store_suite!(
+    a_handler_gets_the_object_it_was_authorized_on,
+    a_list_gets_the_scope_its_caller_may_read,
+    handler_errors_are_answered_by_the_one_mapping,
+    operator_policies_decide_beside_the_grants,
+);
 
 fn pool_ref() -> Value {
     json!({ "tenantId": ex::TENANT, "poolId": ex::POOL })
 }
 
-#[tokio::test]
-async fn a_handler_gets_the_object_it_was_authorized_on() {
-    let h = harness().await;
+async fn a_handler_gets_the_object_it_was_authorized_on(s: S) {
+    let h = harness(s).await;
     let viewer = h.token(vec![grant(Role::Viewer, Scope::Pool(id(ex::POOL)))]).await;
     let a = h.call("probe.pool", Some(&viewer), &pool_ref()).await;
     assert_eq!(a.json, json!({ "pool": ex::POOL }), "{}", a.text);
@@ -110,12 +116,11 @@ async fn a_handler_gets_the_object_it_was_authorized_on() {
         h.token(vec![grant(Role::Viewer, Scope::ProviderAccount(id(ex::ACCOUNT)))]).await;
     let body = json!({ "tenantId": ex::TENANT, "loadBalancerId": ex::LOAD_BALANCER });
     let a = h.call("probe.loadBalancer", Some(&lb_viewer), &body).await;
-    assert_eq!(a.json, json!({ "loadBalancer": "web-lb" }), "{}", a.text);
+    assert_eq!(a.json, json!({ "loadBalancer": "main-lb" }), "{}", a.text);
 }
 
-#[tokio::test]
-async fn a_list_gets_the_scope_its_caller_may_read() {
-    let h = harness().await;
+async fn a_list_gets_the_scope_its_caller_may_read(s: S) {
+    let h = harness(s).await;
     let list = json!({ "tenantId": ex::TENANT });
     let tenant_viewer = h.token(vec![grant(Role::Viewer, acme())]).await;
     assert_eq!(h.call("probe.pools", Some(&tenant_viewer), &list).await.json["all"], true);
@@ -139,9 +144,8 @@ async fn a_list_gets_the_scope_its_caller_may_read() {
     assert_eq!(a.json["clusters"], json!([]), "{}", a.text);
 }
 
-#[tokio::test]
-async fn handler_errors_are_answered_by_the_one_mapping() {
-    let h = harness().await;
+async fn handler_errors_are_answered_by_the_one_mapping(s: S) {
+    let h = harness(s).await;
     let viewer = h.token(vec![grant(Role::Viewer, acme())]).await;
     let stale = h.call("probe.stale", Some(&viewer), &pool_ref()).await;
     assert_eq!((stale.status.as_u16(), stale.code()), (409, "ABORTED"));
@@ -152,8 +156,7 @@ async fn handler_errors_are_answered_by_the_one_mapping() {
     assert!(!broken.text.contains("SELECT"), "never SQL: {}", broken.text);
 }
 
-#[tokio::test]
-async fn operator_policies_decide_beside_the_grants() {
+async fn operator_policies_decide_beside_the_grants(s: S) {
     let viewer_grants = vec![grant(Role::Viewer, acme())];
     let (plain, token) = crate::common::new_token(viewer_grants);
     let forbid = format!(
@@ -161,8 +164,10 @@ async fn operator_policies_decide_beside_the_grants() {
         token.token_id
     );
     let cedar = Arc::new(CedarAuthorizer::with_policies(&forbid).expect("valid policy"));
-    let h = Harness::with(|api| api.settings(test_settings()).registry(&PROBES).authorizer(cedar))
-        .await;
+    let h = Harness::with(s, sim_config(), |api| {
+        api.settings(test_settings()).registry(&PROBES).authorizer(cedar)
+    })
+    .await;
     use bc_domain::ports::{Store, UnitOfWork, Write};
     h.store.commit(UnitOfWork::new().write(Write::InsertApiToken(token))).await.expect("token");
     let a = h.call("probe.pool", Some(&plain), &pool_ref()).await;

@@ -9,18 +9,25 @@ use axum::body::Body;
 use axum::http::Request;
 use bc_api::methods::examples as ex;
 use bc_api::ratelimit::RateLimit;
-use bc_api::{Api, Settings};
+use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{Role, Scope};
-use bc_domain::ports::ManualClock;
+use bc_sim::direct::DirectRegistry;
+use bc_sim::kube::direct::DirectClusterApi;
 use bc_store::{AeadSecretBox, SqlStore};
 use serde_json::json;
 use tower::ServiceExt;
 
-use crate::common::{Harness, NoProviders, grant, t0, test_settings};
+use crate::common::{Harness, S, example, grant, sim_config};
 
-#[tokio::test]
-async fn health_readiness_and_the_openapi_document() {
-    let h = Harness::new().await;
+bc_store::store_suite!(
+    health_readiness_and_the_openapi_document,
+    metrics_count_requests_by_method_and_code_and_report_queue_depth,
+    every_answer_carries_a_request_id,
+    the_rate_limit_is_per_token_with_retry_after,
+);
+
+async fn health_readiness_and_the_openapi_document(s: S) {
+    let h = Harness::on(s).await;
     let a = h.get("/healthz").await;
     assert_eq!((a.status.as_u16(), a.json["status"].as_str()), (200, Some("ok")));
     let a = h.get("/readyz").await;
@@ -33,12 +40,15 @@ async fn health_readiness_and_the_openapi_document() {
 #[tokio::test]
 async fn readyz_is_503_json_while_migrations_are_not_current() {
     let store = Arc::new(SqlStore::connect_unmigrated("sqlite::memory:").await.expect("store"));
-    let app = Api::new(
+    let (sim, clock) = bc_sim::testing::sim(sim_config());
+    let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
+    let app = Api::new(Ports {
         store,
-        Arc::new(ManualClock::new(t0())),
-        Arc::new(NoProviders),
-        Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key")),
-    )
+        clock,
+        providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
+        clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
+        secrets,
+    })
     .router();
     let resp = app.oneshot(Request::get("/readyz").body(Body::empty()).unwrap()).await.unwrap();
     assert!(resp.status().is_server_error(), "{}", resp.status());
@@ -47,35 +57,38 @@ async fn readyz_is_503_json_while_migrations_are_not_current() {
     assert!(body["error"]["code"].is_string(), "{body}");
 }
 
-#[tokio::test]
-async fn metrics_count_requests_by_method_and_code_and_report_queue_depth() {
-    let depth: bc_api::metrics::QueueDepthSource =
-        Arc::new(|| Box::pin(async { vec![("kubernetes.substrates".to_owned(), 3)] }));
-    let h = Harness::with(|api| api.settings(test_settings()).queue_depth(depth)).await;
-    let t = h.token(vec![grant(Role::Viewer, Scope::System)]).await;
+async fn metrics_count_requests_by_method_and_code_and_report_queue_depth(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
     let body = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
-    h.call("pools.get", Some(&t), &body).await;
+    h.call("pools.get", Some(&t), &body).await.ok();
     h.call("pools.get", None, &body).await;
     h.post_raw("/api/compute/pools/nope", None, "{}").await;
+    // Two writes that enqueue work: a pool with a substrate, a load balancer.
+    h.call("pools.create", Some(&t), &example("pools.create")).await.ok();
+    h.call("loadBalancers.create", Some(&t), &example("loadBalancers.create")).await.ok();
     let m = h.get("/metrics").await;
     assert_eq!(m.status, 200);
     assert!(
         m.headers["content-type"].to_str().unwrap().starts_with("application/openmetrics-text")
     );
     for line in [
-        r#"bc_api_requests_total{method="pools.get",code="UNAVAILABLE"} 1"#,
+        r#"bc_api_requests_total{method="pools.get",code="OK"} 1"#,
         r#"bc_api_requests_total{method="pools.get",code="UNAUTHENTICATED"} 1"#,
         r#"bc_api_requests_total{method="unknown.method",code="NOT_FOUND"} 1"#,
         r#"bc_api_request_duration_seconds_count{method="pools.get"} 2"#,
-        r#"bc_work_queue_depth{kind="kubernetes.substrates"} 3"#,
+        r#"bc_work_queue_depth{kind="kubernetes.substrates"} 1"#,
+        r#"bc_work_queue_due{kind="kubernetes.substrates"} 1"#,
+        r#"bc_work_queue_depth{kind="vps.provider-resources"} 1"#,
+        r#"bc_work_queue_depth{kind="kubernetes.clusters"} 0"#,
+        r#"bc_work_queue_failing{kind="kubernetes.nodepools"} 0"#,
     ] {
         assert!(m.text.contains(line), "missing {line} in\n{}", m.text);
     }
 }
 
-#[tokio::test]
-async fn every_answer_carries_a_request_id() {
-    let h = Harness::new().await;
+async fn every_answer_carries_a_request_id(s: S) {
+    let h = Harness::on(s).await;
     let mut seen = std::collections::BTreeSet::new();
     for path in ["/healthz", "/nope", "/api/compute/pools/get"] {
         let a = h.get(path).await;
@@ -92,11 +105,10 @@ async fn every_answer_carries_a_request_id() {
     assert!(h.send(odd).await.headers["x-request-id"].to_str().unwrap().starts_with("req_"));
 }
 
-#[tokio::test]
-async fn the_rate_limit_is_per_token_with_retry_after() {
+async fn the_rate_limit_is_per_token_with_retry_after(s: S) {
     let limit =
         RateLimit { burst: NonZeroU32::new(2).unwrap(), replenish_every: Duration::from_secs(60) };
-    let h = Harness::with(|api| {
+    let h = Harness::with(s, sim_config(), |api| {
         api.settings(Settings { rate_limit: Some(limit), ..Settings::default() })
     })
     .await;
@@ -104,14 +116,12 @@ async fn the_rate_limit_is_per_token_with_retry_after() {
     let b_token = h.token(vec![grant(Role::Viewer, Scope::System)]).await;
     let body = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
     for _ in 0..2 {
-        assert!(h.call("pools.get", Some(&a_token), &body).await.reached_handler());
+        h.call("pools.get", Some(&a_token), &body).await.ok();
     }
     let limited = h.call("pools.get", Some(&a_token), &body).await;
     assert_eq!((limited.status.as_u16(), limited.code()), (429, "RESOURCE_EXHAUSTED"));
     let retry: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
-    assert!(
-        h.call("pools.get", Some(&b_token), &body).await.reached_handler(),
-        "another token is not limited"
-    );
+    let other = h.call("pools.get", Some(&b_token), &body).await;
+    assert_eq!(other.status, 200, "another token is not limited: {}", other.text);
 }

@@ -489,14 +489,29 @@ pub trait ProviderImpl: Send + Sync {
     fn load_balancers(&self) -> &dyn LoadBalancerProvider;
 }
 
+/// Most characters of a provider API token.
+pub const PROVIDER_TOKEN_MAX: usize = 1024;
+/// The rule of a provider API token, as [`ProviderCredentials::new`] applies it: no
+/// whitespace and no control characters (it travels in an HTTP header).
+pub const PROVIDER_TOKEN_PATTERN: &str = r"^[^\s\p{Cc}]+$";
+
 /// The credentials document of a provider account (SPEC §5 `credentials: {token}`): what
 /// `providerAccounts.create` takes in and seals with the `SecretBox`, and what a
 /// `ProviderRegistry` opens. `Debug` never prints the token.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderCredentials {
-    /// The provider API token (DigitalOcean: `dop_v1_…`).
+    /// The provider API token (DigitalOcean: `dop_v1_…`); write-only.
     #[serde(serialize_with = "SecretString::serialize_exposed")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(min = 1, max = PROVIDER_TOKEN_MAX),
+            regex(pattern = PROVIDER_TOKEN_PATTERN),
+            extend("writeOnly" = true)
+        )
+    )]
     pub token: SecretString,
 }
 
@@ -512,9 +527,11 @@ pub enum CredentialsError {
     /// Not the JSON object `{"token": "…"}`.
     #[error("credentials must be the JSON object {{\"token\": \"…\"}}")]
     Shape,
-    /// The token is empty, or holds whitespace or control characters (it travels in an
-    /// HTTP header).
-    #[error("credentials.token must be a non-empty token without spaces or control characters")]
+    /// The token is empty, too long, or holds whitespace or control characters (it
+    /// travels in an HTTP header).
+    #[error(
+        "credentials.token must be a token of 1 to 1024 characters without spaces or control characters"
+    )]
     Token,
 }
 
@@ -522,7 +539,8 @@ impl ProviderCredentials {
     /// Credentials of `token`, checked as [`ProviderCredentials::open`] checks them.
     pub fn new(token: SecretString) -> Result<Self, CredentialsError> {
         let t = token.expose();
-        if t.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        let bad_char = t.chars().any(|c| c.is_whitespace() || c.is_control());
+        if t.is_empty() || t.chars().count() > PROVIDER_TOKEN_MAX || bad_char {
             return Err(CredentialsError::Token);
         }
         Ok(Self { token })
@@ -591,10 +609,20 @@ mod tests {
             assert_eq!(e, CredentialsError::Shape);
             assert!(!e.to_string().contains("dop_v1_abc"));
         }
-        for bad in ["", "a b", "a\nb"] {
+        let long = "x".repeat(PROVIDER_TOKEN_MAX + 1);
+        for bad in ["", "a b", "a\nb", "a\u{7}", long.as_str()] {
             assert_eq!(
                 ProviderCredentials::new(SecretString::new(bad)).unwrap_err(),
                 CredentialsError::Token
+            );
+        }
+        // The documented pattern is the rule `new` applies.
+        let re = regex::Regex::new(PROVIDER_TOKEN_PATTERN).unwrap();
+        for t in ["dop_v1_abc", "a b", "a\tb", "a\u{7}", "é\u{a0}x", "x\u{2028}"] {
+            assert_eq!(
+                re.is_match(t),
+                ProviderCredentials::new(SecretString::new(t)).is_ok(),
+                "{t:?}"
             );
         }
     }

@@ -7,9 +7,12 @@
 //! store (`LedgerRepo::idempotency_get` and `Write::PutIdempotency` use [`WINDOW_MS`] with
 //! the same half-open bound), so a record the purge has not reached yet never answers.
 
+use serde_json::Value;
+
 use crate::error::Error;
 use crate::model::IdempotencyRecord;
 use crate::time::Timestamp;
+use crate::token::sha256_hex;
 
 /// How long a `requestId` is remembered, in milliseconds (24 hours).
 pub const WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
@@ -47,6 +50,47 @@ pub fn replay<'a>(
         Some(r) if is_live(r, now) && r.body_hash == body_hash => Replay::Repeat(&r.response),
         Some(r) if is_live(r, now) => Replay::Reused,
         _ => Replay::Create,
+    }
+}
+
+/// The hash a create's body is compared by: SHA-256 hex of its canonical JSON, with every
+/// object's keys sorted, so the same body with its fields in another order is the same
+/// request (serde_json may keep insertion order, when a crate in the build turns on its
+/// `preserve_order` feature, so the order is fixed here rather than assumed).
+pub fn body_hash(body: &Value) -> String {
+    let mut out = String::new();
+    canonical(body, &mut out);
+    sha256_hex(out.as_bytes())
+}
+
+/// Writes `v` as compact JSON with sorted object keys.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
     }
 }
 
@@ -89,6 +133,23 @@ mod tests {
             expired_at_or_before(Timestamp::from_unix_ms(1_000 + WINDOW_MS)).unix_ms(),
             1_000
         );
+    }
+
+    #[test]
+    fn body_hash_ignores_key_order_but_not_values() {
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":[1,{"q":2,"p":3}],"x":"s"}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}"#).unwrap();
+        assert_eq!(body_hash(&a), body_hash(&b));
+        let c: Value =
+            serde_json::from_str(r#"{"a":{"x":"s","y":[{"p":3,"q":2},1]},"b":1}"#).unwrap();
+        assert_ne!(body_hash(&a), body_hash(&c), "array order is part of the body");
+        assert_ne!(
+            body_hash(&serde_json::json!({"a": 1})),
+            body_hash(&serde_json::json!({"a": "1"}))
+        );
+        assert_eq!(body_hash(&a).len(), 64);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! `pageSize` 1–500, default 100; `pageToken` opaque; `nextPageToken` while more remain).
 //!
 //! Invariant: a list pages inside its query (ordered by its key, `key > after`, `LIMIT`),
-//! so a page is short only when it is the last; a token decodes only to the key type of
-//! the list that made it — an id of another kind, or any text `encode` did not make, is
-//! an input error naming `pageToken`, never a silently empty page.
+//! so a page is short only when it is the last; a token is bound to the list that made it
+//! (its name, e.g. the API method `pools.list`, travels inside it) and decodes only there,
+//! to that list's key type — a token of another list, or any text `encode` did not make,
+//! is an input error naming `pageToken`, never a wrong or silently empty page.
 
 use std::fmt;
 
@@ -58,7 +59,8 @@ impl CursorKey for String {
 }
 
 /// Where the next page of a list starts: the key of the last item served. Opaque to API
-/// callers ([`PageCursor::encode`] / [`PageCursor::decode`]); typed for the store.
+/// callers ([`PageCursor::encode`] / [`PageCursor::decode`], bound to the list's name);
+/// typed for the store.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PageCursor<K>(K);
 
@@ -73,20 +75,29 @@ impl<K: CursorKey> PageCursor<K> {
         &self.0
     }
 
-    /// The `pageToken` / `nextPageToken` text.
-    pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("{TOKEN_VERSION}:{}", self.0.to_cursor_text()))
+    /// The `pageToken` / `nextPageToken` text of list `list` (e.g. `pools.list`).
+    pub fn encode(&self, list: &str) -> String {
+        URL_SAFE_NO_PAD.encode(format!("{TOKEN_VERSION}\n{list}\n{}", self.0.to_cursor_text()))
     }
 
-    /// A `pageToken` back; anything `encode` did not make for this key type is
-    /// `INVALID_ARGUMENT` on `pageToken`.
-    pub fn decode(token: &str) -> Result<Self, Error> {
-        let bad =
-            || Error::invalid("pageToken", "pageToken is not a token returned by this list method");
+    /// A `pageToken` of list `list` back; anything `encode` did not make for this list
+    /// (and so for its key type) is `INVALID_ARGUMENT` on `pageToken`.
+    pub fn decode(list: &str, token: &str) -> Result<Self, Error> {
+        let bad = || {
+            Error::invalid(
+                "pageToken",
+                format!("pageToken is not a nextPageToken of {list}; start again without it"),
+            )
+        };
         let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
         let text = String::from_utf8(bytes).map_err(|_| bad())?;
-        let (version, key) = text.split_once(':').ok_or_else(bad)?;
-        if version != TOKEN_VERSION {
+        let mut parts = text.splitn(3, '\n');
+        let (Some(TOKEN_VERSION), Some(made_by), Some(key)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        if made_by != list {
             return Err(bad());
         }
         K::from_cursor_text(key).map(Self).ok_or_else(bad)
@@ -116,9 +127,13 @@ impl<K> PageRequest<K> {
 }
 
 impl<K: CursorKey> PageRequest<K> {
-    /// The page an API list call asks for, checked as SPEC §2 says: `pageSize` 1–500
-    /// (default 100) and a `pageToken` this list made, each error naming its field.
-    pub fn from_api(page_size: Option<u32>, page_token: Option<&str>) -> Result<Self, Error> {
+    /// The page an API list call of `list` asks for, checked as SPEC §2 says: `pageSize`
+    /// 1–500 (default 100) and a `pageToken` this list made, each error naming its field.
+    pub fn from_api(
+        list: &str,
+        page_size: Option<u32>,
+        page_token: Option<&str>,
+    ) -> Result<Self, Error> {
         let limit = page_size.unwrap_or(PAGE_SIZE_DEFAULT);
         if !(1..=PAGE_SIZE_MAX).contains(&limit) {
             return Err(Error::invalid(
@@ -126,7 +141,7 @@ impl<K: CursorKey> PageRequest<K> {
                 format!("pageSize must be between 1 and {PAGE_SIZE_MAX}, not {limit}"),
             ));
         }
-        let after = page_token.map(PageCursor::decode).transpose()?;
+        let after = page_token.map(|t| PageCursor::decode(list, t)).transpose()?;
         Ok(Self { after, limit })
     }
 }
@@ -141,9 +156,9 @@ pub struct Page<T, K> {
 }
 
 impl<T, K: CursorKey> Page<T, K> {
-    /// The `nextPageToken` of an API answer.
-    pub fn next_page_token(&self) -> Option<String> {
-        self.next.as_ref().map(PageCursor::encode)
+    /// The `nextPageToken` of an API answer of list `list`.
+    pub fn next_page_token(&self, list: &str) -> Option<String> {
+        self.next.as_ref().map(|c| c.encode(list))
     }
 
     /// The request for the next page of `limit` items, while more remain (for loops that
@@ -163,39 +178,55 @@ mod tests {
     fn tokens_round_trip_and_are_opaque() {
         let id = PoolId::generate(1_764_000_000_000, 42);
         let c = PageCursor::after(id.clone());
-        let token = c.encode();
+        let token = c.encode("pools.list");
         assert!(!token.contains("pool_"), "{token}");
-        assert_eq!(PageCursor::<PoolId>::decode(&token).unwrap().key(), &id);
-        let n = PageCursor::after(77u64).encode();
-        assert_eq!(*PageCursor::<u64>::decode(&n).unwrap().key(), 77);
+        assert_eq!(PageCursor::<PoolId>::decode("pools.list", &token).unwrap().key(), &id);
+        let n = PageCursor::after(77u64).encode("billing.usage");
+        assert_eq!(*PageCursor::<u64>::decode("billing.usage", &n).unwrap().key(), 77);
     }
 
     #[test]
     fn foreign_or_malformed_tokens_name_page_token() {
-        let pool_token = PageCursor::after(PoolId::generate(1, 1)).encode();
-        let cluster_token = PageCursor::after(ClusterId::generate(1, 1)).encode();
+        let pool_token = PageCursor::after(PoolId::generate(1, 1)).encode("pools.list");
+        let cluster_token =
+            PageCursor::after(ClusterId::generate(1, 1)).encode("kubernetesClusters.list");
+        // The same key type, but another list: still refused.
+        let other_list = PageCursor::after(PoolId::generate(1, 1)).encode("bookings.list");
         let unversioned = URL_SAFE_NO_PAD.encode("pool_01hq3k5v9x8y7z6w5v4t3s2r1q");
-        for bad in [cluster_token.as_str(), "", "!!!", "bm9wZQ", unversioned.as_str()] {
-            let e = PageCursor::<PoolId>::decode(bad).unwrap_err();
+        let old_format = URL_SAFE_NO_PAD.encode("1:pool_01hq3k5v9x8y7z6w5v4t3s2r1q");
+        for bad in [
+            cluster_token.as_str(),
+            other_list.as_str(),
+            "",
+            "!!!",
+            "bm9wZQ",
+            unversioned.as_str(),
+            old_format.as_str(),
+        ] {
+            let e = PageCursor::<PoolId>::decode("pools.list", bad).unwrap_err();
             assert_eq!(
                 (e.code, e.field.as_deref()),
                 (ErrorCode::InvalidArgument, Some("pageToken"))
             );
+            assert!(e.message.contains("pools.list"), "{}", e.message);
         }
-        assert!(PageCursor::<PoolId>::decode(&pool_token).is_ok());
-        assert!(PageCursor::<u64>::decode(&pool_token).is_err());
+        assert!(PageCursor::<PoolId>::decode("pools.list", &pool_token).is_ok());
+        assert!(PageCursor::<u64>::decode("pools.list", &pool_token).is_err());
     }
 
     #[test]
     fn page_size_follows_spec() {
-        let r = PageRequest::<PoolId>::from_api(None, None).unwrap();
+        let r = PageRequest::<PoolId>::from_api("pools.list", None, None).unwrap();
         assert_eq!((r.limit, r.after), (PAGE_SIZE_DEFAULT, None));
-        assert_eq!(PageRequest::<PoolId>::from_api(Some(500), None).unwrap().limit, 500);
+        assert_eq!(
+            PageRequest::<PoolId>::from_api("pools.list", Some(500), None).unwrap().limit,
+            500
+        );
         for bad in [0, 501] {
-            let e = PageRequest::<PoolId>::from_api(Some(bad), None).unwrap_err();
+            let e = PageRequest::<PoolId>::from_api("pools.list", Some(bad), None).unwrap_err();
             assert_eq!(e.field.as_deref(), Some("pageSize"));
         }
-        let e = PageRequest::<PoolId>::from_api(Some(10), Some("x")).unwrap_err();
+        let e = PageRequest::<PoolId>::from_api("pools.list", Some(10), Some("x")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("pageToken"));
     }
 
@@ -205,6 +236,6 @@ mod tests {
         let next = page.next_request(5).unwrap();
         assert_eq!((next.after.unwrap().key(), next.limit), (&9, 5));
         assert_eq!(Page::<(), u64> { items: vec![], next: None }.next_request(5), None);
-        assert!(page.next_page_token().is_some());
+        assert!(page.next_page_token("probe.list").is_some());
     }
 }

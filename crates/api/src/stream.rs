@@ -1,0 +1,183 @@
+//! `GET /api/compute/events/stream?tenantId=…&subject=…` (SPEC §12): the tenant's events
+//! as Server-Sent Events, read from the store's outbox, resumable with `Last-Event-ID`.
+//!
+//! Invariants: each event goes out once per connection, in `seq` order, with `id: <seq>`,
+//! so a client that reconnects with the last id it saw misses nothing and sees nothing
+//! twice (the outbox's `seq` is global and increasing in commit order); a connection holds
+//! at most one batch of events in memory and reads the next only when the client has
+//! taken the last (the body is pulled, not pushed); it wakes on the events wake-up and
+//! otherwise polls at most [`POLL`] apart, so events committed by other processes
+//! arrive too; idle connections get a keep-alive comment. Authentication, the rate limit
+//! and authorization are those of every method (`compute:events:read @ compute-tenant`).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use axum::extract::{Query, Request, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use bc_domain::TenantId;
+use bc_domain::model::Event;
+use bc_domain::ports::{Permission, Store};
+use futures::Stream;
+use regex::Regex;
+use serde::Deserialize;
+use tokio::sync::Notify;
+
+use crate::access::{self, Target};
+use crate::auth::authenticate;
+use crate::error::ApiError;
+use crate::methods::events::{EVENTS, SUBJECT_MAX, SUBJECT_PATTERN};
+use crate::registry::{Kind, MethodInfo, ResourceType};
+use crate::service::{AppState, MethodLabel};
+
+/// The stream's path.
+pub const STREAM_PATH: &str = "/api/compute/events/stream";
+/// The header a reconnecting client sends with the last `seq` it saw.
+pub const LAST_EVENT_ID: &str = "last-event-id";
+/// The longest wait between two reads of the outbox.
+pub const POLL: Duration = Duration::from_secs(1);
+/// How often an idle connection gets a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Events read (and held) per batch.
+pub const BATCH: u32 = 100;
+
+/// The stream's facts: read like `events.list`, decided on the tenant.
+pub(crate) static STREAM: MethodInfo = EVENTS.method(
+    "stream",
+    Kind::Read,
+    Permission::EventsRead,
+    ResourceType::ComputeTenant,
+    "Streams the tenant's events as Server-Sent Events.",
+);
+
+/// The query string.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StreamQuery {
+    tenant_id: TenantId,
+    #[serde(default)]
+    subject: Option<String>,
+}
+
+/// Where a connection is: what it has read and not yet sent, and where to read next.
+struct Cursor {
+    store: Arc<dyn Store>,
+    wake: Option<Arc<Notify>>,
+    tenant: TenantId,
+    subject: Option<String>,
+    after: u64,
+    pending: VecDeque<Event>,
+}
+
+impl Cursor {
+    /// The next event, waiting for one as long as it takes.
+    async fn next(mut self) -> (SseEvent, Self) {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.after = event.seq;
+                return (frame(&event), self);
+            }
+            // Registered before the read, so a poke between the read and the wait counts.
+            let notified = self.wake.clone().map(Notify::notified_owned);
+            tokio::pin!(notified);
+            if let Some(n) = notified.as_mut().as_pin_mut() {
+                n.enable();
+            }
+            let read = self
+                .store
+                .event_list(&self.tenant, self.subject.as_deref(), self.after, BATCH)
+                .await;
+            match read {
+                Ok(events) if !events.is_empty() => {
+                    self.pending.extend(events);
+                    continue;
+                }
+                Ok(_) => {}
+                // Logged and tried again at the next poll; the client keeps its place.
+                Err(e) => tracing::warn!(error = %e, "events stream: reading the outbox"),
+            }
+            match notified.as_pin_mut() {
+                Some(n) => {
+                    let _ = tokio::time::timeout(POLL, n).await;
+                }
+                None => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+}
+
+/// One event on the wire: `id: <seq>`, `data: <the event's JSON>`.
+fn frame(event: &Event) -> SseEvent {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
+    SseEvent::default().id(event.seq.to_string()).data(data)
+}
+
+/// The `Last-Event-ID` a reconnecting client sent: the `seq` to resume after.
+fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
+    let Some(value) = headers.get(LAST_EVENT_ID) else { return Ok(0) };
+    value.to_str().ok().and_then(|v| v.trim().parse().ok()).ok_or_else(|| {
+        ApiError::invalid("Last-Event-ID", "must be the seq of an event (a whole number)")
+    })
+}
+
+/// Checks `subject` as `events.list` documents it.
+fn check_subject(subject: Option<&str>) -> Result<(), ApiError> {
+    static RE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(SUBJECT_PATTERN).expect("the subject pattern compiles"));
+    let Some(s) = subject else { return Ok(()) };
+    if s.chars().count() > SUBJECT_MAX || !RE.is_match(s) {
+        return Err(ApiError::invalid(
+            "subject",
+            format!("must be at most {SUBJECT_MAX} characters matching {SUBJECT_PATTERN}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `GET /api/compute/events/stream`.
+pub(crate) async fn serve(State(state): State<AppState>, req: Request) -> Response {
+    // The body is not `Sync`, and a GET has none: keep only the head across the awaits.
+    let (req, _) = req.into_parts();
+    let result = async {
+        let ctx = &state.ctx;
+        let how = STREAM.authorization.authentication();
+        let caller = authenticate(ctx.store.as_ref(), how, &req.headers).await?;
+        if let (Some(limiter), Some(key)) = (&state.limiter, caller.rate_key()) {
+            limiter.check(&key)?;
+        }
+        let Query(query) = Query::<StreamQuery>::try_from_uri(&req.uri)
+            .map_err(|e| ApiError::invalid_body(format!("the query string: {}", e.body_text())))?;
+        check_subject(query.subject.as_deref())?;
+        let after = last_event_id(&req.headers)?;
+        access::authorize(ctx, &STREAM, &caller, Target::Tenant(query.tenant_id.clone())).await?;
+        Ok::<_, ApiError>(Cursor {
+            store: ctx.store.clone(),
+            wake: ctx.events_notify.clone(),
+            tenant: query.tenant_id,
+            subject: query.subject,
+            after,
+            pending: VecDeque::new(),
+        })
+    }
+    .await;
+    let mut resp = match result {
+        Ok(cursor) => Sse::new(events(cursor))
+            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+            .into_response(),
+        Err(e) => e.into_response(),
+    };
+    resp.extensions_mut().insert(MethodLabel(EVENTS.name, STREAM.name));
+    resp
+}
+
+/// The endless stream of a connection's events.
+fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures::stream::unfold(cursor, |c| async move {
+        let (event, c) = c.next().await;
+        Some((Ok(event), c))
+    })
+}

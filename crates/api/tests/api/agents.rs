@@ -1,0 +1,144 @@
+//! `agents.join` and `agents.heartbeat` (SPEC §9) against a simulated cluster: the join
+//! token is looked up by its hash, the node must be listed by the pool's cluster with the
+//! pool label right now, and the node credential is handed out once.
+
+use bc_api::methods::examples as ex;
+use bc_domain::model::JoinToken;
+use bc_domain::name::LABEL_SUBSTRATE_POOL;
+use bc_domain::ports::{UnitOfWork, Write};
+use bc_domain::token::sha256_hex;
+use bc_domain::{ClusterId, PoolId, ResourceState};
+use bc_sim::testing::{create_cluster, node_pool, run_until_running};
+use bc_store::testing as rows;
+use serde_json::{Value, json};
+
+use crate::common::repos::*;
+use crate::common::{Harness, S, id};
+
+bc_store::store_suite!(
+    a_listed_node_joins_and_heartbeats,
+    joining_again_keeps_the_node_and_replaces_its_credential,
+    unlisted_nodes_and_bad_tokens_are_refused,
+);
+
+/// A running simulated cluster behind the example pool's substrate, with `nodes` labelled
+/// for the pool and one node pool of the tenant's own; returns the join token and the
+/// names of the pool's nodes and of the tenant's.
+async fn substrate_cluster(h: &Harness, nodes: i64) -> (String, Vec<String>, Vec<String>) {
+    let pool: PoolId = id(ex::POOL);
+    let cluster_id = create_cluster(
+        &h.sim,
+        "bc-substrate",
+        vec![
+            node_pool("bc-pool-cpu", nodes, &[(LABEL_SUBSTRATE_POOL, ex::POOL)]),
+            node_pool("tenants-own", 1, &[]),
+        ],
+    );
+    run_until_running(&h.sim, &h.clock, &cluster_id);
+    let names = |label: Option<(&str, &str)>| {
+        let now = bc_domain::ports::Clock::now(h.clock.as_ref());
+        let listed = h.sim.state().model().cluster_nodes(&cluster_id, now).expect("cluster");
+        let mut names: Vec<String> = listed
+            .into_iter()
+            .filter(|n| label.is_none_or(|(k, v)| n.labels.get(k).is_some_and(|x| x == v)))
+            .map(|n| n.name)
+            .collect();
+        names.sort();
+        names
+    };
+    let ours = names(Some((LABEL_SUBSTRATE_POOL, ex::POOL)));
+    let theirs: Vec<String> = names(None).into_iter().filter(|n| !ours.contains(n)).collect();
+    let token = format!("bcj_{}", rows::uniq());
+    h.capture.secret(&token);
+    let mut substrate = h.store.substrate_get_any(&pool).await.unwrap().unwrap();
+    substrate.cluster_id = Some(id(ex::CLUSTER));
+    let cluster: ClusterId = id(ex::CLUSTER);
+    let uow = UnitOfWork::new()
+        .write(Write::PutSubstrate(substrate))
+        .write(Write::SetClusterStatus {
+            cluster_id: cluster,
+            provider_cluster_id: Some(cluster_id),
+            version: None,
+            status: rows::status(ResourceState::Ready),
+        })
+        .write(Write::InsertJoinToken(JoinToken {
+            pool_id: pool,
+            token_hash: sha256_hex(token.as_bytes()),
+            created_at: rows::t(0),
+            revoked_at: None,
+        }));
+    h.store.commit(uow).await.unwrap();
+    (token, ours, theirs)
+}
+
+fn join_body(token: &str, node: &str) -> Value {
+    json!({ "joinToken": token, "nodeName": node, "providerNodeId": "digitalocean://1", "bcdVersion": "0.1.0" })
+}
+
+async fn a_listed_node_joins_and_heartbeats(s: S) {
+    let h = Harness::on(s).await;
+    let (token, ours, _) = substrate_cluster(&h, 2).await;
+    assert_eq!(ours.len(), 2);
+    let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
+    h.capture.secret(&credential);
+    assert_eq!(
+        (joined["poolId"].as_str(), joined["heartbeatSeconds"].as_u64()),
+        (Some(ex::POOL), Some(30))
+    );
+    let node = h.store.node_find_by_name(&id(ex::POOL), &ours[0]).await.unwrap().unwrap();
+    assert_eq!(node.credential_hash, sha256_hex(credential.as_bytes()), "only the hash is stored");
+    assert_eq!(joined["nodeId"], node.node_id.as_str());
+    // The substrate reconciler recounts nodesJoined.
+    let work = h.store.work_get(bc_domain::ports::WorkKind::Substrates, ex::POOL).await.unwrap();
+    assert!(work.is_some());
+    let beat = h.call("agents.heartbeat", Some(&credential), &json!({})).await.ok();
+    assert_eq!(beat, json!({ "heartbeatSeconds": 30 }));
+    let node = h.store.node_get(&node.node_id).await.unwrap().unwrap();
+    assert_eq!(node.last_heartbeat_at, Some(h.now()));
+}
+
+async fn joining_again_keeps_the_node_and_replaces_its_credential(s: S) {
+    let h = Harness::on(s).await;
+    let (token, ours, _) = substrate_cluster(&h, 1).await;
+    let first = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    let again = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    for a in [&first, &again] {
+        h.capture.secret(a["nodeCredential"].as_str().unwrap());
+    }
+    assert_eq!(again["nodeId"], first["nodeId"]);
+    assert_ne!(again["nodeCredential"], first["nodeCredential"]);
+    let old = first["nodeCredential"].as_str().unwrap();
+    assert_eq!(h.call("agents.heartbeat", Some(old), &json!({})).await.status, 401);
+    let new = again["nodeCredential"].as_str().unwrap();
+    h.call("agents.heartbeat", Some(new), &json!({})).await.ok();
+}
+
+async fn unlisted_nodes_and_bad_tokens_are_refused(s: S) {
+    let h = Harness::on(s).await;
+    // Before the cluster is recorded at the provider, no node can be checked.
+    let early = format!("bcj_{}", rows::uniq());
+    h.capture.secret(&early);
+    let uow = UnitOfWork::new().write(Write::InsertJoinToken(JoinToken {
+        pool_id: id(ex::POOL),
+        token_hash: sha256_hex(early.as_bytes()),
+        created_at: rows::t(0),
+        revoked_at: None,
+    }));
+    h.store.commit(uow).await.unwrap();
+    let m = h.call("agents.join", None, &join_body(&early, "n1")).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("not recorded yet"), "{m}");
+    let (token, ours, theirs) = substrate_cluster(&h, 1).await;
+    // A node of the tenant's own pool, and a node the cluster does not list.
+    for name in [theirs[0].as_str(), "ghost-node"] {
+        let m =
+            h.call("agents.join", None, &join_body(&token, name)).await.err("FAILED_PRECONDITION");
+        assert!(m.contains(LABEL_SUBSTRATE_POOL), "{m}");
+    }
+    // A revoked token, or one never issued, is the same 401.
+    let revoke = Write::RevokeJoinTokens { pool_id: id(ex::POOL), at: h.now() };
+    h.store.commit(UnitOfWork::new().write(revoke)).await.unwrap();
+    let revoked = h.call("agents.join", None, &join_body(&token, &ours[0])).await;
+    let unknown = h.call("agents.join", None, &join_body("bcj_unknown", &ours[0])).await;
+    assert_eq!((revoked.status.as_u16(), revoked.text.clone()), (401, unknown.text.clone()));
+}

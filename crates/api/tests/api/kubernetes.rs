@@ -1,0 +1,294 @@
+//! `kubernetesSubstrates.get`, `kubernetesClusters.*` and `kubernetesNodePools.*` (SPEC
+//! §6–§8): what is shown (exactly the seed's substrate fields), what is recorded, and the
+//! refusals that depend on the provider, the cluster's mode and who made a node pool.
+
+use bc_api::methods::examples as ex;
+use bc_domain::model::{NodePoolOrigin, WaitingToJoin};
+use bc_domain::ports::{UnitOfWork, WorkKind, Write};
+use bc_domain::{ClusterId, NodePoolId, PoolId, ResourceState};
+use bc_sim::SimConfig;
+use bc_store::testing as rows;
+use serde_json::{Value, json};
+
+use crate::common::repos::*;
+use crate::common::{Harness, S, example, id, sim_config, test_settings, with, without};
+
+bc_store::store_suite!(
+    a_substrate_shows_exactly_the_seeds_fields,
+    a_pool_without_a_substrate_or_of_another_tenant_is_not_found,
+    clusters_are_recorded_with_their_first_node_pools,
+    autopilot_is_refused_where_the_provider_lacks_it,
+    autopilot_is_accepted_where_the_provider_offers_it,
+    upgrade_and_delete_clusters,
+    a_substrates_cluster_changes_through_its_pool,
+    node_pools_are_added_resized_and_deleted,
+    substrate_and_provider_node_pools_are_read_only,
+    an_autopilot_cluster_has_no_node_pools,
+);
+
+async fn a_substrate_shows_exactly_the_seeds_fields(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let pool_id: PoolId = id(ex::POOL);
+    let mut row = h.store.substrate_get_any(&pool_id).await.unwrap().unwrap();
+    row.cluster_id = Some(id(ex::CLUSTER));
+    row.state = ResourceState::Ready;
+    row.message = Some("2 nodes wait".into());
+    row.waiting_to_join = Some(WaitingToJoin { nodes: 2, since: rows::t(5) });
+    row.upgrade =
+        Some(bc_domain::model::UpgradeWait { version: "1.33.1-do.0".into(), since: rows::t(6) });
+    h.store.commit(UnitOfWork::new().write(Write::PutSubstrate(row))).await.unwrap();
+    let body = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
+    let sub = h.call("kubernetesSubstrates.get", Some(&t), &body).await.ok();
+    let keys: Vec<&str> = sub.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "poolId",
+            "tenantId",
+            "providerAccountId",
+            "mode",
+            "clusterId",
+            "state",
+            "message",
+            "nodesListed",
+            "nodesJoined",
+            "waitingToJoin",
+            "upgrade"
+        ]
+    );
+    assert_eq!(sub["waitingToJoin"], json!({ "nodes": 2, "since": "2025-11-24T16:00:00.005Z" }));
+    assert_eq!(sub["upgrade"]["version"], "1.33.1-do.0");
+    assert_eq!((sub["nodesListed"].as_u64(), sub["nodesJoined"].as_u64()), (Some(3), Some(1)));
+}
+
+async fn a_pool_without_a_substrate_or_of_another_tenant_is_not_found(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let theirs = json!({ "tenantId": ex::TENANT, "poolId": crate::common::OTHER_POOL });
+    let message = h.call("kubernetesSubstrates.get", Some(&t), &theirs).await.err("NOT_FOUND");
+    assert!(message.contains("has no substrate"), "{message}");
+}
+
+async fn clusters_are_recorded_with_their_first_node_pools(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let body = without(&example("kubernetesClusters.create"), "requestId");
+    let cluster = h.call("kubernetesClusters.create", Some(&t), &body).await.ok();
+    assert_eq!(
+        (cluster["state"].as_str(), cluster["origin"].as_str(), cluster["mode"].as_str()),
+        (Some("pending"), Some("created"), Some("standard"))
+    );
+    assert!(cluster.get("providerClusterId").is_none() && cluster.get("version").is_none());
+    let cluster_id: ClusterId = cluster["clusterId"].as_str().unwrap().parse().unwrap();
+    let work = h.store.work_get(WorkKind::Clusters, cluster_id.as_str()).await.unwrap();
+    assert!(work.is_some(), "the cluster reconciler makes it");
+    let list = json!({ "tenantId": ex::TENANT, "clusterId": cluster_id });
+    let pools = h.call("kubernetesNodePools.list", Some(&t), &list).await.ok();
+    let pools = pools["kubernetesNodePools"].as_array().unwrap().clone();
+    assert_eq!(pools.len(), 1);
+    assert_eq!((pools[0]["name"].as_str(), pools[0]["count"].as_u64()), (Some("default"), Some(3)));
+    assert_eq!(pools[0]["nodes"], json!({ "listed": 0, "ready": 0 }));
+    // A live name is taken in the account.
+    h.call("kubernetesClusters.create", Some(&t), &body).await.err("ALREADY_EXISTS");
+    // Listing by account, and reading one.
+    let by_account = json!({ "tenantId": ex::TENANT, "providerAccountId": ex::ACCOUNT });
+    let all = h.call("kubernetesClusters.list", Some(&t), &by_account).await.ok();
+    assert_eq!(all["kubernetesClusters"].as_array().unwrap().len(), 2);
+    let get = json!({ "tenantId": ex::TENANT, "clusterId": cluster_id });
+    assert_eq!(h.call("kubernetesClusters.get", Some(&t), &get).await.ok(), cluster);
+    assert!(!h.capture.logs().is_empty());
+    // A standard cluster needs a node pool; names of node pools are unique and not bc-.
+    let bare = with(&body, "nodePools", json!([]));
+    let a = h.call("kubernetesClusters.create", Some(&t), &with(&bare, "name", json!("x"))).await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("nodePools")));
+    let pool = json!({ "name": "bc-mine", "size": "s-1vcpu-2gb", "count": 1 });
+    let reserved = with(&with(&body, "name", json!("y")), "nodePools", json!([pool]));
+    let a = h.call("kubernetesClusters.create", Some(&t), &reserved).await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("nodePools[0].name")));
+}
+
+fn autopilot_body() -> Value {
+    let body = without(&example("kubernetesClusters.create"), "requestId");
+    with(&with(&body, "mode", json!("autopilot")), "nodePools", json!([]))
+}
+
+async fn autopilot_is_refused_where_the_provider_lacks_it(s: S) {
+    // DigitalOcean (the simulator's default) has no autopilot: refused, naming it.
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let a = h.call("kubernetesClusters.create", Some(&t), &autopilot_body()).await;
+    let message = a.err("FAILED_PRECONDITION");
+    assert!(message.contains("digitalocean") && message.contains("autopilot"), "{message}");
+}
+
+async fn autopilot_is_accepted_where_the_provider_offers_it(s: S) {
+    // The simulator's direct face offers it behind a provider flag.
+    let config = SimConfig { offer_autopilot: true, ..sim_config() };
+    let h = Harness::with(s, config, |api| api.settings(test_settings())).await;
+    let t = h.operator().await;
+    let made = h.call("kubernetesClusters.create", Some(&t), &autopilot_body()).await.ok();
+    assert_eq!(made["mode"], "autopilot");
+}
+
+async fn upgrade_and_delete_clusters(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let cluster_id: ClusterId = id(ex::CLUSTER);
+    // The running version, once observed, bounds what an upgrade may ask for.
+    let status = Write::SetClusterStatus {
+        cluster_id: cluster_id.clone(),
+        provider_cluster_id: Some("do-1".into()),
+        version: Some("1.32.1-do.0".into()),
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(status)).await.unwrap();
+    let upgrade = without(&example("kubernetesClusters.upgrade"), "expectedGeneration");
+    let message =
+        h.call("kubernetesClusters.upgrade", Some(&t), &upgrade).await.err("FAILED_PRECONDITION");
+    assert!(message.contains("not newer"), "{message}");
+    let newer = with(&upgrade, "version", json!("1.33.1-do.0"));
+    let up = h.call("kubernetesClusters.upgrade", Some(&t), &newer).await.ok();
+    assert_eq!((up["generation"].as_u64(), up["version"].as_str()), (Some(2), Some("1.32.1-do.0")));
+    let stored = h.store.cluster_get_any(&cluster_id).await.unwrap().unwrap();
+    assert_eq!(stored.desired_version.as_deref(), Some("1.33.1-do.0"));
+    // Asking again is no change.
+    assert_eq!(h.call("kubernetesClusters.upgrade", Some(&t), &newer).await.ok()["generation"], 2);
+    // Delete: recorded as desired state, shown deleting, idempotent.
+    let get = json!({ "tenantId": ex::TENANT, "clusterId": cluster_id });
+    let gone = h.call("kubernetesClusters.delete", Some(&t), &get).await.ok();
+    assert_eq!((gone["state"].as_str(), gone["generation"].as_u64()), (Some("deleting"), Some(3)));
+    assert!(h.store.cluster_get_any(&cluster_id).await.unwrap().unwrap().delete_requested);
+    assert_eq!(h.call("kubernetesClusters.delete", Some(&t), &get).await.ok(), gone);
+    // A reconcile's status write does not undo it.
+    let status = Write::SetClusterStatus {
+        cluster_id: cluster_id.clone(),
+        provider_cluster_id: None,
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(status)).await.unwrap();
+    assert_eq!(h.call("kubernetesClusters.get", Some(&t), &get).await.ok()["state"], "deleting");
+    h.call("kubernetesClusters.upgrade", Some(&t), &newer).await.err("FAILED_PRECONDITION");
+    let np = example("kubernetesNodePools.create");
+    h.call("kubernetesNodePools.create", Some(&t), &np).await.err("FAILED_PRECONDITION");
+}
+
+async fn a_substrates_cluster_changes_through_its_pool(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let pool_id: PoolId = id(ex::POOL);
+    let mut row = h.store.substrate_get_any(&pool_id).await.unwrap().unwrap();
+    row.cluster_id = Some(id(ex::CLUSTER));
+    h.store.commit(UnitOfWork::new().write(Write::PutSubstrate(row))).await.unwrap();
+    let get = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
+    let message =
+        h.call("kubernetesClusters.delete", Some(&t), &get).await.err("FAILED_PRECONDITION");
+    assert!(message.contains(ex::POOL) && message.contains("archive the pool"), "{message}");
+    let mut cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
+    cluster.substrate_pool_ids = vec![pool_id];
+    cluster.generation = 2;
+    let update = Write::UpdateCluster { cluster, expected_generation: 1 };
+    h.store.commit(UnitOfWork::new().write(update)).await.unwrap();
+    let upgrade = without(&example("kubernetesClusters.upgrade"), "expectedGeneration");
+    let message =
+        h.call("kubernetesClusters.upgrade", Some(&t), &upgrade).await.err("FAILED_PRECONDITION");
+    assert!(message.contains("policy"), "{message}");
+}
+
+async fn node_pools_are_added_resized_and_deleted(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let body = without(&example("kubernetesNodePools.create"), "requestId");
+    let np = h.call("kubernetesNodePools.create", Some(&t), &body).await.ok();
+    assert_eq!(np["autoScale"], json!({ "min": 1, "max": 5 }));
+    assert!(np.get("count").is_none() && np.get("managedBy").is_none());
+    assert_eq!(np["labels"], json!({ "tier": "batch" }));
+    let np_id: NodePoolId = np["nodePoolId"].as_str().unwrap().parse().unwrap();
+    assert!(h.store.work_get(WorkKind::NodePools, np_id.as_str()).await.unwrap().is_some());
+    h.call("kubernetesNodePools.create", Some(&t), &body).await.err("ALREADY_EXISTS");
+    let labelled = with(
+        &with(&body, "name", json!("x")),
+        "labels",
+        json!({ "better-compute.dev/flavor": "a" }),
+    );
+    let a = h.call("kubernetesNodePools.create", Some(&t), &labelled).await;
+    assert_eq!(
+        (a.code(), a.field()),
+        ("INVALID_ARGUMENT", Some(r#"labels["better-compute.dev/flavor"]"#))
+    );
+    // Resize: exactly one of count and autoScale; generation CAS.
+    let resize =
+        json!({ "tenantId": ex::TENANT, "nodePoolId": np_id, "count": 4, "expectedGeneration": 1 });
+    let resized = h.call("kubernetesNodePools.resize", Some(&t), &resize).await.ok();
+    assert_eq!((resized["count"].as_u64(), resized["generation"].as_u64()), (Some(4), Some(2)));
+    h.call("kubernetesNodePools.resize", Some(&t), &resize).await.err("ABORTED");
+    let both =
+        with(&without(&resize, "expectedGeneration"), "autoScale", json!({ "min": 1, "max": 2 }));
+    let a = h.call("kubernetesNodePools.resize", Some(&t), &both).await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("count")));
+    let inverted =
+        json!({ "tenantId": ex::TENANT, "nodePoolId": np_id, "autoScale": { "min": 3, "max": 2 } });
+    let a = h.call("kubernetesNodePools.resize", Some(&t), &inverted).await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("autoScale.max")));
+    // Delete: deleting, idempotent, then nothing else.
+    let del = json!({ "tenantId": ex::TENANT, "nodePoolId": np_id });
+    let gone = h.call("kubernetesNodePools.delete", Some(&t), &del).await.ok();
+    assert_eq!(gone["state"], "deleting");
+    assert_eq!(h.call("kubernetesNodePools.delete", Some(&t), &del).await.ok(), gone);
+    let again = without(&resize, "expectedGeneration");
+    h.call("kubernetesNodePools.resize", Some(&t), &again).await.err("FAILED_PRECONDITION");
+}
+
+async fn substrate_and_provider_node_pools_are_read_only(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
+    let mut managed = rows::node_pool(&cluster, "bc-pool-cpu");
+    managed.managed_by = Some(id(ex::POOL));
+    let mut theirs = rows::node_pool(&cluster, "their-own");
+    theirs.origin = NodePoolOrigin::Provider;
+    let uow = UnitOfWork::new()
+        .write(Write::InsertNodePool(managed.clone()))
+        .write(Write::InsertNodePool(theirs.clone()));
+    h.store.commit(uow).await.unwrap();
+    let list = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
+    let page = h.call("kubernetesNodePools.list", Some(&t), &list).await.ok();
+    let shown: Vec<Value> = page["kubernetesNodePools"].as_array().unwrap().clone();
+    assert_eq!(shown.len(), 3, "the provider's own pools are listed too");
+    assert_eq!(shown.iter().filter(|p| p["managedBy"] == ex::POOL).count(), 1);
+    for (np, words) in [(&managed, "change that pool's flavors"), (&theirs, "provider's own")] {
+        let body = json!({ "tenantId": ex::TENANT, "nodePoolId": np.node_pool_id, "count": 2 });
+        let m =
+            h.call("kubernetesNodePools.resize", Some(&t), &body).await.err("FAILED_PRECONDITION");
+        assert!(m.contains(words), "{m}");
+        let del = json!({ "tenantId": ex::TENANT, "nodePoolId": np.node_pool_id });
+        let m =
+            h.call("kubernetesNodePools.delete", Some(&t), &del).await.err("FAILED_PRECONDITION");
+        assert!(m.contains(words), "{m}");
+    }
+    // The provider's own pools keep their names: a new pool of that name is refused.
+    let taken = with(
+        &without(&example("kubernetesNodePools.create"), "requestId"),
+        "name",
+        json!("their-own"),
+    );
+    h.call("kubernetesNodePools.create", Some(&t), &taken).await.err("ALREADY_EXISTS");
+}
+
+async fn an_autopilot_cluster_has_no_node_pools(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
+    let mut auto = rows::cluster(&account, "auto");
+    auto.mode = bc_domain::model::ClusterMode::Autopilot;
+    h.store.commit(UnitOfWork::new().write(Write::InsertCluster(auto.clone()))).await.unwrap();
+    let body = with(
+        &without(&example("kubernetesNodePools.create"), "requestId"),
+        "clusterId",
+        json!(auto.cluster_id),
+    );
+    let message =
+        h.call("kubernetesNodePools.create", Some(&t), &body).await.err("FAILED_PRECONDITION");
+    assert!(message.contains("autopilot"), "{message}");
+}

@@ -1,0 +1,250 @@
+//! `loadBalancers.*` (SPEC §11): regional and global shapes, the quota unit booked in the
+//! same transaction (with a limit of N, N concurrent creates succeed), updates checked
+//! whole, deletes recorded as desired state.
+
+use std::sync::Arc;
+
+use bc_api::methods::examples as ex;
+use bc_domain::model::{QuotaResource, Role, Scope};
+use bc_domain::ports::WorkKind;
+use bc_domain::{LoadBalancerId, PoolId};
+use serde_json::{Value, json};
+
+use crate::common::repos::*;
+use crate::common::{Harness, OTHER_LB, S, example, grant, id, with, without};
+
+bc_store::store_suite!(
+    a_regional_load_balancer_is_recorded_with_its_quota_unit,
+    regional_and_global_take_different_fields,
+    a_global_load_balancer_targets_regional_ones_of_its_account,
+    no_quota_row_grants_none,
+    with_a_limit_of_n_exactly_n_concurrent_creates_succeed,
+    updates_are_checked_whole_and_deletes_are_idempotent,
+    lists_filter_by_pool_account_and_grants,
+);
+
+fn create_body(name: &str) -> Value {
+    with(&without(&example("loadBalancers.create"), "requestId"), "name", json!(name))
+}
+
+fn global_body(name: &str, targets: Value) -> Value {
+    json!({
+        "tenantId": ex::TENANT,
+        "poolId": ex::POOL,
+        "providerAccountId": ex::ACCOUNT,
+        "name": name,
+        "type": "global",
+        "globalSettings": { "targetProtocol": "https", "targetPort": 443, "cdn": true },
+        "domains": [{ "name": "example.com", "isManaged": true }],
+        "targets": targets
+    })
+}
+
+async fn used(h: &Harness, pool: &PoolId) -> u32 {
+    let q = h.store.quota_get(pool, QuotaResource::LoadBalancers).await.unwrap();
+    q.map_or(0, |q| q.used)
+}
+
+async fn a_regional_load_balancer_is_recorded_with_its_quota_unit(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let lb = h.call("loadBalancers.create", Some(&t), &create_body("web")).await.ok();
+    assert_eq!((lb["state"].as_str(), lb["type"].as_str()), (Some("pending"), Some("regional")));
+    assert_eq!(
+        lb["healthCheck"],
+        json!({ "protocol": "http", "port": 80, "path": "/", "checkIntervalSeconds": 10,
+                "responseTimeoutSeconds": 5, "healthyThreshold": 5, "unhealthyThreshold": 3 })
+    );
+    assert!(lb.get("ip").is_none() && lb.get("readyAt").is_none());
+    assert_eq!(used(&h, &id(ex::POOL)).await, 1);
+    let lb_id = lb["loadBalancerId"].as_str().unwrap();
+    assert!(h.store.work_get(WorkKind::ProviderResources, lb_id).await.unwrap().is_some());
+    // A live name of the account is taken, and a refused create books nothing.
+    h.call("loadBalancers.create", Some(&t), &create_body("main-lb")).await.err("ALREADY_EXISTS");
+    assert_eq!(used(&h, &id(ex::POOL)).await, 1);
+    // An archived pool books nothing.
+    h.call("pools.archive", Some(&t), &json!({ "tenantId": ex::TENANT, "poolId": ex::POOL }))
+        .await
+        .ok();
+    h.call("loadBalancers.create", Some(&t), &create_body("late")).await.err("FAILED_PRECONDITION");
+}
+
+async fn regional_and_global_take_different_fields(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let regional = create_body("r");
+    let global = global_body("g", json!({ "tag": "web" }));
+    let cases: Vec<(Value, &str)> = vec![
+        (without(&regional, "region"), "region"),
+        (with(&regional, "forwardingRules", json!([])), "forwardingRules"),
+        (with(&regional, "targets", json!({})), "targets"),
+        (with(&regional, "targets", json!({ "tag": "a", "dropletIds": [1] })), "targets"),
+        (
+            with(&regional, "targets", json!({ "loadBalancerIds": [ex::LOAD_BALANCER] })),
+            "targets.loadBalancerIds",
+        ),
+        (with(&regional, "domains", json!([{ "name": "a.com", "isManaged": false }])), "domains"),
+        (
+            with(
+                &regional,
+                "forwardingRules",
+                json!([{ "entryProtocol": "udp", "entryPort": 53, "targetProtocol": "tcp", "targetPort": 53 }]),
+            ),
+            "forwardingRules[0].targetProtocol",
+        ),
+        (with(&global, "region", json!("nyc1")), "region"),
+        (without(&global, "globalSettings"), "globalSettings"),
+        (without(&global, "domains"), "domains"),
+        (with(&global, "sizeUnit", json!(2)), "sizeUnit"),
+        (
+            with(&global, "globalSettings", json!({ "targetProtocol": "tcp", "targetPort": 443 })),
+            "globalSettings.targetProtocol",
+        ),
+        (
+            with(
+                &global,
+                "globalSettings",
+                json!({ "targetProtocol": "http", "targetPort": 8080 }),
+            ),
+            "globalSettings.targetPort",
+        ),
+    ];
+    for (body, field) in cases {
+        let a = h.call("loadBalancers.create", Some(&t), &body).await;
+        assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some(field)), "{body}: {}", a.text);
+    }
+    assert_eq!(used(&h, &id(ex::POOL)).await, 0, "no refused create booked a unit");
+    let made = h.call("loadBalancers.create", Some(&t), &global).await.ok();
+    assert!(made.get("region").is_none(), "{made}");
+    assert_eq!(made["forwardingRules"], json!([]));
+}
+
+async fn a_global_load_balancer_targets_regional_ones_of_its_account(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let targets = json!({ "loadBalancerIds": [ex::LOAD_BALANCER, OTHER_LB] });
+    let g = h.call("loadBalancers.create", Some(&t), &global_body("g1", targets)).await.ok();
+    // A global one is no target, nor one of another tenant, nor one being deleted.
+    let del = json!({ "tenantId": ex::TENANT, "loadBalancerId": OTHER_LB });
+    h.call("loadBalancers.delete", Some(&t), &del).await.ok();
+    let bad = [
+        json!([g["loadBalancerId"]]),
+        json!([ex::LOAD_BALANCER, "lb_01jq3k5v9x8y7z6w5v4t3s2000"]),
+        json!([OTHER_LB]),
+    ];
+    for (i, ids) in bad.into_iter().enumerate() {
+        let body = global_body(&format!("bad{i}"), json!({ "loadBalancerIds": ids }));
+        let a = h.call("loadBalancers.create", Some(&t), &body).await;
+        a.err("INVALID_ARGUMENT");
+        let at = if i == 1 { 1 } else { 0 };
+        assert_eq!(
+            a.field(),
+            Some(format!("targets.loadBalancerIds[{at}]").as_str()),
+            "{}",
+            a.text
+        );
+    }
+}
+
+async fn no_quota_row_grants_none(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let mut pool_body = without(&example("pools.create"), "requestId");
+    pool_body["name"] = json!("no-quota");
+    let pool = h.call("pools.create", Some(&t), &pool_body).await.ok();
+    let body = with(&create_body("lb"), "poolId", pool["poolId"].clone());
+    let message = h.call("loadBalancers.create", Some(&t), &body).await.err("RESOURCE_EXHAUSTED");
+    assert!(message.contains("quotas.set"), "{message}");
+    let a = h.call("loadBalancers.create", Some(&t), &body).await;
+    assert_eq!(a.status, 429);
+}
+
+async fn with_a_limit_of_n_exactly_n_concurrent_creates_succeed(s: S) {
+    let h = Arc::new(Harness::on(s).await);
+    let t = h.operator().await;
+    let limit = 3;
+    let set = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL, "resource": "loadBalancers", "limit": limit });
+    h.call("quotas.set", Some(&t), &set).await.ok();
+    let mut calls = Vec::new();
+    for i in 0..8 {
+        let (h, t) = (h.clone(), t.clone());
+        calls.push(tokio::spawn(async move {
+            let a = h.call("loadBalancers.create", Some(&t), &create_body(&format!("c{i}"))).await;
+            a.code().to_owned()
+        }));
+    }
+    let mut codes = Vec::new();
+    for c in calls {
+        codes.push(c.await.unwrap());
+    }
+    assert_eq!(codes.iter().filter(|c| *c == "OK").count(), limit as usize, "{codes:?}");
+    assert!(codes.iter().all(|c| c == "OK" || c == "RESOURCE_EXHAUSTED"), "{codes:?}");
+    assert_eq!(used(&h, &id(ex::POOL)).await, limit);
+    let list = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
+    let lbs = h.call("loadBalancers.list", Some(&t), &list).await.ok();
+    assert_eq!(lbs["loadBalancers"].as_array().unwrap().len(), 2 + limit as usize);
+}
+
+async fn updates_are_checked_whole_and_deletes_are_idempotent(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let update = example("loadBalancers.update");
+    let lb = h.call("loadBalancers.update", Some(&t), &update).await.ok();
+    assert_eq!(lb["targets"], json!({ "dropletIds": [3164444, 3164445] }));
+    assert_eq!((lb["generation"].as_u64(), lb["name"].as_str()), (Some(2), Some("main-lb")));
+    h.call("loadBalancers.update", Some(&t), &update).await.err("ABORTED");
+    // Renamed; the result is checked whole; type and region are fixed.
+    let base = json!({ "tenantId": ex::TENANT, "loadBalancerId": ex::LOAD_BALANCER });
+    let renamed =
+        h.call("loadBalancers.update", Some(&t), &with(&base, "name", json!("front"))).await.ok();
+    assert_eq!(renamed["name"], "front");
+    h.call("loadBalancers.update", Some(&t), &with(&base, "name", json!("other-lb")))
+        .await
+        .err("ALREADY_EXISTS");
+    let a =
+        h.call("loadBalancers.update", Some(&t), &with(&base, "forwardingRules", json!([]))).await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("forwardingRules")));
+    let a = h.call("loadBalancers.update", Some(&t), &with(&base, "region", json!("ams3"))).await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("region")));
+    let a = h
+        .call(
+            "loadBalancers.update",
+            Some(&t),
+            &with(&base, "domains", json!([{ "name": "a.com", "isManaged": true }])),
+        )
+        .await;
+    assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("domains")));
+    // Delete: deleting, idempotent, and no other change after it.
+    let gone = h.call("loadBalancers.delete", Some(&t), &base).await.ok();
+    assert_eq!(gone["state"], "deleting");
+    let lb_id: LoadBalancerId = id(ex::LOAD_BALANCER);
+    let stored = h.store.load_balancer_get_any(&lb_id).await.unwrap().unwrap();
+    assert!(stored.delete_requested && !stored.quota_released, "the reconciler releases it");
+    assert_eq!(h.call("loadBalancers.delete", Some(&t), &base).await.ok(), gone);
+    h.call("loadBalancers.update", Some(&t), &with(&base, "name", json!("again")))
+        .await
+        .err("FAILED_PRECONDITION");
+}
+
+async fn lists_filter_by_pool_account_and_grants(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let ids = |v: &Value| -> Vec<String> {
+        v["loadBalancers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["loadBalancerId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = h.call("loadBalancers.list", Some(&t), &json!({ "tenantId": ex::TENANT })).await.ok();
+    assert_eq!(ids(&all), [ex::LOAD_BALANCER, OTHER_LB]);
+    let other_pool = json!({ "tenantId": ex::TENANT, "poolId": "pool_01jq3k5v9x8y7z6w5v4t3s2000" });
+    assert!(ids(&h.call("loadBalancers.list", Some(&t), &other_pool).await.ok()).is_empty());
+    let one = h.token(vec![grant(Role::Viewer, Scope::LoadBalancer(id(OTHER_LB)))]).await;
+    let mine =
+        h.call("loadBalancers.list", Some(&one), &json!({ "tenantId": ex::TENANT })).await.ok();
+    assert_eq!(ids(&mine), [OTHER_LB]);
+    let get = json!({ "tenantId": ex::TENANT, "loadBalancerId": ex::LOAD_BALANCER });
+    h.call("loadBalancers.get", Some(&one), &get).await.err("PERMISSION_DENIED");
+}
