@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use bc_api::Settings;
 use bc_domain::TenantId;
 use bc_domain::model::{Grant, QuotaResource, Role, Scope};
-use bc_domain::ports::SystemClock;
+use bc_domain::ports::{Clock, SystemClock};
 use bc_reconcile::provider_resources::plan::Timing;
 use bc_sim::config::{DEFAULT_TOKEN, Delays};
 use bc_sim::{Sim, SimConfig, SimServer};
@@ -38,7 +38,7 @@ pub const DEV_ACCOUNT_NAME: &str = "simulated";
 pub const DEV_LOAD_BALANCERS: u32 = 5;
 
 /// What a dev stack looks like.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DevOptions {
     /// The state directory (`./.bc-dev`).
     pub dir: PathBuf,
@@ -58,6 +58,12 @@ pub struct DevOptions {
     pub bcd_every: Duration,
     /// Run the reconcilers in process (the tests of `bc-reconciler` turn this off).
     pub reconcile: bool,
+    /// How often bcd is told to heartbeat.
+    pub heartbeat_seconds: u32,
+    /// The clock of the whole stack and the simulator (`None`: the wall clock).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// Extra account tokens the simulator accepts (each one more simulated account).
+    pub extra_sim_tokens: Vec<String>,
 }
 
 impl DevOptions {
@@ -73,6 +79,9 @@ impl DevOptions {
             nats_url: None,
             bcd_every: Duration::from_millis(500),
             reconcile: true,
+            heartbeat_seconds: 30,
+            clock: None,
+            extra_sim_tokens: Vec::new(),
         }
     }
 }
@@ -110,6 +119,8 @@ pub struct DevStack {
     pub adapters: Adapters,
     /// The work wake-up (another in-process runtime may share it).
     pub work: Arc<Notify>,
+    /// The secret key (base64), for other processes on the same database.
+    pub secret_key: String,
     served: Served,
     _sim_server: SimServer,
     _bcd: bc_sim::bcd::Background,
@@ -137,11 +148,14 @@ impl DevStack {
 
         let sim_config = SimConfig {
             delays: options.delays.clone(),
-            tokens: vec![DEFAULT_TOKEN.to_owned()],
+            tokens: std::iter::once(DEFAULT_TOKEN.to_owned())
+                .chain(options.extra_sim_tokens.iter().cloned())
+                .collect(),
             bcd_reaches_server: options.bcd_reaches_server,
             ..SimConfig::default()
         };
-        let sim = Sim::new(sim_config, Arc::new(SystemClock));
+        let clock: Arc<dyn Clock> = options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let sim = Sim::new(sim_config, clock.clone());
         let sim_server = sim
             .serve("127.0.0.1:0".parse().expect("loopback"))
             .await
@@ -150,10 +164,11 @@ impl DevStack {
         write_private(&dir.join("sim-ca.pem"), &sim.state().tls.ca_pem())?;
         let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
 
-        let adapters = Adapters::real(store, &key, &sim_url)?;
+        let adapters = Adapters::real_with_clock(store, &key, &sim_url, clock)?;
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let settings = Settings {
             default_pool_quotas: BTreeMap::from([(QuotaResource::LoadBalancers, DEV_LOAD_BALANCERS)]),
+            heartbeat_seconds: options.heartbeat_seconds,
             ..Settings::default()
         };
         let mut served = Served::default();
@@ -181,6 +196,7 @@ impl DevStack {
             sim,
             adapters,
             work,
+            secret_key: key,
             served,
             _sim_server: sim_server,
             _bcd: bcd,

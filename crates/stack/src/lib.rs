@@ -12,6 +12,8 @@ pub mod config;
 pub mod db;
 pub mod dev;
 pub mod logs;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tokens;
 pub mod wire;
 

@@ -53,13 +53,23 @@ impl Adapters {
         secret_key: &str,
         digitalocean_api_url: &str,
     ) -> anyhow::Result<Self> {
+        Self::real_with_clock(store, secret_key, digitalocean_api_url, Arc::new(SystemClock))
+    }
+
+    /// [`Adapters::real`] on another clock (the tests' stepped clock, shared with the
+    /// simulator).
+    pub fn real_with_clock(
+        store: Arc<SqlStore>,
+        secret_key: &str,
+        digitalocean_api_url: &str,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
         bc_providers::install_crypto_provider();
         // The key's own error names what is wrong with it, never the key.
         let secrets = Arc::new(
             AeadSecretBox::from_base64_key(secret_key.trim())
                 .map_err(|e| anyhow::anyhow!("--secret-key: {e}"))?,
         );
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let providers = Arc::new(DigitalOceanRegistry::new(
             digitalocean_api_url.trim_end_matches('/').to_owned(),
             secrets.clone(),
