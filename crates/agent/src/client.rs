@@ -87,8 +87,17 @@ impl AgentClient {
 
     /// `agents/join`.
     pub async fn join(&self, request: &JoinRequest) -> Result<JoinResponse, CallError> {
+        self.join_with_status(request).await.map(|(_, answer)| answer)
+    }
+
+    /// `agents/join`, with the success status the server answered (the simulated bcd
+    /// records it, as a kubelet's log would show it).
+    pub async fn join_with_status(
+        &self,
+        request: &JoinRequest,
+    ) -> Result<(u16, JoinResponse), CallError> {
         let req = self.http.post(format!("{}{JOIN_PATH}", self.server_url)).json(request);
-        self.send(req).await
+        self.send_with_status(req).await
     }
 
     /// `agents/heartbeat` as the node holding `credential`.
@@ -108,11 +117,20 @@ impl AgentClient {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, CallError> {
+        self.send_with_status(req).await.map(|(_, answer)| answer)
+    }
+
+    async fn send_with_status<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<(u16, T), CallError> {
         let resp = req.send().await.map_err(unreachable)?;
         let status = resp.status().as_u16();
         let body = resp.bytes().await.map_err(unreachable)?;
         if (200..300).contains(&status) {
-            return serde_json::from_slice(&body).map_err(|e| CallError::BadAnswer(e.to_string()));
+            return serde_json::from_slice(&body)
+                .map(|answer| (status, answer))
+                .map_err(|e| CallError::BadAnswer(e.to_string()));
         }
         let (code, message) = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()

@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bc_domain::NodeId;
-use bc_domain::agent::{
-    ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JOIN_PATH, JoinRequest, JoinResponse,
-};
+use bc_agent::{AgentClient, CallError};
+use bc_domain::agent::{ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JoinRequest, JoinResponse};
 use bc_domain::model::SecretString;
 use bc_domain::policy::TaintEffect;
 use serde_json::Value;
@@ -106,24 +105,10 @@ pub async fn run_once(state: &SimState) -> usize {
     if planned.is_empty() {
         return 0;
     }
-    crate::install_crypto();
-    let client = match reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(15))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "simulated bcd cannot build an HTTP client");
-            return 0;
-        }
-    };
     let mut calls = tokio::task::JoinSet::new();
     for p in planned {
-        let client = client.clone();
         calls.spawn(async move {
-            let result = join(&client, &p).await;
+            let result = join(&p).await;
             (p, result)
         });
     }
@@ -235,32 +220,25 @@ pub fn spawn(state: Arc<SimState>, every: Duration) -> Background {
     Background { rounds, task }
 }
 
-/// One join call: the HTTP status, and the parsed answer or why it is not one.
-async fn join(
-    client: &reqwest::Client,
-    p: &Planned,
-) -> Result<(u16, Result<JoinResponse, String>), String> {
-    let url = format!("{}{JOIN_PATH}", p.env.server_url.trim_end_matches('/'));
+/// One join call through the real agent's client (`bc_agent::AgentClient`: one join
+/// contract for bcd and its simulation): the HTTP status, and the parsed answer or why
+/// it is not one.
+async fn join(p: &Planned) -> Result<(u16, Result<JoinResponse, String>), String> {
+    let client = AgentClient::new(&p.env.server_url).map_err(|e| e.to_string())?;
     let body = JoinRequest {
         join_token: SecretString::new(p.env.join_token.clone()),
         node_name: p.env.node_name.clone(),
         provider_node_id: Some(p.node.provider_id.clone()),
         bcd_version: BCD_VERSION.to_owned(),
     };
-    let resp = client
-        .post(&url)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| format!("join call failed: {}", e.without_url()))?;
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap_or_default();
-    if !(200..300).contains(&status) {
-        return Ok((status, Err(format!("join answered {status}"))));
+    match client.join_with_status(&body).await {
+        Ok((status, answer)) => Ok((status, Ok(answer))),
+        Err(CallError::Answered { status, .. }) => Ok((status, Err(format!("join answered {status}")))),
+        Err(CallError::BadAnswer(e)) => {
+            Ok((200, Err(format!("join answered with a body that is not a JoinResponse: {e}"))))
+        }
+        Err(e @ CallError::Unreachable(_)) => Err(format!("join call failed: {e}")),
     }
-    let answer = serde_json::from_str::<JoinResponse>(&text)
-        .map_err(|e| format!("join answered {status} with a body that is not a JoinResponse: {e}"));
-    Ok((status, answer))
 }
 
 /// Decides, without I/O, which nodes call this round, and records why others do not.

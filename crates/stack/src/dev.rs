@@ -1,0 +1,512 @@
+//! `bc-api dev`: everything on one machine with no setup (SPEC §13). SQLite in a
+//! directory kept across runs, a generated secret key kept there, the simulated cloud
+//! in process on loopback — reached by the REAL DigitalOcean adapter over HTTP and the
+//! REAL kube adapter over TLS with the simulator's CA — the reconcilers and the relay in
+//! process, the tenant `dev` with an operator token, a simulated DigitalOcean account,
+//! `loadBalancers=5` for new pools, and simulated nodes whose bcd joins this server.
+//!
+//! Invariants: a second start on the same directory keeps the database, the key and the
+//! token (the simulator's cloud is in memory and starts empty each time); every address
+//! is loopback; [`DevStack::tour`] is the list of shell commands the banner prints, so the
+//! test that runs them runs exactly what a user copies.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bc_api::Settings;
+use bc_domain::TenantId;
+use bc_domain::model::{Grant, QuotaResource, Role, Scope};
+use bc_domain::ports::{Clock, SystemClock};
+use bc_reconcile::provider_resources::plan::Timing;
+use bc_sim::config::{DEFAULT_TOKEN, Delays};
+use bc_sim::{Sim, SimConfig, SimServer};
+use bc_store::AeadSecretBox;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use crate::wire::{self, Adapters, ReconcileOptions, Served};
+
+/// The tenant dev mode makes.
+pub const DEV_TENANT: &str = "dev";
+/// The name of the simulated provider account.
+pub const DEV_ACCOUNT_NAME: &str = "simulated";
+/// The default quota of load balancers per pool.
+pub const DEV_LOAD_BALANCERS: u32 = 5;
+
+/// What a dev stack looks like.
+#[derive(Clone)]
+pub struct DevOptions {
+    /// The state directory (`./.bc-dev`).
+    pub dir: PathBuf,
+    /// Start over: remove the directory first.
+    pub fresh: bool,
+    /// The API's address (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// Another database instead of the directory's SQLite (the tests' PostgreSQL).
+    pub database_url: Option<String>,
+    /// The simulator's transition delays.
+    pub delays: Delays,
+    /// Whether the simulated nodes' bcd can reach this server.
+    pub bcd_reaches_server: bool,
+    /// Also publish events to NATS.
+    pub nats_url: Option<String>,
+    /// How often the simulated bcd agents look at their Secrets.
+    pub bcd_every: Duration,
+    /// Run the reconcilers in process (the tests of `bc-reconciler` turn this off).
+    pub reconcile: bool,
+    /// How often bcd is told to heartbeat.
+    pub heartbeat_seconds: u32,
+    /// The clock of the whole stack and the simulator (`None`: the wall clock).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// Extra account tokens the simulator accepts (each one more simulated account).
+    pub extra_sim_tokens: Vec<String>,
+}
+
+impl DevOptions {
+    /// The defaults: `./.bc-dev`, `127.0.0.1:8080`, delays of a few seconds.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            fresh: false,
+            listen: crate::config::DEFAULT_LISTEN.parse().expect("a socket address"),
+            database_url: None,
+            delays: watchable_delays(),
+            bcd_reaches_server: true,
+            nats_url: None,
+            bcd_every: Duration::from_millis(500),
+            reconcile: true,
+            heartbeat_seconds: 30,
+            clock: None,
+            extra_sim_tokens: Vec::new(),
+        }
+    }
+}
+
+/// Delays of a few seconds, so every state can be watched going by.
+pub fn watchable_delays() -> Delays {
+    let s = Duration::from_secs;
+    Delays {
+        cluster_provision: s(6),
+        node_provision: s(3),
+        node_delete: s(2),
+        cluster_upgrade: s(6),
+        cluster_delete: s(3),
+        load_balancer_provision: s(4),
+    }
+}
+
+/// A running dev stack.
+pub struct DevStack {
+    /// The API's base URL (`http://127.0.0.1:8080`).
+    pub api_url: String,
+    /// The simulator's DigitalOcean API base URL.
+    pub sim_url: String,
+    /// The simulator's account token.
+    pub sim_token: String,
+    /// The operator token of tenant `dev`.
+    pub token: String,
+    /// The simulated provider account's id.
+    pub account_id: String,
+    /// The state directory.
+    pub dir: PathBuf,
+    /// The simulated cloud.
+    pub sim: Sim,
+    /// The adapters (the tests read the store through them).
+    pub adapters: Adapters,
+    /// The work wake-up (another in-process runtime may share it).
+    pub work: Arc<Notify>,
+    /// The secret key (base64), for other processes on the same database.
+    pub secret_key: String,
+    served: Served,
+    _sim_server: SimServer,
+    _bcd: bc_sim::bcd::Background,
+}
+
+impl DevStack {
+    /// Starts everything and bootstraps the tenant, token and account.
+    pub async fn start(options: DevOptions) -> anyhow::Result<Self> {
+        let dir = options.dir.clone();
+        if options.fresh && dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // The port first: a taken port fails before anything else starts.
+        let listener = wire::bind(options.listen).await?;
+        let api_addr = listener.local_addr()?;
+        let api_url = format!("http://{api_addr}");
+
+        let key = secret_key(&dir)?;
+        let url = match &options.database_url {
+            Some(u) => u.clone(),
+            None => format!("sqlite://{}?mode=rwc", dir.join("bc.db").display()),
+        };
+        let store = Arc::new(crate::db::open(&url).await?);
+
+        let sim_config = SimConfig {
+            delays: options.delays.clone(),
+            tokens: std::iter::once(DEFAULT_TOKEN.to_owned())
+                .chain(options.extra_sim_tokens.iter().cloned())
+                .collect(),
+            bcd_reaches_server: options.bcd_reaches_server,
+            ..SimConfig::default()
+        };
+        let clock: Arc<dyn Clock> = options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let sim = Sim::new(sim_config, clock.clone());
+        let sim_server = sim
+            .serve("127.0.0.1:0".parse().expect("loopback"))
+            .await
+            .context("starting the simulator")?;
+        let sim_url = sim_server.url();
+        write_private(&dir.join("sim-ca.pem"), &sim.state().tls.ca_pem())?;
+        let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
+
+        let adapters = Adapters::real_with_clock(store, &key, &sim_url, clock)?;
+        let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let settings = Settings {
+            default_pool_quotas: BTreeMap::from([(QuotaResource::LoadBalancers, DEV_LOAD_BALANCERS)]),
+            heartbeat_seconds: options.heartbeat_seconds,
+            ..Settings::default()
+        };
+        let mut served = Served::default();
+        served.http(listener, wire::api_router(&adapters, settings, work.clone(), events.clone()));
+        let replica = wire::replica_id("dev");
+        if options.reconcile {
+            let mut ro = ReconcileOptions::new(&replica, &api_url, "bc-sim/bcd:dev");
+            ro.load_balancer_timing = Some(quick_load_balancers());
+            served.reconcilers(wire::runtime(&adapters, &ro, work.clone())?);
+            if let Some(relay) =
+                wire::relay(&adapters, &replica, Some(events.clone()), options.nats_url.as_deref()).await?
+            {
+                served.relay(relay, Some(work.clone()));
+            }
+            served.idempotency_purge(&adapters, &replica);
+        }
+
+        let mut stack = Self {
+            api_url,
+            sim_url: sim_url.clone(),
+            sim_token: DEFAULT_TOKEN.to_owned(),
+            token: String::new(),
+            account_id: String::new(),
+            dir: dir.clone(),
+            sim,
+            adapters,
+            work,
+            secret_key: key,
+            served,
+            _sim_server: sim_server,
+            _bcd: bcd,
+        };
+        stack.token = stack.operator_token().await?;
+        stack.account_id = stack.simulated_account().await?;
+        write_private(
+            &dir.join("simulator.json"),
+            &serde_json::to_string_pretty(
+                &json!({ "digitaloceanApiUrl": sim_url, "token": DEFAULT_TOKEN }),
+            )?,
+        )?;
+        Ok(stack)
+    }
+
+    /// The operator token kept in `token`, or a new one (written there).
+    async fn operator_token(&self) -> anyhow::Result<String> {
+        let path = self.dir.join("token");
+        if let Ok(kept) = std::fs::read_to_string(&path)
+            && crate::tokens::is_live(self.adapters.store.as_ref(), &kept).await?
+        {
+            return Ok(kept.trim().to_owned());
+        }
+        let grants = vec![Grant { role: Role::Operator, scope: Scope::System, tenant_id: None }];
+        let (_, plain) =
+            crate::tokens::create(self.adapters.store.as_ref(), self.adapters.clock.as_ref(), grants).await?;
+        write_private(&path, &format!("{plain}\n"))?;
+        Ok(plain)
+    }
+
+    /// The simulated account of tenant `dev`: found by name, or made through the API.
+    async fn simulated_account(&self) -> anyhow::Result<String> {
+        let listed = self.call("providerAccounts.list", json!({ "tenantId": DEV_TENANT })).await?;
+        let found = listed["providerAccounts"].as_array().and_then(|a| {
+            a.iter().find(|x| x["name"] == DEV_ACCOUNT_NAME).and_then(|x| x["providerAccountId"].as_str())
+        });
+        if let Some(id) = found {
+            return Ok(id.to_owned());
+        }
+        let made = self
+            .call(
+                "providerAccounts.create",
+                json!({
+                    "tenantId": DEV_TENANT, "provider": "digitalocean", "name": DEV_ACCOUNT_NAME,
+                    "credentials": { "token": self.sim_token }
+                }),
+            )
+            .await?;
+        made["providerAccountId"]
+            .as_str()
+            .map(str::to_owned)
+            .context("providerAccounts.create answered without an id")
+    }
+
+    /// Calls method `method` (`pools.create`) of this stack's API as the operator.
+    pub async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
+        bc_providers::install_crypto_provider();
+        let url = format!("{}/api/compute/{}", self.api_url, method.replacen('.', "/", 1));
+        let resp = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| format!("calling {method}"))?;
+        let status = resp.status();
+        let value: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            anyhow::bail!("{method}: {status}: {value}");
+        }
+        Ok(value)
+    }
+
+    /// The tenant.
+    pub fn tenant(&self) -> TenantId {
+        TenantId::parse(DEV_TENANT).expect("a tenant id")
+    }
+
+    /// What `bc-api dev` prints first.
+    pub fn banner(&self) -> String {
+        let dir = self.dir.display();
+        let mut out = String::new();
+        out.push_str("bc-api dev: the control plane on a simulated cloud\n\n");
+        out.push_str(&format!("  API            {}\n", self.api_url));
+        out.push_str(&format!("  OpenAPI        {}/api/openapi.json\n", self.api_url));
+        out.push_str(&format!("  tenant         {DEV_TENANT}\n"));
+        out.push_str(&format!("  token          {}   (operator on compute-system; also in {dir}/token)\n", self.token));
+        out.push_str(&format!("  account        {}   (simulated DigitalOcean, loadBalancers={DEV_LOAD_BALANCERS} per pool)\n", self.account_id));
+        out.push_str(&format!("  simulator      {}   token {}   (also in {dir}/simulator.json)\n", self.sim_url, self.sim_token));
+        out.push_str(&format!("  data           {dir}/bc.db (kept across runs; --fresh starts over)\n\n"));
+        out.push_str("Try it (copy-paste, in this directory; jq not needed):\n\n");
+        for (what, cmd) in self.tour() {
+            out.push_str(&format!("# {what}\n{cmd}\n\n"));
+        }
+        out.push_str("Ctrl-C stops the server; the data stays.\n");
+        out
+    }
+
+    /// The curl tour: `(what it does, the shell command)`, in order; later commands use
+    /// the shell variables earlier ones set.
+    pub fn tour(&self) -> Vec<(&'static str, String)> {
+        let dir = self.dir.display();
+        let auth = r#"-H "authorization: Bearer $TOKEN" -H 'content-type: application/json'"#;
+        let first = |key: &str| format!(r#"grep -o '"{key}":"[^"]*"' | head -1 | cut -d'"' -f4"#);
+        vec![
+            (
+                "the API, your token and the simulated account",
+                format!(
+                    "API={} TOKEN=$(cat {dir}/token) ACCOUNT={} DO={} DOTOKEN={}",
+                    self.api_url, self.account_id, self.sim_url, self.sim_token
+                ),
+            ),
+            (
+                "a pool with a Kubernetes substrate: a cluster of two flavors is made for it",
+                format!(
+                    r#"POOL=$(curl -sf $API/api/compute/pools/create {auth} -d '{{"tenantId":"dev","name":"demo-'$RANDOM'","policy":{{"substrate":{{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{{"create":{{"region":"nyc1"}}}}}},"flavors":[{{"name":"cpu","size":"s-2vcpu-4gb","count":2}},{{"name":"big","size":"s-4vcpu-8gb","count":1}}]}}}}' | {}) && echo $POOL"#,
+                    first("poolId")
+                ),
+            ),
+            (
+                "its substrate: pending, provisioning, then ready with its nodes joined (run again to watch)",
+                format!(
+                    r#"curl -sf $API/api/compute/kubernetesSubstrates/get {auth} -d '{{"tenantId":"dev","poolId":"'$POOL'"}}'"#
+                ),
+            ),
+            (
+                "a load balancer for the pool (the pool has a quota of 5)",
+                format!(
+                    r#"LB=$(curl -sf $API/api/compute/loadBalancers/create {auth} -d '{{"tenantId":"dev","poolId":"'$POOL'","providerAccountId":"'$ACCOUNT'","name":"web","type":"regional","region":"nyc1","forwardingRules":[{{"entryProtocol":"http","entryPort":80,"targetProtocol":"http","targetPort":8080}}],"targets":{{"tag":"web"}}}}' | {}) && echo $LB"#,
+                    first("loadBalancerId")
+                ),
+            ),
+            (
+                "the load balancer: new, then ready",
+                format!(
+                    r#"curl -sf $API/api/compute/loadBalancers/get {auth} -d '{{"tenantId":"dev","loadBalancerId":"'$LB'"}}'"#
+                ),
+            ),
+            (
+                "a cluster of your own, made directly in the simulated DigitalOcean",
+                format!(
+                    r#"CLUSTER=$(curl -sf $DO/v2/kubernetes/clusters -H "authorization: Bearer $DOTOKEN" -H 'content-type: application/json' -d '{{"name":"mine-'$RANDOM'","region":"nyc1","version":"latest","node_pools":[{{"name":"workers","size":"s-2vcpu-4gb","count":2}}]}}' | {}) && echo $CLUSTER"#,
+                    first("id")
+                ),
+            ),
+            (
+                "look inside it with kubectl (once it is running, a few seconds)",
+                format!(
+                    r#"curl -sf $DO/v2/kubernetes/clusters/$CLUSTER/kubeconfig -H "authorization: Bearer $DOTOKEN" > {dir}/mine.kubeconfig && kubectl --kubeconfig {dir}/mine.kubeconfig get nodes -o wide"#
+                ),
+            ),
+            (
+                "adopt it: a second pool whose substrate is that cluster",
+                format!(
+                    r#"ADOPTED=$(curl -sf $API/api/compute/pools/create {auth} -d '{{"tenantId":"dev","name":"adopted-'$RANDOM'","policy":{{"substrate":{{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{{"adopt":{{"providerClusterId":"'$CLUSTER'"}}}}}},"flavors":[{{"name":"cpu","size":"s-2vcpu-4gb","count":1}}]}}}}' | {}) && echo $ADOPTED"#,
+                    first("poolId")
+                ),
+            ),
+            (
+                "the adopted substrate",
+                format!(
+                    r#"curl -sf $API/api/compute/kubernetesSubstrates/get {auth} -d '{{"tenantId":"dev","poolId":"'$ADOPTED'"}}'"#
+                ),
+            ),
+            (
+                "the billing usage so far",
+                format!(r#"curl -sf $API/api/compute/billing/usage {auth} -d '{{"tenantId":"dev","from":"2026-01-01T00:00:00.000Z","to":"2100-01-01T00:00:00.000Z"}}'"#),
+            ),
+        ]
+    }
+
+    /// Stops everything (in-flight requests and activations finish).
+    pub async fn stop(self) {
+        self.served.shutdown().await;
+    }
+
+    /// Runs until SIGINT/SIGTERM, then stops.
+    pub async fn until_signal(self) {
+        self.served.until_signal().await;
+    }
+}
+
+/// Load balancer polling for the simulator's seconds-scale delays.
+fn quick_load_balancers() -> Timing {
+    Timing { poll_min: Duration::from_secs(1), poll_max: Duration::from_secs(5), ..Timing::default() }
+}
+
+/// The key kept in `dir/secret.key`, made on first use.
+fn secret_key(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("secret.key");
+    if let Ok(kept) = std::fs::read_to_string(&path) {
+        return Ok(kept.trim().to_owned());
+    }
+    let key = AeadSecretBox::generate_base64_key().map_err(|e| anyhow::anyhow!("{e}"))?;
+    write_private(&path, &format!("{key}\n"))?;
+    Ok(key)
+}
+
+/// Writes `text` to `path`, readable by its owner only (it may hold a secret).
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    }
+    Ok(())
+}
+
+/// `bc-api dev --demo`: drives the tour through the API — a pool with a substrate, a load
+/// balancer, a cluster made in the simulator and adopted by a second pool — printing one
+/// line per object as its state changes (a spinner between changes), until everything is
+/// ready; then prints the billing usage so far. Gives up after ten minutes.
+pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let suffix = format!("{:04x}", rand::random::<u16>());
+    let account = stack.account_id.as_str();
+    let pool = stack
+        .call(
+            "pools.create",
+            json!({"tenantId": DEV_TENANT, "name": format!("demo-{suffix}"), "policy": {
+                "substrate": {"kind": "kubernetes", "account": account, "cluster": {"create": {"region": "nyc1"}}},
+                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 2},
+                            {"name": "big", "size": "s-4vcpu-8gb", "count": 1}]}}),
+        )
+        .await?;
+    let pool_id = pool["poolId"].as_str().context("pools.create: no poolId")?.to_owned();
+    let lb = stack
+        .call(
+            "loadBalancers.create",
+            json!({"tenantId": DEV_TENANT, "poolId": pool_id, "providerAccountId": account,
+                   "name": format!("web-{suffix}"), "type": "regional", "region": "nyc1",
+                   "forwardingRules": [{"entryProtocol": "http", "entryPort": 80, "targetProtocol": "http", "targetPort": 8080}],
+                   "targets": {"tag": "web"}}),
+        )
+        .await?;
+    let lb_id = lb["loadBalancerId"].as_str().context("loadBalancers.create: no id")?.to_owned();
+    let made = reqwest::Client::new()
+        .post(format!("{}/v2/kubernetes/clusters", stack.sim_url))
+        .bearer_auth(&stack.sim_token)
+        .json(&json!({"name": format!("mine-{suffix}"), "region": "nyc1", "version": "latest",
+                      "node_pools": [{"name": "workers", "size": "s-2vcpu-4gb", "count": 2}]}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json::<Value>()
+        .await?;
+    let cluster = made["kubernetes_cluster"]["id"].as_str().context("simulator: no cluster id")?.to_owned();
+    let adopted = stack
+        .call(
+            "pools.create",
+            json!({"tenantId": DEV_TENANT, "name": format!("adopted-{suffix}"), "policy": {
+                "substrate": {"kind": "kubernetes", "account": account, "cluster": {"adopt": {"providerClusterId": cluster}}},
+                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 1}]}}),
+        )
+        .await?;
+    let adopted_id = adopted["poolId"].as_str().context("pools.create: no poolId")?.to_owned();
+
+    let objects = [
+        (format!("substrate of pool {pool_id}"), "kubernetesSubstrates.get", json!({"tenantId": DEV_TENANT, "poolId": pool_id})),
+        (format!("load balancer {lb_id}"), "loadBalancers.get", json!({"tenantId": DEV_TENANT, "loadBalancerId": lb_id})),
+        (format!("substrate of pool {adopted_id} (adopting {cluster})"), "kubernetesSubstrates.get", json!({"tenantId": DEV_TENANT, "poolId": adopted_id})),
+    ];
+    let mut last: Vec<String> = vec![String::new(); objects.len()];
+    let spinner = ['|', '/', '-', '\\'];
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    for tick in 0..1200u32 {
+        let mut ready = 0;
+        for (i, (what, method, body)) in objects.iter().enumerate() {
+            let v = stack.call(method, body.clone()).await?;
+            let state = v["state"].as_str().unwrap_or("?").to_owned();
+            let detail = match (v["nodesListed"].as_u64(), v["nodesJoined"].as_u64()) {
+                (Some(l), Some(j)) => format!(" (nodes listed {l}, joined {j})"),
+                _ => String::new(),
+            };
+            let line = format!("{state}{detail}");
+            if line != last[i] {
+                if tty {
+                    print!("\r\x1b[2K");
+                }
+                let message = v["message"].as_str().map(|m| format!(" — {m}")).unwrap_or_default();
+                println!("{what}: {line}{message}");
+                last[i] = line;
+            }
+            if state == "ready" {
+                ready += 1;
+            }
+        }
+        if ready == objects.len() {
+            break;
+        }
+        if tty {
+            print!("\r{} waiting…", spinner[tick as usize % spinner.len()]);
+            let _ = std::io::stdout().flush();
+        }
+        if tick == 1199 {
+            anyhow::bail!("the demo did not reach ready in ten minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if tty {
+        print!("\r\x1b[2K");
+    }
+    println!("everything is ready.");
+    let usage = stack
+        .call(
+            "billing.usage",
+            json!({"tenantId": DEV_TENANT, "from": "2026-01-01T00:00:00.000Z", "to": "2100-01-01T00:00:00.000Z"}),
+        )
+        .await?;
+    println!("billing usage so far: {usage}");
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! Test support (feature `testing`) for the end-to-end tests of this crate and of the
+//! binaries: a dev stack per backend (SQLite in a scratch directory, or a fresh
+//! PostgreSQL database of the `cargo xtask test` server), and bounded waits through the
+//! HTTP API.
+//!
+//! Invariants: every wait is a bounded loop (a count of short polls) that fails naming
+//! what it waited for and the last answer — never an assertion on elapsed time; every
+//! address is loopback; scratch directories are removed on drop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bc_sim::config::Delays;
+use sea_orm_migration::sea_orm::ConnectionTrait as _;
+use serde_json::Value;
+
+use crate::dev::{DevOptions, DevStack};
+
+/// Polls made by [`wait_for`] before it gives up (at [`POLL`] each).
+pub const POLLS: u32 = 3_000;
+/// The pause between polls.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// The store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite in the stack's directory.
+    Sqlite,
+    /// A fresh database on the PostgreSQL of `cargo xtask test`.
+    Postgres,
+}
+
+/// A directory under the system temp dir, removed on drop.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A new empty directory named after `prefix`.
+    pub fn new(prefix: &str) -> Self {
+        let path = std::env::temp_dir()
+            .join(format!("{prefix}-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&path).expect("scratch dir");
+        Self(path)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh PostgreSQL database's URL, or `None` when no server was started (the test
+/// then returns early; with services required, `bc_testkit` panics instead).
+pub async fn fresh_postgres(prefix: &str) -> Option<String> {
+    let url = bc_testkit::postgres_url()?;
+    let name = bc_testkit::fresh_database_name(prefix);
+    let admin = bc_store::SqlStore::connect_unmigrated(&url).await.expect("postgres");
+    admin
+        .connection()
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    let _ = admin.close().await;
+    Some(bc_testkit::with_database(&url, &name))
+}
+
+/// Seconds-scale delays (the simulator's fastest), so flows take seconds.
+pub fn test_delays() -> Delays {
+    Delays::fast()
+}
+
+/// Dev options for a test in `dir` on `backend` (any free port, fast delays, agents
+/// polling often); `None` when the backend is not available.
+pub async fn options(backend: Backend, dir: &Path) -> Option<DevOptions> {
+    let mut o = DevOptions::new(dir.join(".bc-dev"));
+    o.listen = "127.0.0.1:0".parse().expect("loopback");
+    o.delays = test_delays();
+    o.bcd_every = Duration::from_millis(100);
+    if backend == Backend::Postgres {
+        o.database_url = Some(fresh_postgres("e2e").await?);
+    }
+    Some(o)
+}
+
+/// Calls `method` with `body` until `done` holds for the answer, at most [`POLLS`]
+/// times; panics naming `what` and the last answer otherwise.
+pub async fn wait_for(
+    stack: &DevStack,
+    what: &str,
+    method: &str,
+    body: Value,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..POLLS {
+        match stack.call(method, body.clone()).await {
+            Ok(v) if done(&v) => return v,
+            Ok(v) => last = v,
+            Err(e) => last = Value::String(e.to_string()),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    panic!("gave up waiting for {what}; last answer: {last}");
+}
+
+/// Waits until the substrate of `pool` is in `state`.
+pub async fn substrate_in(stack: &DevStack, pool: &str, state: &str) -> Value {
+    wait_for(
+        stack,
+        &format!("substrate of {pool} {state}"),
+        "kubernetesSubstrates.get",
+        serde_json::json!({"tenantId": crate::dev::DEV_TENANT, "poolId": pool}),
+        |v| v["state"] == state,
+    )
+    .await
+}
+
+/// The simulator's DigitalOcean listing at `path` (`/v2/kubernetes/clusters`).
+pub async fn sim_get(stack: &DevStack, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{}{path}", stack.sim_url))
+        .bearer_auth(&stack.sim_token)
+        .send()
+        .await
+        .expect("simulator answers")
+        .json()
+        .await
+        .expect("json")
+}

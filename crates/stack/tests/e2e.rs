@@ -1,0 +1,272 @@
+//! End to end through the HTTP API of a dev stack: the real DigitalOcean adapter and the
+//! real kube adapter against the simulator over loopback, the reconcilers and the relay
+//! in process, on SQLite and on PostgreSQL; the copy-paste tour the banner prints, run as
+//! printed by a shell; events over Server-Sent Events and, with a nats-server, NATS.
+//!
+//! Invariants: every wait is a bounded count of short polls (never an assertion on
+//! elapsed time); the simulator runs the fastest delays; each test has its own directory,
+//! database and ports, and stops its stack.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use bc_stack::dev::{DEV_TENANT, DevStack};
+use bc_stack::testing::{self, Backend, Scratch, sim_get, substrate_in, wait_for};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+/// The Server-Sent Events of tenant `dev` until one of type `until` for `subject_part`
+/// arrives (bounded by the count of reads and a per-read limit).
+async fn sse_until(api: String, token: String, subject_part: String, until: &'static str) -> Vec<Value> {
+    let resp = reqwest::Client::new()
+        .get(format!("{api}/api/compute/events/stream?tenantId={DEV_TENANT}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("stream opens");
+    assert!(resp.status().is_success(), "stream: {}", resp.status());
+    let mut resp = resp;
+    let (mut text, mut events) = (String::new(), Vec::new());
+    for _ in 0..10_000 {
+        let Ok(Ok(Some(chunk))) = tokio::time::timeout(std::time::Duration::from_secs(120), resp.chunk()).await
+        else {
+            break;
+        };
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let frame: String = text.drain(..end + 2).collect();
+            for line in frame.lines() {
+                if let Some(data) = line.strip_prefix("data:") {
+                    let v: Value = serde_json::from_str(data.trim()).expect("event json");
+                    let done = v["type"] == until && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
+                    events.push(v);
+                    if done {
+                        return events;
+                    }
+                }
+            }
+        }
+    }
+    events
+}
+
+fn types_for(events: &[Value], subject_part: &str) -> BTreeSet<String> {
+    events
+        .iter()
+        .filter(|e| e["subject"].as_str().is_some_and(|s| s.contains(subject_part)))
+        .filter_map(|e| e["type"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The create-mode flow: account → pool with 2 flavors → substrate ready with its nodes
+/// listed and joined → a load balancer ready → billed hours → a flavor's count changed →
+/// `updating` → ready → load balancer deleted → archive → `deleted`, and the simulator
+/// holds nothing of ours; the events arrive over SSE (and NATS when it runs).
+async fn create_mode(backend: Backend) {
+    let scratch = Scratch::new("bc-e2e-create");
+    let Some(mut options) = testing::options(backend, scratch.path()).await else { return };
+    let nats_url = if backend == Backend::Postgres { bc_testkit::nats_url() } else { None };
+    options.nats_url = nats_url.clone();
+    let stack = DevStack::start(options).await.expect("dev stack");
+    let account = stack.account_id.clone();
+
+    let nats = match &nats_url {
+        Some(url) => {
+            let client = async_nats::connect(url.as_str()).await.expect("nats");
+            Some(client.subscribe("compute.>").await.expect("subscribe"))
+        }
+        None => None,
+    };
+
+    let pool = stack
+        .call(
+            "pools.create",
+            json!({"tenantId": DEV_TENANT, "name": "flow", "policy": {
+                "substrate": {"kind": "kubernetes", "account": account, "cluster": {"create": {"region": "nyc1"}}},
+                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 2},
+                            {"name": "big", "size": "s-4vcpu-8gb", "count": 1}]}}),
+        )
+        .await
+        .expect("pools.create");
+    let pool_id = pool["poolId"].as_str().expect("poolId").to_owned();
+    let sse = tokio::spawn(sse_until(
+        stack.api_url.clone(),
+        stack.token.clone(),
+        pool_id.clone(),
+        "kubernetes.substrate.deleted",
+    ));
+    let sub = json!({"tenantId": DEV_TENANT, "poolId": pool_id});
+    let ready = wait_for(&stack, "3 nodes listed and joined", "kubernetesSubstrates.get", sub.clone(), |v| {
+        v["state"] == "ready" && v["nodesListed"] == 3 && v["nodesJoined"] == 3
+    })
+    .await;
+    assert!(ready.get("waitingToJoin").is_none(), "{ready}");
+    let cluster_id = ready["clusterId"].as_str().expect("clusterId").to_owned();
+    let cluster = stack
+        .call("kubernetesClusters.get", json!({"tenantId": DEV_TENANT, "clusterId": cluster_id}))
+        .await
+        .expect("kubernetesClusters.get");
+    let provider_cluster = cluster["providerClusterId"].as_str().expect("providerClusterId").to_owned();
+
+    let lb = stack
+        .call(
+            "loadBalancers.create",
+            json!({"tenantId": DEV_TENANT, "poolId": pool_id, "providerAccountId": account,
+                   "name": "web", "type": "regional", "region": "nyc1",
+                   "forwardingRules": [{"entryProtocol": "http", "entryPort": 80, "targetProtocol": "http", "targetPort": 8080}],
+                   "targets": {"tag": "web"}}),
+        )
+        .await
+        .expect("loadBalancers.create");
+    let lb_id = lb["loadBalancerId"].as_str().expect("id").to_owned();
+    let lb_ref = json!({"tenantId": DEV_TENANT, "loadBalancerId": lb_id});
+    let lb_ready = wait_for(&stack, "lb ready", "loadBalancers.get", lb_ref.clone(), |v| v["state"] == "ready").await;
+    let provider_lb = lb_ready["providerLoadBalancerId"].as_str().expect("provider id").to_owned();
+    let usage = wait_for(
+        &stack,
+        "the load balancer's hours billed",
+        "billing.usage",
+        json!({"tenantId": DEV_TENANT, "from": "2026-01-01T00:00:00.000Z", "to": "2100-01-01T00:00:00.000Z"}),
+        |v| v["lines"].as_array().is_some_and(|l| l.iter().any(|x| x["resource"] == lb_id.as_str())),
+    )
+    .await;
+    let line = usage["lines"].as_array().unwrap().iter().find(|x| x["resource"] == lb_id.as_str()).unwrap().clone();
+    assert_eq!(line["meter"], "vps.load-balancer.hours", "{line}");
+    assert_eq!(line["poolId"], pool_id.as_str(), "{line}");
+
+    // A flavor's count changed: updating, then ready with the new node joined.
+    let current = stack.call("pools.get", sub.clone()).await.expect("pools.get");
+    let mut policy = current["policy"].clone();
+    policy["flavors"][0]["count"] = json!(3);
+    stack
+        .call(
+            "pools.update",
+            json!({"tenantId": DEV_TENANT, "poolId": pool_id, "policy": policy,
+                   "expectedGeneration": current["generation"]}),
+        )
+        .await
+        .expect("pools.update");
+    wait_for(&stack, "4 nodes listed and joined", "kubernetesSubstrates.get", sub.clone(), |v| {
+        v["state"] == "ready" && v["nodesListed"] == 4 && v["nodesJoined"] == 4
+    })
+    .await;
+    let listed = stack
+        .call("events.list", json!({"tenantId": DEV_TENANT, "subject": format!("compute.pools.{pool_id}")}))
+        .await
+        .expect("events.list");
+    let types = types_for(listed["events"].as_array().expect("events"), &pool_id);
+    assert!(types.contains("kubernetes.substrate.updating"), "{types:?}");
+
+    stack.call("loadBalancers.delete", lb_ref.clone()).await.expect("loadBalancers.delete");
+    wait_for(&stack, "lb deleted", "loadBalancers.get", lb_ref, |v| v["state"] == "deleted").await;
+    stack.call("pools.archive", sub.clone()).await.expect("pools.archive");
+    substrate_in(&stack, &pool_id, "deleted").await;
+
+    // The simulator holds no object of ours.
+    let clusters = sim_get(&stack, "/v2/kubernetes/clusters").await;
+    let ids: Vec<&str> = clusters["kubernetes_clusters"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(!ids.contains(&provider_cluster.as_str()), "cluster still there: {clusters}");
+    let lbs = sim_get(&stack, "/v2/load_balancers").await;
+    let lb_ids: Vec<&str> = lbs["load_balancers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(!lb_ids.contains(&provider_lb.as_str()), "load balancer still there: {lbs}");
+
+    let streamed = sse.await.expect("sse task");
+    let types = types_for(&streamed, &pool_id);
+    for t in ["kubernetes.substrate.provisioning", "kubernetes.substrate.ready", "kubernetes.substrate.deleted"] {
+        assert!(types.contains(t), "SSE lacks {t}: {types:?}");
+    }
+    let lb_types = types_for(&streamed, &lb_id);
+    assert!(lb_types.contains("vps.load-balancer.ready"), "SSE lacks the lb: {lb_types:?}");
+
+    if let Some(mut sub) = nats {
+        let mut seen = BTreeSet::new();
+        for _ in 0..10_000 {
+            let Ok(Some(msg)) = tokio::time::timeout(std::time::Duration::from_secs(60), sub.next()).await else {
+                break;
+            };
+            if !msg.subject.as_str().contains(&pool_id) {
+                continue;
+            }
+            let v: Value = serde_json::from_slice(&msg.payload).expect("event json");
+            let t = v["type"].as_str().unwrap_or_default().to_owned();
+            seen.insert(t.clone());
+            if t == "kubernetes.substrate.deleted" {
+                break;
+            }
+        }
+        assert!(seen.contains("kubernetes.substrate.ready"), "NATS: {seen:?}");
+        assert!(seen.contains("kubernetes.substrate.deleted"), "NATS: {seen:?}");
+    }
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_mode_on_sqlite() {
+    create_mode(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_mode_on_postgres_with_nats() {
+    create_mode(Backend::Postgres).await;
+}
+
+/// Whether `tool` runs here; when services are required (CI) its absence fails.
+fn have(tool: &str) -> bool {
+    let found = Command::new(tool).arg("--help").output().is_ok()
+        || Command::new(tool).arg("version").arg("--client").output().is_ok();
+    assert!(found || !bc_testkit::services_required(), "{tool} is required (.ci/run installs it)");
+    found
+}
+
+/// Every command of the banner's tour, run by bash exactly as printed (each retried a
+/// bounded number of times while what it shows is still on its way), in order; then the
+/// two pools it made reach `ready` and the load balancer too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_tour_works_as_printed() {
+    if !(have("curl") && have("kubectl") && have("bash")) {
+        return;
+    }
+    let scratch = Scratch::new("bc-e2e-tour");
+    let options = testing::options(Backend::Sqlite, scratch.path()).await.expect("sqlite");
+    let stack = DevStack::start(options).await.expect("dev stack");
+    let banner = stack.banner();
+    let mut driver = String::from("set -o pipefail\n");
+    for (i, (_, cmd)) in stack.tour().iter().enumerate() {
+        // The banner prints each command verbatim after its comment line.
+        assert!(banner.contains(cmd.as_str()), "the banner prints step {i} as is");
+        let file = scratch.path().join(format!("step{i}.sh"));
+        std::fs::write(&file, format!("{cmd}\n")).expect("step file");
+        driver.push_str(&format!(
+            "ok=; for n in $(seq 150); do if . '{}'; then echo; ok=1; break; fi; sleep 0.2; done; [ -n \"$ok\" ] || {{ echo 'step {i} failed' >&2; exit 1; }}\n",
+            file.display()
+        ));
+    }
+    driver.push_str("echo \"POOLS $POOL $ADOPTED LB $LB\"\n");
+    let out = tokio::task::spawn_blocking({
+        let dir = scratch.path().to_owned();
+        move || Command::new("bash").arg("-c").arg(driver).current_dir(dir).output().expect("bash")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "tour failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" Ready "), "kubectl listed Ready nodes:\n{stdout}");
+    let last = stdout.lines().find(|l| l.starts_with("POOLS ")).expect("the ids");
+    let ids: Vec<&str> = last.split_whitespace().collect();
+    let (pool, adopted, lb) = (ids[1], ids[2], ids[4]);
+    assert!(pool.starts_with("pool_") && adopted.starts_with("pool_") && lb.starts_with("lb_"), "{last}");
+    substrate_in(&stack, pool, "ready").await;
+    substrate_in(&stack, adopted, "ready").await;
+    wait_for(&stack, "lb ready", "loadBalancers.get", json!({"tenantId": DEV_TENANT, "loadBalancerId": lb}), |v| {
+        v["state"] == "ready"
+    })
+    .await;
+    stack.stop().await;
+}
