@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use bc_domain::ResourceState;
 use bc_domain::ports::{Clock, LoadBalancerRepo, PageRequest, SubstrateRepo, WorkKind};
 use bc_domain::rules::budget::BudgetConfig;
-use bc_reconcile::runtime::ActivationResult;
+use bc_reconcile::runtime::{ActivationReport, ActivationResult};
 use bc_reconcile::service::reconciler_of;
 use bc_reconcile::testing::{Env, SeqEntropy, Stepper, create_policy, flavor};
 use bc_reconcile::{
@@ -179,6 +179,23 @@ async fn converged(w: &World, n: usize) -> bool {
     ready >= n && subs >= n / 10
 }
 
+/// One round; when nothing was due, the clock moves to the next due time but at least
+/// [`QUANTUM`] ahead, so items that come due a few jittered milliseconds apart are
+/// claimed together, as the production loop (which claims what is due when it wakes)
+/// does, rather than one round per millisecond.
+async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
+    let reports = stepper.round().await.expect("store");
+    if reports.is_empty() {
+        let now = stepper.clock().now();
+        let next = stepper.next_due().await.expect("store").unwrap_or(now);
+        stepper.clock().set(next.max(now + QUANTUM));
+    }
+    reports
+}
+
+/// The stepped clock's granularity while converging.
+const QUANTUM: time::Duration = time::Duration::seconds(1);
+
 async fn one_size(n: usize, samples: usize) {
     let w = world().await;
     let seeding = Instant::now();
@@ -187,11 +204,13 @@ async fn one_size(n: usize, samples: usize) {
     let stepper = Stepper::new(w.runtime.clone(), w.env.clock.clone());
 
     // Converge.
+    let from_clock = w.env.clock.now();
     let started = Instant::now();
     let mut steps = 0;
     let mut steady: HashSet<String> = HashSet::new();
-    while steps < 10_000 {
-        let reports = stepper.step(Duration::from_secs(60)).await.expect("store");
+    let mut lbs_at = None;
+    while steps < 100_000 {
+        let reports = quantum_step(&stepper).await;
         steps += 1;
         for r in reports.iter().filter(|r| r.kind == WorkKind::ProviderResources) {
             if matches!(r.result, ActivationResult::Steady { .. }) {
@@ -200,11 +219,18 @@ async fn one_size(n: usize, samples: usize) {
                 steady.remove(&r.key);
             }
         }
-        if steady.len() >= n && converged(&w, n).await {
+        if steady.len() >= n && lbs_at.is_none() {
+            lbs_at = Some((started.elapsed(), steps));
+        }
+        if steady.len() >= n && steps % 20 == 0 && converged(&w, n).await {
             break;
         }
     }
     let wall = started.elapsed();
+    eprintln!(
+        "load balancers steady after {lbs_at:?}; all after {wall:?}, {steps} steps, clock +{}",
+        w.env.clock.now() - from_clock
+    );
     let objects = n + n / 10;
     let per_s = objects as f64 / wall.as_secs_f64();
     let per_lb = lb_calls(&w.env) as f64 / n as f64;
@@ -219,10 +245,18 @@ async fn one_size(n: usize, samples: usize) {
         }
     }
     // Steady: one simulated hour, every resync on its jittered schedule.
-    let before = w.env.sim.state().model().total_requests();
+    let before = w.env.sim.state().model().request_counts();
     let from = w.env.clock.now();
     stepper.run_until(from + time::Duration::hours(1), 1_000_000).await.expect("store");
-    let per_hour = w.env.sim.state().model().total_requests() - before;
+    let after = w.env.sim.state().model().request_counts();
+    let mut per_hour = 0;
+    for (route, n) in &after {
+        let d = n - before.get(route).copied().unwrap_or(0);
+        if d > 0 {
+            eprintln!("steady hour: {route}: {d}");
+        }
+        per_hour += d;
+    }
     let target = 6 * n.div_ceil(200) + 6;
     let polling = 60 * n;
 

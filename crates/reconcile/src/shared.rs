@@ -179,47 +179,55 @@ impl Sessions {
     }
 }
 
-/// What a provider offered a cluster: the running version asked about, when, and the
-/// offered versions.
-type Offer = (String, Timestamp, Vec<KubernetesVersion>);
+/// What a provider offered: when it was asked, and the offered versions.
+type Offer = (Timestamp, Vec<KubernetesVersion>);
 
-/// The versions a provider cluster was last offered, per provider cluster and running
-/// version, with when they were asked.
+/// The versions the provider last offered, per provider account and running version,
+/// with when they were asked. What a cluster may upgrade to depends on the version it
+/// runs, not on the cluster, so every cluster of an account running one version shares
+/// one check per [`UPGRADE_CHECK_EVERY`] (at steady state: one call per version per hour,
+/// not one per cluster).
 #[derive(Default)]
 pub struct UpgradeChecks {
-    by_cluster: Mutex<HashMap<String, Offer>>,
+    by_version: Mutex<HashMap<(String, String), Offer>>,
 }
 
 impl UpgradeChecks {
-    /// The offered upgrades of `cluster_id` running `running`, if asked within
-    /// [`UPGRADE_CHECK_EVERY`] of `now` for that same running version.
+    /// The upgrades offered in `account` to clusters running `running`, if asked within
+    /// [`UPGRADE_CHECK_EVERY`] of `now`.
     pub fn recent(
         &self,
-        cluster_id: &str,
+        account: &ProviderAccount,
         running: &str,
         now: Timestamp,
     ) -> Option<Vec<KubernetesVersion>> {
-        let map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(cluster_id)
-            .filter(|(v, at, _)| v == running && now - *at < UPGRADE_CHECK_EVERY && *at <= now)
-            .map(|(_, _, offered)| offered.clone())
+        let map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&Self::key(account, running))
+            .filter(|(at, _)| now - *at < UPGRADE_CHECK_EVERY && *at <= now)
+            .map(|(_, offered)| offered.clone())
     }
 
     /// Records what the provider offered.
     pub fn record(
         &self,
-        cluster_id: &str,
+        account: &ProviderAccount,
         running: &str,
         now: Timestamp,
         offered: Vec<KubernetesVersion>,
     ) {
-        let mut map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(cluster_id.to_owned(), (running.to_owned(), now, offered));
+        let mut map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(Self::key(account, running), (now, offered));
     }
 
-    /// Forgets a cluster (after an upgrade was asked, its offers change).
-    pub fn forget(&self, cluster_id: &str) {
-        self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).remove(cluster_id);
+    /// Forgets what was offered for `running` (after an upgrade was asked, the next
+    /// decision asks again).
+    pub fn forget(&self, account: &ProviderAccount, running: &str) {
+        let mut map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&Self::key(account, running));
+    }
+
+    fn key(account: &ProviderAccount, running: &str) -> (String, String) {
+        (account.provider_account_id.to_string(), running.to_owned())
     }
 }
 
@@ -264,18 +272,29 @@ mod tests {
     }
 
     #[test]
-    fn upgrade_checks_expire_and_follow_the_running_version() {
+    fn upgrade_checks_expire_follow_the_running_version_and_are_per_account() {
+        let account = |n: u128| bc_domain::model::ProviderAccount {
+            provider_account_id: bc_domain::ProviderAccountId::generate(1, n),
+            tenant_id: TenantId::parse("acme").unwrap(),
+            provider: bc_domain::model::ProviderKind::Digitalocean,
+            name: bc_domain::ObjectName::parse("main").unwrap(),
+            credentials: bc_domain::model::SealedSecret(vec![]),
+            created_at: Timestamp::EPOCH,
+            deleted_at: None,
+        };
+        let (a, b) = (account(1), account(2));
         let c = UpgradeChecks::default();
         let t0 = Timestamp::from_unix_ms(1_800_000_000_000);
         let v = vec![KubernetesVersion {
             slug: "1.33.1-do.0".into(),
             kubernetes_version: "1.33.1".into(),
         }];
-        c.record("c1", "1.32.6-do.1", t0, v.clone());
-        assert_eq!(c.recent("c1", "1.32.6-do.1", t0 + time::Duration::minutes(59)), Some(v));
-        assert_eq!(c.recent("c1", "1.32.6-do.1", t0 + UPGRADE_CHECK_EVERY), None);
-        assert_eq!(c.recent("c1", "1.33.1-do.0", t0), None);
-        c.forget("c1");
-        assert_eq!(c.recent("c1", "1.32.6-do.1", t0), None);
+        c.record(&a, "1.32.6-do.1", t0, v.clone());
+        assert_eq!(c.recent(&a, "1.32.6-do.1", t0 + time::Duration::minutes(59)), Some(v));
+        assert_eq!(c.recent(&a, "1.32.6-do.1", t0 + UPGRADE_CHECK_EVERY), None);
+        assert_eq!(c.recent(&a, "1.33.1-do.0", t0), None);
+        assert_eq!(c.recent(&b, "1.32.6-do.1", t0), None, "another account asks itself");
+        c.forget(&a, "1.32.6-do.1");
+        assert_eq!(c.recent(&a, "1.32.6-do.1", t0), None);
     }
 }

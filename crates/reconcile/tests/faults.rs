@@ -1,22 +1,28 @@
 //! Fault schedules (proptest): the Kubernetes reconcilers run with random provider and
 //! cluster faults — throttling, 5xx, "busy", timeouts before a call, and answers lost
 //! after a call took effect (what a crash right after that step looks like) — and with
-//! random restarts (caches gone). Once the faults stop, everything converges with no
-//! duplicate provider object, and a teardown leaves nothing behind.
+//! random restarts (caches gone) — with load balancers alongside, all four kinds in one
+//! runtime under one schedule. Once the faults stop, everything converges with no
+//! duplicate provider object, and a teardown leaves nothing behind, every quota unit
+//! back and every billing interval closed.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bc_domain::model::QuotaResource;
 use bc_domain::model::{ClusterMode, ProviderAccount, SecretString};
 use bc_domain::policy::{PoolPolicy, Scale};
 use bc_domain::ports::*;
 use bc_domain::{ClusterId, NodePoolState, PoolId, ProviderError, ResourceState};
-use bc_reconcile::testing::{Env, Stepper, create_policy, flavor, kubernetes_runtime};
-use bc_reconcile::{Deps, Listing, Observer};
+use bc_domain::{LoadBalancerId, Timestamp};
+use bc_reconcile::service::reconciler_of;
+use bc_reconcile::testing::{Env, Stepper, create_policy, flavor};
+use bc_reconcile::{Deps, Entropy, Listing, Observer, Runtime, RuntimeConfig};
 use bc_sim::direct::DirectProvider;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+use bc_store::testing::lb_spec;
 use proptest::prelude::*;
 
 /// What happens to one call.
@@ -173,7 +179,30 @@ impl ProviderImpl for Faulty {
         self
     }
     fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        self.inner.load_balancers()
+        self
+    }
+}
+
+#[async_trait]
+impl LoadBalancerProvider for Faulty {
+    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
+        faulty!(self.s, self.inner.load_balancers().list())
+    }
+    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
+        faulty!(self.s, self.inner.load_balancers().get(id))
+    }
+    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
+        faulty!(self.s, self.inner.load_balancers().create(req))
+    }
+    async fn update(
+        &self,
+        id: &str,
+        req: &LoadBalancerRequest,
+    ) -> ProviderResult<ProviderLoadBalancer> {
+        faulty!(self.s, self.inner.load_balancers().update(id, req))
+    }
+    async fn delete(&self, id: &str) -> ProviderResult<()> {
+        faulty!(self.s, self.inner.load_balancers().delete(id))
     }
 }
 
@@ -203,7 +232,7 @@ impl Observer for FaultyObserver {
         account: &ProviderAccount,
         max_age: Duration,
     ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError> {
-        self.inner.load_balancers(account, max_age).await
+        faulty!(self.s, self.inner.load_balancers(account, max_age))
     }
     fn invalidate(&self, account: &ProviderAccount) {
         self.inner.invalidate(account)
@@ -285,6 +314,14 @@ fn action() -> impl Strategy<Value = Action> {
     ]
 }
 
+/// A runtime of all four kinds on `deps` (fresh reconcilers: a restarted process).
+fn all_kinds(deps: &Deps, env: &Env) -> Arc<Runtime> {
+    let entropy: Arc<dyn Entropy> = env.entropy.clone();
+    let reconcilers = WorkKind::ALL.into_iter().map(|k| reconciler_of(k, entropy.clone()));
+    let config = RuntimeConfig::new("test-replica");
+    Arc::new(Runtime::new(deps.clone(), reconcilers.collect(), config).expect("runtime"))
+}
+
 struct World {
     env: Env,
     deps: Deps,
@@ -305,7 +342,7 @@ impl World {
             clusters: Arc::new(FaultyApi { inner: env.deps.clusters.clone(), s: schedule.clone() }),
             ..env.deps.clone()
         };
-        let driver = Stepper::new(kubernetes_runtime(&deps, &env.entropy), env.clock.clone());
+        let driver = Stepper::new(all_kinds(&deps, &env), env.clock.clone());
         Self { env, deps, schedule, driver }
     }
 
@@ -358,10 +395,16 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
             vec![("workers", NODE_SIZE, Scale::Count(1))],
         )
         .await;
+    // Load balancers under the same schedule: two kept, one deleted mid-way.
+    let lb_pool = w.env.lb_pool("lbs", 10).await;
+    let mut lbs = Vec::new();
+    for n in ["lb-a", "lb-b", "lb-c"] {
+        lbs.push(w.env.create_load_balancer(&lb_pool, n, lb_spec()).await.load_balancer_id);
+    }
     w.schedule.load(&actions);
     for i in 0..12 {
         if restart_at == Some(i) {
-            w.driver.restart(vec![kubernetes_runtime(&w.deps, &w.env.entropy)]);
+            w.driver.restart(vec![all_kinds(&w.deps, &w.env)]);
         }
         w.step().await;
         if i == 5 {
@@ -373,12 +416,13 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
             w.env.update_policy(&pool.pool_id, changed).await;
             w.env.change_node_pool(&rows[0].node_pool_id, Some(Scale::Count(2)), false).await;
             w.env.create_node_pool(&c.cluster_id, "extra", "c-4", Scale::Count(1)).await;
+            delete_lb(&w.env, &lbs[2]).await;
         }
     }
     w.schedule.clear();
     let mut done = false;
     for _ in 0..60 {
-        if w.converged(&pool.pool_id, &c.cluster_id).await {
+        if w.converged(&pool.pool_id, &c.cluster_id).await && lbs_settled(&w.env, &lbs).await {
             done = true;
             break;
         }
@@ -411,6 +455,9 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
         vec![("extra".into(), "c-4".into(), 1), ("workers".into(), NODE_SIZE.into(), 2)]
     );
     assert_eq!(w.env.substrate(&pool.pool_id).await.nodes_joined, 3);
+    // One provider load balancer per live one, none for the deleted one.
+    let at_provider = provider.load_balancers().list().await.unwrap();
+    assert_eq!(at_provider.len(), 2, "{at_provider:?}");
 
     // Teardown under faults, then without.
     w.schedule.load(&actions);
@@ -475,6 +522,74 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
     }
     // Every cluster was made once.
     assert_eq!(w.env.count("POST", bc_sim::model::routes::CLUSTERS), 2);
+
+    // The load balancers deleted too, under faults: nothing left at the provider, every
+    // quota unit back, and one billing interval per load balancer that was ever ready,
+    // each closed.
+    w.schedule.load(&actions);
+    for id in &lbs[..2] {
+        delete_lb(&w.env, id).await;
+    }
+    for _ in 0..12 {
+        w.step().await;
+    }
+    w.schedule.clear();
+    for _ in 0..40 {
+        if lbs_settled(&w.env, &lbs).await {
+            break;
+        }
+        w.step().await;
+    }
+    assert!(lbs_settled(&w.env, &lbs).await);
+    assert!(provider.load_balancers().list().await.unwrap().is_empty());
+    let quota = w.env.store.quota_get(&lb_pool.pool_id, QuotaResource::LoadBalancers).await;
+    assert_eq!(quota.unwrap().unwrap().used, 0);
+    let billing = w
+        .env
+        .store
+        .billing_list(
+            &w.env.tenant,
+            Timestamp::EPOCH,
+            w.env.clock.now() + time::Duration::days(1),
+            None,
+            &PageRequest::first(100),
+        )
+        .await
+        .unwrap()
+        .items;
+    for id in &lbs {
+        let of: Vec<_> = billing.iter().filter(|b| b.resource == id.as_str()).collect();
+        assert!(of.len() <= 1 && of.iter().all(|b| b.end.is_some()), "{id}: {of:?}");
+    }
+    assert_eq!(
+        billing.iter().filter(|b| lbs[..2].iter().any(|l| b.resource == l.as_str())).count(),
+        2
+    );
+}
+
+/// `loadBalancers.delete`'s writes: `delete_requested` under CAS, and the work item.
+async fn delete_lb(env: &Env, id: &LoadBalancerId) {
+    let mut lb = env.store.load_balancer_get_any(id).await.unwrap().unwrap();
+    let expected = lb.generation;
+    lb.generation += 1;
+    lb.delete_requested = true;
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateLoadBalancer { load_balancer: lb, expected_generation: expected })
+        .enqueue(WorkKind::ProviderResources, id.as_str(), env.clock.now());
+    env.store.commit(uow).await.unwrap();
+}
+
+/// Whether every load balancer is where its desired state asks: `ready`, or `deleted`
+/// with its quota unit released.
+async fn lbs_settled(env: &Env, ids: &[LoadBalancerId]) -> bool {
+    for id in ids {
+        let lb = env.store.load_balancer_get_any(id).await.unwrap().unwrap();
+        let want = if lb.delete_requested { ResourceState::Deleted } else { ResourceState::Ready };
+        if lb.status.state != want || (lb.delete_requested && !lb.quota_released) {
+            return false;
+        }
+    }
+    true
 }
 
 proptest! {

@@ -387,11 +387,11 @@ impl Run<'_> {
     ) -> Result<(Derived, Duration), ReconcileError> {
         let now = self.act.now;
         if let Some(desired) = self.row.desired_version.as_deref().filter(|v| *v != pc.version) {
-            let offered = match self.r.upgrades.recent(&pc.id, &pc.version, now) {
+            let offered = match self.r.upgrades.recent(account, &pc.version, now) {
                 Some(o) => o,
                 None => {
                     let o = provider!(provider.kubernetes().available_upgrades(&pc.id).await);
-                    self.r.upgrades.record(&pc.id, &pc.version, now, o.clone());
+                    self.r.upgrades.record(account, &pc.version, now, o.clone());
                     o
                 }
             };
@@ -406,7 +406,7 @@ impl Run<'_> {
             ) {
                 UpgradeDecision::Upgrade { version } => {
                     provider!(provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
-                    self.r.upgrades.forget(&pc.id);
+                    self.r.upgrades.forget(account, &pc.version);
                     self.deps.observer.invalidate(account);
                     return Ok((
                         Derived::Converging(format!(

@@ -765,14 +765,14 @@ impl Run<'_> {
             self.upgrade = None;
             return Ok(None);
         }
-        let offered = match self.r.upgrades.recent(&pc.id, &pc.version, self.now) {
+        let offered = match self.r.upgrades.recent(account, &pc.version, self.now) {
             Some(o) => o,
             None => {
                 let o = match provider.kubernetes().available_upgrades(&pc.id).await {
                     Ok(o) => o,
                     Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
                 };
-                self.r.upgrades.record(&pc.id, &pc.version, self.now, o.clone());
+                self.r.upgrades.record(account, &pc.version, self.now, o.clone());
                 o
             }
         };
@@ -840,7 +840,7 @@ impl Run<'_> {
             }
             UpgradeDecision::Upgrade { version } => {
                 provider!(stop provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
-                self.r.upgrades.forget(&pc.id);
+                self.r.upgrades.forget(account, &pc.version);
                 self.deps.observer.invalidate(account);
                 self.upgrade = None;
                 waiting.push(format!("upgrading cluster {} to {version}", cluster.name));

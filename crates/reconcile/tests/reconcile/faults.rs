@@ -255,8 +255,10 @@ fn action(lbs: usize) -> impl Strategy<Value = Action> {
     ]
 }
 
-fn schedule() -> impl Strategy<Value = (usize, Vec<CallFault>, Option<Crash>, Vec<(usize, Action)>)>
-{
+/// Load balancers, call faults, a crash, and the desired-state changes by step.
+type Schedule = (usize, Vec<CallFault>, Option<Crash>, Vec<(usize, Action)>);
+
+fn schedule() -> impl Strategy<Value = Schedule> {
     (1usize..4).prop_flat_map(|lbs| {
         (
             Just(lbs),

@@ -119,18 +119,20 @@ async fn the_busy_answer_is_retried_never_shown_as_a_refusal() {
     {
         let now = env.now();
         let mut m = env.sim.state().model();
-        let mut spec = bc_sim::model::LoadBalancerSpec::default();
-        spec.name = Some("web".into());
-        spec.region = Some(serde_json::json!("nyc1"));
-        spec.forwarding_rules = Some(vec![bc_sim::model::ForwardingRule {
-            entry_protocol: "http".into(),
-            entry_port: 80,
-            target_protocol: "http".into(),
-            target_port: 8080,
-            certificate_id: String::new(),
-            tls_passthrough: false,
-        }]);
-        spec.tag = Some("web".into());
+        let spec = bc_sim::model::LoadBalancerSpec {
+            name: Some("web".into()),
+            region: Some(serde_json::json!("nyc1")),
+            forwarding_rules: Some(vec![bc_sim::model::ForwardingRule {
+                entry_protocol: "http".into(),
+                entry_port: 80,
+                target_protocol: "http".into(),
+                target_port: 8080,
+                certificate_id: String::new(),
+                tls_passthrough: false,
+            }]),
+            tag: Some("web".into()),
+            ..Default::default()
+        };
         m.update_load_balancer(TEST_TOKEN, &provider_id, spec, now).expect("console change");
     }
     env.update_lb(&id, |s| s.forwarding_rules[0].entry_protocol = Protocol::Https).await;

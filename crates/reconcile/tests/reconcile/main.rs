@@ -9,3 +9,4 @@ mod no_write;
 mod relay;
 mod replicas;
 mod runtime;
+mod service;

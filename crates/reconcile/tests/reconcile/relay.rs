@@ -18,13 +18,16 @@ use bc_store::testing as fx;
 
 use crate::common::Env;
 
+/// The store and clock through which another replica takes the relay lease over.
+type Takeover = (Arc<dyn Store>, Arc<ManualClock>);
+
 /// Records what it was given; fails from the `fail_at`-th publish on, while set.
 #[derive(Default)]
 struct Recording {
     got: Mutex<Vec<u64>>,
     fail_at: Mutex<Option<usize>>,
     /// On the first publish, the lease runs out and replica `b` takes the relay over.
-    takeover: Mutex<Option<(Arc<dyn Store>, Arc<ManualClock>)>>,
+    takeover: Mutex<Option<Takeover>>,
 }
 
 impl Recording {

@@ -254,7 +254,7 @@ async fn a_replica_that_lost_its_lease_writes_nothing() {
 
 /// Waits (bounded, in real time) until `cond` holds: for the production loop, which
 /// runs on its own tasks.
-async fn until<F, Fut>(what: &str, mut cond: F)
+pub(crate) async fn until<F, Fut>(what: &str, mut cond: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
