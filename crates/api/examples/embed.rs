@@ -57,7 +57,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .settings(Settings::default())
     .work_notify(work.clone())
     .router();
-    let app: Router = Router::new().route("/", get(|| async { "my service" })).nest("/compute", api);
+    let app: Router =
+        Router::new().route("/", get(|| async { "my service" })).nest("/compute", api);
 
     // The reconcilers on another store handle, in a tokio runtime of their own.
     let stop = CancellationToken::new();
