@@ -146,15 +146,17 @@ async fn serve(shared: SharedArgs, api: ApiArgs, reconcile: bool) -> anyhow::Res
     let listener = wire::bind(api.listen).await?;
     let store = Arc::new(bc_stack::db::open(database_url(&shared)?).await?);
     let adapters = Adapters::real(store, key, &shared.digitalocean_api_url)?;
-    let public_url =
-        shared.public_url.clone().unwrap_or_else(|| format!("http://{}", api.listen));
+    let public_url = shared.public_url.clone().unwrap_or_else(|| format!("http://{}", api.listen));
     let settings = bc_api::Settings {
         default_pool_quotas: api.default_pool_quota.iter().copied().collect(),
         ..bc_api::Settings::default()
     };
     let (work, events) = (Arc::default(), Arc::default());
     let mut served = Served::default();
-    served.http(listener, wire::api_router(&adapters, settings, Arc::clone(&work), Arc::clone(&events)));
+    served.http(
+        listener,
+        wire::api_router(&adapters, settings, Arc::clone(&work), Arc::clone(&events)),
+    );
     if reconcile {
         let replica = wire::replica_id("bc-api");
         let options = ReconcileOptions::new(&replica, &public_url, &shared.bcd_image);
@@ -186,7 +188,8 @@ async fn token(shared: &SharedArgs, command: TokenCommand) -> anyhow::Result<()>
             };
             let tenant_id = (scope != Scope::System).then_some(tenant);
             let (id, plain) =
-                bc_stack::tokens::create(&store, &clock, vec![Grant { role, scope, tenant_id }]).await?;
+                bc_stack::tokens::create(&store, &clock, vec![Grant { role, scope, tenant_id }])
+                    .await?;
             eprintln!("token {id} made; it is printed once, below:");
             println!("{plain}");
         }

@@ -42,7 +42,10 @@ fn free_port() -> u16 {
 /// Polls `url` until it answers 200 (bounded).
 fn wait_healthy(url: &str) -> bool {
     for _ in 0..300 {
-        let ok = Command::new("curl").args(["-sf", "-o", "/dev/null", url]).status().is_ok_and(|s| s.success());
+        let ok = Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", url])
+            .status()
+            .is_ok_and(|s| s.success());
         if ok {
             return true;
         }
@@ -88,7 +91,10 @@ fn a_taken_port_is_named() {
         let out = bc_api(&dir, &args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(&format!("cannot listen on {addr}: the address is already in use")), "{err}");
+        assert!(
+            err.contains(&format!("cannot listen on {addr}: the address is already in use")),
+            "{err}"
+        );
     }
 }
 
@@ -109,7 +115,15 @@ async fn migrate_applies_and_refuses_a_newer_schema() {
     let _ = store.close().await;
     for args in [
         vec!["migrate", "--database-url", url.as_str()],
-        vec!["serve", "--database-url", url.as_str(), "--secret-key", KEY, "--listen", "127.0.0.1:0"],
+        vec![
+            "serve",
+            "--database-url",
+            url.as_str(),
+            "--secret-key",
+            KEY,
+            "--listen",
+            "127.0.0.1:0",
+        ],
     ] {
         let out = bc_api(&dir, &args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -123,13 +137,20 @@ async fn migrate_applies_and_refuses_a_newer_schema() {
 fn tokens_made_by_the_cli_work_until_revoked_and_serve_stops_on_sigterm() {
     let dir = Scratch::new("bc-cli-token");
     let url = sqlite(&dir);
-    let made = bc_api(&dir, &["token", "create", "--database-url", &url, "--tenant", "acme", "--role", "viewer"]);
+    let made = bc_api(
+        &dir,
+        &["token", "create", "--database-url", &url, "--tenant", "acme", "--role", "viewer"],
+    );
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let token = String::from_utf8_lossy(&made.stdout).trim().to_owned();
     assert!(token.starts_with("bc_"), "{token}");
     let note = String::from_utf8_lossy(&made.stderr).into_owned();
-    let id = note.split_whitespace().find(|w| w.starts_with("tok_")).expect("the token id").to_owned();
-    let bad = bc_api(&dir, &["token", "create", "--database-url", &url, "--tenant", "acme", "--role", "owner"]);
+    let id =
+        note.split_whitespace().find(|w| w.starts_with("tok_")).expect("the token id").to_owned();
+    let bad = bc_api(
+        &dir,
+        &["token", "create", "--database-url", &url, "--tenant", "acme", "--role", "owner"],
+    );
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--role \"owner\""));
 
     let port = free_port();
@@ -151,8 +172,20 @@ fn tokens_made_by_the_cli_work_until_revoked_and_serve_stops_on_sigterm() {
     assert!(wait_healthy(&format!("{base}/healthz")), "serve answers");
     let list = |token: &str| {
         let out = Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &format!("{base}/api/compute/pools/list")])
-            .args(["-H", &format!("authorization: Bearer {token}"), "-H", "content-type: application/json"])
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &format!("{base}/api/compute/pools/list"),
+            ])
+            .args([
+                "-H",
+                &format!("authorization: Bearer {token}"),
+                "-H",
+                "content-type: application/json",
+            ])
             .args(["-d", r#"{"tenantId":"acme"}"#])
             .output()
             .expect("curl");
@@ -196,23 +229,30 @@ fn dev_prints_its_banner_and_keeps_its_data_across_starts() {
                 .expect("dev starts"),
         );
         let stdout = child.0.stdout.take().unwrap();
-        let banner: Vec<String> =
-            BufReader::new(stdout).lines().map_while(Result::ok).take_while(|l| !l.starts_with("Try it")).collect();
+        let banner: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .take_while(|l| !l.starts_with("Try it"))
+            .collect();
         (child, banner.join("\n"))
     };
     let (first, banner) = start();
     assert!(banner.contains("OpenAPI"), "{banner}");
     let token = std::fs::read_to_string(dir.path().join(".bc-dev/token")).unwrap();
     assert!(banner.contains(token.trim()), "{banner}");
-    let account = banner.lines().find(|l| l.trim_start().starts_with("account")).unwrap().to_owned();
-    let sim: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join(".bc-dev/simulator.json")).unwrap()).unwrap();
+    let account =
+        banner.lines().find(|l| l.trim_start().starts_with("account")).unwrap().to_owned();
+    let sim: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".bc-dev/simulator.json")).unwrap(),
+    )
+    .unwrap();
     assert!(sim["digitaloceanApiUrl"].as_str().unwrap().starts_with("http://127.0.0.1:"));
     assert_eq!(sim["token"], "dop_v1_simulated");
     drop(first);
     let (second, again) = start();
     assert!(again.contains(token.trim()), "the token is kept:\n{again}");
-    let account_again = again.lines().find(|l| l.trim_start().starts_with("account")).unwrap().to_owned();
+    let account_again =
+        again.lines().find(|l| l.trim_start().starts_with("account")).unwrap().to_owned();
     assert_eq!(account, account_again, "the account is kept");
     drop(second);
 }

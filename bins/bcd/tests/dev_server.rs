@@ -30,8 +30,19 @@ impl Drop for Agent {
 }
 
 /// The last heartbeat the store holds for `node` of `pool`.
-async fn last_heartbeat(stack: &DevStack, pool: &PoolId, node: &str) -> Option<bc_domain::Timestamp> {
-    stack.adapters.store.node_find_by_name(pool, node).await.ok().flatten().and_then(|n| n.last_heartbeat_at)
+async fn last_heartbeat(
+    stack: &DevStack,
+    pool: &PoolId,
+    node: &str,
+) -> Option<bc_domain::Timestamp> {
+    stack
+        .adapters
+        .store
+        .node_find_by_name(pool, node)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|n| n.last_heartbeat_at)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +71,10 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
     )
     .await;
     let cluster = stack
-        .call("kubernetesClusters.get", json!({"tenantId": DEV_TENANT, "clusterId": ready["clusterId"]}))
+        .call(
+            "kubernetesClusters.get",
+            json!({"tenantId": DEV_TENANT, "clusterId": ready["clusterId"]}),
+        )
         .await
         .expect("kubernetesClusters.get");
     let provider_cluster = cluster["providerClusterId"].as_str().expect("provider id").to_owned();
@@ -112,7 +126,8 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
     let first = first.expect("bcd heartbeats");
 
     // Restart the server on the same address and data.
-    let addr: std::net::SocketAddr = stack.api_url.trim_start_matches("http://").parse().expect("addr");
+    let addr: std::net::SocketAddr =
+        stack.api_url.trim_start_matches("http://").parse().expect("addr");
     stack.stop().await;
     let mut again = options;
     again.listen = addr;
@@ -128,7 +143,8 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
     }
     assert!(after.is_some(), "bcd heartbeats after the restart");
 
-    let status = Command::new("kill").args(["-TERM", &agent.0.id().to_string()]).status().expect("kill");
+    let status =
+        Command::new("kill").args(["-TERM", &agent.0.id().to_string()]).status().expect("kill");
     assert!(status.success());
     let mut exit = None;
     for _ in 0..testing::POLLS {

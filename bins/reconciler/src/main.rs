@@ -67,11 +67,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shared = cli.shared;
-    let url = shared.database_url.as_deref().context("--database-url (BC_DATABASE_URL) is required")?;
-    let key = shared
-        .secret_key
-        .as_deref()
-        .context("--secret-key (BC_SECRET_KEY) is required: the key bc-api seals provider credentials with")?;
+    let url =
+        shared.database_url.as_deref().context("--database-url (BC_DATABASE_URL) is required")?;
+    let key = shared.secret_key.as_deref().context(
+        "--secret-key (BC_SECRET_KEY) is required: the key bc-api seals provider credentials with",
+    )?;
     let public_url = shared
         .public_url
         .clone()

@@ -91,7 +91,9 @@ async fn sim_names(stack: &DevStack, token: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_converge_200_load_balancers_through_a_sigkill() {
     let scratch = Scratch::new("bc-e2e-replicas");
-    let Some(mut options) = testing::options(Backend::Postgres, scratch.path()).await else { return };
+    let Some(mut options) = testing::options(Backend::Postgres, scratch.path()).await else {
+        return;
+    };
     let url = options.database_url.clone().expect("postgres url");
     options.reconcile = false;
     let tokens: Vec<String> = (1..ACCOUNTS).map(|i| format!("dop_v1_replicas_{i}")).collect();
@@ -113,7 +115,10 @@ async fn two_replicas_converge_200_load_balancers_through_a_sigkill() {
     }
     for p in 0..POOLS {
         let pool = stack
-            .call("pools.create", json!({"tenantId": DEV_TENANT, "name": format!("p{p}"), "policy": {}}))
+            .call(
+                "pools.create",
+                json!({"tenantId": DEV_TENANT, "name": format!("p{p}"), "policy": {}}),
+            )
             .await
             .expect("pools.create");
         for n in 0..PER_POOL {

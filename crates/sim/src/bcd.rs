@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use base64::Engine as _;
-use bc_domain::NodeId;
 use bc_agent::{AgentClient, CallError};
+use bc_domain::NodeId;
 use bc_domain::agent::{ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JoinRequest, JoinResponse};
 use bc_domain::model::SecretString;
 use bc_domain::policy::TaintEffect;
@@ -233,7 +233,9 @@ async fn join(p: &Planned) -> Result<(u16, Result<JoinResponse, String>), String
     };
     match client.join_with_status(&body).await {
         Ok((status, answer)) => Ok((status, Ok(answer))),
-        Err(CallError::Answered { status, .. }) => Ok((status, Err(format!("join answered {status}")))),
+        Err(CallError::Answered { status, .. }) => {
+            Ok((status, Err(format!("join answered {status}"))))
+        }
         Err(CallError::BadAnswer(e)) => {
             Ok((200, Err(format!("join answered with a body that is not a JoinResponse: {e}"))))
         }

@@ -161,13 +161,16 @@ impl DevStack {
             .await
             .context("starting the simulator")?;
         let sim_url = sim_server.url();
-        write_private(&dir.join("sim-ca.pem"), &sim.state().tls.ca_pem())?;
+        write_private(&dir.join("sim-ca.pem"), sim.state().tls.ca_pem())?;
         let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
 
         let adapters = Adapters::real_with_clock(store, &key, &sim_url, clock)?;
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let settings = Settings {
-            default_pool_quotas: BTreeMap::from([(QuotaResource::LoadBalancers, DEV_LOAD_BALANCERS)]),
+            default_pool_quotas: BTreeMap::from([(
+                QuotaResource::LoadBalancers,
+                DEV_LOAD_BALANCERS,
+            )]),
             heartbeat_seconds: options.heartbeat_seconds,
             ..Settings::default()
         };
@@ -179,7 +182,8 @@ impl DevStack {
             ro.load_balancer_timing = Some(quick_load_balancers());
             served.reconcilers(wire::runtime(&adapters, &ro, work.clone())?);
             if let Some(relay) =
-                wire::relay(&adapters, &replica, Some(events.clone()), options.nats_url.as_deref()).await?
+                wire::relay(&adapters, &replica, Some(events.clone()), options.nats_url.as_deref())
+                    .await?
             {
                 served.relay(relay, Some(work.clone()));
             }
@@ -221,8 +225,12 @@ impl DevStack {
             return Ok(kept.trim().to_owned());
         }
         let grants = vec![Grant { role: Role::Operator, scope: Scope::System, tenant_id: None }];
-        let (_, plain) =
-            crate::tokens::create(self.adapters.store.as_ref(), self.adapters.clock.as_ref(), grants).await?;
+        let (_, plain) = crate::tokens::create(
+            self.adapters.store.as_ref(),
+            self.adapters.clock.as_ref(),
+            grants,
+        )
+        .await?;
         write_private(&path, &format!("{plain}\n"))?;
         Ok(plain)
     }
@@ -231,7 +239,9 @@ impl DevStack {
     async fn simulated_account(&self) -> anyhow::Result<String> {
         let listed = self.call("providerAccounts.list", json!({ "tenantId": DEV_TENANT })).await?;
         let found = listed["providerAccounts"].as_array().and_then(|a| {
-            a.iter().find(|x| x["name"] == DEV_ACCOUNT_NAME).and_then(|x| x["providerAccountId"].as_str())
+            a.iter()
+                .find(|x| x["name"] == DEV_ACCOUNT_NAME)
+                .and_then(|x| x["providerAccountId"].as_str())
         });
         if let Some(id) = found {
             return Ok(id.to_owned());
@@ -283,10 +293,18 @@ impl DevStack {
         out.push_str(&format!("  API            {}\n", self.api_url));
         out.push_str(&format!("  OpenAPI        {}/api/openapi.json\n", self.api_url));
         out.push_str(&format!("  tenant         {DEV_TENANT}\n"));
-        out.push_str(&format!("  token          {}   (operator on compute-system; also in {dir}/token)\n", self.token));
+        out.push_str(&format!(
+            "  token          {}   (operator on compute-system; also in {dir}/token)\n",
+            self.token
+        ));
         out.push_str(&format!("  account        {}   (simulated DigitalOcean, loadBalancers={DEV_LOAD_BALANCERS} per pool)\n", self.account_id));
-        out.push_str(&format!("  simulator      {}   token {}   (also in {dir}/simulator.json)\n", self.sim_url, self.sim_token));
-        out.push_str(&format!("  data           {dir}/bc.db (kept across runs; --fresh starts over)\n\n"));
+        out.push_str(&format!(
+            "  simulator      {}   token {}   (also in {dir}/simulator.json)\n",
+            self.sim_url, self.sim_token
+        ));
+        out.push_str(&format!(
+            "  data           {dir}/bc.db (kept across runs; --fresh starts over)\n\n"
+        ));
         out.push_str("Try it (copy-paste, in this directory; jq not needed):\n\n");
         for (what, cmd) in self.tour() {
             out.push_str(&format!("# {what}\n{cmd}\n\n"));
@@ -363,7 +381,9 @@ impl DevStack {
             ),
             (
                 "the billing usage so far",
-                format!(r#"curl -sf $API/api/compute/billing/usage {auth} -d '{{"tenantId":"dev","from":"2026-01-01T00:00:00.000Z","to":"2100-01-01T00:00:00.000Z"}}'"#),
+                format!(
+                    r#"curl -sf $API/api/compute/billing/usage {auth} -d '{{"tenantId":"dev","from":"2026-01-01T00:00:00.000Z","to":"2100-01-01T00:00:00.000Z"}}'"#
+                ),
             ),
         ]
     }
@@ -381,7 +401,11 @@ impl DevStack {
 
 /// Load balancer polling for the simulator's seconds-scale delays.
 fn quick_load_balancers() -> Timing {
-    Timing { poll_min: Duration::from_secs(1), poll_max: Duration::from_secs(5), ..Timing::default() }
+    Timing {
+        poll_min: Duration::from_secs(1),
+        poll_max: Duration::from_secs(5),
+        ..Timing::default()
+    }
 }
 
 /// The key kept in `dir/secret.key`, made on first use.
@@ -444,7 +468,8 @@ pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
         .error_for_status()?
         .json::<Value>()
         .await?;
-    let cluster = made["kubernetes_cluster"]["id"].as_str().context("simulator: no cluster id")?.to_owned();
+    let cluster =
+        made["kubernetes_cluster"]["id"].as_str().context("simulator: no cluster id")?.to_owned();
     let adopted = stack
         .call(
             "pools.create",
@@ -456,9 +481,21 @@ pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
     let adopted_id = adopted["poolId"].as_str().context("pools.create: no poolId")?.to_owned();
 
     let objects = [
-        (format!("substrate of pool {pool_id}"), "kubernetesSubstrates.get", json!({"tenantId": DEV_TENANT, "poolId": pool_id})),
-        (format!("load balancer {lb_id}"), "loadBalancers.get", json!({"tenantId": DEV_TENANT, "loadBalancerId": lb_id})),
-        (format!("substrate of pool {adopted_id} (adopting {cluster})"), "kubernetesSubstrates.get", json!({"tenantId": DEV_TENANT, "poolId": adopted_id})),
+        (
+            format!("substrate of pool {pool_id}"),
+            "kubernetesSubstrates.get",
+            json!({"tenantId": DEV_TENANT, "poolId": pool_id}),
+        ),
+        (
+            format!("load balancer {lb_id}"),
+            "loadBalancers.get",
+            json!({"tenantId": DEV_TENANT, "loadBalancerId": lb_id}),
+        ),
+        (
+            format!("substrate of pool {adopted_id} (adopting {cluster})"),
+            "kubernetesSubstrates.get",
+            json!({"tenantId": DEV_TENANT, "poolId": adopted_id}),
+        ),
     ];
     let mut last: Vec<String> = vec![String::new(); objects.len()];
     let spinner = ['|', '/', '-', '\\'];

@@ -37,8 +37,11 @@ pub struct Scratch(PathBuf);
 impl Scratch {
     /// A new empty directory named after `prefix`.
     pub fn new(prefix: &str) -> Self {
-        let path = std::env::temp_dir()
-            .join(format!("{prefix}-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+        let path = std::env::temp_dir().join(format!(
+            "{prefix}-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
         std::fs::create_dir_all(&path).expect("scratch dir");
         Self(path)
     }

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bc_api::{Api, Ports, Settings};
-use bc_domain::ports::{Clock, ClusterApi, EventPublisher, ProviderRegistry, SystemClock, WorkKind};
+use bc_domain::ports::{
+    Clock, ClusterApi, EventPublisher, ProviderRegistry, SystemClock, WorkKind,
+};
 use bc_providers::digitalocean::DigitalOceanRegistry;
 use bc_providers::kube::KubeClusterApi;
 use bc_reconcile::clusters::ClusterReconciler;
@@ -122,7 +124,11 @@ pub struct ReconcileOptions {
 
 impl ReconcileOptions {
     /// Every kind, default concurrency, replica `replica`.
-    pub fn new(replica: impl Into<String>, public_url: impl Into<String>, bcd_image: impl Into<String>) -> Self {
+    pub fn new(
+        replica: impl Into<String>,
+        public_url: impl Into<String>,
+        bcd_image: impl Into<String>,
+    ) -> Self {
         Self {
             replica: replica.into(),
             kinds: Vec::new(),
@@ -137,16 +143,22 @@ impl ReconcileOptions {
 
 /// A replica id: the host name and a random suffix.
 pub fn replica_id(prefix: &str) -> String {
-    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "local".into());
+    let host =
+        std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "local".into());
     format!("{prefix}-{host}-{:08x}", rand::random::<u32>())
 }
 
 /// The reconciler runtime of one replica: the four kinds (or `options.kinds`) on the
 /// shared observer with the store-kept provider budget, woken by `work`.
-pub fn runtime(adapters: &Adapters, options: &ReconcileOptions, work: Arc<Notify>) -> anyhow::Result<Arc<Runtime>> {
+pub fn runtime(
+    adapters: &Adapters,
+    options: &ReconcileOptions,
+    work: Arc<Notify>,
+) -> anyhow::Result<Arc<Runtime>> {
     let store: Arc<dyn bc_domain::ports::Store> = adapters.store.clone();
     let budget = Arc::new(StoreBudget::new(store.clone(), Default::default()));
-    let observer = Arc::new(SharedObserver::new(adapters.providers.clone(), budget, adapters.clock.clone()));
+    let observer =
+        Arc::new(SharedObserver::new(adapters.providers.clone(), budget, adapters.clock.clone()));
     let deps = Deps {
         store,
         observer,
@@ -261,8 +273,14 @@ impl Served {
         let (store, clock) = (adapters.store.clone(), adapters.clock.clone());
         let (cancel, owner) = (self.cancel.clone(), replica.to_owned());
         self.tasks.spawn(async move {
-            bc_reconcile::relay::run_idempotency_purge(store, clock, owner, Duration::from_secs(3600), cancel)
-                .await
+            bc_reconcile::relay::run_idempotency_purge(
+                store,
+                clock,
+                owner,
+                Duration::from_secs(3600),
+                cancel,
+            )
+            .await
         });
     }
 

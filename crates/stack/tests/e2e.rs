@@ -17,7 +17,12 @@ use serde_json::{Value, json};
 
 /// The Server-Sent Events of tenant `dev` until one of type `until` for `subject_part`
 /// arrives (bounded by the count of reads and a per-read limit).
-async fn sse_until(api: String, token: String, subject_part: String, until: &'static str) -> Vec<Value> {
+async fn sse_until(
+    api: String,
+    token: String,
+    subject_part: String,
+    until: &'static str,
+) -> Vec<Value> {
     let resp = reqwest::Client::new()
         .get(format!("{api}/api/compute/events/stream?tenantId={DEV_TENANT}"))
         .bearer_auth(token)
@@ -28,7 +33,8 @@ async fn sse_until(api: String, token: String, subject_part: String, until: &'st
     let mut resp = resp;
     let (mut text, mut events) = (String::new(), Vec::new());
     for _ in 0..10_000 {
-        let Ok(Ok(Some(chunk))) = tokio::time::timeout(std::time::Duration::from_secs(120), resp.chunk()).await
+        let Ok(Ok(Some(chunk))) =
+            tokio::time::timeout(std::time::Duration::from_secs(120), resp.chunk()).await
         else {
             break;
         };
@@ -38,7 +44,8 @@ async fn sse_until(api: String, token: String, subject_part: String, until: &'st
             for line in frame.lines() {
                 if let Some(data) = line.strip_prefix("data:") {
                     let v: Value = serde_json::from_str(data.trim()).expect("event json");
-                    let done = v["type"] == until && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
+                    let done = v["type"] == until
+                        && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
                     events.push(v);
                     if done {
                         return events;
@@ -96,9 +103,13 @@ async fn create_mode(backend: Backend) {
         "kubernetes.substrate.deleted",
     ));
     let sub = json!({"tenantId": DEV_TENANT, "poolId": pool_id});
-    let ready = wait_for(&stack, "3 nodes listed and joined", "kubernetesSubstrates.get", sub.clone(), |v| {
-        v["state"] == "ready" && v["nodesListed"] == 3 && v["nodesJoined"] == 3
-    })
+    let ready = wait_for(
+        &stack,
+        "3 nodes listed and joined",
+        "kubernetesSubstrates.get",
+        sub.clone(),
+        |v| v["state"] == "ready" && v["nodesListed"] == 3 && v["nodesJoined"] == 3,
+    )
     .await;
     assert!(ready.get("waitingToJoin").is_none(), "{ready}");
     let cluster_id = ready["clusterId"].as_str().expect("clusterId").to_owned();
@@ -106,7 +117,8 @@ async fn create_mode(backend: Backend) {
         .call("kubernetesClusters.get", json!({"tenantId": DEV_TENANT, "clusterId": cluster_id}))
         .await
         .expect("kubernetesClusters.get");
-    let provider_cluster = cluster["providerClusterId"].as_str().expect("providerClusterId").to_owned();
+    let provider_cluster =
+        cluster["providerClusterId"].as_str().expect("providerClusterId").to_owned();
 
     let lb = stack
         .call(
@@ -120,7 +132,10 @@ async fn create_mode(backend: Backend) {
         .expect("loadBalancers.create");
     let lb_id = lb["loadBalancerId"].as_str().expect("id").to_owned();
     let lb_ref = json!({"tenantId": DEV_TENANT, "loadBalancerId": lb_id});
-    let lb_ready = wait_for(&stack, "lb ready", "loadBalancers.get", lb_ref.clone(), |v| v["state"] == "ready").await;
+    let lb_ready = wait_for(&stack, "lb ready", "loadBalancers.get", lb_ref.clone(), |v| {
+        v["state"] == "ready"
+    })
+    .await;
     let provider_lb = lb_ready["providerLoadBalancerId"].as_str().expect("provider id").to_owned();
     let usage = wait_for(
         &stack,
@@ -130,7 +145,13 @@ async fn create_mode(backend: Backend) {
         |v| v["lines"].as_array().is_some_and(|l| l.iter().any(|x| x["resource"] == lb_id.as_str())),
     )
     .await;
-    let line = usage["lines"].as_array().unwrap().iter().find(|x| x["resource"] == lb_id.as_str()).unwrap().clone();
+    let line = usage["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["resource"] == lb_id.as_str())
+        .unwrap()
+        .clone();
     assert_eq!(line["meter"], "vps.load-balancer.hours", "{line}");
     assert_eq!(line["poolId"], pool_id.as_str(), "{line}");
 
@@ -151,7 +172,10 @@ async fn create_mode(backend: Backend) {
     })
     .await;
     let listed = stack
-        .call("events.list", json!({"tenantId": DEV_TENANT, "subject": format!("compute.pools.{pool_id}")}))
+        .call(
+            "events.list",
+            json!({"tenantId": DEV_TENANT, "subject": format!("compute.pools.{pool_id}")}),
+        )
         .await
         .expect("events.list");
     let types = types_for(listed["events"].as_array().expect("events"), &pool_id);
@@ -178,7 +202,11 @@ async fn create_mode(backend: Backend) {
 
     let streamed = sse.await.expect("sse task");
     let types = types_for(&streamed, &pool_id);
-    for t in ["kubernetes.substrate.provisioning", "kubernetes.substrate.ready", "kubernetes.substrate.deleted"] {
+    for t in [
+        "kubernetes.substrate.provisioning",
+        "kubernetes.substrate.ready",
+        "kubernetes.substrate.deleted",
+    ] {
         assert!(types.contains(t), "SSE lacks {t}: {types:?}");
     }
     let lb_types = types_for(&streamed, &lb_id);
@@ -187,7 +215,9 @@ async fn create_mode(backend: Backend) {
     if let Some(mut sub) = nats {
         let mut seen = BTreeSet::new();
         for _ in 0..10_000 {
-            let Ok(Some(msg)) = tokio::time::timeout(std::time::Duration::from_secs(60), sub.next()).await else {
+            let Ok(Some(msg)) =
+                tokio::time::timeout(std::time::Duration::from_secs(60), sub.next()).await
+            else {
                 break;
             };
             if !msg.subject.as_str().contains(&pool_id) {
@@ -261,12 +291,19 @@ async fn the_printed_tour_works_as_printed() {
     let last = stdout.lines().find(|l| l.starts_with("POOLS ")).expect("the ids");
     let ids: Vec<&str> = last.split_whitespace().collect();
     let (pool, adopted, lb) = (ids[1], ids[2], ids[4]);
-    assert!(pool.starts_with("pool_") && adopted.starts_with("pool_") && lb.starts_with("lb_"), "{last}");
+    assert!(
+        pool.starts_with("pool_") && adopted.starts_with("pool_") && lb.starts_with("lb_"),
+        "{last}"
+    );
     substrate_in(&stack, pool, "ready").await;
     substrate_in(&stack, adopted, "ready").await;
-    wait_for(&stack, "lb ready", "loadBalancers.get", json!({"tenantId": DEV_TENANT, "loadBalancerId": lb}), |v| {
-        v["state"] == "ready"
-    })
+    wait_for(
+        &stack,
+        "lb ready",
+        "loadBalancers.get",
+        json!({"tenantId": DEV_TENANT, "loadBalancerId": lb}),
+        |v| v["state"] == "ready",
+    )
     .await;
     stack.stop().await;
 }
