@@ -138,8 +138,9 @@ pub async fn sim_call(
     path: &str,
     body: Option<Value>,
 ) -> Value {
-    let mut req =
-        reqwest::Client::new().request(method, format!("{}{path}", stack.sim_url)).bearer_auth(token);
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{}{path}", stack.sim_url))
+        .bearer_auth(token);
     if let Some(b) = body {
         req = req.json(&b);
     }
