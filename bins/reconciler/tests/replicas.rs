@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 
 use bc_stack::dev::{DEV_TENANT, DevStack};
-use bc_stack::testing::{self, Backend, Scratch};
-use serde_json::{Value, json};
+use bc_stack::testing::{self, Backend, Scratch, sim_call};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_bc-reconciler");
 const ACCOUNTS: usize = 4;
@@ -70,15 +70,8 @@ async fn states(stack: &DevStack) -> BTreeMap<String, String> {
 async fn sim_names(stack: &DevStack, token: &str) -> Vec<String> {
     let mut names = Vec::new();
     for page in 1..=10 {
-        let v: Value = reqwest::Client::new()
-            .get(format!("{}/v2/load_balancers?per_page=200&page={page}", stack.sim_url))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("simulator")
-            .json()
-            .await
-            .expect("json");
+        let path = format!("/v2/load_balancers?per_page=200&page={page}");
+        let v = sim_call(stack, token, reqwest::Method::GET, &path, None).await;
         let items = v["load_balancers"].as_array().cloned().unwrap_or_default();
         if items.is_empty() {
             break;

@@ -538,12 +538,17 @@ pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
         print!("\r\x1b[2K");
     }
     println!("everything is ready.");
-    let usage = stack
-        .call(
-            "billing.usage",
-            json!({"tenantId": DEV_TENANT, "from": "2026-01-01T00:00:00.000Z", "to": "2100-01-01T00:00:00.000Z"}),
-        )
-        .await?;
+    // The load balancer's billing opens when it turns ready; its first line shows once
+    // the interval has a length (bounded: a few polls).
+    let window = json!({"tenantId": DEV_TENANT, "from": "2026-01-01T00:00:00.000Z", "to": "2100-01-01T00:00:00.000Z"});
+    let mut usage = stack.call("billing.usage", window.clone()).await?;
+    for _ in 0..20 {
+        if usage["lines"].as_array().is_some_and(|l| !l.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        usage = stack.call("billing.usage", window.clone()).await?;
+    }
     println!("billing usage so far: {usage}");
     Ok(())
 }

@@ -124,15 +124,25 @@ pub async fn substrate_in(stack: &DevStack, pool: &str, state: &str) -> Value {
     .await
 }
 
-/// The simulator's DigitalOcean listing at `path` (`/v2/kubernetes/clusters`).
+/// `GET path` of the simulator's DigitalOcean API as the dev account.
 pub async fn sim_get(stack: &DevStack, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{}{path}", stack.sim_url))
-        .bearer_auth(&stack.sim_token)
-        .send()
-        .await
-        .expect("simulator answers")
-        .json()
-        .await
-        .expect("json")
+    sim_call(stack, &stack.sim_token, reqwest::Method::GET, path, None).await
+}
+
+/// A call of the simulator's DigitalOcean API as the account of `token`, its JSON answer
+/// (`Null` when the body is not JSON).
+pub async fn sim_call(
+    stack: &DevStack,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{}{path}", stack.sim_url))
+        .bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    req.send().await.expect("simulator answers").json().await.unwrap_or(Value::Null)
 }
