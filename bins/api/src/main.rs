@@ -1,5 +1,5 @@
 //! `bc-api`: the HTTP API (SPEC §13) — `serve [--reconcile]`, `dev`, `migrate`,
-//! `token create|revoke`. Thin by design: it parses flags (each also an environment
+//! `token create|revoke|list`. Thin by design: it parses flags (each also an environment
 //! variable), then hands them to `bc_stack`, which wires and runs everything.
 //!
 //! Exit codes: 0 after SIGINT/SIGTERM or a finished task, 1 on an error (printed as one
@@ -82,6 +82,8 @@ enum TokenCommand {
         /// The token id.
         id: String,
     },
+    /// List every token: id, active or revoked, when made, grants (never a secret).
+    List,
 }
 
 fn main() -> ExitCode {
@@ -200,6 +202,11 @@ async fn token(shared: &SharedArgs, command: TokenCommand) -> anyhow::Result<()>
                 bail!("no token {id}");
             }
             println!("revoked {id}");
+        }
+        TokenCommand::List => {
+            for line in bc_stack::tokens::list(&store).await? {
+                println!("{line}");
+            }
         }
     }
     Ok(())

@@ -1,8 +1,8 @@
 //! The `bc-api` binary as a process: `--secret-key` required outside dev; a taken
 //! `--listen` port named; `migrate` applies the schema and refuses one newer than the
-//! binary; `token create` prints a token the server then accepts, `token revoke` ends it;
-//! `serve` answers and stops cleanly on SIGTERM; `dev` prints its banner and keeps its
-//! data across starts; no secret is logged.
+//! binary; `token create` prints a token the server then accepts, `token revoke` ends it,
+//! `token list` shows it without its secret; `serve` answers and stops cleanly on
+//! SIGTERM; `dev` prints its banner and keeps its data across starts; no secret is logged.
 //!
 //! Invariants: every process is killed on every path; every wait is a bounded count of
 //! short polls.
@@ -195,6 +195,13 @@ fn tokens_made_by_the_cli_work_until_revoked_and_serve_stops_on_sigterm() {
     let revoked = bc_api(&dir, &["token", "revoke", "--database-url", &url, &id]);
     assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
     assert_eq!(list(&token), "401");
+    // `token list` names the token, its state and grant, and never prints the secret.
+    let listed = bc_api(&dir, &["token", "list", "--database-url", &url]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let line = listed.lines().find(|l| l.starts_with(&id)).expect("the token is listed");
+    assert!(line.contains("revoked") && line.contains("viewer@compute-tenant/acme"), "{line}");
+    assert!(!listed.contains(&token), "token list printed a secret");
 
     Command::new("kill").args(["-TERM", &server.0.id().to_string()]).status().expect("kill");
     let mut code = None;

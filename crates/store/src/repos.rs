@@ -547,6 +547,15 @@ impl AgentRepo for SqlStore {
         let q = format!("SELECT {API_TOKEN} FROM api_tokens WHERE token_id = ?");
         self.one(&q, vec![s(id)], rows::api_token).await
     }
+
+    async fn api_token_sweep(
+        &self,
+        page: &PageRequest<TokenId>,
+    ) -> StoreResult<Page<ApiToken, TokenId>> {
+        // Every row: `1 = 1` only gives the paging clause its `AND`.
+        let q = format!("SELECT {API_TOKEN} FROM api_tokens WHERE 1 = 1");
+        self.page(&q, vec![], "token_id", page, rows::api_token, |t| t.token_id.clone()).await
+    }
 }
 
 #[async_trait]

@@ -950,6 +950,21 @@ async fn nodes_and_tokens(s: S) {
     ok(&s, one(Write::RevokeApiToken { token_id: tok.token_id.clone(), at: t(4) })).await;
     ok(&s, one(Write::RevokeApiToken { token_id: tok.token_id.clone(), at: t(8) })).await;
     assert_eq!(s.api_token_find("h1").await.unwrap().unwrap().revoked_at, Some(t(4)));
+    // The operator's listing holds every token, revoked ones too, a page at a time.
+    let other = ApiToken { token_id: id(), token_hash: "h2".into(), ..tok.clone() };
+    ok(&s, one(Write::InsertApiToken(other.clone()))).await;
+    let first = s.api_token_sweep(&PageRequest::first(1)).await.unwrap();
+    assert_eq!(first.items.len(), 1);
+    let rest = PageRequest { after: first.next.clone(), limit: 10 };
+    let second = s.api_token_sweep(&rest).await.unwrap();
+    assert!(second.next.is_none());
+    let mut listed: Vec<ApiToken> = first.items.into_iter().chain(second.items).collect();
+    listed.sort_by(|a, b| a.token_id.as_str().cmp(b.token_id.as_str()));
+    let mut revoked = tok.clone();
+    revoked.revoked_at = Some(t(4));
+    let mut expected = vec![revoked, other];
+    expected.sort_by(|a, b| a.token_id.as_str().cmp(b.token_id.as_str()));
+    assert_eq!(listed, expected);
     assert!(matches!(
         s.commit(one(Write::RevokeApiToken { token_id: id(), at: t(1) })).await,
         Err(StoreError::NotFound(_))

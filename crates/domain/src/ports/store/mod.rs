@@ -305,6 +305,12 @@ pub trait AgentRepo: Send + Sync {
     async fn api_token_find(&self, hash: &str) -> StoreResult<Option<ApiToken>>;
     /// An API token by id.
     async fn api_token_get(&self, id: &TokenId) -> StoreResult<Option<ApiToken>>;
+    /// Every API token of the deployment, revoked ones too, by id (`bc-api token list`:
+    /// an operator's view, so not tenant-scoped).
+    async fn api_token_sweep(
+        &self,
+        page: &PageRequest<TokenId>,
+    ) -> StoreResult<Page<ApiToken, TokenId>>;
 }
 
 /// Reads of bookings.
