@@ -48,21 +48,8 @@ fn parse_kind(s: &str) -> Result<WorkKind, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    bc_stack::logs::init(cli.shared.log_format);
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("bc-reconciler: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bc-reconciler: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let format = cli.shared.log_format;
+    bc_stack::logs::run_main("bc-reconciler", format, run(cli))
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -17,3 +17,26 @@ pub fn init(format: LogFormat) {
         LogFormat::Text => logs.try_init(),
     };
 }
+
+/// A binary's `main`: logs in `format`, a multi-threaded tokio runtime, `body` run to the
+/// end; an error printed once as `<program>: <error and its causes>` with exit status 1.
+pub fn run_main<F>(program: &str, format: LogFormat, body: F) -> std::process::ExitCode
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    init(format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{program}: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(body) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

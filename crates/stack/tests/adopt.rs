@@ -3,12 +3,18 @@
 //! DaemonSet in `bc-<pool>` → the substrate is `error` naming it and nothing of the
 //! tenant's changes → the foreign object removed → `ready` → archive → the tenant's node
 //! pool and objects are still there. And nodes whose bcd cannot reach the server:
-//! `waitingToJoin` counts them while `state` stays `ready`.
+//! `waitingToJoin` counts them while `state` stays `ready`, and 15 minutes on (a clock
+//! moved forward) the message says so.
 //!
 //! Invariants: as in `e2e.rs` — bounded polls, loopback, one stack per test, stopped.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use bc_domain::Timestamp;
+use bc_domain::ports::{Clock, SystemClock};
 
 use bc_stack::dev::{DEV_TENANT, DevStack};
 use bc_stack::testing::{self, Backend, Scratch, sim_call, sim_get, substrate_in, wait_for};
@@ -157,6 +163,8 @@ async fn nodes_whose_bcd_cannot_reach_the_server_wait_to_join_while_ready() {
     let scratch = Scratch::new("bc-e2e-waiting");
     let mut options = testing::options(Backend::Sqlite, scratch.path()).await.expect("sqlite");
     options.bcd_reaches_server = false;
+    let later = Arc::new(Later::default());
+    options.clock = Some(later.clone());
     let stack = DevStack::start(options).await.expect("dev stack");
     let pool = stack
         .call(
@@ -176,5 +184,32 @@ async fn nodes_whose_bcd_cannot_reach_the_server_wait_to_join_while_ready() {
     )
     .await;
     assert_eq!(waiting["nodesJoined"], 0, "{waiting}");
+    assert!(waiting.get("message").is_none(), "no message before 15 minutes: {waiting}");
+    // 16 minutes later for the whole stack and the simulator: the message names the
+    // wait, the count holds, and the substrate stays `ready`.
+    later.0.fetch_add(16 * 60 * 1000, Ordering::SeqCst);
+    let told = wait_for(
+        &stack,
+        "the 15-minute message",
+        "kubernetesSubstrates.get",
+        json!({"tenantId": DEV_TENANT, "poolId": pool["poolId"]}),
+        |v| v["message"].as_str().is_some_and(|m| m.contains("have had no joined bcd for")),
+    )
+    .await;
+    assert_eq!(told["state"], "ready", "{told}");
+    assert_eq!(told["waitingToJoin"]["nodes"], 2, "{told}");
+    assert_eq!(told["waitingToJoin"]["since"], waiting["waitingToJoin"]["since"], "{told}");
     stack.stop().await;
+}
+
+/// The wall clock plus an offset the test moves forward ("16 minutes later"), shared by
+/// the stack and the simulator as dev mode shares its clock.
+#[derive(Default)]
+struct Later(AtomicI64);
+
+impl Clock for Later {
+    fn now(&self) -> Timestamp {
+        let wall = SystemClock.now();
+        Timestamp::from_unix_ms(wall.unix_ms() + self.0.load(Ordering::SeqCst))
+    }
 }

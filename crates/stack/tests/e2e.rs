@@ -1,6 +1,7 @@
 //! End to end through the HTTP API of a dev stack: the real DigitalOcean adapter and the
 //! real kube adapter against the simulator over loopback, the reconcilers and the relay
-//! in process, on SQLite and on PostgreSQL; the copy-paste tour the banner prints, run as
+//! in process, on SQLite and on PostgreSQL (create mode with a flavor change and a drain
+//! upgrade held by a booking); the copy-paste tour the banner prints, run as
 //! printed by a shell; events over Server-Sent Events and, with a nats-server, NATS.
 //!
 //! Invariants: every wait is a bounded count of short polls (never an assertion on
@@ -89,7 +90,7 @@ async fn create_mode(backend: Backend) {
         .call(
             "pools.create",
             json!({"tenantId": DEV_TENANT, "name": "flow", "policy": {
-                "substrate": {"kind": "kubernetes", "account": account, "cluster": {"create": {"region": "nyc1"}}},
+                "substrate": {"kind": "kubernetes", "account": account, "cluster": {"create": {"region": "nyc1", "version": "1.32.6-do.1"}}},
                 "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 2},
                             {"name": "big", "size": "s-4vcpu-8gb", "count": 1}]}}),
         )
@@ -180,6 +181,58 @@ async fn create_mode(backend: Backend) {
         .expect("events.list");
     let types = types_for(listed["events"].as_array().expect("events"), &pool_id);
     assert!(types.contains("kubernetes.substrate.updating"), "{types:?}");
+
+    // A drain upgrade held by a booking: `upgrade` shown, new bookings refused naming it,
+    // the provider asked only once the booking ends.
+    let booking = stack
+        .call("bookings.create", json!({"tenantId": DEV_TENANT, "poolId": pool_id}))
+        .await
+        .expect("bookings.create");
+    let booking_id = booking["bookingId"].as_str().expect("bookingId").to_owned();
+    let current = stack.call("pools.get", sub.clone()).await.expect("pools.get");
+    let mut policy = current["policy"].clone();
+    policy["substrate"]["cluster"]["create"]["version"] = json!("1.33.1-do.0");
+    stack
+        .call(
+            "pools.update",
+            json!({"tenantId": DEV_TENANT, "poolId": pool_id, "policy": policy,
+                   "expectedGeneration": current["generation"]}),
+        )
+        .await
+        .expect("pools.update (version)");
+    let held = wait_for(&stack, "the drain waits", "kubernetesSubstrates.get", sub.clone(), |v| {
+        v["upgrade"]["version"] == "1.33.1-do.0"
+    })
+    .await;
+    assert_eq!(held["state"], "updating", "{held}");
+    let refused = stack
+        .call("bookings.create", json!({"tenantId": DEV_TENANT, "poolId": pool_id}))
+        .await
+        .expect_err("a booking while the drain waits");
+    let refused = refused.to_string();
+    assert!(
+        refused.contains("FAILED_PRECONDITION") && refused.contains("1.33.1-do.0"),
+        "{refused}"
+    );
+    let doks = format!("/v2/kubernetes/clusters/{provider_cluster}");
+    assert_eq!(sim_get(&stack, &doks).await["kubernetes_cluster"]["version"], "1.32.6-do.1");
+    stack
+        .call("bookings.end", json!({"tenantId": DEV_TENANT, "bookingId": booking_id}))
+        .await
+        .expect("bookings.end");
+    wait_for(&stack, "upgraded and ready", "kubernetesSubstrates.get", sub.clone(), |v| {
+        v["state"] == "ready" && v.get("upgrade").is_none()
+    })
+    .await;
+    assert_eq!(sim_get(&stack, &doks).await["kubernetes_cluster"]["version"], "1.33.1-do.0");
+    let again = stack
+        .call("bookings.create", json!({"tenantId": DEV_TENANT, "poolId": pool_id}))
+        .await
+        .expect("bookings accepted again");
+    stack
+        .call("bookings.end", json!({"tenantId": DEV_TENANT, "bookingId": again["bookingId"]}))
+        .await
+        .expect("bookings.end");
 
     stack.call("loadBalancers.delete", lb_ref.clone()).await.expect("loadBalancers.delete");
     wait_for(&stack, "lb deleted", "loadBalancers.get", lb_ref, |v| v["state"] == "deleted").await;
