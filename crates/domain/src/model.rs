@@ -312,6 +312,18 @@ pub struct ObservedStatus {
     pub updated_at: Timestamp,
 }
 
+impl ObservedStatus {
+    /// The status of an object just recorded: `pending`, nothing converged yet.
+    pub fn pending(now: Timestamp) -> Self {
+        ObservedStatus {
+            state: ResourceState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        }
+    }
+}
+
 /// A Kubernetes cluster row (tenant cluster or substrate cluster).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubernetesCluster {

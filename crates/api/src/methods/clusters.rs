@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use std::cmp::Ordering;
 
-use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster};
+use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster, ObservedStatus};
 use bc_domain::policy::{SLUG_PATTERN, VERSION_LATEST};
 use bc_domain::ports::{ClusterFilter, Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::drain::compare_versions;
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::node_pools::NodePoolSpec;
-use super::{check_generation, list_input, list_output, object_ref, pending, shown_state};
+use super::{check_generation, list_input, list_output, object_ref, shown_state};
 use crate::access::Target;
 use crate::error::ApiError;
 use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
@@ -348,7 +348,7 @@ async fn create(
         delete_requested: false,
         provider_cluster_id: None,
         version: None,
-        status: pending(now),
+        status: ObservedStatus::pending(now),
     };
     let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
     for spec in &input.node_pools {

@@ -2,7 +2,7 @@
 
 use bc_domain::model::{
     Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancer, LoadBalancerSpec,
-    LoadBalancerType, PoolState, QuotaResource, StickySessions, Targets,
+    LoadBalancerType, ObservedStatus, PoolState, QuotaResource, StickySessions, Targets,
 };
 use bc_domain::policy::SLUG_PATTERN;
 use bc_domain::ports::{LoadBalancerFilter, Permission, UnitOfWork, WorkKind, Write};
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{check_generation, list_input, list_output, object_ref, pending, shown_state};
+use super::{check_generation, list_input, list_output, object_ref, shown_state};
 use crate::access::Target;
 use crate::error::ApiError;
 use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
@@ -464,7 +464,7 @@ async fn create(
         delete_requested: false,
         provider_load_balancer_id: None,
         ip: None,
-        status: pending(now),
+        status: ObservedStatus::pending(now),
         ready_at: None,
         deleted_at: None,
         quota_released: false,

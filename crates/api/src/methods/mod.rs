@@ -19,8 +19,7 @@ pub mod substrates;
 
 use std::fmt::Display;
 
-use bc_domain::model::ObservedStatus;
-use bc_domain::{ResourceState, Timestamp};
+use bc_domain::ResourceState;
 
 pub use billing::BillingUsageOutput;
 pub use clusters::KubernetesClusterView;
@@ -73,16 +72,6 @@ pub(crate) fn shown_state(delete_requested: bool, observed: ResourceState) -> Re
         ResourceState::Deleting
     } else {
         observed
-    }
-}
-
-/// The observed status of an object just recorded: `pending`, nothing converged yet.
-pub(crate) fn pending(now: Timestamp) -> ObservedStatus {
-    ObservedStatus {
-        state: ResourceState::Pending,
-        message: None,
-        observed_generation: 0,
-        updated_at: now,
     }
 }
 

@@ -235,12 +235,7 @@ mod tests {
             created_at: now(),
             provider_cluster_id: Some("c1".into()),
             version: None,
-            status: ObservedStatus {
-                state: ResourceState::Pending,
-                message: None,
-                observed_generation: 0,
-                updated_at: now(),
-            },
+            status: ObservedStatus::pending(now()),
         }
     }
 

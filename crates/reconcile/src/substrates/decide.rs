@@ -166,12 +166,7 @@ pub fn created_cluster_row(
         created_at: now,
         provider_cluster_id: None,
         version: None,
-        status: ObservedStatus {
-            state: ResourceState::Pending,
-            message: None,
-            observed_generation: 0,
-            updated_at: now,
-        },
+        status: ObservedStatus::pending(now),
     }
 }
 
@@ -216,12 +211,7 @@ pub fn adopted_cluster_row(
         created_at: now,
         provider_cluster_id: Some(observed.id.clone()),
         version: Some(observed.version.clone()),
-        status: ObservedStatus {
-            state: ResourceState::Pending,
-            message: None,
-            observed_generation: 0,
-            updated_at: now,
-        },
+        status: ObservedStatus::pending(now),
     }
 }
 

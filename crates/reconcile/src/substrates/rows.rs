@@ -258,11 +258,11 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bc_domain::TenantId;
     use bc_domain::model::{ClusterMode, ClusterOrigin, ObservedStatus};
     use bc_domain::policy::Flavor;
     use bc_domain::ports::ProviderNode;
     use bc_domain::rules::plan::desired_node_pool;
-    use bc_domain::{ResourceState, TenantId};
 
     fn pool() -> PoolId {
         PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap()
@@ -289,12 +289,7 @@ mod tests {
             created_at: now(),
             provider_cluster_id: None,
             version: None,
-            status: ObservedStatus {
-                state: ResourceState::Pending,
-                message: None,
-                observed_generation: 0,
-                updated_at: now(),
-            },
+            status: ObservedStatus::pending(now()),
         }
     }
 

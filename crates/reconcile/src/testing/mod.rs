@@ -328,12 +328,7 @@ impl Env {
             created_at: now,
             provider_cluster_id: None,
             version: None,
-            status: ObservedStatus {
-                state: ResourceState::Pending,
-                message: None,
-                observed_generation: 0,
-                updated_at: now,
-            },
+            status: ObservedStatus::pending(now),
         };
         let rows: Vec<NodePool> = pools
             .into_iter()
