@@ -1,5 +1,6 @@
-//! Test support for tests that need services: the URLs of the throwaway PostgreSQL and
-//! NATS that `cargo xtask test` starts, and unique database names.
+//! Test and benchmark support: the figures every benchmark emits ([`bench`]), the URLs
+//! of the throwaway PostgreSQL and NATS that `cargo xtask test` starts, and unique
+//! database names.
 //!
 //! `cargo xtask test` exports `BC_TEST_POSTGRES_URL` and `BC_TEST_NATS_URL` when it could
 //! start the servers. A test asks for a URL and returns early when it gets `None`:
@@ -17,6 +18,8 @@
 //! When a URL is missing and services are required (`BC_REQUIRE_SERVICES` set, as by
 //! `cargo xtask test --require-services`, or `CI=true`), the helpers panic instead, so a
 //! CI run cannot go green without touching the services.
+
+pub mod bench;
 
 use std::env;
 use std::sync::atomic::{AtomicU32, Ordering};
