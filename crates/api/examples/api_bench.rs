@@ -5,7 +5,9 @@
 //! is set against the same server's cheapest authenticated method (`events.list` with
 //! nothing to return) measured in the same runs, and the scale curve is summed up as
 //! requests/s at 100,000 pools ÷ at 1,000 (1.0: flat, the lookups are indexed).
-//! `--quick`: 1,000 pools only, three short runs.
+//! `--quick`: 1,000 pools only, three short runs. `--ceiling-candidates`: instead, the
+//! cheap authenticated methods side by side at 1,000 pools on SQLite, each against
+//! `events.list`, to check that the ceiling is the cheapest.
 //!
 //! Invariant: it measures and emits only (bc_testkit::bench), never asserts a time. The
 //! methods are measured in interleaved windows (ceiling, get, list, create, then again),
@@ -89,6 +91,10 @@ struct Window {
 async fn main() {
     bc_sim::install_crypto();
     let plan = if bench::quick() { &QUICK } else { &FULL };
+    if std::env::args().any(|a| a == "--ceiling-candidates") {
+        rows::run(Backend::File, |store| ceiling_candidates(plan, store)).await;
+        return;
+    }
     for (backend, name) in [(Backend::File, "sqlite-file"), (Backend::Postgres, "postgres")] {
         if backend == Backend::Postgres && bc_testkit::postgres_url().is_none() {
             continue;
@@ -109,7 +115,7 @@ async fn run_backend(backend: &'static str, plan: &Plan, store: Arc<SqlStore>) {
         fixture.seed(&mut pool_ids, size).await;
         eprintln!("{backend}: {size} pools with substrates stored ({:.1?})", started.elapsed());
         let server = fixture.serve().await;
-        let windows = measure_all(&server, &fixture, &pool_ids, plan).await;
+        let windows = measure_all(&server, &fixture, requests(&fixture, &pool_ids), plan).await;
         server.stop();
         emit_size(backend, size, &windows);
         by_size.push((size, windows));
@@ -325,15 +331,62 @@ fn requests(fixture: &Fixture, pool_ids: &[String]) -> Vec<(&'static str, Body)>
     ]
 }
 
+/// The cheap authenticated methods measured side by side (1,000 pools, SQLite file),
+/// each against `events.list`: which one is the cheapest, to serve as the ceiling.
+async fn ceiling_candidates(plan: &Plan, store: Arc<SqlStore>) {
+    store.enforce_index_plans(false);
+    let fixture = Fixture::new(store).await;
+    let mut pool_ids = Vec::new();
+    fixture.seed(&mut pool_ids, 1_000).await;
+    let server = fixture.serve().await;
+    let (account, pool) = (fixture.account_id.clone(), pool_ids[0].clone());
+    let tenant_only = format!(r#"{{"tenantId":"{TENANT}"}}"#);
+    let fixed = |body: String| -> Body { Arc::new(move || body.clone()) };
+    let mut candidates = requests(&fixture, &pool_ids);
+    candidates.truncate(1);
+    let more = [
+        (
+            "/api/compute/providerAccounts/get",
+            format!(r#"{{"tenantId":"{TENANT}","providerAccountId":"{account}"}}"#),
+        ),
+        ("/api/compute/providerAccounts/list", tenant_only.clone()),
+        ("/api/compute/kubernetesClusters/list", tenant_only.clone()),
+        ("/api/compute/pools/get", format!(r#"{{"tenantId":"{TENANT}","poolId":"{pool}"}}"#)),
+        ("/api/compute/quotas/list", format!(r#"{{"tenantId":"{TENANT}","poolId":"{pool}"}}"#)),
+    ];
+    candidates.extend(more.into_iter().map(|(path, body)| (path, fixed(body))));
+    let paths: Vec<&str> = candidates.iter().map(|(p, _)| *p).collect();
+    let windows = measure_all(&server, &fixture, candidates, plan).await;
+    server.stop();
+    let ceiling: Vec<f64> = windows[0].iter().map(|w| w.rps).collect();
+    for (path, w) in paths.iter().zip(&windows).skip(1) {
+        let method = path.trim_start_matches("/api/compute/").replace('/', ".");
+        bench::emit(
+            &Figure::new(
+                BENCH,
+                format!("ceiling candidate · sqlite-file · 1000 pools · {method} req/s"),
+                "req/s",
+                Better::Higher,
+                w.iter().map(|w| w.rps).collect(),
+            )
+            .against(Against {
+                reference: Reference::Ceiling,
+                name: format!("{CEILING}, req/s"),
+                samples: ceiling.clone(),
+            })
+            .with_errors(w.iter().map(|w| w.errors).sum()),
+        );
+    }
+}
+
 /// Warms each method up, then measures `plan.runs` rounds of one window per method, in
 /// turn; per method, its windows.
 async fn measure_all(
     server: &Server,
     fixture: &Fixture,
-    pool_ids: &[String],
+    requests: Vec<(&'static str, Body)>,
     plan: &Plan,
 ) -> Vec<Vec<Window>> {
-    let requests = requests(fixture, pool_ids);
     let token = fixture.token.expose();
     for (path, body) in &requests {
         let _ = window(server, token, path, body, plan.warm_up).await;
