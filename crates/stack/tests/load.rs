@@ -33,7 +33,7 @@ const REQUESTS: usize = 2_400;
 /// Load balancer names per tenant the creates draw from (so some collide).
 const LB_NAMES: u64 = 12;
 /// The seed of the mix.
-const SEED: u64 = 0x5eed_12;
+const SEED: u64 = 0x005e_ed12;
 /// Bounded settling: polls of `testing::POLL`.
 const SETTLE_POLLS: usize = 900;
 
