@@ -289,5 +289,12 @@ mod tests {
         let unavailable = ApiError::from(StoreError::Unavailable("conn refused 10.0.0.1".into()));
         assert_eq!(unavailable.code().status(), 503);
         assert!(!unavailable.message().contains("10.0.0.1"));
+        let full = ApiError::from(StoreError::NotWritable(
+            "error returned from database: (code: 13) database or disk is full /var/bc.db".into(),
+        ));
+        assert_eq!(full.code().status(), 503);
+        assert_eq!(full.code().as_str(), "UNAVAILABLE");
+        assert!(full.message().contains("cannot accept writes"), "{}", full.message());
+        assert!(!full.message().contains("/var") && !full.message().contains("code"));
     }
 }

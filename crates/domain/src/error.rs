@@ -260,6 +260,10 @@ pub enum StoreError {
     /// The database is unreachable.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The database answers but refuses writes (disk full, read-only file or server):
+    /// nothing of the write was applied, reads still work. The detail is for logs.
+    #[error("store not writable: {0}")]
+    NotWritable(String),
     /// Anything else: a bug or a corrupt row. `Display` is fixed; the detail is for logs.
     #[error("{0}")]
     Internal(InternalDetail),
@@ -289,6 +293,11 @@ impl From<StoreError> for Error {
             StoreError::QuotaExhausted(q) => q.into(),
             StoreError::LeaseLost(what) => Error::aborted(format!("lease lost: {what}")),
             StoreError::Unavailable(_) => Error::unavailable("the store is unavailable"),
+            // The detail may name the file: the caller learns what and what still works.
+            StoreError::NotWritable(_) => Error::unavailable(
+                "the store cannot accept writes now (its storage is full or read-only); \
+                 nothing was changed, reads still work; try again later",
+            ),
             // The detail may name tables or SQL: keep it out of the caller's message.
             StoreError::Internal(_) => Error::internal("internal error"),
         }

@@ -146,3 +146,20 @@ pub async fn sim_call(
     }
     req.send().await.expect("simulator answers").json().await.unwrap_or(Value::Null)
 }
+
+/// One call of API method `method` (`pools.create`) at `api_url` as `token`, with the
+/// client's own timeout: the status and the JSON answer (`Null` when not JSON), or the
+/// transport error (a timeout included) for the caller to judge.
+pub async fn post(
+    client: &reqwest::Client,
+    api_url: &str,
+    token: &str,
+    method: &str,
+    body: &Value,
+) -> Result<(u16, Value), reqwest::Error> {
+    bc_providers::install_crypto_provider();
+    let url = format!("{api_url}/api/compute/{}", method.replacen('.', "/", 1));
+    let resp = client.post(url).bearer_auth(token).json(body).send().await?;
+    let status = resp.status().as_u16();
+    Ok((status, resp.json().await.unwrap_or(Value::Null)))
+}

@@ -52,6 +52,9 @@ pub(crate) enum Class {
     Transient,
     /// The database cannot be reached.
     Unavailable,
+    /// The database is up but refuses to store anything more: disk full, file or
+    /// transaction read-only. Reads still work; the write changed nothing.
+    NotWritable,
     /// Anything else.
     Other,
 }
@@ -94,26 +97,34 @@ pub(crate) fn classify(e: &DbErr) -> Class {
 }
 
 /// SQLite's extended result codes: 2067 unique, 1555 primary key, 787 foreign key; the
-/// primary code (low byte) 5 busy or 6 locked is transient, whatever the extension.
+/// primary code (low byte) 5 busy or 6 locked is transient, 8 read-only and 13 full (and
+/// 778, the write(2) that failed, typically for want of space) refuse writes, whatever
+/// the extension.
 pub(crate) fn classify_sqlite(code: &str) -> Class {
     match code.parse::<u32>() {
         Ok(2067 | 1555) => Class::Unique,
         Ok(787) => Class::ForeignKey,
+        Ok(778) => Class::NotWritable,
         Ok(n) if matches!(n & 0xff, 5 | 6) => Class::Transient,
+        Ok(n) if matches!(n & 0xff, 8 | 13) => Class::NotWritable,
         _ => Class::Other,
     }
 }
 
 /// PostgreSQL's SQLSTATEs: 23505 unique, 23503 foreign key, 40001 serialization failure
-/// and 40P01 deadlock are transient, class 08 (connection) and 57P01/57P03 (shutdown,
-/// cannot connect now) unavailable; everything else (42501 privilege, 22021 bad byte
-/// sequence, …) is final.
+/// and 40P01 deadlock are transient, class 08 (connection), 57P01/57P02/57P03 (admin or
+/// crash shutdown, cannot connect now) and 53300 (too many connections) unavailable,
+/// 53100 (disk full) and 25006 (read-only transaction, a standby) not writable;
+/// everything else (42501 privilege, 22021 bad byte sequence, …) is final.
 pub(crate) fn classify_postgres(code: &str) -> Class {
     match code {
         "23505" => Class::Unique,
         "23503" => Class::ForeignKey,
         "40001" | "40P01" => Class::Transient,
-        c if c.starts_with("08") || c == "57P01" || c == "57P03" => Class::Unavailable,
+        "53100" | "25006" => Class::NotWritable,
+        c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03" | "53300") => {
+            Class::Unavailable
+        }
         _ => Class::Other,
     }
 }
@@ -122,6 +133,7 @@ pub(crate) fn classify_postgres(code: &str) -> Class {
 pub(crate) fn to_store_error(e: DbErr) -> StoreError {
     match classify(&e) {
         Class::Unavailable => StoreError::Unavailable(e.to_string()),
+        Class::NotWritable => StoreError::NotWritable(e.to_string()),
         Class::Unique => StoreError::AlreadyExists("row".into()),
         Class::ForeignKey => StoreError::NotFound("referenced row".into()),
         Class::Transient => StoreError::Unavailable(format!("database busy: {e}")),
@@ -199,6 +211,14 @@ mod tests {
         assert_eq!(classify_postgres("40P01"), Class::Transient);
         assert_eq!(classify_postgres("08006"), Class::Unavailable);
         assert_eq!(classify_postgres("57P01"), Class::Unavailable);
+        assert_eq!(classify_postgres("57P02"), Class::Unavailable);
+        assert_eq!(classify_postgres("53300"), Class::Unavailable);
+        assert_eq!(classify_postgres("53100"), Class::NotWritable);
+        assert_eq!(classify_postgres("25006"), Class::NotWritable);
+        // SQLite: full, read-only (plain and extended), a failed write(2).
+        for code in ["13", "8", "264", "520", "1032", "778"] {
+            assert_eq!(classify_sqlite(code), Class::NotWritable, "{code}");
+        }
         // SQLite: busy, busy-recovery, busy-snapshot, locked; unique, primary key, FK.
         for code in ["5", "261", "517", "6", "262"] {
             assert_eq!(classify_sqlite(code), Class::Transient, "{code}");

@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use bc_domain::ports::{Committed, Store, StoreResult, UnitOfWork};
 
 pub use secret::AeadSecretBox;
-pub use store::SqlStore;
+pub use store::{POSTGRES_ACQUIRE_TIMEOUT, SQLITE_ACQUIRE_TIMEOUT, SqlStore, StoreOptions};
 
 #[async_trait]
 impl Store for SqlStore {

@@ -29,6 +29,23 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const SQLITE_FILE_CONNECTIONS: u32 = 8;
 /// Pooled connections to PostgreSQL per store.
 const POSTGRES_CONNECTIONS: u32 = 10;
+/// How long a PostgreSQL call waits for a pooled connection, making one included (sqlx
+/// runs the TCP connect and the handshake inside the same deadline, retrying a refused
+/// connection until it passes). An outage must answer `UNAVAILABLE` within a second or
+/// two, not hang the caller; a healthy pool hands out a connection in microseconds.
+pub const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a SQLite call waits for a pooled connection: a local file is never "down",
+/// so a wait here is contention only, worth sitting out.
+pub const SQLITE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a store connects: the bounds on waiting for the database.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Longest wait for a pooled connection, connecting included; past it the call fails
+    /// with `StoreError::Unavailable`. `None`: [`POSTGRES_ACQUIRE_TIMEOUT`] or
+    /// [`SQLITE_ACQUIRE_TIMEOUT`] by backend.
+    pub acquire_timeout: Option<Duration>,
+}
 
 /// The sea-orm adapter of the bc-domain `Store` port, on SQLite or PostgreSQL.
 #[derive(Debug, Clone)]
@@ -48,16 +65,39 @@ impl SqlStore {
     /// Opens `url` (`sqlite::memory:`, `sqlite://path?mode=rwc`, `postgres://…`) and runs
     /// the migrations. Connection failures are `Unavailable`.
     pub async fn connect(url: &str) -> Result<SqlStore, StoreError> {
-        let store = Self::connect_unmigrated(url).await?;
+        Self::connect_with(url, &StoreOptions::default()).await
+    }
+
+    /// [`SqlStore::connect`] with explicit [`StoreOptions`].
+    pub async fn connect_with(url: &str, options: &StoreOptions) -> Result<SqlStore, StoreError> {
+        let store = Self::connect_unmigrated_with(url, options).await?;
         store.migrate().await?;
         Ok(store)
     }
 
     /// Opens `url` without migrating (for `bc-api migrate` style tools and tests).
     pub async fn connect_unmigrated(url: &str) -> Result<SqlStore, StoreError> {
+        Self::connect_unmigrated_with(url, &StoreOptions::default()).await
+    }
+
+    /// [`SqlStore::connect_unmigrated`] with explicit [`StoreOptions`].
+    pub async fn connect_unmigrated_with(
+        url: &str,
+        options: &StoreOptions,
+    ) -> Result<SqlStore, StoreError> {
+        let sqlite = url.starts_with("sqlite:");
+        let default_wait = if sqlite { SQLITE_ACQUIRE_TIMEOUT } else { POSTGRES_ACQUIRE_TIMEOUT };
         let mut opts = ConnectOptions::new(url.to_owned());
-        opts.sqlx_logging(false).acquire_timeout(Duration::from_secs(30));
-        if url.starts_with("sqlite:") {
+        // sea-orm's `connect_timeout` is the same sqlx pool deadline: set both so neither
+        // default can stretch the other. Every acquire also pings the connection first
+        // (`test_before_acquire`, on by default): one that died with a restarted server is
+        // dropped and replaced rather than handed to a caller.
+        let wait = options.acquire_timeout.unwrap_or(default_wait);
+        opts.sqlx_logging(false)
+            .acquire_timeout(wait)
+            .connect_timeout(wait)
+            .test_before_acquire(true);
+        if sqlite {
             let memory = url.contains(":memory:") || url.contains("mode=memory");
             opts.map_sqlx_sqlite_opts(move |o| {
                 let o = o.foreign_keys(true).busy_timeout(SQLITE_BUSY_TIMEOUT);

@@ -1,6 +1,7 @@
 //! Test and benchmark support: the figures every benchmark emits ([`bench`]), the URLs
-//! of the throwaway PostgreSQL and NATS that `cargo xtask test` starts, and unique
-//! database names.
+//! of the throwaway PostgreSQL and NATS that `cargo xtask test` starts, unique database
+//! names, and the throwaway PostgreSQL itself ([`postgres`], on the helpers of
+//! [`server`]), which xtask starts for everyone and a fault test starts for itself.
 //!
 //! `cargo xtask test` exports `BC_TEST_POSTGRES_URL` and `BC_TEST_NATS_URL` when it could
 //! start the servers. A test asks for a URL and returns early when it gets `None`:
@@ -20,6 +21,8 @@
 //! CI run cannot go green without touching the services.
 
 pub mod bench;
+pub mod postgres;
+pub mod server;
 
 use std::env;
 use std::sync::atomic::{AtomicU32, Ordering};
