@@ -10,8 +10,9 @@
 //! ceiling, to check that the ceiling is the cheapest.
 //!
 //! Invariant: it measures and emits only (bc_testkit::bench), never asserts a time. The
-//! methods are measured in interleaved windows (ceiling, get, list, create, then again),
-//! so each method's run is paired with a ceiling run under the same conditions; every
+//! methods are measured in interleaved windows (ceiling, get, list, create, then again,
+//! each round opened by the next method), so each method's run is paired with a ceiling
+//! run under the same conditions; every
 //! loop is bounded by a window's end; the seeding writes many rows per commit; the server
 //! binds loopback and stops with the run.
 
@@ -384,7 +385,7 @@ async fn ceiling_candidates(plan: &Plan, store: Arc<SqlStore>) {
 }
 
 /// Warms each method up, then measures `plan.runs` rounds of one window per method, in
-/// turn; per method, its windows.
+/// turn, each round starting one method later; per method, its windows.
 async fn measure_all(
     server: &Server,
     fixture: &Fixture,
@@ -396,8 +397,11 @@ async fn measure_all(
         let _ = window(server, token, path, body, plan.warm_up).await;
     }
     let mut out = vec![Vec::new(); requests.len()];
-    for _ in 0..plan.runs {
-        for (m, (path, body)) in requests.iter().enumerate() {
+    for round in 0..plan.runs {
+        // Each method opens a round as often as the others: none pays for its position.
+        for j in 0..requests.len() {
+            let m = (round + j) % requests.len();
+            let (path, body) = &requests[m];
             out[m].push(window(server, token, path, body, plan.window).await);
         }
     }

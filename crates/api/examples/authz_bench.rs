@@ -10,7 +10,8 @@
 //!
 //! `--quick`: three short runs instead of five. Invariant: it measures and emits only
 //! (bc_testkit::bench); every figure's samples are per-run medians, the compared cases
-//! are measured interleaved in the same runs so that their ratio is paired.
+//! are measured interleaved in the same runs, each first in turn, so that their ratio is
+//! paired and no case pays for its position.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -64,10 +65,12 @@ fn interleaved<const K: usize>(
     let mut out: [Vec<f64>; K] = std::array::from_fn(|_| Vec::new());
     for _ in 0..plan.runs {
         let mut times: [Vec<f64>; K] = std::array::from_fn(|_| Vec::with_capacity(n));
-        for _ in 0..n {
-            for (k, f) in fs.iter_mut().enumerate() {
+        for i in 0..n {
+            // Each case goes first as often as the others: no case pays for its position.
+            for j in 0..K {
+                let k = (i + j) % K;
                 let start = Instant::now();
-                f();
+                fs[k]();
                 times[k].push(start.elapsed().as_secs_f64() * 1e6);
             }
         }
@@ -234,10 +237,12 @@ async fn token_check(plan: &Plan, store: Arc<SqlStore>) {
     let mut samples = [Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..plan.runs {
         let mut times = [Vec::new(), Vec::new(), Vec::new()];
-        for _ in 0..plan.checks {
-            for (k, h) in cases.iter().enumerate() {
+        for i in 0..plan.checks {
+            // Each case goes first as often as the others: no case pays for its position.
+            for j in 0..cases.len() {
+                let k = (i + j) % cases.len();
                 let start = Instant::now();
-                let r = authenticate(store, Authentication::ApiToken, h).await;
+                let r = authenticate(store, Authentication::ApiToken, &cases[k]).await;
                 times[k].push(start.elapsed().as_secs_f64() * 1e6);
                 black_box(r.is_ok());
             }
