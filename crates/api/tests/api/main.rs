@@ -13,6 +13,7 @@ mod common;
 mod contract;
 mod docs;
 mod errors;
+mod hostile;
 mod kubernetes;
 mod ledger;
 mod load_balancers;
