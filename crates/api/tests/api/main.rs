@@ -23,3 +23,4 @@ mod properties;
 mod registry;
 mod secrets;
 mod service;
+mod token_checks;
