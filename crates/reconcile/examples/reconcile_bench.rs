@@ -9,8 +9,8 @@
 //! steady state (provider calls per hour per account, against per-object polling —
 //! one GET per object per minute, 60·N/h, what peers do by default — and against
 //! DigitalOcean's 5,000/h per-account budget); then, with the runtime's real claim loop
-//! running behind the N steady objects, the wall time from an API-style write (commit
-//! + work notify) to its first provider call. Runs on SQLite in memory, and on
+//! running behind the N steady objects, the wall time from an API-style write (a
+//! commit and a work notify) to its first provider call. Runs on SQLite in memory, and on
 //! PostgreSQL too when `BC_TEST_POSTGRES_URL` is set (`cargo xtask bench` sets it).
 //!
 //! Invariant: every loop is bounded in rounds or samples; nothing but wall time is
