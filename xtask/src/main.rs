@@ -42,6 +42,7 @@ const BENCHES: &[Bench] = &[
     Bench { name: "authz", package: "bc-api", dir: "api" },
     Bench { name: "api", package: "bc-api", dir: "api" },
     Bench { name: "reconcile", package: "bc-reconcile", dir: "reconcile" },
+    Bench { name: "memory", package: "bc-stack", dir: "stack" },
 ];
 
 /// Where `cargo xtask docs` writes, relative to the workspace root.
