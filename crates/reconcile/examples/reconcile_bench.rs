@@ -20,6 +20,12 @@
 //! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
 //! `--repeat 3`, `--no-postgres`.
 
+/// Sizes of the full run. 1,000 and 10,000 are the sizes, but the substrate phase
+/// grows much faster than N (≈0.02 s per stepped round at N=100, ≈0.9 s at 300, ≈20 s at
+/// 1,000: one N=1,000 run took ~10 minutes), so they would overrun the suite's 10-minute
+/// budget; they stay reachable with `--sizes 1000,10000` until that is fixed.
+const DEFAULT_SIZES: [usize; 2] = [100, 300];
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -531,7 +537,7 @@ fn main() {
     let started = Instant::now();
     let sizes: Vec<usize> = flag("--sizes")
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| if quick { vec![100, 1_000] } else { vec![100, 1_000, 10_000] });
+        .unwrap_or_else(|| if quick { vec![100] } else { DEFAULT_SIZES.to_vec() });
     let repeat: Option<usize> = flag("--repeat").and_then(|s| s.parse().ok());
     let postgres = !has("--no-postgres") && bc_testkit::postgres_url().is_some();
     let mut plans = Vec::new();
@@ -548,7 +554,7 @@ fn main() {
         plans.push(Plan { n, postgres: false, repeat: times, samples, steady_min });
     }
     if postgres {
-        let n = if quick { 100 } else { 1_000 };
+        let n = 100;
         let samples = if quick { 30 } else { 100 };
         plans.push(Plan { n, postgres: true, repeat: 1, samples, steady_min: 60 });
     }
