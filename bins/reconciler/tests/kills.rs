@@ -43,7 +43,7 @@ async fn random_sigkills_during_convergence_leave_exact_books() {
 
     let last = replica(&stack, &url, "survivor", &log);
     let started = std::time::Instant::now(); // reported, never asserted
-    let summary = work.converge(&stack).await;
+    let summary = work.converge(&stack).await.unwrap_or_else(|e| common::fail_with_log(&e, &log));
     eprintln!(
         "after {kills} kills: {summary}; {} creates refused for quota; converged {:?} after the last kill",
         work.refused,

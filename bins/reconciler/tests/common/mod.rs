@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 
 use bc_domain::model::{BillingInterval, LoadBalancer, METER_LOAD_BALANCER_HOURS, QuotaResource};
 use bc_domain::ports::{
-    ClusterRepo, LedgerRepo, LoadBalancerRepo, PageRequest, PoolRepo, SubstrateRepo,
+    ClusterRepo, LedgerRepo, LoadBalancerRepo, PageRequest, PoolRepo, SubstrateRepo, WorkQueue,
 };
 use bc_domain::{NodePoolState, PoolId, ResourceState, TenantId, Timestamp};
 use bc_stack::dev::{DEV_TENANT, DevStack};
@@ -74,6 +74,27 @@ pub async fn stack(scratch: &Scratch, extra: usize) -> Option<(DevStack, String,
     options.extra_sim_tokens = tokens.clone();
     let stack = DevStack::start(options).await.expect("dev stack");
     Some((stack, url, tokens))
+}
+
+/// Panics with `why`, after printing the lines of `log` that name the first id in it
+/// (`lb_…`, `pool_…`, `cl_…`, `np_…`) and the log's last lines.
+pub fn fail_with_log(why: &str, log: &Path) -> ! {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let id = why.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).find(|w| {
+        ["lb_", "pool_", "cl_", "np_", "cluster_", "nodepool_"].iter().any(|p| w.starts_with(p))
+    });
+    if let Some(id) = id {
+        eprintln!("--- log lines naming {id}:");
+        for line in text.lines().filter(|l| l.contains(id)).take(200) {
+            eprintln!("{line}");
+        }
+    }
+    eprintln!("--- last log lines:");
+    let lines: Vec<&str> = text.lines().collect();
+    for line in &lines[lines.len().saturating_sub(40)..] {
+        eprintln!("{line}");
+    }
+    panic!("never converged; last disagreement: {why}");
 }
 
 /// A small seeded random source (SplitMix64): the schedule of a run is its seed.
@@ -303,12 +324,12 @@ impl Workload {
         .await
     }
 
-    /// Waits (bounded) until the books balance; panics with the last disagreement.
-    pub async fn converge(&self, stack: &DevStack) -> String {
+    /// Waits (bounded) until the books balance; `Err` with the last disagreement.
+    pub async fn converge(&self, stack: &DevStack) -> Result<String, String> {
         let mut last = String::new();
         for i in 0..testing::POLLS {
             match self.books(stack).await {
-                Ok(summary) => return summary,
+                Ok(summary) => return Ok(summary),
                 Err(e) => last = e,
             }
             if i % 100 == 99 {
@@ -316,7 +337,7 @@ impl Workload {
             }
             tokio::time::sleep(testing::POLL).await;
         }
-        panic!("never converged; last disagreement: {last}");
+        Err(last)
     }
 }
 
@@ -404,9 +425,21 @@ async fn books(
     }
     for l in &live {
         if l.status.state != ResourceState::Ready || l.status.observed_generation != l.generation {
+            let work = store
+                .work_get(
+                    bc_domain::ports::WorkKind::ProviderResources,
+                    l.load_balancer_id.as_str(),
+                )
+                .await
+                .expect("work_get");
             return Err(format!(
-                "{} {:?} at generation {} of {}",
-                l.load_balancer_id, l.status.state, l.status.observed_generation, l.generation
+                "{} {:?} ({:?}) at generation {} of {}, provider id {:?}; work item {work:?}",
+                l.load_balancer_id,
+                l.status.state,
+                l.status.message,
+                l.status.observed_generation,
+                l.generation,
+                l.provider_load_balancer_id
             ));
         }
     }
