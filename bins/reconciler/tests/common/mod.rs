@@ -258,7 +258,7 @@ impl Workload {
                     .await
                     .expect("loadBalancers.update");
             }
-            if r % 2 == 0 && p.live.len() > 1 {
+            if r.is_multiple_of(2) && p.live.len() > 1 {
                 let gone = p.live.remove(0);
                 stack
                     .call(
@@ -288,7 +288,7 @@ impl Workload {
                 .expect("pools.get");
             let mut policy = current["policy"].clone();
             let flavors = policy["flavors"].as_array_mut().expect("flavors");
-            flavors[0]["count"] = json!(if r % 2 == 0 { 2 } else { 1 });
+            flavors[0]["count"] = json!(if r.is_multiple_of(2) { 2 } else { 1 });
             match r {
                 1 => flavors.retain(|f| f["name"] != "mem"),
                 2 => flavors.push(json!({"name": "edge", "size": "s-2vcpu-4gb", "count": 1})),
@@ -479,7 +479,7 @@ async fn books(
                     l.load_balancer_id, l.provider_load_balancer_id, h.id
                 ));
             }
-            let want_port = l.spec.forwarding_rules.first().map(|r| u32::from(r.target_port));
+            let want_port = l.spec.forwarding_rules.first().map(|r| r.target_port);
             let held_port = h.forwarding_rules.first().map(|r| r.target_port);
             if want_port != held_port {
                 return Err(format!(
