@@ -1,5 +1,5 @@
 //! `bc-reconciler` against a chaotic provider: the simulator answers 20 % of calls with
-//! 500 and, in a 3-second window of every 20, every call with 429 and `retry-after`
+//! 500 and, in a 3-second window of every 10, every call with 429 and `retry-after`
 //! (`bc_sim::config::Chaos`, seeded; replay with `BC_CHAOS_SEED=N`). A mixed workload
 //! (load balancers on three accounts, a Kubernetes substrate, a round of creates,
 //! updates and deletes) converges to exact books, and no account's calls — every call
@@ -26,7 +26,7 @@ async fn converges_under_5xx_and_429_bursts_inside_the_account_budget() {
     let seed = Rng::from_env("BC_CHAOS_SEED").next();
     let mut work = Workload::start(&stack, &tokens, 3, 1).await;
     let chaos = Chaos::server_errors(0.2, seed)
-        .with_throttle_bursts(Duration::from_secs(20), Duration::from_secs(3));
+        .with_throttle_bursts(Duration::from_secs(10), Duration::from_secs(3));
     stack.sim.state().model().set_chaos(Some(chaos));
     let log = scratch.path().join("reconciler.log");
 
