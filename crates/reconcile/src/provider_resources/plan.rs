@@ -185,9 +185,10 @@ pub struct Change {
     pub ip: Option<String>,
     /// The event this change reports, if any.
     pub event: Option<&'static str>,
-    /// Whether it records the intent of a create: always written, even when it reads
-    /// the same as what is stored, because its time is what later listings are judged
-    /// by (one taken before the latest create attempt cannot speak for it).
+    /// Whether it records a call's intent or acceptance (a create about to go, an
+    /// update the provider took): always written, even when it reads the same as what
+    /// is stored, because its time is what later listings are judged by (one taken
+    /// before the latest create attempt or update cannot speak for it).
     pub intent: bool,
 }
 
@@ -405,6 +406,9 @@ pub fn deleted(lb: &LoadBalancer) -> Change {
 pub fn updated(lb: &LoadBalancer, observed: &ProviderLoadBalancer) -> Change {
     let mut c = to(lb, being_made(lb), Some("applying the change at the provider".into()));
     c.provider_id = Some(observed.id.clone());
+    // Written even when a previous update's status reads the same: a listing cached
+    // between the two PUTs must not pass for one taken after this one.
+    c.intent = true;
     c
 }
 

@@ -105,6 +105,41 @@ async fn an_update_is_sent_whole_and_converges_back_to_ready() {
     assert_eq!(env.billing().await.len(), 1, "billing opened once");
 }
 
+/// Found by the kill test (bins/reconciler/tests/kills.rs): a second change while the
+/// first is still applying. The second PUT's "applying the change" status read the same
+/// as the first's, so it was not written; the listing cached after the first PUT (and
+/// before the second) then stayed "newer than the last write" for ever, showed the old
+/// object, and the reconciler sent the same PUT again every poll without ever converging.
+#[tokio::test]
+async fn a_second_change_while_the_first_applies_converges_with_one_put_each() {
+    let env = Env::start().await;
+    let runtime = env.runtime("r1", env.deps());
+    let id = env.create_lb("web").await.load_balancer_id;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    let generation = env.lb(&id).await.generation;
+
+    env.advance(5);
+    env.update_lb(&id, |s| s.forwarding_rules[0].target_port = 9090).await;
+    env.stepper(runtime.clone()).round().await.unwrap();
+    assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 1);
+    // The first change is applying; the tenant changes it again.
+    env.update_lb(&id, |s| s.forwarding_rules[0].target_port = 9191).await;
+    env.advance(2);
+    env.stepper(runtime.clone()).round().await.unwrap();
+    assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 2, "the second change sent");
+
+    let _ = env.stepper(runtime).run_until_idle(ROUNDS).await;
+    let row = env.lb(&id).await;
+    assert_eq!(env.provider_lbs()[0].forwarding_rules[0].target_port, 9191);
+    assert_eq!(
+        (row.status.state, row.status.observed_generation),
+        (ResourceState::Ready, generation + 2),
+        "{:?}",
+        row.status
+    );
+    assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 2, "one PUT per change, no more");
+}
+
 #[tokio::test]
 async fn the_busy_answer_is_retried_never_shown_as_a_refusal() {
     let env = Env::start().await;
