@@ -100,6 +100,32 @@ async fn a_slow_provider_object_is_seen_ready_at_the_next_poll_not_the_next_resy
 }
 
 #[tokio::test]
+async fn a_second_resize_within_a_minute_is_retried_not_an_error() {
+    let env = Env::start().await;
+    let runtime = env.runtime("r1", env.deps());
+    let id = env.create_lb("web").await.load_balancer_id;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    env.advance(5);
+    env.update_lb(&id, |s| s.size_unit = Some(2)).await;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    assert_eq!(env.provider_lbs()[0].size_unit, 2);
+    // The provider resizes at most once a minute: the second resize is refused as too
+    // soon, which a later PUT fixes — not the tenant's error to correct.
+    env.advance(5);
+    env.update_lb(&id, |s| s.size_unit = Some(3)).await;
+    env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
+    let row = env.lb(&id).await;
+    assert_eq!(
+        (row.status.state, row.status.observed_generation),
+        (ResourceState::Ready, row.generation),
+        "{:?}",
+        row.status.message
+    );
+    assert_eq!(env.provider_lbs()[0].size_unit, 3);
+    assert!(!env.event_types(&id).await.iter().any(|e| e == events::ERROR));
+}
+
+#[tokio::test]
 async fn an_update_is_sent_whole_and_converges_back_to_ready() {
     let env = Env::start().await;
     let runtime = env.runtime("r1", env.deps());
