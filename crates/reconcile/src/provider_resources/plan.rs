@@ -142,8 +142,12 @@ fn maybe_sent(lb: &LoadBalancer) -> bool {
 /// started after its last status write (the change sent, the id recorded) — and, while
 /// no provider id is recorded, at least `listing_margin` after the intent, since a
 /// listing from about the same instant may have missed the create that followed it; one
-/// shared listing answers every such object of the account. A converged one accepts the
-/// steady listing age.
+/// shared listing answers every such object of the account. It also needs one newer
+/// than its previous look: at most half its current [`poll`] wait old (each look comes at
+/// least one earlier, never shorter, wait after the one before), else a listing taken
+/// after the last write but before the provider finished would answer every look until
+/// the steady listing age ran out, since waiting writes nothing. A converged one accepts
+/// the steady listing age.
 pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     if !maybe_sent(lb) {
         return Need::Nothing;
@@ -165,7 +169,9 @@ pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     };
     let since = (now - lb.status.updated_at).whole_milliseconds() - margin;
     match u64::try_from(since) {
-        Ok(ms) => Need::Listing(Duration::from_millis(ms).min(timing.steady_listing_age)),
+        Ok(ms) => Need::Listing(
+            Duration::from_millis(ms).min(poll(lb, now, timing) / 2).min(timing.steady_listing_age),
+        ),
         Err(_) => Need::Wait(Duration::from_millis(u64::try_from(-since).unwrap_or(u64::MAX))),
     }
 }
