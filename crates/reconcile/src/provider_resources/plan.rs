@@ -143,11 +143,12 @@ fn maybe_sent(lb: &LoadBalancer) -> bool {
 /// no provider id is recorded, at least `listing_margin` after the intent, since a
 /// listing from about the same instant may have missed the create that followed it; one
 /// shared listing answers every such object of the account. It also needs one newer
-/// than its previous look: at most half its current [`poll`] wait old (each look comes at
-/// least one earlier, never shorter, wait after the one before), else a listing taken
-/// after the last write but before the provider finished would answer every look until
-/// the steady listing age ran out, since waiting writes nothing. A converged one accepts
-/// the steady listing age.
+/// than its previous look: at most half its current [`poll`] wait old, which is less
+/// than the time since that look (that time was at least the wait that look computed,
+/// half the time waited by then, so at least a third of the time waited now). Else a
+/// listing taken after the last write but before the provider finished would answer
+/// every look until the steady listing age ran out, since waiting writes nothing. A
+/// converged one accepts the steady listing age.
 pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     if !maybe_sent(lb) {
         return Need::Nothing;
