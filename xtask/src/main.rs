@@ -1,12 +1,16 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
-//! and NATS), the CI gate, the benchmarks and the generated reference docs. Std-only so
-//! that it builds in seconds: the docs are written by a bc-api example it runs.
+//! and NATS), the CI gate, the benchmarks and their report, and the generated reference
+//! docs. Std-only so that it builds in seconds: the docs are written by a bc-api example
+//! it runs, and the report's JSON is read and written by [`json`].
 
+mod json;
+mod report;
 mod services;
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use services::{Services, Wanted};
 
@@ -29,9 +33,12 @@ tasks:
   docs
       Write the API reference generated from bc-api's method registry:
       docs/reference/api/<resource>.md and docs/reference/openapi.json.
-  bench [NAME...] [-- <args for the benchmark>]
-      Run the named benchmarks (all that exist when none is named) in release mode,
-      with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available.
+  bench [--quick] [NAME...] [-- <args for the benchmark>]
+      Build the named benchmarks (all that exist when none is named) in release mode,
+      run each with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available and
+      BC_BENCH_JSON=target/bench/figures.jsonl, then write target/bench/report.md and
+      report.json (median, spread, reference and ratio of every figure).
+      --quick: each benchmark's short version (the whole suite in about a minute).
   help
       Print this text.";
 
@@ -95,6 +102,8 @@ enum Task {
     Bench {
         /// Benchmark names; empty means all that exist.
         names: Vec<String>,
+        /// `--quick`: each benchmark's short version.
+        quick: bool,
         /// Arguments passed to each benchmark (after `--`).
         args: Vec<String>,
     },
@@ -131,8 +140,12 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             Ok(if task == "ci" { Task::Ci(test) } else { Task::Test(test) })
         }
         "bench" => {
-            let mut names = Vec::new();
+            let (mut names, mut quick) = (Vec::new(), false);
             for arg in own {
+                if arg == "--quick" {
+                    quick = true;
+                    continue;
+                }
                 if arg.starts_with('-') {
                     return Err(format!(
                         "unknown argument `{arg}` for `bench` (benchmark arguments go after `--`)"
@@ -146,7 +159,7 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
                 }
                 names.push(arg.clone());
             }
-            Ok(Task::Bench { names, args: extra })
+            Ok(Task::Bench { names, quick, args: extra })
         }
         "docs" => match own.first() {
             None if extra.is_empty() => Ok(Task::Docs),
@@ -402,8 +415,10 @@ fn run_ci(args: &TestArgs) -> u8 {
     run_tests(&TestArgs { require_services: true, soak: args.soak, extra: args.extra.clone() })
 }
 
-/// `cargo xtask bench`: run the chosen benchmarks with PostgreSQL available.
-fn run_benches(names: &[String], args: &[String]) -> u8 {
+/// `cargo xtask bench`: build the chosen benchmarks, run each with PostgreSQL available and
+/// `BC_BENCH_JSON` set, then write the report. A benchmark that fails makes the exit code
+/// non-zero, but the others still run and the report is written for them.
+fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
     let root = workspace_root();
     let chosen: Vec<Bench> = if names.is_empty() {
         BENCHES.iter().copied().filter(|b| root.join(b.example_path()).is_file()).collect()
@@ -436,6 +451,23 @@ fn run_benches(names: &[String], args: &[String]) -> u8 {
         );
         return 0;
     }
+    // One build for all of them, so that each one's wall time is its run alone.
+    let build_started = Instant::now();
+    let code = run_cargo(&build_command(&chosen), None);
+    if code != 0 {
+        eprintln!("xtask: building the benchmarks failed (exit code {code})");
+        return code;
+    }
+    let build_secs = build_started.elapsed().as_secs_f64();
+    let target = target_dir(&root);
+    let out_dir = target.join("bench");
+    let figures_path = out_dir.join("figures.jsonl");
+    if let Err(e) =
+        std::fs::create_dir_all(&out_dir).and_then(|()| std::fs::write(&figures_path, b""))
+    {
+        eprintln!("xtask: cannot prepare {}: {e}", figures_path.display());
+        return 1;
+    }
     let mut services = match Services::start(Wanted { postgres: true, nats: false }, false) {
         Ok(s) => s,
         Err(e) => {
@@ -443,32 +475,132 @@ fn run_benches(names: &[String], args: &[String]) -> u8 {
             return 1;
         }
     };
+    let postgres = services.env.iter().any(|(k, _)| k == "BC_TEST_POSTGRES_URL")
+        || env::var_os("BC_TEST_POSTGRES_URL").is_some_and(|v| !v.is_empty());
     let mut code = 0;
+    let mut runs = Vec::new();
     for bench in &chosen {
-        let mut cmd: Vec<String> =
-            ["run", "--release", "-p", bench.package, "--example", &bench.example()]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-        if !args.is_empty() {
-            cmd.push("--".into());
-            cmd.extend(args.iter().cloned());
-        }
-        let c = run_cargo(&cmd, Some(&services));
+        let binary = target.join("release").join("examples").join(bench.example());
+        let mut cmd = Command::new(&binary);
+        cmd.current_dir(&root).args(bench_args(quick, args)).env("BC_BENCH_JSON", &figures_path);
+        services.apply(&mut cmd);
+        eprintln!("xtask: running benchmark `{}` ({})", bench.name, binary.display());
+        let started = Instant::now();
+        let c = match cmd.status() {
+            Ok(status) => exit_code(status),
+            Err(e) => {
+                eprintln!("xtask: cannot run {}: {e}", binary.display());
+                1
+            }
+        };
+        let wall_secs = started.elapsed().as_secs_f64();
+        eprintln!("xtask: benchmark `{}` took {wall_secs:.1} s", bench.name);
         if c != 0 {
             eprintln!("xtask: benchmark `{}` failed (exit code {c})", bench.name);
             if code == 0 {
                 code = c;
             }
         }
+        runs.push(report::BenchRun { name: bench.name.to_string(), exit_code: c, wall_secs });
     }
     let summary = std::mem::take(&mut services.summary);
     services.stop();
+    drop(services);
+    let text = std::fs::read_to_string(&figures_path).unwrap_or_default();
+    let (figures, problems) = report::read_figures(&text);
+    let meta = report::Meta {
+        quick,
+        date: report::utc_date(
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        ),
+        commit: git_commit(&root),
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        platform: format!("{} {}", env::consts::OS, env::consts::ARCH),
+        postgres,
+        build_secs,
+    };
+    let md_path = out_dir.join("report.md");
+    let json_path = out_dir.join("report.json");
+    let written = std::fs::write(&md_path, report::markdown(&meta, &runs, &figures, &problems))
+        .and_then(|()| {
+            std::fs::write(&json_path, report::json_report(&meta, &runs, &figures, &problems))
+        });
     eprintln!("xtask: summary");
     for line in &summary {
         eprintln!("  {line}");
     }
+    for r in &runs {
+        let result = if r.exit_code == 0 { "passed" } else { "FAILED" };
+        eprintln!("  bench {}: {result} in {:.1} s", r.name, r.wall_secs);
+    }
+    for p in &problems {
+        eprintln!("  {p}");
+    }
+    match written {
+        Ok(()) => eprintln!(
+            "  {} figures: {} and {}",
+            figures.len(),
+            md_path.display(),
+            json_path.display()
+        ),
+        Err(e) => {
+            eprintln!("xtask: cannot write the report in {}: {e}", out_dir.display());
+            if code == 0 {
+                code = 1;
+            }
+        }
+    }
     code
+}
+
+/// The one `cargo build` that builds every chosen benchmark in release mode.
+fn build_command(chosen: &[Bench]) -> Vec<String> {
+    let mut cmd: Vec<String> = vec!["build".into(), "--release".into()];
+    let mut packages: Vec<&str> = chosen.iter().map(|b| b.package).collect();
+    packages.dedup();
+    for p in packages {
+        cmd.extend(["-p".into(), p.to_string()]);
+    }
+    for b in chosen {
+        cmd.extend(["--example".into(), b.example()]);
+    }
+    cmd
+}
+
+/// The arguments each benchmark gets: `--quick` first when asked, then the user's.
+fn bench_args(quick: bool, args: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = if quick { vec!["--quick".into()] } else { Vec::new() };
+    out.extend(args.iter().cloned());
+    out
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set, else the workspace's `target`.
+fn target_dir(root: &Path) -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
+    }
+}
+
+/// The short commit id of the work tree, `+dirty` when tracked files changed; `unknown`
+/// outside git.
+fn git_commit(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty { format!("{commit}+dirty") } else { commit }
 }
 
 /// `cargo xtask docs`: run bc-api's `gen_docs` example into `docs/reference`.
@@ -488,7 +620,7 @@ fn main() -> ExitCode {
     let code = match parse_args(&args) {
         Ok(Task::Test(test)) => run_tests(&test),
         Ok(Task::Ci(test)) => run_ci(&test),
-        Ok(Task::Bench { names, args }) => run_benches(&names, &args),
+        Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
         Ok(Task::Help) => {
             println!("{USAGE}");
@@ -557,9 +689,18 @@ mod tests {
     #[test]
     fn parses_bench_names_and_rejects_unknown_ones() {
         assert_eq!(
-            parse_args(&args(&["bench", "store", "--", "--quick"])),
-            Ok(Task::Bench { names: args(&["store"]), args: args(&["--quick"]) })
+            parse_args(&args(&["bench", "store", "--", "--sizes", "1"])),
+            Ok(Task::Bench {
+                names: args(&["store"]),
+                quick: false,
+                args: args(&["--sizes", "1"])
+            })
         );
+        assert_eq!(
+            parse_args(&args(&["bench", "--quick", "api", "sim"])),
+            Ok(Task::Bench { names: args(&["api", "sim"]), quick: true, args: vec![] })
+        );
+        assert!(parse_args(&args(&["bench", "--fast"])).is_err());
         let err = parse_args(&args(&["bench", "nope"])).unwrap_err();
         assert!(err.contains("store") && err.contains("sim"), "{err}");
     }
@@ -623,6 +764,27 @@ mod tests {
         let root = workspace_root();
         assert!(!package_has_lib(&root, "xtask"));
         assert!(package_has_lib(&root, "bc-testkit"));
+    }
+
+    #[test]
+    fn bench_builds_once_and_passes_quick_first() {
+        let chosen: Vec<Bench> =
+            BENCHES.iter().copied().filter(|b| b.name == "authz" || b.name == "api").collect();
+        assert_eq!(
+            build_command(&chosen),
+            args(&[
+                "build",
+                "--release",
+                "-p",
+                "bc-api",
+                "--example",
+                "authz_bench",
+                "--example",
+                "api_bench"
+            ])
+        );
+        assert_eq!(bench_args(true, &args(&["--x"])), args(&["--quick", "--x"]));
+        assert_eq!(bench_args(false, &[]), Vec::<String>::new());
     }
 
     #[test]

@@ -1,20 +1,27 @@
-//! API benchmark (`cargo xtask bench api`): `kubernetesSubstrates.get` through a real
-//! TCP server on loopback, 64 concurrent keep-alive clients, with 1,000, 10,000 and
-//! 100,000 pools (each with a substrate) stored, on a SQLite file and, when
-//! `BC_TEST_POSTGRES_URL` is set, on PostgreSQL; beside it the same server's cheapest
-//! authenticated method (`events.list` on a tenant without events) as the ceiling, and
-//! the ratio of the two. Prints requests/s, p50 and p99.
+//! API benchmark (`cargo xtask bench api`): `kubernetesSubstrates.get`, `pools.list` and
+//! `loadBalancers.create` through a real TCP server on loopback under 64 concurrent
+//! keep-alive clients, with 1,000, 10,000 and 100,000 pools (each with a substrate)
+//! stored, on a SQLite file and, when `BC_TEST_POSTGRES_URL` is set, on PostgreSQL. Each
+//! is set against the same server's cheapest authenticated method (`providerAccounts.list`
+//! of the tenant's one account) measured in the same runs, and the scale curve is summed up as
+//! requests/s at 100,000 pools ÷ at 1,000 (1.0: flat, the lookups are indexed).
+//! `--quick`: 1,000 pools only, three short runs. `--ceiling-candidates`: instead, the
+//! cheap authenticated methods side by side at 1,000 pools on SQLite, each against the
+//! ceiling, to check that the ceiling is the cheapest.
 //!
-//! Invariant: it measures and prints only. Each measurement runs for a fixed time after a
-//! warm-up, the seeding writes many rows per commit, and the servers it starts bind
-//! loopback and stop with it, so the whole run stays within a few minutes on 2 cores.
+//! Invariant: it measures and emits only (bc_testkit::bench), never asserts a time. The
+//! methods are measured in interleaved windows (ceiling, get, list, create, then again),
+//! so each method's run is paired with a ceiling run under the same conditions; every
+//! loop is bounded by a window's end; the seeding writes many rows per commit; the server
+//! binds loopback and stops with the run.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bc_api::{Api, Ports, Settings};
-use bc_domain::model::{ApiToken, Grant, Role, Scope};
+use bc_domain::model::{ApiToken, Grant, QuotaResource, Role, Scope};
 use bc_domain::ports::{Store, SystemClock, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
 use bc_sim::direct::DirectRegistry;
@@ -22,163 +29,393 @@ use bc_sim::kube::direct::DirectClusterApi;
 use bc_sim::{Sim, SimConfig};
 use bc_store::testing::{self as rows, Backend};
 use bc_store::{AeadSecretBox, SqlStore};
+use bc_testkit::bench::{self, Against, Better, Figure, Reference};
 use rand::RngExt;
 
-/// Pools stored, per run.
-const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+/// The benchmark's name in the report.
+const BENCH: &str = "api";
 /// Concurrent keep-alive clients.
 const CLIENTS: usize = 64;
-/// Requests before measuring (connections open, caches warm).
-const WARM_UP: Duration = Duration::from_secs(1);
-/// How long each method is measured.
-const MEASURE: Duration = Duration::from_secs(3);
-/// A request that takes longer is an error (a stall shows in the table, never hangs it).
+/// A request that takes longer is an error (a stall shows in the report, never hangs it).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pools per seeding commit (each with its substrate: twice as many rows).
-const SEED_BATCH: usize = 1_000;
+const SEED_BATCH: usize = 2_000;
+/// Pools that load balancers are created on (each with a quota row).
+const LB_POOLS: usize = 1_000;
 /// The tenant.
 const TENANT: &str = "acme";
+/// Name of the ceiling in the report.
+const CEILING: &str = "providerAccounts.list, 1 account (cheapest authenticated method)";
 
-/// One row of the result table.
-struct Line {
-    backend: &'static str,
-    pools: usize,
-    method: &'static str,
-    figures: Figures,
+/// How long and how often to measure.
+struct Plan {
+    /// Pools stored, in increasing order (each size adds to the previous one's rows).
+    sizes: &'static [usize],
+    /// Measured windows per method and size.
+    runs: usize,
+    /// Length of one window.
+    window: Duration,
+    /// Requests per method before the first window (connections open, caches warm).
+    warm_up: Duration,
 }
 
-/// What one measurement saw in its window.
-struct Figures {
+const FULL: Plan = Plan {
+    sizes: &[1_000, 10_000, 100_000],
+    runs: 5,
+    window: Duration::from_secs(1),
+    warm_up: Duration::from_millis(500),
+};
+const QUICK: Plan = Plan {
+    sizes: &[1_000],
+    runs: 3,
+    window: Duration::from_millis(400),
+    warm_up: Duration::from_millis(200),
+};
+
+/// The methods measured, the ceiling first.
+const METHODS: [&str; 4] =
+    ["providerAccounts.list", "kubernetesSubstrates.get", "pools.list", "loadBalancers.create"];
+
+/// What one window saw.
+#[derive(Default, Clone)]
+struct Window {
+    /// 200 answers completed within the window, per second.
     rps: f64,
-    p50_ms: f64,
+    /// Their p99 latency, ms.
     p99_ms: f64,
     /// Answers other than 200, and requests that failed or timed out.
-    errors: usize,
-    /// Sent in the window but answered after it: neither counted nor an error.
-    late: usize,
+    errors: u64,
 }
 
 #[tokio::main]
 async fn main() {
     bc_sim::install_crypto();
-    let lines = Arc::new(Mutex::new(Vec::new()));
+    let plan = if bench::quick() { &QUICK } else { &FULL };
+    if std::env::args().any(|a| a == "--ceiling-candidates") {
+        rows::run(Backend::File, |store| ceiling_candidates(plan, store)).await;
+        return;
+    }
     for (backend, name) in [(Backend::File, "sqlite-file"), (Backend::Postgres, "postgres")] {
-        let has_postgres = std::env::var("BC_TEST_POSTGRES_URL").is_ok_and(|v| !v.is_empty());
-        if backend == Backend::Postgres && !has_postgres {
-            eprintln!("postgres: skipped (BC_TEST_POSTGRES_URL not set)");
+        if backend == Backend::Postgres && bc_testkit::postgres_url().is_none() {
             continue;
         }
-        for pools in SIZES {
-            let lines = lines.clone();
-            rows::run(backend, |store| async move {
-                let measured = bench(name, pools, store).await;
-                lines.lock().unwrap().extend(measured);
-            })
-            .await;
-        }
+        rows::run(backend, |store| run_backend(name, plan, store)).await;
     }
-    print_table(&lines.lock().unwrap());
 }
 
-/// Seeds `pools` pools, serves the API on loopback and measures both methods.
-async fn bench(backend: &'static str, pools: usize, store: Arc<SqlStore>) -> Vec<Line> {
+/// Every size on one backend: seed up to the size, measure, emit; then the scale curve.
+async fn run_backend(backend: &'static str, plan: &Plan, store: Arc<SqlStore>) {
     // The per-read plan check of the test harness is for tests, not for measuring.
     store.enforce_index_plans(false);
-    let started = Instant::now();
-    let ids = seed(&store, pools).await;
-    eprintln!("{backend}: seeded {pools} pools with substrates in {:.1?}", started.elapsed());
-    let token = ApiTokenSecret::generate(rand::random());
-    let tenant = rows::tenant(TENANT);
-    let record = ApiToken {
-        token_id: rows::id(),
-        token_hash: token.hash(),
-        grants: vec![Grant {
-            role: Role::Viewer,
-            scope: Scope::Tenant(tenant.clone()),
-            tenant_id: Some(tenant),
-        }],
-        created_at: rows::t(0),
-        revoked_at: None,
+    let fixture = Fixture::new(store.clone()).await;
+    let mut pool_ids = Vec::new();
+    let mut by_size: Vec<(usize, Vec<Vec<Window>>)> = Vec::new();
+    for &size in plan.sizes {
+        let started = Instant::now();
+        fixture.seed(&mut pool_ids, size).await;
+        eprintln!("{backend}: {size} pools with substrates stored ({:.1?})", started.elapsed());
+        let server = fixture.serve().await;
+        let windows = measure_all(&server, &fixture, requests(&fixture, &pool_ids), plan).await;
+        server.stop();
+        emit_size(backend, size, &windows);
+        by_size.push((size, windows));
+    }
+    let (Some((small, first)), Some((large, last))) = (by_size.first(), by_size.last()) else {
+        return;
     };
-    store.commit(UnitOfWork::new().write(Write::InsertApiToken(record))).await.expect("token");
-    let sim = Sim::new(SimConfig::default(), Arc::new(SystemClock));
-    let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
-    let ports = Ports {
-        store: store.clone(),
-        clock: Arc::new(SystemClock),
-        providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
-        clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
-        secrets,
-    };
-    let settings = Settings { rate_limit: None, ..Settings::default() };
-    let router = Api::new(ports).settings(settings).router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    let ids = Arc::new(ids);
-    let substrates = {
+    if small == large {
+        return;
+    }
+    for (m, method) in METHODS.iter().enumerate().skip(1) {
+        let per_run: Vec<f64> = first[m].iter().zip(&last[m]).map(|(a, b)| b.rps / a.rps).collect();
+        bench::emit(
+            &Figure::new(
+                BENCH,
+                format!("{backend} · {method}: req/s at {large} pools ÷ at {small} pools"),
+                "×",
+                Better::Higher,
+                per_run,
+            )
+            .against(Against::constant(
+                Reference::Target,
+                "flat (indexed lookups)",
+                1.0,
+            )),
+        );
+    }
+}
+
+/// Emits one size's figures: requests/s and p99 of each method, against the ceiling's.
+fn emit_size(backend: &str, size: usize, windows: &[Vec<Window>]) {
+    let ceiling = &windows[0];
+    let ceiling_rps: Vec<f64> = ceiling.iter().map(|w| w.rps).collect();
+    let ceiling_p99: Vec<f64> = ceiling.iter().map(|w| w.p99_ms).collect();
+    let ceiling_errors: u64 = ceiling.iter().map(|w| w.errors).sum();
+    if ceiling_errors > 0 {
+        eprintln!("{backend}: {ceiling_errors} errors on the ceiling ({CEILING})");
+    }
+    for (m, method) in METHODS.iter().enumerate().skip(1) {
+        let w = &windows[m];
+        let errors: u64 = w.iter().map(|w| w.errors).sum();
+        let prefix = format!("{backend} · {size} pools · {method}");
+        bench::emit(
+            &Figure::new(
+                BENCH,
+                format!("{prefix} req/s"),
+                "req/s",
+                Better::Higher,
+                w.iter().map(|w| w.rps).collect(),
+            )
+            .against(Against {
+                reference: Reference::Ceiling,
+                name: format!("{CEILING}, req/s"),
+                samples: ceiling_rps.clone(),
+            })
+            .with_errors(errors + ceiling_errors),
+        );
+        bench::emit(
+            &Figure::new(
+                BENCH,
+                format!("{prefix} p99"),
+                "ms",
+                Better::Lower,
+                w.iter().map(|w| w.p99_ms).collect(),
+            )
+            .against(Against {
+                reference: Reference::Ceiling,
+                name: format!("{CEILING}, p99"),
+                samples: ceiling_p99.clone(),
+            }),
+        );
+    }
+}
+
+/// The store's fixed rows and the API token.
+struct Fixture {
+    store: Arc<SqlStore>,
+    token: ApiTokenSecret,
+    account_id: String,
+    account: bc_domain::model::ProviderAccount,
+    /// Makes load balancer names and request ids unique across windows and sizes.
+    next: Arc<AtomicU64>,
+}
+
+impl Fixture {
+    /// The account and an editor token of the tenant.
+    async fn new(store: Arc<SqlStore>) -> Self {
+        let tenant = rows::tenant(TENANT);
+        let account = rows::account(&tenant, "main");
+        let token = ApiTokenSecret::generate(rand::random());
+        let record = ApiToken {
+            token_id: rows::id(),
+            token_hash: token.hash(),
+            grants: vec![Grant {
+                role: Role::Editor,
+                scope: Scope::Tenant(tenant.clone()),
+                tenant_id: Some(tenant),
+            }],
+            created_at: rows::t(0),
+            revoked_at: None,
+        };
+        let uow = UnitOfWork::new()
+            .write(Write::InsertAccount(account.clone()))
+            .write(Write::InsertApiToken(record));
+        store.commit(uow).await.expect("account and token");
+        Fixture {
+            store,
+            token,
+            account_id: account.provider_account_id.to_string(),
+            account,
+            next: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Adds pools (each with a substrate) until `ids` holds `size`, `SEED_BATCH` per
+    /// commit; the first `LB_POOLS` get a quota load balancers are booked on.
+    async fn seed(&self, ids: &mut Vec<String>, size: usize) {
+        let tenant = rows::tenant(TENANT);
+        while ids.len() < size {
+            let mut uow = UnitOfWork::new();
+            for i in ids.len()..(ids.len() + SEED_BATCH).min(size) {
+                let pool = rows::pool(&tenant, &format!("p{i}"));
+                let substrate = rows::substrate(&pool, &self.account, None);
+                let pool_id = pool.pool_id.clone();
+                ids.push(pool_id.to_string());
+                uow = uow.write(Write::InsertPool(pool)).write(Write::PutSubstrate(substrate));
+                if i < LB_POOLS {
+                    let resource = QuotaResource::LoadBalancers;
+                    uow = uow.write(Write::SetQuota { pool_id, resource, limit: 10_000_000 });
+                }
+            }
+            self.store.commit(uow).await.expect("seed");
+        }
+    }
+
+    /// The API on loopback, with the rate limit off (it would measure the limiter).
+    async fn serve(&self) -> Server {
+        let sim = Sim::new(SimConfig::default(), Arc::new(SystemClock));
+        let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
+        let ports = Ports {
+            store: self.store.clone(),
+            clock: Arc::new(SystemClock),
+            providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
+            clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
+            secrets,
+        };
+        let settings = Settings { rate_limit: None, ..Settings::default() };
+        let router = Api::new(ports).settings(settings).router();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let addr = listener.local_addr().expect("address");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let clients = (0..CLIENTS)
+            .map(|_| {
+                reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .timeout(REQUEST_TIMEOUT)
+                    .build()
+                    .expect("a client")
+            })
+            .collect();
+        Server { addr, task, clients }
+    }
+}
+
+/// A running API server and the keep-alive clients that call it.
+struct Server {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+    clients: Vec<reqwest::Client>,
+}
+
+impl Server {
+    fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// A request body maker for one method.
+type Body = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Path and body maker of each of [`METHODS`].
+fn requests(fixture: &Fixture, pool_ids: &[String]) -> Vec<(&'static str, Body)> {
+    let ids: Arc<Vec<String>> = Arc::new(pool_ids.to_vec());
+    let get: Body = {
         let ids = ids.clone();
-        move || {
+        Arc::new(move || {
             let id = &ids[rand::rng().random_range(0..ids.len())];
             format!(r#"{{"tenantId":"{TENANT}","poolId":"{id}"}}"#)
-        }
+        })
     };
-    let events = || format!(r#"{{"tenantId":"{TENANT}","limit":1}}"#);
-    let path = "/api/compute/kubernetesSubstrates/get";
-    let method = "kubernetesSubstrates.get";
-    let figures = measure(addr, token.expose(), path, substrates).await;
-    let mut out = vec![Line { backend, pools, method, figures }];
-    let method = "events.list (ceiling)";
-    let figures = measure(addr, token.expose(), "/api/compute/events/list", events).await;
-    out.push(Line { backend, pools, method, figures });
-    server.abort();
+    let create: Body = {
+        let (ids, next, account) = (ids.clone(), fixture.next.clone(), fixture.account_id.clone());
+        Arc::new(move || {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            let pool = &ids[rand::rng().random_range(0..LB_POOLS.min(ids.len()))];
+            format!(
+                r#"{{"tenantId":"{TENANT}","poolId":"{pool}","providerAccountId":"{account}","name":"lb-{n}","type":"regional","region":"nyc1","forwardingRules":[{{"entryProtocol":"http","entryPort":80,"targetProtocol":"http","targetPort":8080}}],"targets":{{"tag":"web"}},"requestId":"bench-{n}"}}"#
+            )
+        })
+    };
+    vec![
+        // The cheapest authenticated method measured (`--ceiling-candidates`).
+        (
+            "/api/compute/providerAccounts/list",
+            Arc::new(|| format!(r#"{{"tenantId":"{TENANT}"}}"#)),
+        ),
+        ("/api/compute/kubernetesSubstrates/get", get),
+        // The first page (100 pools, the default page size).
+        ("/api/compute/pools/list", Arc::new(|| format!(r#"{{"tenantId":"{TENANT}"}}"#))),
+        ("/api/compute/loadBalancers/create", create),
+    ]
+}
+
+/// The cheap authenticated methods measured side by side (1,000 pools, SQLite file),
+/// each against the ceiling: which one is the cheapest, to serve as the ceiling.
+async fn ceiling_candidates(plan: &Plan, store: Arc<SqlStore>) {
+    store.enforce_index_plans(false);
+    let fixture = Fixture::new(store).await;
+    let mut pool_ids = Vec::new();
+    fixture.seed(&mut pool_ids, 1_000).await;
+    let server = fixture.serve().await;
+    let (account, pool) = (fixture.account_id.clone(), pool_ids[0].clone());
+    let tenant_only = format!(r#"{{"tenantId":"{TENANT}"}}"#);
+    let fixed = |body: String| -> Body { Arc::new(move || body.clone()) };
+    let mut candidates = requests(&fixture, &pool_ids);
+    candidates.truncate(1);
+    let more = [
+        (
+            "/api/compute/providerAccounts/get",
+            format!(r#"{{"tenantId":"{TENANT}","providerAccountId":"{account}"}}"#),
+        ),
+        (
+            "/api/compute/events/list",
+            // Past any seq there will be: an indexed lookup that finds nothing.
+            format!(r#"{{"tenantId":"{TENANT}","afterSeq":1000000000000,"limit":1}}"#),
+        ),
+        ("/api/compute/kubernetesClusters/list", tenant_only.clone()),
+        ("/api/compute/pools/get", format!(r#"{{"tenantId":"{TENANT}","poolId":"{pool}"}}"#)),
+        ("/api/compute/quotas/list", format!(r#"{{"tenantId":"{TENANT}","poolId":"{pool}"}}"#)),
+    ];
+    candidates.extend(more.into_iter().map(|(path, body)| (path, fixed(body))));
+    let paths: Vec<&str> = candidates.iter().map(|(p, _)| *p).collect();
+    let windows = measure_all(&server, &fixture, candidates, plan).await;
+    server.stop();
+    let ceiling: Vec<f64> = windows[0].iter().map(|w| w.rps).collect();
+    for (path, w) in paths.iter().zip(&windows).skip(1) {
+        let method = path.trim_start_matches("/api/compute/").replace('/', ".");
+        bench::emit(
+            &Figure::new(
+                BENCH,
+                format!("ceiling candidate · sqlite-file · 1000 pools · {method} req/s"),
+                "req/s",
+                Better::Higher,
+                w.iter().map(|w| w.rps).collect(),
+            )
+            .against(Against {
+                reference: Reference::Ceiling,
+                name: format!("{CEILING}, req/s"),
+                samples: ceiling.clone(),
+            })
+            .with_errors(w.iter().map(|w| w.errors).sum()),
+        );
+    }
+}
+
+/// Warms each method up, then measures `plan.runs` rounds of one window per method, in
+/// turn; per method, its windows.
+async fn measure_all(
+    server: &Server,
+    fixture: &Fixture,
+    requests: Vec<(&'static str, Body)>,
+    plan: &Plan,
+) -> Vec<Vec<Window>> {
+    let token = fixture.token.expose();
+    for (path, body) in &requests {
+        let _ = window(server, token, path, body, plan.warm_up).await;
+    }
+    let mut out = vec![Vec::new(); requests.len()];
+    for _ in 0..plan.runs {
+        for (m, (path, body)) in requests.iter().enumerate() {
+            out[m].push(window(server, token, path, body, plan.window).await);
+        }
+    }
     out
 }
 
-/// `pools` pools of the tenant, each with a substrate, written `SEED_BATCH` pools per
-/// commit; their ids.
-async fn seed(store: &SqlStore, pools: usize) -> Vec<String> {
-    let tenant = rows::tenant(TENANT);
-    let account = rows::account(&tenant, "main");
-    let first = UnitOfWork::new().write(Write::InsertAccount(account.clone()));
-    store.commit(first).await.expect("account");
-    let mut ids = Vec::with_capacity(pools);
-    for start in (0..pools).step_by(SEED_BATCH) {
-        let mut uow = UnitOfWork::new();
-        for i in start..(start + SEED_BATCH).min(pools) {
-            let pool = rows::pool(&tenant, &format!("p{i}"));
-            let substrate = rows::substrate(&pool, &account, None);
-            ids.push(pool.pool_id.to_string());
-            uow = uow.write(Write::InsertPool(pool)).write(Write::PutSubstrate(substrate));
-        }
-        store.commit(uow).await.expect("seed");
-    }
-    ids
-}
-
-/// `CLIENTS` keep-alive clients calling `path` with bodies from `body` for `WARM_UP` then
-/// `MEASURE`: requests/s, p50 and p99 of the answers within the measured window.
-async fn measure(
-    addr: SocketAddr,
-    token: &str,
-    path: &str,
-    body: impl Fn() -> String + Clone + Send + 'static,
-) -> Figures {
-    let url = format!("http://{addr}{path}");
-    let start = Instant::now();
-    let (measure_from, until) = (start + WARM_UP, start + WARM_UP + MEASURE);
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let (url, body, bearer) = (url.clone(), body.clone(), format!("Bearer {token}"));
+/// [`CLIENTS`] clients calling `path` back to back for `length`: the 200 answers that
+/// completed within it, per second, and their p99. A request still in flight at the end
+/// is neither counted nor an error.
+async fn window(server: &Server, token: &str, path: &str, body: &Body, length: Duration) -> Window {
+    let url = format!("http://{}{path}", server.addr);
+    let until = Instant::now() + length;
+    let mut tasks = Vec::with_capacity(CLIENTS);
+    for client in &server.clients {
+        let (client, url, body) = (client.clone(), url.clone(), body.clone());
+        let bearer = format!("Bearer {token}");
         tasks.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .timeout(REQUEST_TIMEOUT)
-                .build()
-                .expect("a client");
-            let (mut latencies, mut errors, mut late) = (Vec::new(), 0usize, 0usize);
+            let (mut latencies, mut errors) = (Vec::new(), 0u64);
             loop {
                 let sent = Instant::now();
                 if sent >= until {
@@ -196,58 +433,25 @@ async fn measure(
                     Err(_) => false,
                 };
                 let done = Instant::now();
-                if sent < measure_from {
-                    continue;
-                }
                 match (ok, done <= until) {
                     (true, true) => latencies.push(done - sent),
-                    (true, false) => late += 1,
+                    (true, false) => {}
                     (false, _) => errors += 1,
                 }
             }
-            (latencies, errors, late)
+            (latencies, errors)
         }));
     }
-    let (mut all, mut errors, mut late) = (Vec::new(), 0, 0);
+    let (mut all, mut errors) = (Vec::new(), 0);
     for t in tasks {
-        let (l, e, n) = t.await.expect("client task");
+        let (l, e) = t.await.expect("client task");
         all.extend(l);
         errors += e;
-        late += n;
     }
-    all.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let pick = |q: f64| all.get(((all.len() as f64) * q) as usize).copied().map_or(0.0, ms);
-    let rps = all.len() as f64 / MEASURE.as_secs_f64();
-    Figures { rps, p50_ms: pick(0.5), p99_ms: pick(0.99), errors, late }
-}
-
-/// The table, each method beside its run's ceiling.
-fn print_table(lines: &[Line]) {
-    println!();
-    println!(
-        "| backend | pools | method | requests/s | p50 ms | p99 ms | vs ceiling | errors | late |"
-    );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
-    for l in lines {
-        let ceiling = lines
-            .iter()
-            .find(|c| {
-                c.backend == l.backend && c.pools == l.pools && c.method.ends_with("(ceiling)")
-            })
-            .map_or(f64::NAN, |c| c.figures.rps);
-        let f = &l.figures;
-        println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} |",
-            l.backend,
-            l.pools,
-            l.method,
-            f.rps,
-            f.p50_ms,
-            f.p99_ms,
-            f.rps / ceiling,
-            f.errors,
-            f.late
-        );
-    }
+    all.sort_unstable();
+    let p99 = all
+        .get(((all.len() as f64) * 0.99) as usize)
+        .or(all.last())
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+    Window { rps: all.len() as f64 / length.as_secs_f64(), p99_ms: p99, errors }
 }

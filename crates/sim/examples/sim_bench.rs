@@ -1,9 +1,14 @@
 //! `cargo xtask bench sim`: throughput of the simulated cloud — HTTP face requests per
-//! second over loopback, paging through many load balancers, and direct-face calls — so
-//! end-to-end tests and reconciler benchmarks know what the simulator itself costs.
+//! second over loopback, creating and paging through load balancers, direct-face calls,
+//! and the Kubernetes direct face as the substrate reconciler uses it — so end-to-end
+//! tests and reconciler benchmarks know what the simulator itself costs. The HTTP face is
+//! set against DigitalOcean's own limit of 250 requests per minute per token
+//! (research/peers.md §4): the simulator must never be what a budgeted client waits on.
+//! `--quick`: three smaller runs instead of five.
 //!
-//! Invariant: measures only; asserts nothing about time (benchmarks are never timed
-//! assertions). Rate limits are raised so the simulator's throttling does not skew it.
+//! Invariant: measures and emits only (bc_testkit::bench); asserts nothing about time.
+//! Every loop is bounded in count. Rate limits are raised so the simulator's throttling
+//! does not skew it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,25 +18,45 @@ use bc_domain::ports::{KubernetesProvider, LoadBalancerProvider};
 use bc_sim::Sim;
 use bc_sim::config::{RateLimits, SimConfig};
 use bc_sim::direct::DirectProvider;
+use bc_testkit::bench::{self, Against, Better, Figure, Reference};
 use serde_json::json;
 
+/// The benchmark's name in the report.
+const BENCH: &str = "sim";
+/// The simulator's token.
 const T: &str = bc_sim::config::DEFAULT_TOKEN;
+/// Concurrent HTTP clients for the GETs.
+const IN_FLIGHT: usize = 16;
+/// DigitalOcean's rate limit per token, per second (250 per minute; peers.md §4).
+const DO_PER_SECOND: f64 = 250.0 / 60.0;
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.windows(2).find(|w| w[0] == name).and_then(|w| w[1].parse().ok()).unwrap_or(default)
+/// Counts per run.
+struct Plan {
+    runs: usize,
+    /// HTTP GETs and direct `options()` calls per run.
+    requests: usize,
+    /// Load balancers created over HTTP per run.
+    load_balancers: usize,
+    /// Direct listings of every load balancer per run.
+    listings: usize,
+    /// Pools whose four substrate objects are applied per run.
+    kube_pools: usize,
 }
 
-fn report(what: &str, n: usize, started: Instant) {
-    let secs = started.elapsed().as_secs_f64();
-    println!("{what:<44} {n:>7} in {secs:>8.3} s = {:>10.0}/s", n as f64 / secs.max(1e-9));
+const FULL: Plan =
+    Plan { runs: 5, requests: 2_000, load_balancers: 200, listings: 20, kube_pools: 500 };
+const QUICK: Plan =
+    Plan { runs: 3, requests: 500, load_balancers: 50, listings: 5, kube_pools: 100 };
+
+/// Items per second since `started`.
+fn rate(items: usize, started: Instant) -> f64 {
+    items as f64 / started.elapsed().as_secs_f64().max(1e-9)
 }
 
 #[tokio::main]
 async fn main() {
     bc_sim::install_crypto();
-    let requests = arg("--requests", 5_000);
-    let lbs = arg("--load-balancers", 1_000);
+    let plan = if bench::quick() { &QUICK } else { &FULL };
     let config = SimConfig {
         rate_limits: RateLimits { per_hour: u32::MAX, per_minute: u32::MAX },
         ..SimConfig::default()
@@ -40,94 +65,164 @@ async fn main() {
     let server = sim.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
     let http = reqwest::Client::new();
     let base = server.url();
-
-    // 1. Simple authenticated GETs, 16 in flight.
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..16 {
-        let (http, base) = (http.clone(), base.clone());
-        let n = requests / 16 + usize::from(w < requests % 16);
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..n {
-                let r =
-                    http.get(format!("{base}/v2/kubernetes/options")).bearer_auth(T).send().await;
-                let _ = r.expect("request").bytes().await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("worker");
-    }
-    report("HTTP GET /v2/kubernetes/options", requests, started);
-
-    // 2. Create many load balancers over HTTP, then page through them all.
-    let started = Instant::now();
-    for i in 0..lbs {
-        let body = json!({
-            "name": format!("lb-{i}"), "region": "nyc1", "droplet_ids": [1],
-            "forwarding_rules": [{"entry_protocol": "http", "entry_port": 80, "target_protocol": "http", "target_port": 80}],
-        });
-        let r =
-            http.post(format!("{base}/v2/load_balancers")).bearer_auth(T).json(&body).send().await;
-        let _ = r.expect("request").bytes().await;
-    }
-    report("HTTP POST /v2/load_balancers", lbs, started);
-    let started = Instant::now();
-    let mut url = Some(format!("{base}/v2/load_balancers?per_page=200"));
-    let mut pages = 0;
-    while let Some(u) = url.take() {
-        let v: serde_json::Value =
-            http.get(u).bearer_auth(T).send().await.expect("request").json().await.expect("json");
-        pages += 1;
-        url = v["links"]["pages"]["next"].as_str().map(str::to_owned);
-    }
-    report("HTTP list pages (per_page 200)", pages, started);
-
-    // 3. The direct face.
     let direct = DirectProvider::new(sim.state().clone(), T);
-    let started = Instant::now();
-    for _ in 0..100 {
-        let _ = direct.list().await.expect("list");
-    }
-    report(&format!("direct list of {lbs} load balancers"), 100, started);
-    let started = Instant::now();
-    for _ in 0..requests {
-        let _ = direct.options().await.expect("options");
-    }
-    report("direct options()", requests, started);
-    println!("requests counted: {}", sim.state().model().total_requests());
+    let kube = Kube::new().await;
 
-    kube_direct(arg("--objects", 10_000)).await;
+    let mut samples: [Vec<f64>; 7] = Default::default();
+    let mut created = 0;
+    for run in 0..plan.runs {
+        // Simple authenticated GETs, IN_FLIGHT at a time.
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..IN_FLIGHT {
+            let (http, base) = (http.clone(), base.clone());
+            let n = plan.requests / IN_FLIGHT + usize::from(w < plan.requests % IN_FLIGHT);
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..n {
+                    let r = http
+                        .get(format!("{base}/v2/kubernetes/options"))
+                        .bearer_auth(T)
+                        .send()
+                        .await;
+                    let _ = r.expect("request").bytes().await;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("worker");
+        }
+        samples[0].push(rate(plan.requests, started));
+
+        // Create load balancers over HTTP, one at a time, then page through them all.
+        let started = Instant::now();
+        for _ in 0..plan.load_balancers {
+            let body = json!({
+                "name": format!("lb-{created}"), "region": "nyc1", "droplet_ids": [1],
+                "forwarding_rules": [{"entry_protocol": "http", "entry_port": 80, "target_protocol": "http", "target_port": 80}],
+            });
+            created += 1;
+            let r = http
+                .post(format!("{base}/v2/load_balancers"))
+                .bearer_auth(T)
+                .json(&body)
+                .send()
+                .await;
+            let _ = r.expect("request").bytes().await;
+        }
+        samples[1].push(rate(plan.load_balancers, started));
+        let started = Instant::now();
+        let mut url = Some(format!("{base}/v2/load_balancers?per_page=200"));
+        let mut pages = 0;
+        while let Some(u) = url.take() {
+            let v: serde_json::Value = http
+                .get(u)
+                .bearer_auth(T)
+                .send()
+                .await
+                .expect("request")
+                .json()
+                .await
+                .expect("json");
+            pages += 1;
+            url = v["links"]["pages"]["next"].as_str().map(str::to_owned);
+            assert!(pages <= created / 200 + 2, "paging does not end");
+        }
+        samples[2].push(rate(pages, started));
+
+        // The direct face.
+        let started = Instant::now();
+        for _ in 0..plan.listings {
+            let _ = direct.list().await.expect("list");
+        }
+        samples[3].push(rate(plan.listings, started));
+        let started = Instant::now();
+        for _ in 0..plan.requests {
+            let _ = direct.options().await.expect("options");
+        }
+        samples[4].push(rate(plan.requests, started));
+
+        let (create, no_op) = kube.apply_twice(run * plan.kube_pools, plan.kube_pools).await;
+        samples[5].push(create);
+        samples[6].push(no_op);
+    }
+    let [get, post, pages, listings, options, create, no_op] = samples;
+    let lbs = plan.runs * plan.load_balancers;
+    let figure = |name: &str, unit: &'static str, s: Vec<f64>| {
+        Figure::new(BENCH, name, unit, Better::Higher, s)
+    };
+    bench::emit(
+        &figure(&format!("HTTP GET /v2/kubernetes/options, {IN_FLIGHT} in flight"), "req/s", get)
+            .against(Against::constant(
+                Reference::Peer,
+                "DigitalOcean's limit: 250 requests/min per token",
+                DO_PER_SECOND,
+            )),
+    );
+    bench::emit(&figure("HTTP POST /v2/load_balancers, one at a time", "req/s", post));
+    bench::emit(&figure(
+        &format!("HTTP list pages (per_page 200; up to {lbs} load balancers)"),
+        "pages/s",
+        pages,
+    ));
+    bench::emit(&figure(
+        &format!("direct list of every load balancer (up to {lbs})"),
+        "lists/s",
+        listings,
+    ));
+    bench::emit(&figure("direct options()", "calls/s", options));
+    bench::emit(&figure("direct kube apply_owned, creating", "objects/s", create.clone()));
+    bench::emit(&figure("direct kube apply_owned, no-op", "objects/s", no_op).against(Against {
+        reference: Reference::Baseline,
+        name: "apply_owned creating (same runs)".into(),
+        samples: create,
+    }));
 }
 
-/// The Kubernetes direct face, as the substrate reconciler uses it: per pool a Namespace,
-/// the join Secret, the bcd ServiceAccount and DaemonSet, applied with the ownership rule
-/// (read, then create or apply), then the same again (all no-ops).
-async fn kube_direct(objects: usize) {
-    use bc_domain::model::SecretString;
-    use bc_domain::ports::ClusterApi;
-    use bc_sim::testing;
-    let (sim, clock) = testing::sim(SimConfig::default());
-    let id = testing::create_cluster(&sim, "bench", testing::standard_pools());
-    testing::run_until_running(&sim, &clock, &id);
-    let api = bc_sim::kube::direct::DirectClusterApi::new(sim.state().clone());
-    let kubeconfig = SecretString::new(testing::kubeconfig(&sim, &id));
-    let client = api.connect(&kubeconfig).await.expect("connect");
-    let pools = objects.div_ceil(4);
-    let substrate = |i: usize| {
-        let mut s = testing::Substrate::new("http://127.0.0.1:9", "tok");
-        s.pool = format!("p{i}");
-        s.namespace = format!("bc-p{i}");
-        s
-    };
-    for pass in ["apply_owned (create)", "apply_owned (no-op)"] {
-        let started = Instant::now();
-        for i in 0..pools {
-            let s = substrate(i);
-            for o in s.objects() {
-                client.apply_owned(&o, &testing::owner(&s.pool)).await.expect("apply");
+/// A simulated cluster's Kubernetes API through the direct face.
+struct Kube {
+    client: Arc<dyn bc_domain::ports::ClusterClient>,
+    _sim: bc_sim::Sim,
+}
+
+impl Kube {
+    /// A running simulated cluster and a client connected to it.
+    async fn new() -> Self {
+        use bc_domain::model::SecretString;
+        use bc_domain::ports::ClusterApi;
+        use bc_sim::testing;
+        let (sim, clock) = testing::sim(SimConfig::default());
+        let id = testing::create_cluster(&sim, "bench", testing::standard_pools());
+        testing::run_until_running(&sim, &clock, &id);
+        let api = bc_sim::kube::direct::DirectClusterApi::new(sim.state().clone());
+        let kubeconfig = SecretString::new(testing::kubeconfig(&sim, &id));
+        let client = api.connect(&kubeconfig).await.expect("connect");
+        Kube { client, _sim: sim }
+    }
+
+    /// Per pool `first..first + pools` the Namespace, the join Secret, the bcd
+    /// ServiceAccount and DaemonSet, applied with the ownership rule (read, then create or
+    /// apply), then the same again (all no-ops): objects per second of each pass.
+    async fn apply_twice(&self, first: usize, pools: usize) -> (f64, f64) {
+        use bc_sim::testing;
+        let substrate = |i: usize| {
+            let mut s = testing::Substrate::new("http://127.0.0.1:9", "tok");
+            s.pool = format!("p{i}");
+            s.namespace = format!("bc-p{i}");
+            s
+        };
+        let mut rates = [0.0; 2];
+        for r in &mut rates {
+            let started = Instant::now();
+            let mut objects = 0;
+            for i in first..first + pools {
+                let s = substrate(i);
+                for o in s.objects() {
+                    self.client.apply_owned(&o, &testing::owner(&s.pool)).await.expect("apply");
+                    objects += 1;
+                }
             }
+            *r = rate(objects, started);
         }
-        report(&format!("direct kube {pass}"), pools * 4, started);
+        (rates[0], rates[1])
     }
 }

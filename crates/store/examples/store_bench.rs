@@ -1,12 +1,16 @@
-//! Store benchmark (`cargo xtask bench store`): with 10,000 pools stored, the throughput
-//! and latency of a substrate point read by pool id, a quota booking (a one-write unit of
-//! work), and work-queue claims, on a SQLite file and, when `BC_TEST_POSTGRES_URL` is set,
-//! on PostgreSQL.
+//! Store benchmark (`cargo xtask bench store`): with 10,000 pools stored (`--quick`:
+//! 1,000), the throughput of a substrate point read by pool id, a quota booking (a
+//! one-write unit of work) and work-queue claims, from 8 concurrent tasks, on a SQLite
+//! file and, when `BC_TEST_POSTGRES_URL` is set, on PostgreSQL. Reads and bookings are
+//! set against the backend's bare round trip (`SELECT 1` on a connection pool to the same
+//! database) measured in the same runs; claims against Crossplane's reconcile-rate cap
+//! (research/peers.md §4).
 //!
-//! Invariant: it measures and prints only — no assertion depends on timing. Each
-//! operation runs a fixed number of times from a fixed number of tasks, so the total run
-//! stays within about a minute per backend.
+//! Invariant: it measures and emits only (bc_testkit::bench), never asserts a time. Each
+//! run does a fixed number of operations of each kind in turn, so the total stays within
+//! about a minute and every figure's runs are paired with its ceiling's.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,143 +19,196 @@ use bc_domain::model::QuotaResource;
 use bc_domain::ports::{Store, SubstrateRepo, UnitOfWork, WorkKind, WorkQueue, Write};
 use bc_store::SqlStore;
 use bc_store::testing::{account, pool, substrate, t, tenant};
+use bc_testkit::bench::{self, Against, Better, Figure, Reference};
 use rand::RngExt;
-use sea_orm::{ConnectionTrait, Database};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 
-/// Pools stored before measuring.
-const POOLS: usize = 10_000;
+/// The benchmark's name in the report.
+const BENCH: &str = "store";
 /// Writes per setup commit.
 const BATCH: usize = 500;
 /// Concurrent tasks per measured operation.
 const TASKS: usize = 8;
-/// Point reads in all.
-const READS: usize = 20_000;
-/// Quota bookings in all.
-const BOOKINGS: usize = 2_000;
-/// Queue items claimed (and completed) in all.
-const QUEUE_ITEMS: usize = 4_000;
 /// Items per claim call.
 const CLAIM_BATCH: u32 = 10;
+/// Crossplane's `--max-reconcile-rate` default since 2024 (peers.md §4): a provider
+/// reconciles at most about this many resources per second.
+const CROSSPLANE_RATE: f64 = 100.0;
 
-/// One row of the result table.
-struct Line {
-    backend: &'static str,
-    operation: &'static str,
-    ops: usize,
-    wall: Duration,
-    latencies: Vec<Duration>,
+/// Sizes and counts of one run of the benchmark.
+struct Plan {
+    pools: usize,
+    runs: usize,
+    /// Point reads (and bare round trips) per run.
+    reads: usize,
+    /// Quota bookings per run.
+    bookings: usize,
+    /// Queue items claimed and completed per run.
+    queue_items: usize,
+}
+
+const FULL: Plan = Plan { pools: 10_000, runs: 5, reads: 4_000, bookings: 400, queue_items: 800 };
+const QUICK: Plan = Plan { pools: 1_000, runs: 3, reads: 1_000, bookings: 100, queue_items: 200 };
+
+/// One run of one operation: items per second and p99 latency per call.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    rate: f64,
+    p99_ms: f64,
 }
 
 #[tokio::main]
 async fn main() {
-    let mut lines = Vec::new();
+    let plan = if bench::quick() { &QUICK } else { &FULL };
     let dir = std::env::temp_dir().join(bc_testkit::fresh_database_name("bc_store_bench"));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let url = format!("sqlite://{}?mode=rwc", dir.join("bench.db").display());
     let store = Arc::new(SqlStore::connect(&url).await.expect("open SQLite file"));
-    lines.extend(run("sqlite-file", store).await);
+    let raw = Database::connect(url.as_str()).await.expect("open SQLite file again");
+    run(plan, "sqlite-file", store, raw).await;
     let _ = std::fs::remove_dir_all(&dir);
 
-    match std::env::var(bc_testkit::POSTGRES_URL_VAR).ok().filter(|v| !v.is_empty()) {
-        Some(url) => {
-            let name = bc_testkit::fresh_database_name("store_bench");
-            let admin = Database::connect(url.as_str()).await.expect("connect to PostgreSQL");
-            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create db");
-            let store = Arc::new(
-                SqlStore::connect(&bc_testkit::with_database(&url, &name)).await.expect("open"),
-            );
-            lines.extend(run("postgres", store.clone()).await);
-            if let Ok(s) = Arc::try_unwrap(store) {
-                let _ = s.close().await;
-            }
-            let _ = admin
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .await;
+    if let Some(url) = bc_testkit::postgres_url() {
+        let name = bc_testkit::fresh_database_name("store_bench");
+        let admin = Database::connect(url.as_str()).await.expect("connect to PostgreSQL");
+        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create db");
+        let db_url = bc_testkit::with_database(&url, &name);
+        let store = Arc::new(SqlStore::connect(&db_url).await.expect("open"));
+        let raw = Database::connect(db_url.as_str()).await.expect("open again");
+        run(plan, "postgres", store.clone(), raw).await;
+        if let Ok(s) = Arc::try_unwrap(store) {
+            let _ = s.close().await;
         }
-        None => eprintln!("postgres: skipped ({} not set)", bc_testkit::POSTGRES_URL_VAR),
+        let _ =
+            admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
     }
-    print_table(&lines);
 }
 
-/// Seeds 10,000 pools and measures the three operations.
-async fn run(backend: &'static str, s: Arc<SqlStore>) -> Vec<Line> {
+/// Seeds the pools, measures the operations `plan.runs` times in turn, emits the figures.
+async fn run(plan: &Plan, backend: &'static str, s: Arc<SqlStore>, raw: DatabaseConnection) {
     let started = Instant::now();
-    let pools = seed(&s).await;
-    eprintln!("{backend}: seeded {POOLS} pools in {:.1?}", started.elapsed());
-    let pools = Arc::new(pools);
-    let mut out = Vec::new();
-
-    out.push(
-        measure(backend, "substrate_get by pool id", READS, {
-            let (s, pools) = (s.clone(), pools.clone());
-            move |_| {
-                let (s, pools) = (s.clone(), pools.clone());
-                async move {
-                    let p = &pools[rand::rng().random_range(0..pools.len())];
-                    let got = s.substrate_get_any(p).await.expect("read");
-                    assert!(got.is_some());
-                    1
+    let pools = Arc::new(seed(plan, &s).await);
+    eprintln!("{backend}: seeded {} pools in {:.1?}", plan.pools, started.elapsed());
+    let raw = Arc::new(raw);
+    let mut runs: [Vec<Run>; 4] = Default::default();
+    for round in 0..plan.runs {
+        runs[0].push(
+            measure(plan.reads, {
+                let raw = raw.clone();
+                move |_| {
+                    let raw = raw.clone();
+                    async move {
+                        raw.execute_unprepared("SELECT 1").await.expect("SELECT 1");
+                        1
+                    }
                 }
-            }
-        })
-        .await,
-    );
-
-    out.push(
-        measure(backend, "commit BookQuota", BOOKINGS, {
-            let (s, pools) = (s.clone(), pools.clone());
-            move |_| {
+            })
+            .await,
+        );
+        runs[1].push(
+            measure(plan.reads, {
                 let (s, pools) = (s.clone(), pools.clone());
-                async move {
-                    let pool_id = pools[rand::rng().random_range(0..pools.len())].clone();
-                    let w = Write::BookQuota { pool_id, resource: QuotaResource::LoadBalancers };
-                    s.commit(UnitOfWork::new().write(w)).await.expect("book");
-                    1
+                move |_| {
+                    let (s, pools) = (s.clone(), pools.clone());
+                    async move {
+                        let p = &pools[rand::rng().random_range(0..pools.len())];
+                        let got = s.substrate_get_any(p).await.expect("read");
+                        assert!(got.is_some());
+                        1
+                    }
                 }
+            })
+            .await,
+        );
+        runs[2].push(
+            measure(plan.bookings, {
+                let (s, pools) = (s.clone(), pools.clone());
+                move |_| {
+                    let (s, pools) = (s.clone(), pools.clone());
+                    async move {
+                        let pool_id = pools[rand::rng().random_range(0..pools.len())].clone();
+                        let w =
+                            Write::BookQuota { pool_id, resource: QuotaResource::LoadBalancers };
+                        s.commit(UnitOfWork::new().write(w)).await.expect("book");
+                        1
+                    }
+                }
+            })
+            .await,
+        );
+        // Fresh items for this run's claims (the keys of the previous run's are done).
+        let mut uow = UnitOfWork::new();
+        let first = round * plan.queue_items % pools.len();
+        for (i, p) in pools.iter().cycle().skip(first).take(plan.queue_items).enumerate() {
+            uow = uow.enqueue(WorkKind::Substrates, p.as_str(), t(i as i64));
+            if uow.enqueue.len() == BATCH {
+                s.commit(std::mem::take(&mut uow)).await.expect("enqueue");
             }
-        })
-        .await,
-    );
-
-    let mut uow = UnitOfWork::new();
-    for (i, p) in pools.iter().take(QUEUE_ITEMS).enumerate() {
-        uow = uow.enqueue(WorkKind::Substrates, p.as_str(), t(i as i64));
-        if uow.enqueue.len() == BATCH {
-            s.commit(std::mem::take(&mut uow)).await.expect("enqueue");
         }
+        s.commit(uow).await.expect("enqueue");
+        runs[3].push(
+            measure(plan.queue_items / CLAIM_BATCH as usize, {
+                let s = s.clone();
+                move |task| {
+                    let s = s.clone();
+                    async move {
+                        let owner = format!("bench-{task}");
+                        let kinds = [WorkKind::Substrates];
+                        let got =
+                            s.claim(&owner, &kinds, CLAIM_BATCH, t(1_000_000), t(2_000_000)).await;
+                        let got = got.expect("claim");
+                        for w in &got {
+                            s.complete(w.kind, &w.key, &owner).await.expect("complete");
+                        }
+                        got.len()
+                    }
+                }
+            })
+            .await,
+        );
     }
-    s.commit(uow).await.expect("enqueue");
-    let calls = QUEUE_ITEMS / CLAIM_BATCH as usize;
-    let mut line = measure(backend, "claim (10) + complete each", calls, {
-        let s = s.clone();
-        move |task| {
-            let s = s.clone();
-            async move {
-                let owner = format!("bench-{task}");
-                let kinds = [WorkKind::Substrates];
-                let got = s.claim(&owner, &kinds, CLAIM_BATCH, t(1_000_000), t(2_000_000)).await;
-                let got = got.expect("claim");
-                for w in &got {
-                    s.complete(w.kind, &w.key, &owner).await.expect("complete");
-                }
-                got.len()
-            }
-        }
-    })
-    .await;
-    line.operation = "claim (10) + complete each [items]";
-    out.push(line);
-    out
+    let rates = |k: usize| runs[k].iter().map(|r| r.rate).collect::<Vec<f64>>();
+    let p99s = |k: usize| runs[k].iter().map(|r| r.p99_ms).collect::<Vec<f64>>();
+    let ceiling = |samples: Vec<f64>, what: &str| Against {
+        reference: Reference::Ceiling,
+        name: format!("SELECT 1 round trip on the same database, {what} (same runs)"),
+        samples,
+    };
+    let prefix = format!("{backend} · {} pools", plan.pools);
+    for (k, op) in [(1, "substrate point read by pool id"), (2, "commit of one BookQuota")] {
+        bench::emit(
+            &Figure::new(BENCH, format!("{prefix} · {op}"), "ops/s", Better::Higher, rates(k))
+                .against(ceiling(rates(0), "ops/s")),
+        );
+        bench::emit(
+            &Figure::new(BENCH, format!("{prefix} · {op} p99"), "ms", Better::Lower, p99s(k))
+                .against(ceiling(p99s(0), "p99")),
+        );
+    }
+    bench::emit(
+        &Figure::new(
+            BENCH,
+            format!("{prefix} · work items claimed (10 per call) and completed"),
+            "items/s",
+            Better::Higher,
+            rates(3),
+        )
+        .against(Against::constant(
+            Reference::Peer,
+            "Crossplane max-reconcile-rate 100/s",
+            CROSSPLANE_RATE,
+        )),
+    );
 }
 
 /// Stores the pools, one account, a substrate per pool and a quota row per pool.
-async fn seed(s: &SqlStore) -> Vec<PoolId> {
+async fn seed(plan: &Plan, s: &SqlStore) -> Vec<PoolId> {
     let tenant = tenant("bench");
     let acct = account(&tenant, "main");
     s.commit(UnitOfWork::new().write(Write::InsertAccount(acct.clone()))).await.expect("account");
-    let mut ids = Vec::with_capacity(POOLS);
+    let mut ids = Vec::with_capacity(plan.pools);
     let mut uow = UnitOfWork::new();
-    for i in 0..POOLS {
+    for i in 0..plan.pools {
         let pool = pool(&tenant, &format!("pool-{i}"));
         let pool_id = pool.pool_id.clone();
         let substrate = substrate(&pool, &acct, None);
@@ -171,16 +228,12 @@ async fn seed(s: &SqlStore) -> Vec<PoolId> {
     ids
 }
 
-/// Runs `op` `total` times from [`TASKS`] tasks; `op` returns how many items it handled.
-async fn measure<F, Fut>(
-    backend: &'static str,
-    operation: &'static str,
-    total: usize,
-    op: F,
-) -> Line
+/// Runs `op` `total` times from [`TASKS`] tasks (`op` returns how many items it handled):
+/// items per second of wall time, and the p99 of the calls.
+async fn measure<F, Fut>(total: usize, op: F) -> Run
 where
     F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = usize> + Send,
+    Fut: Future<Output = usize> + Send,
 {
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -198,45 +251,17 @@ where
             (lat, items)
         }));
     }
-    let mut latencies = Vec::with_capacity(total);
-    let mut ops = 0;
+    let mut latencies: Vec<Duration> = Vec::with_capacity(total);
+    let mut items = 0;
     for t in tasks {
-        let (lat, items) = t.await.expect("task");
+        let (lat, n) = t.await.expect("task");
         latencies.extend(lat);
-        ops += items;
+        items += n;
     }
     let wall = started.elapsed();
     latencies.sort_unstable();
-    Line { backend, operation, ops, wall, latencies }
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn print_table(lines: &[Line]) {
-    println!(
-        "\n{POOLS} pools stored; {TASKS} concurrent tasks per operation; latency is per call\n"
-    );
-    println!(
-        "| {:<11} | {:<36} | {:>8} | {:>10} | {:>9} | {:>9} |",
-        "backend", "operation", "ops", "ops/s", "p50", "p99"
-    );
-    println!("|{:-<13}|{:-<38}|{:-<10}|{:-<12}|{:-<11}|{:-<11}|", "", "", "", "", "", "");
-    for l in lines {
-        let rate = l.ops as f64 / l.wall.as_secs_f64();
-        println!(
-            "| {:<11} | {:<36} | {:>8} | {:>10.0} | {:>9} | {:>9} |",
-            l.backend,
-            l.operation,
-            l.ops,
-            rate,
-            format!("{:.2?}", pct(&l.latencies, 0.50)),
-            format!("{:.2?}", pct(&l.latencies, 0.99)),
-        );
-    }
+    let p99 = latencies
+        .get(((latencies.len() as f64 - 1.0) * 0.99).round() as usize)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+    Run { rate: items as f64 / wall.as_secs_f64(), p99_ms: p99 }
 }

@@ -13,6 +13,15 @@ use std::io::Write as _;
 /// Environment variable naming the JSON-lines file figures are appended to.
 pub const BENCH_JSON_VAR: &str = "BC_BENCH_JSON";
 
+/// The flag `cargo xtask bench --quick` passes to every benchmark: its short version.
+pub const QUICK_FLAG: &str = "--quick";
+
+/// Whether this benchmark process was asked for its short version (`--quick` among its
+/// arguments).
+pub fn quick() -> bool {
+    std::env::args().skip(1).any(|a| a == QUICK_FLAG)
+}
+
 /// Which way is better for a figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Better {
@@ -90,6 +99,9 @@ pub struct Figure {
     pub samples: Vec<f64>,
     /// What it is judged against, if anything.
     pub against: Option<Against>,
+    /// Requests or operations that failed while it was measured (the report flags a
+    /// figure with errors; the samples count only what succeeded).
+    pub errors: u64,
 }
 
 impl Figure {
@@ -101,13 +113,20 @@ impl Figure {
         better: Better,
         samples: Vec<f64>,
     ) -> Self {
-        Figure { bench, name: name.into(), unit, better, samples, against: None }
+        Figure { bench, name: name.into(), unit, better, samples, against: None, errors: 0 }
     }
 
     /// The same figure, set against `against`.
     #[must_use]
     pub fn against(mut self, against: Against) -> Self {
         self.against = Some(against);
+        self
+    }
+
+    /// The same figure, with `errors` failed requests or operations seen while measuring.
+    #[must_use]
+    pub fn with_errors(mut self, errors: u64) -> Self {
+        self.errors = errors;
         self
     }
 
@@ -128,6 +147,9 @@ impl Figure {
             self.better.as_str(),
             json_nums(&self.samples)
         );
+        if self.errors > 0 {
+            let _ = write!(s, ",\"errors\":{}", self.errors);
+        }
         if let Some(a) = &self.against {
             let _ = write!(
                 s,
@@ -153,14 +175,17 @@ pub fn emit(figure: &Figure) {
     let against = figure.against.as_ref().map_or(String::new(), |a| {
         format!("  vs {} {} {:.3}", a.reference.as_str(), a.name, median(&a.samples))
     });
+    let errors =
+        if figure.errors > 0 { format!("  {} ERRORS", figure.errors) } else { String::new() };
     println!(
-        "bench {} · {}: {:.3} {} (n={}){}",
+        "bench {} · {}: {:.3} {} (n={}){}{}",
         figure.bench,
         figure.name,
         figure.median(),
         figure.unit,
         figure.samples.len(),
-        against
+        against,
+        errors
     );
     if let Some(path) = std::env::var_os(BENCH_JSON_VAR).filter(|p| !p.is_empty()) {
         let mut file = std::fs::OpenOptions::new()
@@ -233,6 +258,13 @@ mod tests {
             "{\"bench\":\"api\",\"name\":\"a \\\"quoted\\\"\\nname\",\"unit\":\"req/s\",\
              \"better\":\"higher\",\"samples\":[1.5,null],\"against\":{\"reference\":\"peer\",\
              \"name\":\"Terraform 4 rps\",\"samples\":[4]}}"
+        );
+        let failed =
+            Figure::new("api", "create", "req/s", Better::Higher, vec![2.0]).with_errors(3);
+        assert_eq!(
+            failed.to_json(),
+            "{\"bench\":\"api\",\"name\":\"create\",\"unit\":\"req/s\",\"better\":\"higher\",\
+             \"samples\":[2],\"errors\":3}"
         );
     }
 }
