@@ -19,14 +19,16 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  test [--require-services] [-- <args for the test runner>]
+  test [--require-services] [--soak] [-- <args for the test runner>]
       Start a throwaway PostgreSQL and nats-server on loopback when their binaries are
       present, export BC_TEST_POSTGRES_URL / BC_TEST_NATS_URL, run the workspace's tests
       (cargo nextest if installed, plus doctests; else cargo test) and stop the servers.
       --require-services: fail if a service cannot be started, and tell the tests
       (BC_REQUIRE_SERVICES=1) that skipping is a failure.
+      --soak: tell the tests (BC_SOAK=1) to run their long fault variants (hundreds of
+      process kills instead of tens); minutes, not seconds.
       Package selection in the extra args (-p NAME) replaces --workspace.
-  ci [-- <args for the test runner>]
+  ci [--soak] [-- <args for the test runner>]
       cargo fmt --check, cargo clippy -D warnings, then test --require-services.
   docs
       Write the API reference generated from bc-api's method registry:
@@ -49,6 +51,7 @@ const BENCHES: &[Bench] = &[
     Bench { name: "authz", package: "bc-api", dir: "api" },
     Bench { name: "api", package: "bc-api", dir: "api" },
     Bench { name: "reconcile", package: "bc-reconcile", dir: "reconcile" },
+    Bench { name: "memory", package: "bc-stack", dir: "stack" },
 ];
 
 /// Where `cargo xtask docs` writes, relative to the workspace root.
@@ -82,6 +85,8 @@ impl Bench {
 struct TestArgs {
     /// Fail when a service is missing, and tell the tests so.
     require_services: bool,
+    /// Run the long (soak) variants of the fault tests: `BC_SOAK=1` for the tests.
+    soak: bool,
     /// Extra arguments for the test runner (after `--`).
     extra: Vec<String>,
 }
@@ -119,10 +124,11 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
     };
     match task.as_str() {
         "test" | "ci" => {
-            let mut test = TestArgs { require_services: task == "ci", extra };
+            let mut test = TestArgs { require_services: task == "ci", soak: false, extra };
             for arg in own {
                 match arg.as_str() {
                     "--require-services" => test.require_services = true,
+                    "--soak" => test.soak = true,
                     other => {
                         return Err(format!(
                             "unknown argument `{other}` for `{task}` \
@@ -318,9 +324,14 @@ fn cargo() -> Command {
 
 /// Runs `cargo <args>` with the services' environment; returns its exit code.
 fn run_cargo(args: &[String], services: Option<&Services>) -> u8 {
+    run_cargo_env(args, services, &[])
+}
+
+/// [`run_cargo`] with extra environment variables for the child.
+fn run_cargo_env(args: &[String], services: Option<&Services>, env: &[(&str, &str)]) -> u8 {
     eprintln!("xtask: running cargo {}", args.join(" "));
     let mut cmd = cargo();
-    cmd.args(args);
+    cmd.args(args).envs(env.iter().copied());
     if let Some(s) = services {
         s.apply(&mut cmd);
     }
@@ -359,8 +370,9 @@ fn run_tests(args: &TestArgs) -> u8 {
     let mut code = 0;
     let root = workspace_root();
     let has_lib = |package: &str| package_has_lib(&root, package);
+    let soak: &[(&str, &str)] = if args.soak { &[("BC_SOAK", "1")] } else { &[] };
     for cmd in test_commands(nextest, &args.extra, &has_lib) {
-        let c = run_cargo(&cmd, Some(&services));
+        let c = run_cargo_env(&cmd, Some(&services), soak);
         results.push(format!(
             "cargo {}: {}",
             cmd.join(" "),
@@ -380,6 +392,9 @@ fn run_tests(args: &TestArgs) -> u8 {
     if args.require_services {
         eprintln!("  services required (BC_REQUIRE_SERVICES=1)");
     }
+    if args.soak {
+        eprintln!("  soak variants (BC_SOAK=1)");
+    }
     code
 }
 
@@ -397,7 +412,7 @@ fn run_ci(args: &TestArgs) -> u8 {
             return code;
         }
     }
-    run_tests(&TestArgs { require_services: true, extra: args.extra.clone() })
+    run_tests(&TestArgs { require_services: true, soak: args.soak, extra: args.extra.clone() })
 }
 
 /// `cargo xtask bench`: build the chosen benchmarks, run each with PostgreSQL available and
@@ -632,7 +647,23 @@ mod tests {
     fn parses_test_with_flags_and_extra_args() {
         assert_eq!(
             parse_args(&args(&["test", "--require-services", "--", "-p", "bc-store"])),
-            Ok(Task::Test(TestArgs { require_services: true, extra: args(&["-p", "bc-store"]) }))
+            Ok(Task::Test(TestArgs {
+                require_services: true,
+                soak: false,
+                extra: args(&["-p", "bc-store"])
+            }))
+        );
+        assert_eq!(
+            parse_args(&args(&["test", "--soak", "--", "-p", "bc-reconciler"])),
+            Ok(Task::Test(TestArgs {
+                require_services: false,
+                soak: true,
+                extra: args(&["-p", "bc-reconciler"])
+            }))
+        );
+        assert_eq!(
+            parse_args(&args(&["ci", "--soak"])),
+            Ok(Task::Ci(TestArgs { require_services: true, soak: true, extra: vec![] }))
         );
         assert_eq!(parse_args(&args(&["test"])), Ok(Task::Test(TestArgs::default())));
         assert!(parse_args(&args(&["test", "-p", "x"])).is_err());
@@ -651,7 +682,7 @@ mod tests {
     fn ci_always_requires_services() {
         assert_eq!(
             parse_args(&args(&["ci"])),
-            Ok(Task::Ci(TestArgs { require_services: true, extra: vec![] }))
+            Ok(Task::Ci(TestArgs { require_services: true, soak: false, extra: vec![] }))
         );
     }
 

@@ -1,13 +1,19 @@
 //! Reading a request body into a method's input: the 1 MiB limit, JSON syntax, the
-//! top-level object, and serde's own errors turned into `INVALID_ARGUMENT` naming the
-//! field by its JSON path.
+//! top-level object, duplicate keys, and serde's own errors turned into
+//! `INVALID_ARGUMENT` naming the field by its JSON path.
 //!
 //! Invariant: every way a body can be wrong ends here as a 4xx with a JSON error; nothing
-//! about the body can reach a handler unparsed, and nothing here panics on input.
+//! about the body can reach a handler unparsed, and nothing here panics on input. A key
+//! repeated in one object is refused (naming it), never resolved by "the last one
+//! wins": two readers of the same bytes (a proxy, an audit log, this API) must not see
+//! two different requests.
+
+use std::cell::RefCell;
+use std::fmt;
 
 use axum::body::{Body, Bytes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -16,7 +22,15 @@ use crate::error::ApiError;
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
 /// Reads the whole body, refusing more than `limit` bytes with `PAYLOAD_TOO_LARGE`.
+///
+/// A body whose `Content-Length` already says it is too large is refused before a byte
+/// of it is read: a client that sent `Expect: 100-continue` then gets the 413 instead of
+/// being told to send, and never sends the body — whereas a refusal after reading part of
+/// it closes the connection with unread bytes, which resets it and can lose the answer.
 pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
+        return Err(ApiError::too_large(limit));
+    }
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
@@ -29,13 +43,102 @@ pub(crate) fn parse_object(bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid_body("the body must be a JSON object, e.g. {}"));
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::invalid_body(format!("the body is not valid JSON: {}", without_position(&e)))
+    let duplicate = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = StrictValue { path: String::new(), duplicate: &duplicate }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    let value = parsed.map_err(|e| match duplicate.take() {
+        Some(field) => {
+            ApiError::invalid(field, "this key appears twice in one object: send it once")
+        }
+        None => {
+            ApiError::invalid_body(format!("the body is not valid JSON: {}", without_position(&e)))
+        }
     })?;
     if !value.is_object() {
         return Err(ApiError::invalid_body("the body must be a JSON object, e.g. {}"));
     }
     Ok(value)
+}
+
+/// A JSON value that refuses a key repeated in one object, recording the repeated key's
+/// JSON path in `duplicate` (serde's error cannot carry it). serde_json's own recursion
+/// limit still applies: it is checked by the deserializer, not by the visitor.
+struct StrictValue<'a> {
+    path: String,
+    duplicate: &'a RefCell<Option<String>>,
+}
+
+impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // As serde_json's own `Value` does: a float it parsed is finite.
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            let path = format!("{}[{}]", self.path, items.len());
+            match seq.next_element_seed(StrictValue { path, duplicate: self.duplicate })? {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let mut path = self.path.clone();
+            push_key(&mut path, &key);
+            if out.contains_key(&key) {
+                *self.duplicate.borrow_mut() = Some(path);
+                return Err(de::Error::custom("duplicate key"));
+            }
+            let value = map.next_value_seed(StrictValue { path, duplicate: self.duplicate })?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// Deserializes a method's input from a parsed body; a failure names the field.
@@ -187,10 +290,33 @@ mod tests {
         assert!(err("{").message().starts_with("the body is not valid JSON"));
     }
 
+    #[test]
+    fn refuses_a_repeated_key_naming_it() {
+        let e = parse_object(br#"{"poolId":"a","poolId":"b"}"#).unwrap_err();
+        assert_eq!((e.code().status().as_u16(), e.field()), (400, Some("poolId")));
+        let e = parse_object(br#"{"items":[{"count":1},{"count":1,"count":2}]}"#).unwrap_err();
+        assert_eq!(e.field(), Some("items[1].count"));
+        let e = parse_object(br#"{"a":{"x-y":1,"x-y":1}}"#).unwrap_err();
+        assert_eq!(e.field(), Some(r#"a["x-y"]"#));
+        // The same key in two objects is no repeat; values are read as serde_json reads them.
+        let v = parse_object(br#"{"a":{"k":1},"b":{"k":-2.5,"n":null,"s":"\u00e9","t":[true]}}"#)
+            .unwrap();
+        assert_eq!(v, serde_json::json!({"a":{"k":1},"b":{"k":-2.5,"n":null,"s":"é","t":[true]}}));
+        // The parser's depth limit still holds.
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(parse_object(deep.as_bytes()).unwrap_err().field(), None);
+    }
+
     #[tokio::test]
     async fn limits_the_body() {
         let big = Body::from(vec![b' '; BODY_LIMIT + 1]);
         assert_eq!(read_limited(big, BODY_LIMIT).await.unwrap_err().code().status(), 413);
+        // Declared too large (its exact size known up front, as with `Content-Length`);
+        // that it is refused before a byte is read is shown over HTTP by the API suite's
+        // `hostile` test (no `100 Continue` comes).
+        let declared = http_body_util::Full::new(Bytes::from(vec![b' '; BODY_LIMIT + 1]));
+        let e = read_limited(Body::new(declared), BODY_LIMIT).await.unwrap_err();
+        assert_eq!(e.code().status(), 413);
         let ok = Body::from(vec![b' '; BODY_LIMIT]);
         assert_eq!(read_limited(ok, BODY_LIMIT).await.unwrap().len(), BODY_LIMIT);
     }

@@ -32,6 +32,12 @@ pub mod digitalocean {
     /// earlier change (research §1): retrying later succeeds, so it is `Transient`.
     pub const BUSY_MARKER: &str = "can't be updated while it processes previous actions";
 
+    /// The message of the 422 refusing a second load balancer resize within a minute
+    /// (research §5: "resize at most once per minute"; the wording is the simulator's,
+    /// research has no verbatim body): the same PUT succeeds a minute later, so it is
+    /// `Transient`, not the tenant's error.
+    pub const RESIZE_MARKER: &str = "can only be resized once per minute";
+
     /// One failed answer, as any face received it.
     #[derive(Debug, Clone, Copy)]
     pub struct Failure<'a> {
@@ -79,7 +85,8 @@ pub mod digitalocean {
     }
 
     /// The class of a failed answer: 401 `Unauthorized`; 404 `NotFound`; 429
-    /// `RateLimited` with [`rate_limit_wait_ms`]; the busy 403 `Transient`; any other
+    /// `RateLimited` with [`rate_limit_wait_ms`]; the busy 403 and the resize-too-soon
+    /// 422 `Transient`; any other
     /// 4xx `Refused`; 5xx and the rest `Transient`. Messages read
     /// `METHOD PATH: STATUS (request "ID") MESSAGE` as godo writes them, with `secret`
     /// scrubbed from everything the provider sent.
@@ -107,6 +114,7 @@ pub mod digitalocean {
                 retry_after_ms: rate_limit_wait_ms(f.retry_after_secs, f.ratelimit_reset, now),
             },
             403 if provider_message.contains(BUSY_MARKER) => ProviderError::Transient { message },
+            422 if provider_message.contains(RESIZE_MARKER) => ProviderError::Transient { message },
             400..=499 => ProviderError::Refused { message },
             _ => ProviderError::Transient { message },
         }
@@ -205,6 +213,11 @@ mod tests {
         let busy = r#"{"id":"forbidden","message":"Load Balancer can't be updated while it processes previous actions","request_id":"r9"}"#;
         let ProviderError::Transient { message } = c(403, busy) else { panic!() };
         assert!(message.contains("(request \"r9\")"));
+        let too_soon = r#"{"id":"unprocessable_entity","message":"Load Balancer can only be resized once per minute"}"#;
+        assert!(
+            matches!(c(422, too_soon), ProviderError::Transient { .. }),
+            "a resize retried later"
+        );
         assert!(matches!(c(500, ""), ProviderError::Transient { .. }));
         assert!(matches!(c(503, "<html>"), ProviderError::Transient { .. }));
     }

@@ -20,9 +20,17 @@ use crate::policy::{PoolPolicy, Scale, Taint};
 use crate::state::{NodePoolState, ResourceState};
 use crate::time::Timestamp;
 
-/// A secret held in memory: `Debug` and `Display` never print it.
-#[derive(Clone, PartialEq, Eq)]
+/// A secret held in memory: `Debug` and `Display` never print it, and `==` takes the
+/// same time wherever two secrets differ ([`crate::token::ct_eq`]).
+#[derive(Clone)]
 pub struct SecretString(String);
+
+impl PartialEq for SecretString {
+    fn eq(&self, other: &Self) -> bool {
+        crate::token::ct_eq(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+impl Eq for SecretString {}
 
 impl SecretString {
     /// Wraps a secret.

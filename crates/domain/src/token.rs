@@ -24,9 +24,30 @@ pub const API_TOKEN_BODY_LEN: usize = 43;
 #[error("not an API token: expected \"bc_\" and 43 base64url characters")]
 pub struct TokenFormatError;
 
-/// An API token in plaintext: shown once when made, then only its hash is kept.
-#[derive(Clone, PartialEq, Eq)]
+/// An API token in plaintext: shown once when made, then only its hash is kept. `==`
+/// is [`ct_eq`]: its time does not depend on where two tokens differ.
+#[derive(Clone)]
 pub struct ApiTokenSecret(String);
+
+impl PartialEq for ApiTokenSecret {
+    fn eq(&self, other: &Self) -> bool {
+        ct_eq(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+impl Eq for ApiTokenSecret {}
+
+/// Equality of secret material whose time depends only on the lengths, never on where
+/// the bytes first differ (so a guess cannot be refined a byte at a time). Every `==`
+/// on a secret type goes through it; authentication itself compares no secrets at all
+/// (it hashes the presented one and looks the hash up).
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    // `black_box` keeps the optimizer from turning the fold into an early exit.
+    std::hint::black_box(diff) == 0
+}
 
 impl ApiTokenSecret {
     /// A new token from 256 random bits the caller draws from the operating system.
@@ -63,6 +84,26 @@ impl ApiTokenSecret {
 impl fmt::Debug for ApiTokenSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ApiTokenSecret([redacted])")
+    }
+}
+
+#[cfg(test)]
+mod ct_tests {
+    use super::*;
+
+    #[test]
+    fn ct_eq_is_equality() {
+        assert!(ct_eq(b"", b""));
+        assert!(ct_eq(b"bc_abc", b"bc_abc"));
+        assert!(!ct_eq(b"bc_abc", b"bc_abd"));
+        assert!(!ct_eq(b"bc_abc", b"xc_abc"));
+        assert!(!ct_eq(b"bc_abc", b"bc_ab"));
+        let t = ApiTokenSecret::generate([1; 32]);
+        assert_eq!(t, ApiTokenSecret::parse(t.expose()).unwrap());
+        assert_ne!(t, ApiTokenSecret::generate([2; 32]));
+        let s = crate::model::SecretString::new("x");
+        assert!(s == crate::model::SecretString::new("x"));
+        assert!(s != crate::model::SecretString::new("y"));
     }
 }
 

@@ -1,24 +1,33 @@
 //! `cargo xtask bench reconcile`: the reconcilers at scale against the simulator's direct
-//! face (zero delays) and the real store (SQLite in memory), each figure printed with
-//! the target it is judged by (issue 10, item 8).
+//! face (zero delays) and the real store, every figure emitted through
+//! `bc_testkit::bench` with what it is judged against (issue 12, item 1).
 //!
-//! Each size runs in a child process of its own, so its peak RSS (`VmHWM`) is its own.
-//! Per size N: converge N load balancers plus N/10 substrates (3 flavors each) on a
-//! stepped clock (objects/s; provider calls per load balancer); then one simulated hour
-//! of steady state (provider calls per hour per account, against 6·⌈N/200⌉+6 and
-//! against 60·N for per-object polling); then, with the runtime's real claim loop
-//! running behind the N steady objects, the wall time from enqueue to a new object's
-//! first activation and from an API-style write (commit + work notify) to its first
-//! provider call (p50/p99 over samples). `--size N` adds a size that only seeds and
-//! measures peak RSS at N objects.
+//! Each run is a child process of its own, so its peak RSS (`VmHWM`) is its own and a
+//! size is repeated in fresh processes (the report's spread). Per run, N load balancers
+//! plus N/10 substrates (3 flavors each) converge on a stepped clock (wall time,
+//! objects/s, activations/s, provider calls per object); then a window of simulated
+//! steady state (provider calls per hour per account, against per-object polling —
+//! one GET per object per minute, 60·N/h, what peers do by default — and against
+//! DigitalOcean's 5,000/h per-account budget); then, with the runtime's real claim loop
+//! running behind the N steady objects, the wall time from an API-style write (a
+//! commit and a work notify) to its first provider call. Runs on SQLite in memory, and on
+//! PostgreSQL too when `BC_TEST_POSTGRES_URL` is set (`cargo xtask bench` sets it).
 //!
 //! Invariant: every loop is bounded in rounds or samples; nothing but wall time is
-//! measured by sleeping; a target missed is printed as such, never hidden.
+//! measured by sleeping; the steady window is named in the figure when it is shorter
+//! than an hour (its count scaled to the hour).
 //!
-//! Usage: `cargo xtask bench reconcile [-- --quick | --sizes 1000,10000 | --rss 100000]`.
+//! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
+//! `--repeat 3`, `--no-postgres`.
 
-use std::collections::{HashMap, HashSet};
-use std::process::Command;
+/// Sizes of the full run. 1,000 and 10,000 are the issue's sizes, but the substrate phase
+/// grows much faster than N (≈0.02 s per stepped round at N=100, ≈0.9 s at 300, ≈20 s at
+/// 1,000: one N=1,000 run took ~10 minutes), so they would overrun the suite's 10-minute
+/// budget; they stay reachable with `--sizes 1000,10000` until that is fixed.
+const DEFAULT_SIZES: [usize; 2] = [100, 300];
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +46,9 @@ use bc_sim::SimConfig;
 use bc_sim::config::{Delays, RateLimits};
 use bc_sim::model::routes;
 use bc_sim::testing::NODE_SIZE;
+use bc_store::SqlStore;
+use bc_store::testing::Backend;
+use bc_testkit::bench::{Against, Better, Figure, Reference, emit};
 use tokio_util::sync::CancellationToken;
 
 /// Records when each key's first activation started (wall time).
@@ -94,13 +106,9 @@ fn lb_calls(env: &Env) -> u64 {
         .sum()
 }
 
-fn line(figure: &str, value: String, target: String, ok: Option<bool>) {
-    let verdict = match ok {
-        Some(true) => "met",
-        Some(false) => "MISSED",
-        None => "-",
-    };
-    println!("| {figure} | {value} | {target} | {verdict} |");
+/// Every provider call so far (all routes).
+fn all_calls(env: &Env) -> u64 {
+    env.sim.state().model().request_counts().values().sum()
 }
 
 struct World {
@@ -109,8 +117,10 @@ struct World {
     first: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
-async fn world() -> World {
-    let env = Env::with_config(zero_delays()).await;
+async fn world(store: Arc<SqlStore>) -> World {
+    // The suite's index-plan check costs a query per read: off, as in service.
+    store.enforce_index_plans(false);
+    let env = Env::on(store, zero_delays()).await;
     let wide = BudgetConfig::per_minute_and_hour(u32::MAX / 4, u32::MAX / 2);
     let budget = Arc::new(StoreBudget::new(env.store.clone(), wide));
     let observer = Arc::new(SharedObserver::new(
@@ -150,6 +160,21 @@ async fn seed(w: &World, n: usize) {
             vec![flavor("cpu", NODE_SIZE, 1), flavor("mem", NODE_SIZE, 1), flavor("arm", "c-4", 1)];
         env.create_pool(&format!("sub-{i}"), create_policy(&acct, "latest", flavors)).await;
     }
+}
+
+/// How many substrates are `ready`.
+async fn substrates_ready(w: &World) -> usize {
+    let mut subs = 0;
+    let mut page = PageRequest::first(500);
+    for _ in 0..100_000 {
+        let p = w.env.store.substrate_sweep(&page).await.expect("sweep");
+        subs += p.items.iter().filter(|s| s.state == ResourceState::Ready).count();
+        match p.next {
+            Some(next) => page = PageRequest { after: Some(next), limit: 500 },
+            None => break,
+        }
+    }
+    subs
 }
 
 /// Whether every load balancer and every substrate is `ready` (swept page by page:
@@ -196,22 +221,30 @@ async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
 /// The stepped clock's granularity while converging.
 const QUANTUM: time::Duration = time::Duration::seconds(1);
 
-async fn one_size(n: usize, samples: usize) {
-    let w = world().await;
+/// What one run measured, by name (printed by the child as one `RESULT` line).
+type Measured = BTreeMap<String, f64>;
+
+/// Converges `n` load balancers and `n / 10` substrates on `store`, then measures the
+/// steady window (`steady_min` simulated minutes) and `samples` write-to-call latencies.
+async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64) -> Measured {
+    let mut out = Measured::new();
+    let w = world(store).await;
     let seeding = Instant::now();
     seed(&w, n).await;
-    let seeded_in = seeding.elapsed();
+    out.insert("seed_s".into(), seeding.elapsed().as_secs_f64());
     let stepper = Stepper::new(w.runtime.clone(), w.env.clock.clone());
 
     // Converge.
     let from_clock = w.env.clock.now();
     let started = Instant::now();
     let mut steps = 0;
+    let mut activations = 0usize;
     let mut steady: HashSet<String> = HashSet::new();
     let mut lbs_at = None;
     while steps < 100_000 {
         let reports = quantum_step(&stepper).await;
         steps += 1;
+        activations += reports.len();
         for r in reports.iter().filter(|r| r.kind == WorkKind::ProviderResources) {
             if matches!(r.result, ActivationResult::Steady { .. }) {
                 steady.insert(r.key.clone());
@@ -219,46 +252,69 @@ async fn one_size(n: usize, samples: usize) {
                 steady.remove(&r.key);
             }
         }
-        if steady.len() >= n && lbs_at.is_none() {
-            lbs_at = Some((started.elapsed(), steps));
-        }
-        if steady.len() >= n && steps % 20 == 0 && converged(&w, n).await {
-            break;
+        if steady.len() >= n {
+            lbs_at.get_or_insert((started.elapsed(), steps));
+            // The substrates (a tenth as many) are swept every step; everything once.
+            if substrates_ready(&w).await >= n / 10 && converged(&w, n).await {
+                break;
+            }
         }
     }
     let wall = started.elapsed();
     eprintln!(
-        "load balancers steady after {lbs_at:?}; all after {wall:?}, {steps} steps, clock +{}",
-        w.env.clock.now() - from_clock
+        "N={n}: load balancers steady after {lbs_at:?}; all after {wall:?}, {steps} steps, \
+         {activations} activations, clock +{}, {} failed activations",
+        w.env.clock.now() - from_clock,
+        stepper.failures()
     );
-    let objects = n + n / 10;
-    let per_s = objects as f64 / wall.as_secs_f64();
-    let per_lb = lb_calls(&w.env) as f64 / n as f64;
+    let objects = (n + n / 10) as f64;
+    out.insert("converge_s".into(), wall.as_secs_f64());
+    out.insert("objects_per_s".into(), objects / wall.as_secs_f64());
+    out.insert("activations_per_s".into(), activations as f64 / wall.as_secs_f64());
+    out.insert("lb_calls_per_lb".into(), lb_calls(&w.env) as f64 / n as f64);
+    out.insert("calls_per_object".into(), all_calls(&w.env) as f64 / objects);
     // Let the substrates' nodes join (bcd in the simulator, the join stand-in), so the
-    // steady hour is steady.
+    // steady window is steady.
     for _ in 0..200 {
-        bc_sim::testing::bounded(bc_sim::bcd::run_once(w.env.sim.state())).await;
+        // Each simulated bcd joins over HTTP: at N/10 substrates × 3 nodes a round can
+        // outlast the tests' 20 s call bound on a loaded machine; a round cut short
+        // joins the rest next time.
+        let joins = bc_sim::bcd::run_once(w.env.sim.state());
+        if tokio::time::timeout(Duration::from_secs(120), joins).await.is_err() {
+            eprintln!("N={n}: a bcd round outlasted 120 s");
+        }
         w.env.record_joins().await;
         let reports = stepper.step(Duration::from_secs(60)).await.expect("store");
         if reports.is_empty() {
             break;
         }
     }
-    // Steady: one simulated hour, every resync on its jittered schedule.
+    // Steady: every resync on its jittered schedule, claimed a quantum at a time.
     let before = w.env.sim.state().model().request_counts();
     let from = w.env.clock.now();
-    stepper.run_until(from + time::Duration::hours(1), 1_000_000).await.expect("store");
-    let after = w.env.sim.state().model().request_counts();
-    let mut per_hour = 0;
-    for (route, n) in &after {
-        let d = n - before.get(route).copied().unwrap_or(0);
-        if d > 0 {
-            eprintln!("steady hour: {route}: {d}");
+    let end = from + time::Duration::minutes(steady_min);
+    let steady_started = Instant::now();
+    let mut rounds = 0;
+    while w.env.clock.now() < end && rounds < 1_000_000 {
+        let reports = stepper.round().await.expect("store");
+        rounds += 1;
+        if reports.is_empty() {
+            let now = w.env.clock.now();
+            let next = stepper.next_due().await.expect("store").unwrap_or(end);
+            w.env.clock.set(next.max(now + STEADY_QUANTUM).min(end));
         }
-        per_hour += d;
     }
-    let target = 6 * n.div_ceil(200) + 6;
-    let polling = 60 * n;
+    let after = w.env.sim.state().model().request_counts();
+    let mut calls = 0;
+    for (route, c) in &after {
+        let d = c - before.get(route).copied().unwrap_or(0);
+        if d > 0 {
+            eprintln!("N={n} steady {steady_min} min: {route}: {d}");
+        }
+        calls += d;
+    }
+    eprintln!("N={n}: steady window took {:?} ({rounds} rounds)", steady_started.elapsed());
+    out.insert("steady_calls_per_h".into(), calls as f64 * 60.0 / steady_min as f64);
 
     // Latency behind the N steady objects: the real claim loop, woken by the notify.
     let cancel = CancellationToken::new();
@@ -267,9 +323,9 @@ async fn one_size(n: usize, samples: usize) {
     let pool = w.env.lb_pool("probe", u32::try_from(samples + 1).unwrap_or(u32::MAX)).await;
     let mut to_first = Vec::new();
     let mut to_call = Vec::new();
+    let post = routes::key("POST", routes::LOAD_BALANCERS);
     for i in 0..samples {
-        let posts =
-            w.env.sim.state().model().request_count(&routes::key("POST", routes::LOAD_BALANCERS));
+        let posts = w.env.sim.state().model().request_count(&post);
         let t0 = Instant::now();
         let lb = w
             .env
@@ -283,13 +339,7 @@ async fn one_size(n: usize, samples: usize) {
             if reconciled.is_none() {
                 reconciled = w.first.lock().unwrap().get(&key).map(|t| t.duration_since(t0));
             }
-            let now = w
-                .env
-                .sim
-                .state()
-                .model()
-                .request_count(&routes::key("POST", routes::LOAD_BALANCERS));
-            if called.is_none() && now > posts {
+            if called.is_none() && w.env.sim.state().model().request_count(&post) > posts {
                 called = Some(t0.elapsed());
             }
             if reconciled.is_some() && called.is_some() {
@@ -302,142 +352,225 @@ async fn one_size(n: usize, samples: usize) {
     }
     cancel.cancel();
     let _ = running.await;
-    to_first.sort();
-    to_call.sort();
-    let pct = |v: &[Duration], p: f64| {
-        v[((v.len() as f64 * p).ceil() as usize).saturating_sub(1).min(v.len() - 1)]
-    };
-    let first_max = *to_first.last().unwrap_or(&Duration::MAX);
-    let call_p99 = pct(&to_call, 0.99);
-
-    println!("\n### N = {n} load balancers + {} substrates (3 flavors each)\n", n / 10);
-    println!("| figure | value | target | verdict |\n|---|---|---|---|");
-    line(
-        "seeding (API-style writes)",
-        format!("{:.1} s", seeded_in.as_secs_f64()),
-        "-".into(),
-        None,
-    );
-    line(
-        "converge wall time",
-        format!("{:.2} s ({steps} steps)", wall.as_secs_f64()),
-        "-".into(),
-        None,
-    );
-    line(
-        "objects/s",
-        format!("{per_s:.0}"),
-        "≥ 500/s at 10,000".into(),
-        (n >= 10_000).then_some(per_s >= 500.0),
-    );
-    line(
-        "provider calls per load balancer",
-        format!("{per_lb:.3}"),
-        "≤ 1.5".into(),
-        Some(per_lb <= 1.5),
-    );
-    line(
-        "steady calls/h/account",
-        format!("{per_hour}"),
-        format!("≤ {target} (6·⌈N/200⌉+6)"),
-        Some(per_hour as usize <= target),
-    );
-    line(
-        "ratio to per-object polling (60·N/h)",
-        format!("1 : {:.0}", polling as f64 / per_hour.max(1) as f64),
-        format!("60·N = {polling}/h"),
-        None,
-    );
-    line(
-        "enqueue → first reconcile (max)",
-        format!(
-            "{:.2} ms (p50 {:.2} ms)",
-            first_max.as_secs_f64() * 1e3,
-            pct(&to_first, 0.5).as_secs_f64() * 1e3
-        ),
-        "≤ 1 s behind 10,000 steady".into(),
-        (n >= 10_000).then_some(first_max <= Duration::from_secs(1)),
-    );
-    line(
-        "API write → first provider call p99",
-        format!(
-            "{:.2} ms (p50 {:.2} ms, {samples} samples)",
-            call_p99.as_secs_f64() * 1e3,
-            pct(&to_call, 0.5).as_secs_f64() * 1e3
-        ),
-        "≤ 50 ms".into(),
-        Some(call_p99 <= Duration::from_millis(50)),
-    );
-    let rss = peak_rss_mib();
-    line(
-        "peak RSS (process: store, simulator, runtime)",
-        format!("{rss:.0} MiB"),
-        "≤ 200 MiB at 100,000".into(),
-        None,
-    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    out.insert("first_activation_p50_ms".into(), ms(percentile(&mut to_first, 0.5)));
+    out.insert("write_to_call_p50_ms".into(), ms(percentile(&mut to_call, 0.5)));
+    out.insert("write_to_call_p99_ms".into(), ms(percentile(&mut to_call, 0.99)));
+    out.insert("rss_mib".into(), peak_rss_mib());
+    out
 }
 
-/// Seeds `n` load balancers, runs one pass over all of them (every one activated once:
-/// intent recorded, create called), and reports the peak RSS.
-async fn rss_only(n: usize) {
-    let w = world().await;
-    let started = Instant::now();
-    let pool = w.env.lb_pool("lbs", u32::try_from(n).unwrap_or(u32::MAX)).await;
-    for i in 0..n {
-        w.env.create_load_balancer(&pool, &format!("lb-{i}"), bc_store::testing::lb_spec()).await;
+/// The `p` quantile of `v` (sorted in place), nearest rank.
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    if v.is_empty() {
+        return Duration::MAX;
     }
-    let stepper = Stepper::new(w.runtime.clone(), w.env.clock.clone());
-    let mut rounds = 0;
-    while w.first.lock().unwrap().len() < n && rounds < 1_000_000 {
-        stepper.round().await.expect("store");
-        rounds += 1;
+    v[((v.len() as f64 * p).ceil() as usize).saturating_sub(1).min(v.len() - 1)]
+}
+
+/// The steady window's quantum: resyncs due within it are claimed together. Only the
+/// grouping of activations changes (a production loop claims what is due each time it
+/// wakes); listings are refreshed by age, so the calls per hour are the same.
+const STEADY_QUANTUM: time::Duration = time::Duration::seconds(30);
+
+/// The child: one run at one size on one backend; prints its `RESULT` line.
+fn child(args: &Args) {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
+    let backend = if args.postgres { Backend::Postgres } else { Backend::Memory };
+    let (n, samples, steady_min) = (args.n, args.samples, args.steady_min);
+    let result = Arc::new(Mutex::new(None));
+    let slot = result.clone();
+    rt.block_on(bc_store::testing::run(backend, |store| async move {
+        *slot.lock().unwrap() = Some(measure(store, n, samples, steady_min).await);
+    }));
+    let Some(m) = result.lock().unwrap().take() else {
+        eprintln!("no PostgreSQL (BC_TEST_POSTGRES_URL unset): skipped");
+        return;
+    };
+    let fields: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("RESULT {}", fields.join(" "));
+}
+
+/// The flags of one child run.
+struct Args {
+    n: usize,
+    postgres: bool,
+    samples: usize,
+    steady_min: i64,
+}
+
+/// One planned run: size, backend, repeats, latency samples, steady window (minutes).
+struct Plan {
+    n: usize,
+    postgres: bool,
+    repeat: usize,
+    samples: usize,
+    steady_min: i64,
+}
+
+/// Runs `plan` as `repeat` child processes; each run's measurements.
+fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String> {
+    let mut runs = Vec::new();
+    for _ in 0..plan.repeat {
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "--child",
+            &plan.n.to_string(),
+            "--samples",
+            &plan.samples.to_string(),
+            "--steady-min",
+            &plan.steady_min.to_string(),
+        ]);
+        if plan.postgres {
+            cmd.arg("--postgres");
+        }
+        let out = cmd.stderr(Stdio::inherit()).output().map_err(|e| format!("child: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("child N={} failed: {}", plan.n, out.status));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = text.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
+            return Ok(runs);
+        };
+        let m: Measured = line
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
+            .collect();
+        runs.push(m);
     }
-    let rss = peak_rss_mib();
-    println!("\n### N = {n} load balancers (RSS only)\n");
-    println!("| figure | value | target | verdict |\n|---|---|---|---|");
-    line(
-        "peak RSS (process: store, simulator, runtime)",
-        format!("{rss:.0} MiB ({:.0} s)", started.elapsed().as_secs_f64()),
-        "≤ 200 MiB at 100,000".into(),
-        (n >= 100_000).then_some(rss <= 200.0),
+    Ok(runs)
+}
+
+/// Emits the figures of the runs of `plan`.
+fn figures(plan: &Plan, runs: &[Measured]) {
+    if runs.is_empty() {
+        return;
+    }
+    let n = plan.n;
+    let backend = if plan.postgres { "postgres" } else { "sqlite" };
+    let at = format!("{backend} · {n} LBs + {} substrates", n / 10);
+    let col = |k: &str| runs.iter().map(|m| m.get(k).copied().unwrap_or(f64::NAN)).collect();
+    let k = runs.len();
+    let fig = |name: &str, unit: &'static str, better: Better, key: &str| {
+        Figure::new("reconcile", format!("{at} · {name}"), unit, better, col(key))
+    };
+    emit(&fig("converge wall time", "s", Better::Lower, "converge_s"));
+    emit(
+        &fig("converge objects/s", "objects/s", Better::Higher, "objects_per_s")
+            .against(Against::constant(Reference::Target, "issue 12: ≥ 500 objects/s", 500.0)),
     );
+    emit(
+        &fig("converge activations/s", "reconciles/s", Better::Higher, "activations_per_s")
+            .against(Against::constant(
+                Reference::Peer,
+                "Crossplane 10–100 reconciles/s (upper end)",
+                100.0,
+            )),
+    );
+    emit(
+        &fig("provider calls per LB to converge", "calls/LB", Better::Lower, "lb_calls_per_lb")
+            .against(Against::constant(Reference::Target, "issue 10: ≤ 1.5 per LB", 1.5)),
+    );
+    emit(&fig(
+        "provider calls per object to converge (all routes)",
+        "calls/object",
+        Better::Lower,
+        "calls_per_object",
+    ));
+    let window = if plan.steady_min >= 60 {
+        String::new()
+    } else {
+        format!(" ({} simulated min ×{})", plan.steady_min, 60 / plan.steady_min.max(1))
+    };
+    let polling = (60 * n) as f64;
+    emit(
+        &fig(
+            &format!("steady provider calls/h{window}"),
+            "calls/h",
+            Better::Lower,
+            "steady_calls_per_h",
+        )
+        .against(Against {
+            reference: Reference::Baseline,
+            name: "per-object polling, 1 GET/object/min (60·N/h)".into(),
+            samples: vec![polling; k],
+        }),
+    );
+    emit(
+        &fig(
+            &format!("steady provider calls/h per account{window}"),
+            "calls/h",
+            Better::Lower,
+            "steady_calls_per_h",
+        )
+        .against(Against::constant(
+            Reference::Peer,
+            "DigitalOcean budget 5,000/h per account",
+            5_000.0,
+        )),
+    );
+    emit(
+        &fig("API write → first provider call p99", "ms", Better::Lower, "write_to_call_p99_ms")
+            .against(Against::constant(Reference::Target, "issue 10: ≤ 50 ms", 50.0)),
+    );
+    emit(&fig("enqueue → first activation p50", "ms", Better::Lower, "first_activation_p50_ms"));
+    emit(&fig("peak RSS, in-process (store, simulator, runtime)", "MiB", Better::Lower, "rss_mib"));
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag =
         |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let has = |name: &str| args.iter().any(|a| a == name);
     if let Some(n) = flag("--child") {
-        let n: usize = n.parse().expect("--child N");
-        let samples: usize = flag("--samples").and_then(|s| s.parse().ok()).unwrap_or(200);
-        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
-        if args.iter().any(|a| a == "--rss-only") {
-            rt.block_on(rss_only(n));
-        } else {
-            rt.block_on(one_size(n, samples));
-        }
+        child(&Args {
+            n: n.parse().expect("--child N"),
+            postgres: has("--postgres"),
+            samples: flag("--samples").and_then(|s| s.parse().ok()).unwrap_or(100),
+            steady_min: flag("--steady-min").and_then(|s| s.parse().ok()).unwrap_or(60),
+        });
         return;
     }
-    let quick = args.iter().any(|a| a == "--quick");
+    let quick = has("--quick");
+    let started = Instant::now();
     let sizes: Vec<usize> = flag("--sizes")
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| if quick { vec![1_000] } else { vec![1_000, 10_000] });
-    let rss: Vec<usize> = flag("--rss")
-        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| if quick { vec![] } else { vec![100_000] });
-    let samples = if quick { "50" } else { "200" };
+        .unwrap_or_else(|| if quick { vec![100] } else { DEFAULT_SIZES.to_vec() });
+    let repeat: Option<usize> = flag("--repeat").and_then(|s| s.parse().ok());
+    let postgres = !has("--no-postgres") && bc_testkit::postgres_url().is_some();
+    let mut plans = Vec::new();
+    for &n in &sizes {
+        // Small sizes repeat for spread; 10,000 runs once (its converge alone is the
+        // suite's largest single cost).
+        let times = repeat.unwrap_or(match (quick, n) {
+            (_, n) if n <= 100 => 3,
+            (false, n) if n <= 1_000 => 3,
+            _ => 1,
+        });
+        let steady_min = if n >= 10_000 { 20 } else { 60 };
+        let samples = if quick { 30 } else { 100 };
+        plans.push(Plan { n, postgres: false, repeat: times, samples, steady_min });
+    }
+    if postgres {
+        let n = 100;
+        let samples = if quick { 30 } else { 100 };
+        plans.push(Plan { n, postgres: true, repeat: 1, samples, steady_min: 60 });
+    }
     println!("# reconcile benchmark ({} mode)", if quick { "quick" } else { "full" });
     let exe = std::env::current_exe().expect("exe");
     let mut failed = false;
-    for n in sizes {
-        let status =
-            Command::new(&exe).args(["--child", &n.to_string(), "--samples", samples]).status();
-        failed |= !status.is_ok_and(|s| s.success());
+    for plan in &plans {
+        match run_plan(&exe, plan) {
+            Ok(runs) => figures(plan, &runs),
+            Err(e) => {
+                eprintln!("{e}");
+                failed = true;
+            }
+        }
     }
-    for n in rss {
-        let status = Command::new(&exe).args(["--child", &n.to_string(), "--rss-only"]).status();
-        failed |= !status.is_ok_and(|s| s.success());
-    }
+    eprintln!("reconcile bench: {:.1} s wall", started.elapsed().as_secs_f64());
     if failed {
         std::process::exit(1);
     }

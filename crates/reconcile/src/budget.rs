@@ -85,17 +85,29 @@ impl Budget for LocalBudget {
 
 /// Budgets shared by every replica through the store: read, decide with the one rule,
 /// write back only if nobody wrote in between (else read again). The last row seen is
-/// cached, so a replica alone on an account pays one store write per call.
+/// cached, so a replica alone on an account pays one store write per call. Within one
+/// process the updates of an account take turns: concurrent activations of the same
+/// replica would otherwise race each other's compare-and-swap (all but one losing,
+/// re-reading and trying again, quadratic in the concurrency, and past
+/// [`CAS_ATTEMPTS`] reporting contention no other replica caused); only other replicas
+/// can now make a swap miss.
 pub struct StoreBudget {
     store: Arc<dyn Store>,
     config: BudgetConfig,
     seen: Mutex<HashMap<ProviderAccountId, StoredBudget>>,
+    turns: Mutex<HashMap<ProviderAccountId, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl StoreBudget {
     /// Budgets of `config` per account, kept in `store`.
     pub fn new(store: Arc<dyn Store>, config: BudgetConfig) -> Self {
-        Self { store, config, seen: Mutex::new(HashMap::new()) }
+        Self { store, config, seen: Mutex::new(HashMap::new()), turns: Mutex::new(HashMap::new()) }
+    }
+
+    /// The lock this process's updates of `account` take turns on.
+    fn turn(&self, account: &ProviderAccountId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.entry(account.clone()).or_default().clone()
     }
 
     fn cached(&self, account: &ProviderAccountId) -> Option<StoredBudget> {
@@ -118,6 +130,8 @@ impl StoreBudget {
         decide: impl Fn(&BudgetState) -> Result<BudgetState, ProviderError>,
     ) -> ProviderResult<()> {
         let key = account.as_str();
+        let turn = self.turn(account);
+        let _turn = turn.lock().await;
         let unavailable = |e: bc_domain::StoreError| ProviderError::Transient {
             message: format!("the provider budget of account {account} could not be read: {e}"),
         };

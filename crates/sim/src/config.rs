@@ -1,8 +1,9 @@
 //! Simulator knobs: delays per transition, fault injection, rate limits, the account
-//! tokens it accepts.
+//! tokens it accepts, and the seeded chaos mode.
 //!
 //! Invariant: the defaults describe a working simulated cloud with one account,
-//! [`DEFAULT_TOKEN`], and seconds-scale delays.
+//! [`DEFAULT_TOKEN`], seconds-scale delays and no chaos (so conformance tests see
+//! DigitalOcean's behaviour and nothing else).
 
 use std::time::Duration;
 
@@ -81,6 +82,44 @@ pub struct SimConfig {
     pub bcd_reaches_server: bool,
     /// Whether the direct face offers `autopilot` clusters (a provider flag).
     pub offer_autopilot: bool,
+    /// Seeded random faults on every authenticated call (`None`: off).
+    pub chaos: Option<Chaos>,
+}
+
+/// A seeded random fault mode (research §9 chaos knobs): a share of calls answers 5xx,
+/// and in recurring windows every call answers 429 with `retry-after` — what a
+/// flaky, overloaded DigitalOcean looks like. Applied where requests are admitted
+/// ([`crate::model::Model::admit`]), so the HTTP and direct faces fail alike.
+///
+/// Reproducible: the 5xx draws are one seeded sequence over the calls in arrival order,
+/// and the throttle windows are a pure function of the seed and the clock (one window at
+/// a seeded offset within each `throttle_every`), so the same seed and the same clock
+/// give the same windows whatever the traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chaos {
+    /// The share of calls (0.0–1.0) that answer 500 `server_error` (those outside a
+    /// throttle window, that the rate limits and scopes admitted).
+    pub server_error_ratio: f64,
+    /// One throttle window per period of this length (`None` or zero: no 429 bursts).
+    pub throttle_every: Option<Duration>,
+    /// How long each throttle window lasts (clamped to `throttle_every`).
+    pub throttle_for: Duration,
+    /// The seed of both.
+    pub seed: u64,
+}
+
+impl Chaos {
+    /// `server_error_ratio` 5xx with no throttle windows, seeded by `seed`.
+    pub fn server_errors(server_error_ratio: f64, seed: u64) -> Self {
+        Self { server_error_ratio, throttle_every: None, throttle_for: Duration::ZERO, seed }
+    }
+
+    /// Adds a throttle window of `length` in every `every`.
+    pub fn with_throttle_bursts(mut self, every: Duration, length: Duration) -> Self {
+        self.throttle_every = Some(every);
+        self.throttle_for = length;
+        self
+    }
 }
 
 impl Default for SimConfig {
@@ -91,6 +130,7 @@ impl Default for SimConfig {
             tokens: vec![DEFAULT_TOKEN.to_owned()],
             bcd_reaches_server: true,
             offer_autopilot: false,
+            chaos: None,
         }
     }
 }

@@ -78,7 +78,13 @@ impl DirectProvider {
             digitalocean::classify(&failure, &self.token, now)
         };
         admission.result.clone().map_err(classify)?;
-        f(&mut m, &self.token, now).map_err(classify)
+        let out = f(&mut m, &self.token, now).map_err(classify)?;
+        if m.take_lost_answer(&routes::key(method, template)) {
+            return Err(ProviderError::Transient {
+                message: format!("{method} {path}: no answer (the connection was lost)"),
+            });
+        }
+        Ok(out)
     }
 }
 

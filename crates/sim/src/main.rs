@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bc_domain::ports::SystemClock;
-use bc_sim::config::Delays;
+use bc_sim::config::{Chaos, Delays};
 use bc_sim::{Sim, SimConfig};
 use clap::{Parser, ValueEnum};
 
@@ -41,6 +41,26 @@ struct Args {
     /// Where to write the simulator's CA certificate (PEM), for `curl --cacert`.
     #[arg(long, default_value = "bc-sim-ca.pem")]
     ca_file: std::path::PathBuf,
+    /// Chaos: this share of calls (0.0–1.0) answers 500 (seeded by `--chaos-seed`).
+    #[arg(long, value_name = "RATIO", value_parser = ratio)]
+    chaos_server_errors: Option<f64>,
+    /// Chaos: one window of 429s (with retry-after) in every this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    chaos_throttle_every: Option<u64>,
+    /// Chaos: how long each 429 window lasts, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    chaos_throttle_for: u64,
+    /// Chaos: the seed of the 5xx draws and the 429 windows.
+    #[arg(long, default_value_t = 1)]
+    chaos_seed: u64,
+}
+
+/// A share between 0 and 1.
+fn ratio(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{s:?} is not a ratio between 0.0 and 1.0"))
 }
 
 #[tokio::main]
@@ -53,6 +73,17 @@ async fn main() -> std::io::Result<()> {
         },
         ..SimConfig::default()
     };
+    if args.chaos_server_errors.is_some() || args.chaos_throttle_every.is_some() {
+        let mut chaos =
+            Chaos::server_errors(args.chaos_server_errors.unwrap_or(0.0), args.chaos_seed);
+        if let Some(every) = args.chaos_throttle_every {
+            chaos = chaos.with_throttle_bursts(
+                Duration::from_secs(every),
+                Duration::from_secs(args.chaos_throttle_for),
+            );
+        }
+        config.chaos = Some(chaos);
+    }
     if !args.tokens.is_empty() {
         config.tokens = args.tokens;
     }

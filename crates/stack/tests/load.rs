@@ -376,16 +376,8 @@ async fn load(backend: Backend) {
     stack.stop().await;
 }
 
-/// Behind `--soak` (`BC_SOAK=1`) for now: on SQLite the load itself takes seconds, but
-/// the reconcilers took ~10 minutes (one run, 2 shared cores) to settle 52 load
-/// balancers, against under a minute on PostgreSQL — open, see the closing note of
-/// issue 12 (fault-db).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mixed_load_on_sqlite() {
-    if std::env::var("BC_SOAK").map_or(true, |v| v.is_empty() || v == "0") {
-        eprintln!("skipped: the SQLite load runs with --soak (BC_SOAK=1)");
-        return;
-    }
     load(Backend::Sqlite).await;
 }
 

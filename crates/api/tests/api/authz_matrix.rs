@@ -1,3 +1,4 @@
+//! Issue 12, security bullet 1 (with `authn.rs` for malformed tokens and schemes).
 //! The authorization matrix, generated from the registry: every tenant method × tokens of
 //! every shape (SPEC §3's roles on the tenant and on the system, grants scoped inside and
 //! outside the object, another tenant's, revoked, none), each method on a fresh fixture,
@@ -239,7 +240,41 @@ async fn every_method_by_every_kind_of_caller_on_postgres() {
     matrix_on(Backend::Postgres).await;
 }
 
-bc_store::store_suite!(another_tenants_objects_are_not_found_and_unknown_tenants_are_denied_first);
+bc_store::store_suite!(
+    another_tenants_objects_are_not_found_and_unknown_tenants_are_denied_first,
+    agent_methods_refuse_every_api_token_shape,
+);
+
+/// The methods that do not take an API token (SPEC §9: the join token in the body, the
+/// node credential as bearer), by every token shape of the matrix and none: an API
+/// token, of whatever grants or state, is not an agent credential — one 401.
+async fn agent_methods_refuse_every_api_token_shape(s: S) {
+    let h = Harness::on(s).await;
+    let mut tokens =
+        vec![None, Some(h.revoked_token(vec![grant(Role::Operator, Scope::System)]).await)];
+    for (_, grants) in profiles() {
+        tokens.push(Some(h.token(grants).await));
+    }
+    let mut checked = 0;
+    for method in registry()
+        .methods()
+        .iter()
+        .filter(|m| !matches!(m.info.authorization, Authorization::Permission { .. }))
+    {
+        for token in &tokens {
+            let a = h.call(&method.info.id().to_string(), token.as_deref(), method.example()).await;
+            assert_eq!(
+                (a.status.as_u16(), a.code()),
+                (401, "UNAUTHENTICATED"),
+                "{} with {token:?}: {}",
+                method.info.id(),
+                a.text
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2 * tokens.len(), "agents.join and agents.heartbeat");
+}
 
 /// What the other tenant's operator gets when it names its own tenant in our examples:
 /// the objects they name are ours, so not found; what its own tenant holds is answered.

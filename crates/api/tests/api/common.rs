@@ -103,6 +103,12 @@ impl Capture {
         String::from_utf8_lossy(&self.logs.lock().unwrap()).into_owned()
     }
 
+    /// Keeps an answer the test read some other way (over real HTTP, see
+    /// [`Harness::serve`]), so the leak scan sees it too.
+    pub fn response(&self, path: &str, body: &str) {
+        self.responses.lock().unwrap().push((path.to_owned(), body.to_owned()));
+    }
+
     /// Logs a line as the API would (to test the scan itself).
     pub fn log(&self, line: &str) {
         let mut me = self.clone();
@@ -161,6 +167,19 @@ impl Drop for Harness {
         }
         let leaks = self.capture.leaks();
         assert!(leaks.is_empty(), "secrets leaked: {leaks:?}");
+    }
+}
+
+/// A harness's router served on loopback (see [`Harness::serve`]); aborted on drop.
+pub struct Served {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -262,6 +281,25 @@ impl Harness {
         self.capture.responses.lock().unwrap().push((path, text.clone()));
         let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Answer { status, headers, json, text }
+    }
+
+    /// Serves the router on a loopback TCP port (real HTTP through hyper), its log lines
+    /// captured as [`Harness::send`]'s are; the server stops when the answer is dropped.
+    pub async fn serve(&self) -> Served {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let dispatch = self.dispatch.clone();
+        // Each connection runs on its own task: the subscriber is attached per request.
+        let app = self.app.clone().layer(axum::middleware::from_fn(
+            move |req: Request<Body>, next: axum::middleware::Next| {
+                let dispatch = dispatch.clone();
+                async move { next.run(req).with_subscriber(dispatch).await }
+            },
+        ));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Served { url, task }
     }
 
     /// Sends a request and returns the response unread (a stream).

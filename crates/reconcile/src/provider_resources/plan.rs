@@ -142,8 +142,13 @@ fn maybe_sent(lb: &LoadBalancer) -> bool {
 /// started after its last status write (the change sent, the id recorded) — and, while
 /// no provider id is recorded, at least `listing_margin` after the intent, since a
 /// listing from about the same instant may have missed the create that followed it; one
-/// shared listing answers every such object of the account. A converged one accepts the
-/// steady listing age.
+/// shared listing answers every such object of the account. It also needs one newer
+/// than its previous look: at most half its current [`poll`] wait old, which is less
+/// than the time since that look (that time was at least the wait that look computed,
+/// half the time waited by then, so at least a third of the time waited now). Else a
+/// listing taken after the last write but before the provider finished would answer
+/// every look until the steady listing age ran out, since waiting writes nothing. A
+/// converged one accepts the steady listing age.
 pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     if !maybe_sent(lb) {
         return Need::Nothing;
@@ -165,7 +170,9 @@ pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     };
     let since = (now - lb.status.updated_at).whole_milliseconds() - margin;
     match u64::try_from(since) {
-        Ok(ms) => Need::Listing(Duration::from_millis(ms).min(timing.steady_listing_age)),
+        Ok(ms) => Need::Listing(
+            Duration::from_millis(ms).min(poll(lb, now, timing) / 2).min(timing.steady_listing_age),
+        ),
         Err(_) => Need::Wait(Duration::from_millis(u64::try_from(-since).unwrap_or(u64::MAX))),
     }
 }
@@ -185,9 +192,10 @@ pub struct Change {
     pub ip: Option<String>,
     /// The event this change reports, if any.
     pub event: Option<&'static str>,
-    /// Whether it records the intent of a create: always written, even when it reads
-    /// the same as what is stored, because its time is what later listings are judged
-    /// by (one taken before the latest create attempt cannot speak for it).
+    /// Whether it records a call's intent or acceptance (a create about to go, an
+    /// update the provider took): always written, even when it reads the same as what
+    /// is stored, because its time is what later listings are judged by (one taken
+    /// before the latest create attempt or update cannot speak for it).
     pub intent: bool,
 }
 
@@ -405,6 +413,9 @@ pub fn deleted(lb: &LoadBalancer) -> Change {
 pub fn updated(lb: &LoadBalancer, observed: &ProviderLoadBalancer) -> Change {
     let mut c = to(lb, being_made(lb), Some("applying the change at the provider".into()));
     c.provider_id = Some(observed.id.clone());
+    // Written even when a previous update's status reads the same: a listing cached
+    // between the two PUTs must not pass for one taken after this one.
+    c.intent = true;
     c
 }
 

@@ -457,8 +457,10 @@ async fn a_retried_create_records_its_intent_again() {
         stepper.round().await.unwrap()[0].result,
         bc_reconcile::runtime::ActivationResult::Failed { .. }
     ));
-    // Some other object of the account has the account listed, well after the intent.
-    env.clock.set(t0 + time::Duration::seconds(10));
+    // Some other object of the account has the account listed, well after the intent
+    // and recently enough for the retry to take it (a converging look accepts a listing
+    // up to half its poll wait old: 5 s here).
+    env.clock.set(t0 + time::Duration::seconds(17));
     deps.observer.load_balancers(&env.account, std::time::Duration::ZERO).await.unwrap();
     env.clock.set(t0 + time::Duration::seconds(20));
     assert!(matches!(

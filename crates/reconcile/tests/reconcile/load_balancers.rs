@@ -6,14 +6,19 @@
 //! after a GET confirms it, crash windows that never make a second object, a foreign
 //! object of our name, global load balancers waiting for their targets.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use bc_domain::ResourceState;
 use bc_domain::model::{METER_LOAD_BALANCER_HOURS, Protocol};
 use bc_domain::ports::{WorkKind, WorkQueue};
 use bc_reconcile::provider_resources::plan::{self, events};
 use bc_reconcile::runtime::ActivationResult;
+use bc_sim::SimConfig;
 use bc_sim::model::Fault;
 use bc_sim::model::routes;
 use bc_sim::testing::TEST_TOKEN;
+use bc_store::SqlStore;
 
 use crate::common::Env;
 
@@ -69,6 +74,58 @@ async fn create_to_ready_opens_billing_once_with_one_create_call() {
 }
 
 #[tokio::test]
+async fn a_slow_provider_object_is_seen_ready_at_the_next_poll_not_the_next_resync() {
+    // The provider takes 2 minutes to make it active, longer than the first looks wait:
+    // the listing those looks share shows it `new`, and waiting writes nothing.
+    let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+    let mut config = SimConfig::default();
+    config.delays.load_balancer_provision = Duration::from_secs(120);
+    let env = Env::on(store, config).await;
+    let runtime = env.runtime("r1", env.deps());
+    let id = env.create_lb("web").await.load_balancer_id;
+    let created = env.now();
+    env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
+    let row = env.lb(&id).await;
+    assert_eq!(row.status.state, ResourceState::Ready);
+    // Each look needs a listing newer than the look before, so one of the looks at most
+    // `poll_max` (60 s, +10 % jitter) apart after the object turned active sees it — not
+    // the steady listing age (10 minutes) later. Stepped clock: no wall time is measured.
+    let ready_at = row.ready_at.expect("ready_at");
+    let bound = created + time::Duration::seconds(120 + 2 * 66);
+    assert!(
+        ready_at <= bound,
+        "ready at {ready_at}, created at {created}: a stale listing answered the looks"
+    );
+    assert_eq!(env.creates(), 1);
+}
+
+#[tokio::test]
+async fn a_second_resize_within_a_minute_is_retried_not_an_error() {
+    let env = Env::start().await;
+    let runtime = env.runtime("r1", env.deps());
+    let id = env.create_lb("web").await.load_balancer_id;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    env.advance(5);
+    env.update_lb(&id, |s| s.size_unit = Some(2)).await;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    assert_eq!(env.provider_lbs()[0].size_unit, 2);
+    // The provider resizes at most once a minute: the second resize is refused as too
+    // soon, which a later PUT fixes — not the tenant's error to correct.
+    env.advance(5);
+    env.update_lb(&id, |s| s.size_unit = Some(3)).await;
+    env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
+    let row = env.lb(&id).await;
+    assert_eq!(
+        (row.status.state, row.status.observed_generation),
+        (ResourceState::Ready, row.generation),
+        "{:?}",
+        row.status.message
+    );
+    assert_eq!(env.provider_lbs()[0].size_unit, 3);
+    assert!(!env.event_types(&id).await.iter().any(|e| e == events::ERROR));
+}
+
+#[tokio::test]
 async fn an_update_is_sent_whole_and_converges_back_to_ready() {
     let env = Env::start().await;
     let runtime = env.runtime("r1", env.deps());
@@ -103,6 +160,41 @@ async fn an_update_is_sent_whole_and_converges_back_to_ready() {
     assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 1, "converged: no second update");
     assert_eq!(env.event_types(&id).await, [events::READY, events::READY]);
     assert_eq!(env.billing().await.len(), 1, "billing opened once");
+}
+
+/// Found by the kill test (bins/reconciler/tests/kills.rs): a second change while the
+/// first is still applying. The second PUT's "applying the change" status read the same
+/// as the first's, so it was not written; the listing cached after the first PUT (and
+/// before the second) then stayed "newer than the last write" for ever, showed the old
+/// object, and the reconciler sent the same PUT again every poll without ever converging.
+#[tokio::test]
+async fn a_second_change_while_the_first_applies_converges_with_one_put_each() {
+    let env = Env::start().await;
+    let runtime = env.runtime("r1", env.deps());
+    let id = env.create_lb("web").await.load_balancer_id;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    let generation = env.lb(&id).await.generation;
+
+    env.advance(5);
+    env.update_lb(&id, |s| s.forwarding_rules[0].target_port = 9090).await;
+    env.stepper(runtime.clone()).round().await.unwrap();
+    assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 1);
+    // The first change is applying; the tenant changes it again.
+    env.update_lb(&id, |s| s.forwarding_rules[0].target_port = 9191).await;
+    env.advance(2);
+    env.stepper(runtime.clone()).round().await.unwrap();
+    assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 2, "the second change sent");
+
+    let _ = env.stepper(runtime).run_until_idle(ROUNDS).await;
+    let row = env.lb(&id).await;
+    assert_eq!(env.provider_lbs()[0].forwarding_rules[0].target_port, 9191);
+    assert_eq!(
+        (row.status.state, row.status.observed_generation),
+        (ResourceState::Ready, generation + 2),
+        "{:?}",
+        row.status
+    );
+    assert_eq!(env.calls("PUT", routes::LOAD_BALANCER), 2, "one PUT per change, no more");
 }
 
 #[tokio::test]

@@ -79,7 +79,13 @@ async fn gate(State(state): State<Shared>, mut req: Request, next: Next) -> Resp
     let mut resp = match (admission.result, token) {
         (Ok(()), Some(token)) => {
             req.extensions_mut().insert(Caller(token));
-            next.run(req).await
+            let resp = next.run(req).await;
+            if resp.status().is_success() && state.model().take_lost_answer(&key) {
+                // The change is made; the caller hears nothing until long after any
+                // request timeout (or dies waiting).
+                tokio::time::sleep(crate::model::LOST_ANSWER_HOLD).await;
+            }
+            resp
         }
         (Ok(()), None) => error_body(&ApiError::unauthorized(), &request_id),
         (Err(e), _) => error_body(&e, &request_id),

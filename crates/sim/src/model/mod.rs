@@ -1,6 +1,7 @@
 //! The cloud model: accounts (one per accepted token) holding clusters, node pools,
 //! nodes, load balancers, volumes and snapshots; request admission (auth, rate limits,
-//! injected faults, refusals, per-endpoint counters); and the clock-driven transitions.
+//! the seeded chaos mode, injected faults, refusals, per-endpoint counters, per-token
+//! call log); and the clock-driven transitions.
 //!
 //! Invariant: the model never reads a clock. Every operation takes `now` and first calls
 //! [`Model::advance`], which applies every transition whose due time has passed (in due
@@ -8,6 +9,7 @@
 //! `ManualClock` sees exactly the states a real client polling at those instants would.
 
 pub mod catalog;
+pub mod chaos;
 pub mod kubernetes;
 pub mod load_balancer;
 pub mod rate;
@@ -20,6 +22,7 @@ use bc_domain::Timestamp;
 use crate::SimConfig;
 use crate::config::RateLimits;
 
+pub use chaos::{CallPeaks, ChaosCounts};
 pub use kubernetes::{
     AssociatedResources, Cluster, ClusterCreate, ClusterState, ClusterUpdate, Credentials,
     MaintenancePolicy, Node, NodePool, NodePoolSpec, NodeState, Selection, TaintSpec,
@@ -94,6 +97,10 @@ pub enum Fault {
     },
 }
 
+/// How long the HTTP face withholds a lost answer ([`Model::lose_answers`]): longer
+/// than any client's request timeout, bounded so a test's server still winds down.
+pub const LOST_ANSWER_HOLD: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The outcome of admitting one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
@@ -126,6 +133,7 @@ pub struct Account {
     /// Volume snapshots.
     pub volume_snapshots: Vec<Volume>,
     window: rate::RateWindow,
+    calls: chaos::CallLog,
     /// Custom scopes (`kubernetes:read`, …); `None` = a full-access token.
     scopes: Option<std::collections::BTreeSet<String>>,
 }
@@ -185,7 +193,7 @@ impl Ids {
     }
 }
 
-fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -237,6 +245,8 @@ pub struct Model {
     endpoints: BTreeMap<String, String>,
     counters: BTreeMap<String, u64>,
     faults: BTreeMap<String, VecDeque<Fault>>,
+    lost_answers: BTreeMap<String, usize>,
+    chaos: Option<chaos::ChaosState>,
     refusals: BTreeMap<String, String>,
     pub(crate) brief_not_found: Option<time::Duration>,
     pub(crate) list_lag: Option<time::Duration>,
@@ -264,6 +274,8 @@ impl Model {
             endpoints: BTreeMap::new(),
             counters: BTreeMap::new(),
             faults: BTreeMap::new(),
+            lost_answers: BTreeMap::new(),
+            chaos: config.chaos.clone().map(chaos::ChaosState::new),
             refusals: BTreeMap::new(),
             brief_not_found: None,
             list_lag: None,
@@ -346,8 +358,9 @@ impl Model {
     // ----- admission -------------------------------------------------------------------
 
     /// Admits one request to `route_key` (`"<METHOD> <template>"`, see [`routes::key`])
-    /// by `token`: counts it, authenticates it (401), applies the token's rate limits
-    /// (429) and scopes (403), then injected faults (500/429) and refusals (422).
+    /// by `token`: counts it, authenticates it (401), logs it for the token's call
+    /// peaks, applies the token's rate limits (429) and scopes (403), then the chaos
+    /// mode (500/429), injected faults (500/429) and refusals (422).
     pub fn admit(&mut self, token: Option<&str>, route_key: &str, now: Timestamp) -> Admission {
         *self.counters.entry(route_key.to_owned()).or_default() += 1;
         let limits = self.rate_limits.clone();
@@ -359,6 +372,7 @@ impl Model {
             };
             return Admission { rate, result: Err(ApiError::unauthorized()) };
         };
+        account.calls.record(now);
         let (rate, throttle) = account.window.admit(&limits, now);
         let missing_scope = match (&account.scopes, routes::scope(route_key)) {
             (Some(have), Some(need)) => !have.contains(need),
@@ -372,7 +386,10 @@ impl Model {
             None if missing_scope => {
                 Err(ApiError::forbidden("You are not authorized to perform this operation"))
             }
-            None => self.injected(route_key),
+            None => match self.chaos.as_mut().and_then(|c| c.fault(now)) {
+                Some(e) => Err(e),
+                None => self.injected(route_key),
+            },
         };
         Admission { rate, result }
     }
@@ -403,6 +420,43 @@ impl Model {
         q.extend(std::iter::repeat_n(fault, n));
     }
 
+    /// The next `n` requests to `route_key` that succeed lose their answer: the change
+    /// is made, and the caller never hears of it (what a crash or a dropped connection
+    /// right after the provider acted looks like). The HTTP face withholds the response
+    /// for [`LOST_ANSWER_HOLD`] (a client times out first, or dies waiting); the direct
+    /// face answers a transient "no answer" error.
+    pub fn lose_answers(&mut self, route_key: &str, n: usize) {
+        *self.lost_answers.entry(route_key.to_owned()).or_default() += n;
+    }
+
+    /// Whether the answer of this successful request to `route_key` is lost (takes one
+    /// of [`Model::lose_answers`]).
+    pub fn take_lost_answer(&mut self, route_key: &str) -> bool {
+        match self.lost_answers.get_mut(route_key) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Turns the chaos mode on with `chaos` (a fresh sequence and counts), or off.
+    pub fn set_chaos(&mut self, chaos: Option<crate::config::Chaos>) {
+        self.chaos = chaos.map(chaos::ChaosState::new);
+    }
+
+    /// How many faults the chaos mode answered since it was turned on (zero when off).
+    pub fn chaos_counts(&self) -> ChaosCounts {
+        self.chaos.as_ref().map(|c| c.counts).unwrap_or_default()
+    }
+
+    /// The busiest windows of `token`'s calls so far (every call that named it,
+    /// whatever the answer), or `None` for an unknown token.
+    pub fn call_peaks(&self, token: &str) -> Option<CallPeaks> {
+        self.accounts.get(token).map(|a| a.calls.peaks)
+    }
+
     /// Every request to `route_key` is refused with 422 and `message` until
     /// [`Model::clear_refusal`].
     pub fn refuse(&mut self, route_key: &str, message: &str) {
@@ -414,9 +468,10 @@ impl Model {
         self.refusals.remove(route_key);
     }
 
-    /// Drops every injected failure and refusal.
+    /// Drops every injected failure, lost answer and refusal (not the chaos mode).
     pub fn clear_faults(&mut self) {
         self.faults.clear();
+        self.lost_answers.clear();
         self.refusals.clear();
     }
 

@@ -1,0 +1,325 @@
+//! `cargo xtask bench memory`: the peak RSS of the real `bc-api` and `bc-reconciler`
+//! release binaries, each its own process, once N load balancers made through the API
+//! have converged at the simulator (issue 12, item 1).
+//!
+//! Per run: a dev stack supplies the database (a fresh PostgreSQL database when
+//! `BC_TEST_POSTGRES_URL` is set, else a SQLite file), the simulated cloud (zero delays,
+//! one simulated account per 25 load balancers, so DigitalOcean's per-token budget —
+//! bursts of 40 — never paces the converge) and the operator token; its own API and
+//! reconcilers stay idle. `bc-api serve` and `bc-reconciler` then run as child processes
+//! on that database; the load balancers are made through `bc-api` over HTTP, the run
+//! waits until every one is `ready`, and each process's `VmHWM` is read from
+//! `/proc/<pid>/status`. The binaries are `BC_API_BIN` / `BC_RECONCILER_BIN` when set,
+//! else this workspace's release builds (built first, so they match the source).
+//!
+//! Invariant: every wait is a bounded count of short polls; child processes are killed
+//! on every path (in `Drop`); every address is loopback.
+//!
+//! Usage: `cargo xtask bench memory [-- --quick]`; by hand, `--sizes 100,1000,10000`,
+//! `--repeat 3`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bc_sim::config::Delays;
+use bc_stack::dev::{DEV_TENANT, DevStack};
+use bc_stack::testing::{self, Backend, Scratch};
+use bc_testkit::bench::{Better, Figure, emit};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+/// Load balancers per simulated account (under the budget's burst of 40 calls).
+const PER_ACCOUNT: usize = 25;
+/// API calls in flight while making the load balancers.
+const IN_FLIGHT: usize = 16;
+/// Polls of the converge wait (at [`POLL`] each): ten minutes at most.
+const POLLS: u32 = 1_200;
+const POLL: Duration = Duration::from_millis(500);
+
+/// A child process, killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// Its peak resident set (`VmHWM`), in MiB.
+    fn peak_rss_mib(&self) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    }
+
+    /// Fails naming `what` if the process has exited.
+    fn alive(&mut self, what: &str, log: &Path) -> anyhow::Result<()> {
+        if let Some(status) = self.0.try_wait()? {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(20).collect();
+            anyhow::bail!("{what} exited ({status}); its log ends:\n{}", tail.join("\n"));
+        }
+        Ok(())
+    }
+}
+
+/// The two binaries: from the environment, or this workspace's release builds.
+fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
+    if let (Ok(api), Ok(rec)) = (std::env::var("BC_API_BIN"), std::env::var("BC_RECONCILER_BIN")) {
+        return Ok((api.into(), rec.into()));
+    }
+    // target/release/examples/memory_bench → target/release/
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let dir = dir.ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
+    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("release").to_owned();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(cargo);
+    build.args(["build", "--quiet", "-p", "bc-api-bin", "-p", "bc-reconciler", "--bins"]);
+    if profile == "release" {
+        build.arg("--release");
+    }
+    let status = build.status()?;
+    anyhow::ensure!(status.success(), "building bc-api and bc-reconciler failed: {status}");
+    Ok((dir.join("bc-api"), dir.join("bc-reconciler")))
+}
+
+fn zero_delays() -> Delays {
+    let z = Duration::ZERO;
+    Delays {
+        cluster_provision: z,
+        node_provision: z,
+        node_delete: z,
+        cluster_upgrade: z,
+        cluster_delete: z,
+        load_balancer_provision: z,
+    }
+}
+
+/// A client of the `bc-api` process.
+struct Api {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl Api {
+    async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
+        let url = format!("{}/api/compute/{}", self.url, method.replacen('.', "/", 1));
+        let resp = self.http.post(&url).bearer_auth(&self.token).json(&body).send().await?;
+        let status = resp.status();
+        let value: Value = resp.json().await.unwrap_or(Value::Null);
+        anyhow::ensure!(status.is_success(), "{method}: {status}: {value}");
+        Ok(value)
+    }
+
+    /// How many of the tenant's load balancers are `ready`, and how many there are.
+    async fn ready(&self) -> anyhow::Result<(usize, usize)> {
+        let (mut ready, mut all) = (0, 0);
+        let mut token: Option<String> = None;
+        for _ in 0..100_000 {
+            let mut body = json!({"tenantId": DEV_TENANT, "pageSize": 100});
+            if let Some(t) = &token {
+                body["pageToken"] = json!(t);
+            }
+            let page = self.call("loadBalancers.list", body).await?;
+            let items = page["loadBalancers"].as_array().cloned().unwrap_or_default();
+            all += items.len();
+            ready += items.iter().filter(|l| l["state"] == "ready").count();
+            match page["nextPageToken"].as_str() {
+                Some(t) => token = Some(t.to_owned()),
+                None => break,
+            }
+        }
+        Ok((ready, all))
+    }
+}
+
+/// A free loopback port (bound, read, released: `bc-api` binds it next).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// What one run measured.
+struct Run {
+    api_mib: f64,
+    reconciler_mib: f64,
+    converge_s: f64,
+}
+
+async fn run_once(n: usize, bins: &(PathBuf, PathBuf)) -> anyhow::Result<Run> {
+    let scratch = Scratch::new("bc-memory-bench");
+    let postgres = bc_testkit::postgres_url().is_some();
+    let backend = if postgres { Backend::Postgres } else { Backend::Sqlite };
+    let mut options = testing::options(backend, scratch.path())
+        .await
+        .ok_or_else(|| anyhow::anyhow!("no PostgreSQL"))?;
+    options.reconcile = false;
+    options.delays = zero_delays();
+    let accounts = n.div_ceil(PER_ACCOUNT);
+    let tokens: Vec<String> = (1..accounts).map(|i| format!("dop_v1_memory_{i}")).collect();
+    options.extra_sim_tokens = tokens.clone();
+    let db_url = options.database_url.clone();
+    let stack = DevStack::start(options).await?;
+    let db_url = db_url
+        .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", stack.dir.join("bc.db").display()));
+
+    let port = free_port()?;
+    let api_url = format!("http://127.0.0.1:{port}");
+    let common = |cmd: &mut Command| {
+        cmd.env_clear()
+            .env("BC_DATABASE_URL", &db_url)
+            .env("BC_SECRET_KEY", &stack.secret_key)
+            .env("BC_DIGITALOCEAN_API_URL", &stack.sim_url)
+            .env("BC_PUBLIC_URL", &api_url)
+            .stdout(Stdio::null());
+    };
+    let api_log = scratch.path().join("bc-api.log");
+    let mut cmd = Command::new(&bins.0);
+    common(&mut cmd);
+    let mut api_proc = Proc(
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--default-pool-quota", &format!("loadBalancers={n}")])
+            .stderr(Stdio::from(std::fs::File::create(&api_log)?))
+            .spawn()?,
+    );
+    let api =
+        Api { http: reqwest::Client::new(), url: api_url.clone(), token: stack.token.clone() };
+    let mut up = false;
+    for _ in 0..200 {
+        api_proc.alive("bc-api", &api_log)?;
+        if let Ok(r) = api.http.get(format!("{api_url}/readyz")).send().await
+            && r.status().is_success()
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::ensure!(up, "bc-api never became ready at {api_url}");
+    let rec_log = scratch.path().join("bc-reconciler.log");
+    let mut cmd = Command::new(&bins.1);
+    common(&mut cmd);
+    let mut rec_proc = Proc(
+        cmd.args(["--replica-id", "memory-bench"])
+            .stderr(Stdio::from(std::fs::File::create(&rec_log)?))
+            .spawn()?,
+    );
+
+    let mut account_ids = vec![stack.account_id.clone()];
+    for (i, t) in tokens.iter().enumerate() {
+        let made = api
+            .call(
+                "providerAccounts.create",
+                json!({"tenantId": DEV_TENANT, "provider": "digitalocean",
+                       "name": format!("memory-{i}"), "credentials": {"token": t}}),
+            )
+            .await?;
+        let id = made["providerAccountId"].as_str().unwrap_or_default().to_owned();
+        account_ids.push(id);
+    }
+    let pool = api
+        .call("pools.create", json!({"tenantId": DEV_TENANT, "name": "memory", "policy": {}}))
+        .await?;
+    let pool_id = pool["poolId"].as_str().unwrap_or_default().to_owned();
+
+    let started = Instant::now();
+    let creates = futures::stream::iter(0..n)
+        .map(|i| {
+            let body = json!({"tenantId": DEV_TENANT, "poolId": pool_id,
+                "providerAccountId": account_ids[i % accounts], "name": format!("lb-{i}"),
+                "type": "regional", "region": "nyc1",
+                "forwardingRules": [{"entryProtocol": "http", "entryPort": 80,
+                                     "targetProtocol": "http", "targetPort": 8080}],
+                "targets": {"tag": "web"}});
+            let api = &api;
+            async move { api.call("loadBalancers.create", body).await }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    if let Some(Err(e)) = creates.into_iter().find(Result::is_err) {
+        return Err(e);
+    }
+    let mut last = (0, 0);
+    for _ in 0..POLLS {
+        api_proc.alive("bc-api", &api_log)?;
+        rec_proc.alive("bc-reconciler", &rec_log)?;
+        last = api.ready().await?;
+        if last.0 >= n {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    anyhow::ensure!(last.0 >= n, "only {} of {n} load balancers ready", last.0);
+    let run = Run {
+        api_mib: api_proc.peak_rss_mib(),
+        reconciler_mib: rec_proc.peak_rss_mib(),
+        converge_s: started.elapsed().as_secs_f64(),
+    };
+    drop(rec_proc);
+    drop(api_proc);
+    stack.stop().await;
+    Ok(run)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let flag =
+        |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let quick = args.iter().any(|a| a == "--quick");
+    let sizes: Vec<usize> = flag("--sizes")
+        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| if quick { vec![100] } else { vec![100, 1_000] });
+    let repeat: Option<usize> = flag("--repeat").and_then(|s| s.parse().ok());
+    let started = Instant::now();
+    let bins = binaries()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let backend = if bc_testkit::postgres_url().is_some() { "postgres" } else { "sqlite" };
+    println!("# memory benchmark ({} mode, {backend})", if quick { "quick" } else { "full" });
+    for n in sizes {
+        let times = repeat.unwrap_or(if n <= 100 && !quick { 3 } else { 1 });
+        let mut runs = Vec::new();
+        for _ in 0..times {
+            let run = rt.block_on(run_once(n, &bins))?;
+            eprintln!(
+                "memory N={n}: bc-api {:.1} MiB, bc-reconciler {:.1} MiB, converged in {:.1} s",
+                run.api_mib, run.reconciler_mib, run.converge_s
+            );
+            runs.push(run);
+        }
+        let at = format!("{backend} · {n} LBs converged");
+        let col = |f: fn(&Run) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+        emit(&Figure::new(
+            "memory",
+            format!("{at} · bc-api peak RSS (VmHWM)"),
+            "MiB",
+            Better::Lower,
+            col(|r| r.api_mib),
+        ));
+        emit(&Figure::new(
+            "memory",
+            format!("{at} · bc-reconciler peak RSS (VmHWM)"),
+            "MiB",
+            Better::Lower,
+            col(|r| r.reconciler_mib),
+        ));
+        emit(&Figure::new(
+            "memory",
+            format!("{at} · converge through the API, processes (wall)"),
+            "s",
+            Better::Lower,
+            col(|r| r.converge_s),
+        ));
+    }
+    eprintln!("memory bench: {:.1} s wall", started.elapsed().as_secs_f64());
+    Ok(())
+}
