@@ -6,7 +6,6 @@
 //! whitespace) and says where it stopped when it does not; it never guesses.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// A JSON value. Numbers are `f64` (the figures are measurements, never ids).
 #[derive(Debug, Clone, PartialEq)]
@@ -261,31 +260,9 @@ impl Parser<'_> {
     }
 }
 
-/// `s` as a JSON string literal.
-pub fn string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// `v` as a JSON number, `null` when it is not finite (JSON has no NaN).
-pub fn number(v: f64) -> String {
-    if v.is_finite() { format!("{v}") } else { "null".to_owned() }
-}
+/// `s` as a JSON string literal, and `v` as a JSON number (`null` when not finite): the
+/// encoders the figures themselves are written with, so both ends agree.
+pub use bc_testkit::bench::{json_number as number, json_string as string};
 
 #[cfg(test)]
 mod tests {

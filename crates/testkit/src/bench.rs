@@ -141,9 +141,9 @@ impl Figure {
         let _ = write!(
             s,
             "\"bench\":{},\"name\":{},\"unit\":{},\"better\":\"{}\",\"samples\":{}",
-            json_str(self.bench),
-            json_str(&self.name),
-            json_str(self.unit),
+            json_string(self.bench),
+            json_string(&self.name),
+            json_string(self.unit),
             self.better.as_str(),
             json_nums(&self.samples)
         );
@@ -155,7 +155,7 @@ impl Figure {
                 s,
                 ",\"against\":{{\"reference\":\"{}\",\"name\":{},\"samples\":{}}}",
                 a.reference.as_str(),
-                json_str(&a.name),
+                json_string(&a.name),
                 json_nums(&a.samples)
             );
         }
@@ -210,14 +210,19 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 fn json_nums(values: &[f64]) -> String {
-    let items: Vec<String> = values
-        .iter()
-        .map(|v| if v.is_finite() { format!("{v}") } else { "null".to_owned() })
-        .collect();
+    let items: Vec<String> = values.iter().map(|v| json_number(*v)).collect();
     format!("[{}]", items.join(","))
 }
 
-fn json_str(s: &str) -> String {
+/// `v` as a JSON number, `null` when it is not finite (JSON has no NaN). Shared with the
+/// report writer in `xtask`, so figures and report encode numbers alike.
+pub fn json_number(v: f64) -> String {
+    if v.is_finite() { format!("{v}") } else { "null".to_owned() }
+}
+
+/// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+/// Shared with the report writer in `xtask`.
+pub fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
