@@ -8,40 +8,18 @@
 //! without one, or fails when services are required).
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 
 use bc_stack::dev::{DEV_TENANT, DevStack};
 use bc_stack::testing::{self, Backend, Scratch, sim_call};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_bc-reconciler");
+use common::replica;
+
+mod common;
+
 const ACCOUNTS: usize = 4;
 const POOLS: usize = 40;
 const PER_POOL: usize = 5;
-
-struct Replica(Child);
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn replica(stack: &DevStack, url: &str, id: &str, log: &std::path::Path) -> Replica {
-    Replica(
-        Command::new(BIN)
-            .env_clear()
-            .env("BC_DATABASE_URL", url)
-            .env("BC_SECRET_KEY", &stack.secret_key)
-            .env("BC_PUBLIC_URL", &stack.api_url)
-            .env("BC_DIGITALOCEAN_API_URL", &stack.sim_url)
-            .args(["--replica-id", id, "--concurrency", "16"])
-            .stderr(Stdio::from(std::fs::File::create(log).expect("log")))
-            .spawn()
-            .expect("bc-reconciler starts"),
-    )
-}
 
 /// The state of every load balancer of the tenant, by id (all pages).
 async fn states(stack: &DevStack) -> BTreeMap<String, String> {
