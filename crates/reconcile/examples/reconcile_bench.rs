@@ -68,16 +68,6 @@ impl Reconciler for Probe {
     }
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
 fn zero_delays() -> SimConfig {
     let z = Duration::ZERO;
     SimConfig {
@@ -356,7 +346,7 @@ async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64
     out.insert("first_activation_p50_ms".into(), ms(percentile(&mut to_first, 0.5)));
     out.insert("write_to_call_p50_ms".into(), ms(percentile(&mut to_call, 0.5)));
     out.insert("write_to_call_p99_ms".into(), ms(percentile(&mut to_call, 0.99)));
-    out.insert("rss_mib".into(), peak_rss_mib());
+    out.insert("rss_mib".into(), bc_testkit::bench::peak_rss_mib(None));
     out
 }
 

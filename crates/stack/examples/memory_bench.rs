@@ -50,14 +50,7 @@ impl Drop for Proc {
 impl Proc {
     /// Its peak resident set (`VmHWM`), in MiB.
     fn peak_rss_mib(&self) -> f64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
+        bc_testkit::bench::peak_rss_mib(Some(self.0.id()))
     }
 
     /// Fails naming `what` if the process has exited.

@@ -198,6 +198,19 @@ pub fn emit(figure: &Figure) {
     }
 }
 
+/// The peak resident set (`VmHWM` of `/proc/<pid>/status`) of process `pid`, or of this
+/// process when `None`, in MiB; NaN where it cannot be read (not Linux, process gone).
+pub fn peak_rss_mib(pid: Option<u32>) -> f64 {
+    let path = pid.map_or("/proc/self/status".to_owned(), |p| format!("/proc/{p}/status"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
 /// The median of `values` (NaN when empty; the mean of the middle two when even).
 pub fn median(values: &[f64]) -> f64 {
     if values.is_empty() {
