@@ -511,6 +511,23 @@ pub enum Step {
     Index(usize),
 }
 
+/// The JSON path of `steps`, as errors name fields: `policy.flavors[0].name`.
+pub fn path_text(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for s in steps {
+        match s {
+            Step::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
 /// `body` with the value at `path` replaced by `value`.
 pub fn set_at(body: &Value, path: &[Step], value: Value) -> Value {
     let mut body = body.clone();

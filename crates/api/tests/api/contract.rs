@@ -14,7 +14,7 @@ use bc_api::registry::{Authorization, Method};
 use regex::Regex;
 use serde_json::{Value, json};
 
-use crate::common::{Answer, Harness, S, Step, fields, reordered, set_at, with};
+use crate::common::{Answer, Harness, S, fields, path_text, reordered, set_at, with};
 
 bc_store::store_suite!(
     every_documented_constraint_is_invalid_argument_naming_its_field,
@@ -30,23 +30,6 @@ async fn call(h: &Harness, token: &str, node: &str, method: &Method, body: &Valu
         Authorization::JoinToken => None,
     };
     h.call(&method.info.id().to_string(), bearer, body).await
-}
-
-/// The JSON path of `steps`, as errors name fields: `policy.flavors[0].name`.
-fn path_text(steps: &[Step]) -> String {
-    let mut out = String::new();
-    for s in steps {
-        match s {
-            Step::Key(k) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
-            Step::Index(i) => out.push_str(&format!("[{i}]")),
-        }
-    }
-    out
 }
 
 /// A string the pattern refuses (within `max` characters).

@@ -29,7 +29,9 @@ use bc_api::methods::examples as ex;
 use bc_store::testing::{Backend, run};
 use serde_json::{Value, json};
 
-use crate::common::{Harness, OTHER_LB, OTHER_POOL, OTHER_TENANT, S, Step, fields, set_at};
+use crate::common::{
+    Harness, OTHER_LB, OTHER_POOL, OTHER_TENANT, S, Step, fields, path_text, set_at,
+};
 
 /// The placeholder whose serialized form a hostile value's raw text replaces in a body
 /// (so text `serde_json::Value` cannot hold — a lone surrogate, 10,000 levels — is sent).
@@ -125,23 +127,6 @@ struct Case {
     content_type: &'static str,
     body: Vec<u8>,
     expect: Expect,
-}
-
-/// The JSON path of `steps`, as errors name fields.
-fn path_text(steps: &[Step]) -> String {
-    let mut out = String::new();
-    for s in steps {
-        match s {
-            Step::Key(k) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
-            Step::Index(i) => out.push_str(&format!("[{i}]")),
-        }
-    }
-    out
 }
 
 fn quoted(s: &str) -> String {
