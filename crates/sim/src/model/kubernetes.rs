@@ -246,6 +246,14 @@ impl NodePool {
         t.push("k8s:worker".into());
         t
     }
+
+    /// Whether `tag` is one of [`Self::all_tags`], without building them (it is asked for
+    /// every node pool on every call that advances the account).
+    pub fn has_tag(&self, cluster_id: &str, tag: &str) -> bool {
+        matches!(tag, "k8s" | "k8s:worker")
+            || tag.strip_prefix("k8s:") == Some(cluster_id)
+            || self.tags.iter().any(|t| t == tag)
+    }
 }
 
 /// A taint as requests carry it (godo sends `Key`/`Value`/`Effect`, so keys match
@@ -1530,4 +1538,34 @@ pub fn kubeconfig_yaml(c: &Cluster, server: &str, ca_pem: &str) -> String {
         user = q(&user),
         token = q(&c.api_token),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `has_tag` is `all_tags` without the allocations: they must agree on every tag a
+    /// load balancer could target, including a user tag that repeats a server one.
+    #[test]
+    fn has_tag_agrees_with_all_tags() {
+        let pool = NodePool {
+            id: "p".into(),
+            name: "pool".into(),
+            size: "s-1vcpu-2gb".into(),
+            count: 1,
+            tags: vec!["web".into(), "k8s".into()],
+            labels: None,
+            taints: Vec::new(),
+            auto_scale: false,
+            min_nodes: 0,
+            max_nodes: 0,
+            nodes: Vec::new(),
+            deleting: false,
+            created_at: Timestamp::EPOCH,
+        };
+        let all = pool.all_tags("c1");
+        for tag in ["web", "k8s", "k8s:c1", "k8s:worker", "k8s:c2", "k8s:", "db", "", "WEB"] {
+            assert_eq!(pool.has_tag("c1", tag), all.iter().any(|t| t == tag), "tag {tag:?}");
+        }
+    }
 }

@@ -703,34 +703,35 @@ fn resolve(
     })
 }
 
-/// The ids of the droplets that carry `tag`, sorted: the running nodes of every node
-/// pool whose tags (its own and the server's `k8s`, `k8s:<cluster id>`, `k8s:worker`)
-/// include it.
+/// The ids of the droplets that carry `tag`, sorted: the nodes of every node pool whose
+/// tags (its own and the server's `k8s`, `k8s:<cluster id>`, `k8s:worker`) include it.
 pub(crate) fn tagged_droplets(account: &Account, tag: &str) -> Vec<u64> {
     let mut out: Vec<u64> = account
         .clusters
         .iter()
-        .flat_map(|c| c.node_pools.iter().map(move |p| (c, p)))
-        .filter(|(c, p)| p.all_tags(&c.id).iter().any(|t| t == tag))
-        .flat_map(|(_, p)| p.nodes.iter())
+        .flat_map(|c| c.node_pools.iter().filter(move |p| p.has_tag(&c.id, tag)))
+        .flat_map(|p| p.nodes.iter())
         .filter_map(|n| n.droplet_id.parse::<u64>().ok())
         .collect();
     out.sort_unstable();
     out
 }
 
-pub(super) fn advance_account(account: &mut Account, ids: &mut Ids, now: Timestamp) {
-    // A tag-targeted load balancer's droplets are the droplets that carry the tag now.
-    let tagged: Vec<Vec<u64>> = account
-        .load_balancers
-        .iter()
-        .map(|l| if l.tag.is_empty() { Vec::new() } else { tagged_droplets(account, &l.tag) })
-        .collect();
-    for (l, droplets) in account.load_balancers.iter_mut().zip(tagged) {
-        if !l.tag.is_empty() {
-            l.droplet_ids = droplets;
-        }
+/// `lbs` as the API shows them: a tag-targeted load balancer's `droplet_ids` are the
+/// droplets that carry its tag at the time of the read. Filled here, on the way out, once
+/// per distinct tag: kept up to date on every call instead, load balancers × node pools
+/// made every call cost the square of the account's size.
+fn shown(account: &Account, mut lbs: Vec<LoadBalancer>) -> Vec<LoadBalancer> {
+    let mut by_tag: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for l in lbs.iter_mut().filter(|l| !l.tag.is_empty()) {
+        let droplets =
+            by_tag.entry(l.tag.clone()).or_insert_with(|| tagged_droplets(account, &l.tag));
+        l.droplet_ids.clone_from(droplets);
     }
+    lbs
+}
+
+pub(super) fn advance_account(account: &mut Account, ids: &mut Ids, now: Timestamp) {
     for l in &mut account.load_balancers {
         if l.status == LbStatus::New && l.due.is_some_and(|d| d <= now) {
             l.due = None;
@@ -758,7 +759,8 @@ impl Model {
         now: Timestamp,
     ) -> Result<Vec<LoadBalancer>, ApiError> {
         let all = self.account(token, now)?.load_balancers.clone();
-        Ok(all.into_iter().filter(|l| !self.lagging(l.created_at, now)).collect())
+        let listed = all.into_iter().filter(|l| !self.lagging(l.created_at, now)).collect();
+        Ok(self.shown(token, listed))
     }
 
     /// Creates a load balancer (`new`, no ip yet; `active` after the provision delay).
@@ -777,7 +779,7 @@ impl Model {
         lb.busy_until = lb.due;
         let account = self.accounts.get_mut(token).ok_or_else(ApiError::unauthorized)?;
         account.load_balancers.push(lb.clone());
-        Ok(lb)
+        Ok(self.shown_one(token, lb))
     }
 
     /// One load balancer (404 unknown, or inside the brief-404 window).
@@ -797,7 +799,20 @@ impl Model {
         if self.hidden(l.created_at, now) {
             return Err(ApiError::not_found());
         }
-        Ok(l)
+        Ok(self.shown_one(token, l))
+    }
+
+    /// [`shown`] for the account of `token`.
+    fn shown(&self, token: &str, lbs: Vec<LoadBalancer>) -> Vec<LoadBalancer> {
+        match self.accounts.get(token) {
+            Some(account) => shown(account, lbs),
+            None => lbs,
+        }
+    }
+
+    /// [`shown`] for one load balancer of the account of `token`.
+    fn shown_one(&self, token: &str, lb: LoadBalancer) -> LoadBalancer {
+        self.shown(token, vec![lb]).pop().expect("one in, one out")
     }
 
     /// Replaces a load balancer whole: omitted fields reset to defaults; 403 while a
@@ -887,7 +902,7 @@ impl Model {
         if let Some(slot) = account.load_balancers.iter_mut().find(|l| l.id == id) {
             *slot = lb.clone();
         }
-        Ok(lb)
+        Ok(self.shown_one(token, lb))
     }
 
     fn lb_change(
