@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use bc_domain::TenantId;
 use bc_domain::model::{Grant, Role, Scope};
 use bc_stack::wire::{self, Adapters, ReconcileOptions, Served};
-use bc_stack::{ApiArgs, DevOptions, DevStack, SharedArgs};
+use bc_stack::{ApiArgs, BudgetArgs, DevOptions, DevStack, SharedArgs};
 use clap::{Parser, Subcommand};
 
 /// The Better Compute Kubernetes and provider-resources control plane: the API.
@@ -35,6 +35,9 @@ enum Command {
         /// Run the reconcilers (and the event relay) in this process.
         #[arg(long, env = "BC_RECONCILE")]
         reconcile: bool,
+        // The reconcilers' per-account provider-call budget (with --reconcile).
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
     /// Everything on this machine with no setup: SQLite in ./.bc-dev, the simulated cloud,
     /// the reconcilers, a tenant `dev` and its token.
@@ -95,7 +98,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shared = cli.shared;
     match cli.command {
-        Command::Serve { api, reconcile } => serve(shared, api, reconcile).await,
+        Command::Serve { api, reconcile, budget } => serve(shared, api, reconcile, budget).await,
         Command::Dev { listen, dir, fresh, demo } => {
             let mut options = DevOptions::new(dir);
             options.listen = listen;
@@ -130,7 +133,12 @@ fn secret_key(shared: &SharedArgs) -> anyhow::Result<&str> {
     )
 }
 
-async fn serve(shared: SharedArgs, api: ApiArgs, reconcile: bool) -> anyhow::Result<()> {
+async fn serve(
+    shared: SharedArgs,
+    api: ApiArgs,
+    reconcile: bool,
+    budget: BudgetArgs,
+) -> anyhow::Result<()> {
     let key = secret_key(&shared)?;
     let listener = wire::bind(api.listen).await?;
     let store = Arc::new(bc_stack::db::open(database_url(&shared)?).await?);
@@ -148,7 +156,8 @@ async fn serve(shared: SharedArgs, api: ApiArgs, reconcile: bool) -> anyhow::Res
     );
     if reconcile {
         let replica = wire::replica_id("bc-api");
-        let options = ReconcileOptions::new(&replica, &public_url, &shared.bcd_image);
+        let mut options = ReconcileOptions::new(&replica, &public_url, &shared.bcd_image);
+        options.budget = budget.config();
         served.reconcilers(wire::runtime(&adapters, &options, work.clone())?);
         if let Some(relay) =
             wire::relay(&adapters, &replica, Some(events), shared.nats_url.as_deref()).await?

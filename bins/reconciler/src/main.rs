@@ -1,6 +1,7 @@
 //! `bc-reconciler`: the reconcilers (SPEC §13) against `--database-url`, as one replica
 //! of many — replicas share the work queue through leases, so several may run on one
-//! PostgreSQL. Thin by design: flags (each also an environment variable) in, then
+//! PostgreSQL. Thin by design: flags (each also an environment variable; the
+//! per-account provider-call budget is `--budget-per-minute`/`--budget-per-hour`) in, then
 //! `bc_stack` wires and runs the runtime, the event relay (to NATS with `--nats-url`)
 //! and the idempotency purge until SIGINT/SIGTERM.
 //!
@@ -12,8 +13,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use bc_domain::ports::WorkKind;
-use bc_stack::SharedArgs;
 use bc_stack::wire::{self, Adapters, ReconcileOptions, Served};
+use bc_stack::{BudgetArgs, SharedArgs};
 use clap::Parser;
 
 /// The reconcilers of the Better Compute control plane.
@@ -34,6 +35,8 @@ struct Cli {
     /// and a random suffix.
     #[arg(long, env = "BC_REPLICA_ID")]
     replica_id: Option<String>,
+    #[command(flatten)]
+    budget: BudgetArgs,
 }
 
 /// A kind by its queue name or its short name.
@@ -69,6 +72,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut options = ReconcileOptions::new(&replica, &public_url, &shared.bcd_image);
     options.kinds = cli.only;
     options.concurrency = cli.concurrency;
+    options.budget = cli.budget.config();
     let work = Arc::default();
     let rt = wire::runtime(&adapters, &options, work)?;
     let kinds: Vec<String> = rt.kinds().iter().map(|k| k.to_string()).collect();

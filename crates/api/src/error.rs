@@ -119,7 +119,9 @@ impl ApiError {
             ProviderError::Refused { .. } | ProviderError::NotFound => {
                 Self::failed_precondition(format!("{what}: the provider refused the request"))
             }
-            ProviderError::RateLimited { .. } | ProviderError::Transient { .. } => {
+            ProviderError::RateLimited { .. }
+            | ProviderError::OverBudget { .. }
+            | ProviderError::Transient { .. } => {
                 Self::unavailable(format!("{what}: the provider could not be reached; try again"))
             }
         }

@@ -181,6 +181,14 @@ pub enum ProviderError {
         /// How long to wait, in milliseconds.
         retry_after_ms: u64,
     },
+    /// Not sent: the account's provider-call budget (this control plane's own, shared
+    /// by its replicas) has no call to spare for this many milliseconds. Unlike a
+    /// failure, retrying after the wait is all there is to do.
+    #[error("over the account's provider-call budget; retry in {retry_after_ms} ms")]
+    OverBudget {
+        /// How long until the budget frees a call, in milliseconds.
+        retry_after_ms: u64,
+    },
     /// The account's credentials were refused.
     #[error("the provider refused the account's credentials")]
     Unauthorized,
@@ -195,7 +203,12 @@ pub enum ProviderError {
 impl ProviderError {
     /// Whether a later retry of the same request may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ProviderError::RateLimited { .. } | ProviderError::Transient { .. })
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::OverBudget { .. }
+                | ProviderError::Transient { .. }
+        )
     }
 }
 

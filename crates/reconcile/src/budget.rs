@@ -29,20 +29,21 @@ const CAS_ATTEMPTS: usize = 16;
 #[async_trait]
 pub trait Budget: Send + Sync {
     /// Takes one call from `account`'s budget at `now`. A denial is
-    /// `ProviderError::RateLimited` with the wait the budget names (so it is retried
-    /// like the provider's own 429); a budget that cannot be read is `Transient`.
+    /// `ProviderError::OverBudget` with the wait the budget names (the runtime retries
+    /// the item then, without counting a failure); a budget that cannot be read is
+    /// `Transient`.
     async fn acquire(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()>;
     /// The provider answered 429: no call of `account` before `until`, on any replica.
     async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()>;
     /// Whether a call of `account` would be granted at `now`, taking nothing: `Ok`, or
-    /// the `RateLimited` denial `acquire` would answer. A look, not a promise (another
+    /// the `OverBudget` denial `acquire` would answer. A look, not a promise (another
     /// caller may take the call first); for callers that must record something before a
     /// call only if the call can go.
     async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()>;
 }
 
 fn denied(wait_ms: u64) -> ProviderError {
-    ProviderError::RateLimited { retry_after_ms: wait_ms }
+    ProviderError::OverBudget { retry_after_ms: wait_ms }
 }
 
 /// One process's budgets, in memory (tests, and a single process that owns its

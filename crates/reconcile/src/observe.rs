@@ -64,7 +64,7 @@ pub trait Observer: Send + Sync {
     ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError>;
     /// Forgets the account's listings (after a write that changes what they show).
     fn invalidate(&self, account: &ProviderAccount);
-    /// Whether the account's budget would grant a call now (`RateLimited` with the wait
+    /// Whether the account's budget would grant a call now (`OverBudget` with the wait
     /// if not), taking nothing: for a reconciler that records an intent before a call,
     /// so it records none it cannot send. Observers without a budget say yes.
     async fn can_call(&self, _account: &ProviderAccount) -> Result<(), ProviderError> {

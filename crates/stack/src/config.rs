@@ -1,12 +1,16 @@
 //! The flags of SPEC §13, each also read from its environment variable, shared by
 //! `bc-api` and `bc-reconciler` (declared once, flattened into both).
 //!
-//! Invariant: a secret given by flag or environment (`--secret-key`) is never printed:
-//! clap hides its value in help output, and `Debug` of these structs redacts it.
+//! Invariants: a secret given by flag or environment (`--secret-key`) is never printed:
+//! clap hides its value in help output, and `Debug` of these structs redacts it. A
+//! provider-call budget above what the provider allows a token, or of zero, is refused
+//! at parse time with an error naming the flag, so no process runs with one.
 
 use std::net::SocketAddr;
 
 use bc_domain::model::QuotaResource;
+use bc_domain::rules::budget::{BudgetConfig, DEFAULT_PER_HOUR, DEFAULT_PER_MINUTE};
+use bc_providers::digitalocean::RateLimitConfig;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -69,6 +73,60 @@ pub struct ApiArgs {
     pub default_pool_quota: Vec<(QuotaResource, u32)>,
 }
 
+/// The per-account provider-call budget of the reconcilers (`bc-reconciler`, and
+/// `bc-api serve --reconcile`): shared by every replica through the store, so it bounds
+/// the calls of all of them together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
+pub struct BudgetArgs {
+    /// Provider calls per account in any sliding minute, all replicas together: 1 to
+    /// DigitalOcean's 250 per token [default: 240].
+    #[arg(long = "budget-per-minute", env = "BC_BUDGET_PER_MINUTE", value_name = "N", value_parser = parse_budget_per_minute)]
+    pub per_minute: Option<u32>,
+    /// Provider calls per account in any sliding hour, all replicas together: 1 to
+    /// DigitalOcean's 5000 per token [default: 4800].
+    #[arg(long = "budget-per-hour", env = "BC_BUDGET_PER_HOUR", value_name = "N", value_parser = parse_budget_per_hour)]
+    pub per_hour: Option<u32>,
+}
+
+impl BudgetArgs {
+    /// The budget: the default's shape ([`BudgetConfig::limits`]) at the limits given,
+    /// the default's where none is.
+    pub fn config(&self) -> BudgetConfig {
+        BudgetConfig::limits(
+            self.per_minute.unwrap_or(DEFAULT_PER_MINUTE),
+            self.per_hour.unwrap_or(DEFAULT_PER_HOUR),
+        )
+    }
+}
+
+/// Parses `--budget-per-minute`: a whole number from 1 to the provider's per-minute
+/// limit of a token.
+pub fn parse_budget_per_minute(s: &str) -> Result<u32, String> {
+    parse_budget(s, RateLimitConfig::default().per_minute, "minute")
+}
+
+/// Parses `--budget-per-hour`: a whole number from 1 to the provider's per-hour limit of
+/// a token.
+pub fn parse_budget_per_hour(s: &str) -> Result<u32, String> {
+    parse_budget(s, RateLimitConfig::default().per_hour, "hour")
+}
+
+/// A budget of 1..=`max` calls per `window`. Zero would stop every reconciler for good;
+/// above `max` the provider itself answers 429 before the budget says no, so both are
+/// refused rather than clamped.
+fn parse_budget(s: &str, max: u32, window: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of calls per {window}"))?;
+    if n == 0 || n > max {
+        return Err(format!(
+            "{n} calls per {window} is out of range: at least 1, at most {max} (DigitalOcean's limit per token)"
+        ));
+    }
+    Ok(n)
+}
+
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
@@ -106,6 +164,54 @@ mod tests {
         assert!(parse_quota("volumes=1").unwrap_err().contains("volumes"));
         assert!(parse_quota("loadBalancers=x").unwrap_err().contains("\"x\""));
         assert!(parse_quota("loadBalancers").unwrap_err().contains("RESOURCE=N"));
+    }
+
+    /// A binary's flags in miniature: the budget flattened as the binaries do.
+    #[derive(Debug, clap::Parser)]
+    struct WithBudget {
+        #[command(flatten)]
+        budget: BudgetArgs,
+    }
+
+    fn budget_from(args: &[&str]) -> Result<BudgetConfig, String> {
+        use clap::Parser as _;
+        let argv = std::iter::once("bin").chain(args.iter().copied());
+        WithBudget::try_parse_from(argv).map(|w| w.budget.config()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn budgets_default_to_the_default_and_take_the_limits_given() {
+        assert_eq!(budget_from(&[]), Ok(BudgetConfig::default()));
+        assert_eq!(
+            budget_from(&["--budget-per-minute", "240", "--budget-per-hour", "4800"]),
+            Ok(BudgetConfig::default())
+        );
+        let small = budget_from(&["--budget-per-minute", "20"]).expect("20 a minute");
+        assert_eq!((small.minute.limit, small.hour.limit), (20, 4_800));
+        let hourly = budget_from(&["--budget-per-hour", "5000"]).expect("DigitalOcean's own");
+        assert_eq!((hourly.minute.limit, hourly.hour.limit), (240, 5_000));
+        assert_eq!(budget_from(&["--budget-per-minute", "250"]).map(|c| c.minute.limit), Ok(250));
+    }
+
+    #[test]
+    fn budgets_of_zero_or_above_the_providers_limit_are_refused_naming_the_flag() {
+        for (flag, bad) in [
+            ("--budget-per-minute", "0"),
+            ("--budget-per-minute", "251"),
+            ("--budget-per-minute", "-3"),
+            ("--budget-per-minute", "many"),
+            ("--budget-per-hour", "0"),
+            ("--budget-per-hour", "5001"),
+        ] {
+            let e = budget_from(&[&format!("{flag}={bad}")]).expect_err(bad);
+            assert!(e.contains(flag), "{flag} {bad}: {e}");
+            assert!(e.contains(bad), "{flag} {bad}: {e}");
+        }
+        let e = parse_budget_per_minute("251").unwrap_err();
+        assert!(e.contains("at most 250") && e.contains("per minute"), "{e}");
+        let e = parse_budget_per_hour("0").unwrap_err();
+        assert!(e.contains("at least 1") && e.contains("at most 5000"), "{e}");
+        assert!(parse_budget_per_hour("x").unwrap_err().contains("whole number"));
     }
 
     #[test]

@@ -17,6 +17,6 @@ pub mod testing;
 pub mod tokens;
 pub mod wire;
 
-pub use config::{ApiArgs, LogFormat, SharedArgs};
+pub use config::{ApiArgs, BudgetArgs, LogFormat, SharedArgs};
 pub use dev::{DevOptions, DevStack};
 pub use wire::{Adapters, ReconcileOptions, Served};

@@ -16,6 +16,7 @@ use bc_api::{Api, Ports, Settings};
 use bc_domain::ports::{
     Clock, ClusterApi, EventPublisher, ProviderRegistry, SystemClock, WorkKind,
 };
+use bc_domain::rules::budget::BudgetConfig;
 use bc_providers::digitalocean::DigitalOceanRegistry;
 use bc_providers::kube::KubeClusterApi;
 use bc_reconcile::clusters::ClusterReconciler;
@@ -120,10 +121,12 @@ pub struct ReconcileOptions {
     pub load_balancer_timing: Option<Timing>,
     /// How often each kind polls for work written by other processes.
     pub poll: Option<Duration>,
+    /// Each provider account's call budget, shared by every replica through the store.
+    pub budget: BudgetConfig,
 }
 
 impl ReconcileOptions {
-    /// Every kind, default concurrency, replica `replica`.
+    /// Every kind, default concurrency and budget, replica `replica`.
     pub fn new(
         replica: impl Into<String>,
         public_url: impl Into<String>,
@@ -137,6 +140,7 @@ impl ReconcileOptions {
             bcd_image: bcd_image.into(),
             load_balancer_timing: None,
             poll: None,
+            budget: BudgetConfig::default(),
         }
     }
 }
@@ -149,14 +153,15 @@ pub fn replica_id(prefix: &str) -> String {
 }
 
 /// The reconciler runtime of one replica: the four kinds (or `options.kinds`) on the
-/// shared observer with the store-kept provider budget, woken by `work`.
+/// shared observer with the store-kept provider budget of `options.budget`, woken by
+/// `work`.
 pub fn runtime(
     adapters: &Adapters,
     options: &ReconcileOptions,
     work: Arc<Notify>,
 ) -> anyhow::Result<Arc<Runtime>> {
     let store: Arc<dyn bc_domain::ports::Store> = adapters.store.clone();
-    let budget = Arc::new(StoreBudget::new(store.clone(), Default::default()));
+    let budget = Arc::new(StoreBudget::new(store.clone(), options.budget));
     let observer =
         Arc::new(SharedObserver::new(adapters.providers.clone(), budget, adapters.clock.clone()));
     let deps = Deps {

@@ -119,6 +119,25 @@ impl WorkQueue for SqlStore {
         self.touch("fail", self.st(&text, v)).await
     }
 
+    async fn defer(
+        &self,
+        kind: WorkKind,
+        key: &str,
+        owner: &str,
+        why: &str,
+        at: Timestamp,
+    ) -> StoreResult<bool> {
+        // `fail` without the count: the item did not fail, it waited its turn.
+        let text = format!(
+            "UPDATE work_queue SET last_error = ?, \
+             not_before = {}, requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
+             WHERE kind = ? AND item_key = ? AND lease_owner = ?",
+            self.earliest_of_requeue()
+        );
+        let v = vec![s(why), ts(at), ts(at), s(kind.as_str()), s(key), s(owner)];
+        self.touch("defer", self.st(&text, v)).await
+    }
+
     async fn requeue(
         &self,
         kind: WorkKind,

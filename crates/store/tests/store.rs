@@ -1316,6 +1316,7 @@ async fn queue_lifecycle(s: S) {
     assert!(!s.complete(K, "a", "r2").await.unwrap());
     assert!(!s.fail(K, "a", "r2", "x", t(1)).await.unwrap());
     assert!(!s.requeue(K, "a", "r2", t(1)).await.unwrap());
+    assert!(!s.defer(K, "a", "r2", "x", t(1)).await.unwrap());
     assert!(!s.extend(K, "a", "r2", t(5000)).await.unwrap());
     assert!(s.extend(K, "a", "r1", t(5000)).await.unwrap());
     assert_eq!(s.work_get(K, "a").await.unwrap().unwrap().lease_until, Some(t(5000)));
@@ -1332,6 +1333,17 @@ async fn queue_lifecycle(s: S) {
     assert_eq!(s.claim("r1", &kinds, 10, t(300), t(1000)).await.unwrap().len(), 1);
     assert!(s.fail(K, "a", "r1", "again", t(400)).await.unwrap());
     assert_eq!(s.work_get(K, "a").await.unwrap().unwrap().attempts, 2);
+
+    // Defer: waiting for the budget is no failure — attempts kept, the reason shown,
+    // due at the named time, lease dropped.
+    assert_eq!(s.claim("r1", &kinds, 10, t(400), t(1000)).await.unwrap().len(), 1);
+    assert!(s.defer(K, "a", "r1", "over budget", t(350)).await.unwrap());
+    let a = s.work_get(K, "a").await.unwrap().unwrap();
+    assert_eq!(
+        (a.attempts, a.last_error.as_deref(), a.not_before, a.lease_owner, a.lease_until),
+        (2, Some("over budget"), t(350), None, None)
+    );
+    assert!(!s.defer(K, "a", "r1", "over budget", t(360)).await.unwrap(), "the lease is gone");
 
     // Requeue: success with another run wanted; attempts reset.
     assert_eq!(s.claim("r1", &kinds, 10, t(400), t(1000)).await.unwrap().len(), 1);

@@ -48,6 +48,11 @@ impl Drop for Replica {
 /// Starts a `bc-reconciler` on the stack's database and simulator, its log appended to
 /// `log`.
 pub fn replica(stack: &DevStack, url: &str, id: &str, log: &Path) -> Replica {
+    replica_with(stack, url, id, log, &[])
+}
+
+/// [`replica`] with more flags (e.g. a smaller `--budget-per-minute`).
+pub fn replica_with(stack: &DevStack, url: &str, id: &str, log: &Path, flags: &[&str]) -> Replica {
     let file =
         std::fs::OpenOptions::new().create(true).append(true).open(log).expect("replica log");
     Replica(
@@ -58,6 +63,7 @@ pub fn replica(stack: &DevStack, url: &str, id: &str, log: &Path) -> Replica {
             .env("BC_PUBLIC_URL", &stack.api_url)
             .env("BC_DIGITALOCEAN_API_URL", &stack.sim_url)
             .args(["--replica-id", id, "--concurrency", "16"])
+            .args(flags)
             .stderr(Stdio::from(file))
             .spawn()
             .expect("bc-reconciler starts"),

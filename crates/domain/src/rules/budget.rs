@@ -57,20 +57,33 @@ pub struct BudgetConfig {
     pub hour: WindowLimit,
 }
 
+/// The default calls per account in any sliding minute.
+pub const DEFAULT_PER_MINUTE: u32 = 240;
+
+/// The default calls per account in any sliding hour.
+pub const DEFAULT_PER_HOUR: u32 = 4_800;
+
 impl Default for BudgetConfig {
     /// Under DigitalOcean's 250 per minute and 5,000 per hour per token, leaving room
     /// for the API's own calls (a token check per account create): 240 per minute
     /// (bursts of 40, then 200 a minute) and 4,800 per hour (bursts of 2,400, then 40 a
     /// minute).
     fn default() -> Self {
-        Self {
-            minute: WindowLimit::new(240, 60_000, 40),
-            hour: WindowLimit::new(4_800, 3_600_000, 2_400),
-        }
+        Self::limits(DEFAULT_PER_MINUTE, DEFAULT_PER_HOUR)
     }
 }
 
 impl BudgetConfig {
+    /// The default's shape at other limits (an operator's): `per_minute` with a sixth
+    /// of it as burst, `per_hour` with half of it as burst, so
+    /// `limits(DEFAULT_PER_MINUTE, DEFAULT_PER_HOUR)` is the default.
+    pub fn limits(per_minute: u32, per_hour: u32) -> Self {
+        Self {
+            minute: WindowLimit::new(per_minute, 60_000, per_minute / 6),
+            hour: WindowLimit::new(per_hour, 3_600_000, per_hour / 2),
+        }
+    }
+
     /// `per_minute` and `per_hour`, each with a sixth of its limit as burst.
     pub fn per_minute_and_hour(per_minute: u32, per_hour: u32) -> Self {
         Self {
@@ -194,6 +207,18 @@ mod tests {
         assert_eq!(s.paused_until, Some(t(30_000)), "an earlier pause never shortens it");
         let after = acquire(&c, &s, t(30_000), 1).expect("granted once the pause ends");
         assert_eq!(after.paused_until, None);
+    }
+
+    #[test]
+    fn the_default_is_its_own_shape_at_its_limits() {
+        let d = BudgetConfig::default();
+        assert_eq!(d, BudgetConfig::limits(DEFAULT_PER_MINUTE, DEFAULT_PER_HOUR));
+        assert_eq!(
+            (d.minute.limit, d.minute.burst, d.hour.limit, d.hour.burst),
+            (240, 40, 4_800, 2_400)
+        );
+        let small = BudgetConfig::limits(20, 600);
+        assert_eq!((small.minute.burst, small.hour.burst), (3, 300));
     }
 
     #[test]

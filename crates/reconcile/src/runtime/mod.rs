@@ -1,7 +1,8 @@
 //! The runtime: claims due work items of each kind with leases, runs them on their
 //! reconciler with bounded concurrency per kind, keeps each lease renewed while its
 //! activation runs, and settles every item by its outcome (requeue after the steady
-//! resync or the converging wait, complete when gone, fail with backoff on error).
+//! resync or the converging wait, complete when gone, fail with backoff on error, defer
+//! to when the account's call budget frees a call on a budget denial).
 //!
 //! Invariant: an item is worked on only under its lease, every activation's commits
 //! carry that lease's fence, and an activation whose lease is lost (renewal refused, or
@@ -17,8 +18,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bc_domain::StoreError;
 use bc_domain::ports::{WorkItem, WorkKind};
+use bc_domain::{ProviderError, StoreError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -260,6 +261,17 @@ impl Runtime {
                 queue.requeue(kind, key, owner, at).await.map(|h| (h, r))
             }
             Some(Err(ReconcileError::LeaseLost)) => return ActivationResult::LeaseLost,
+            Some(Err(
+                e @ ReconcileError::Provider(ProviderError::OverBudget { retry_after_ms }),
+            )) => {
+                let named = Duration::from_millis(retry_after_ms);
+                let at = later(now, self.config.schedule.over_budget(named, self.draw()));
+                let why: String = e.to_string().chars().take(LAST_ERROR_CAP).collect();
+                queue
+                    .defer(kind, key, owner, &why, at)
+                    .await
+                    .map(|h| (h, ActivationResult::OverBudget { at }))
+            }
             Some(Err(e)) => {
                 let attempts = item.attempts.saturating_add(1);
                 let at = later(now, self.config.schedule.failed(attempts, &e, self.draw()));

@@ -1,7 +1,8 @@
 //! When an item runs next: the runtime's scheduling rules — the steady resync, the wait
 //! a converging object asked for, capped exponential backoff after a failure, the wait
-//! the provider (or the budget) named — each spread by jitter drawn from a seedable
-//! generator, so a test with a fixed seed gets the same schedule every run.
+//! the provider named, the wait until the account's budget frees a call — each spread
+//! by jitter drawn from a seedable generator, so a test with a fixed seed gets the same
+//! schedule every run.
 //!
 //! Invariant: pure arithmetic on durations and a unit draw `u ∈ [0, 1)`; no clock, no
 //! global RNG. A failure never comes back sooner than the provider asked, a backoff
@@ -101,6 +102,16 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// The wait after the account's budget refused a call for `named`: that wait plus up
+    /// to a quarter of it (so the items it refused together do not all return at one
+    /// instant), whatever came before — a denial is the budget pacing calls, not a
+    /// failure, so it never grows into backoff.
+    pub fn over_budget(&self, named: Duration, u: f64) -> Duration {
+        named + (named / 4).mul_f64(u)
+    }
+}
+
 /// `t` plus `d` (saturating far in the future).
 pub fn later(t: Timestamp, d: Duration) -> Timestamp {
     t + time::Duration::try_from(d).unwrap_or(time::Duration::days(365 * 100))
@@ -134,6 +145,9 @@ mod tests {
             ReconcileError::Provider(ProviderError::RateLimited { retry_after_ms: 29_000 });
         assert_eq!(s.failed(1, &throttled, 0.0), Duration::from_secs(29));
         assert_eq!(s.failed(1, &throttled, 0.5), Duration::from_millis(29_000 + 3_625));
+        let named = Duration::from_millis(4_000);
+        assert_eq!(s.over_budget(named, 0.0), named);
+        assert_eq!(s.over_budget(named, 0.5), Duration::from_millis(4_500));
     }
 
     proptest! {

@@ -37,6 +37,12 @@ pub enum ActivationResult {
         /// When it is retried.
         retry_at: Option<Timestamp>,
     },
+    /// The account's provider-call budget had no call to spare: the item is due again at
+    /// `at`, when the budget frees one (attempts kept: not a failure).
+    OverBudget {
+        /// Next run.
+        at: Timestamp,
+    },
     /// The lease was lost (taken over by another replica): nothing was settled.
     LeaseLost,
     /// Stopped by shutdown; the lease was given back for another replica.
@@ -82,6 +88,8 @@ pub struct KindStatus {
     pub gone: u64,
     /// …failed (retried with backoff).
     pub failed: u64,
+    /// …waited for the account's provider-call budget (retried when it frees a call).
+    pub over_budget: u64,
     /// …that lost their lease.
     pub lease_lost: u64,
     /// …stopped by shutdown.
@@ -102,6 +110,7 @@ impl KindStatus {
             ActivationResult::Gone => self.gone += 1,
             ActivationResult::LeaseLost => self.lease_lost += 1,
             ActivationResult::Released => self.released += 1,
+            ActivationResult::OverBudget { .. } => self.over_budget += 1,
             ActivationResult::Failed { error, .. } => {
                 self.failed += 1;
                 if self.recent_errors.len() == RECENT_ERRORS {

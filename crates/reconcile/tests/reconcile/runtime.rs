@@ -145,6 +145,48 @@ async fn a_failing_item_shows_its_attempts_and_error_in_the_queue() {
     );
 }
 
+/// A budget denial is the budget pacing calls, not a failure: the item comes back when
+/// the budget frees a call, however often it was refused, and a real failure after a
+/// run of denials backs off from its first step. (Counted as failures, ten denials made
+/// the next wait 2^10 s, capped at 5 minutes: items idled while the budget had room.)
+#[tokio::test]
+async fn budget_denials_retry_when_the_budget_frees_a_call_without_backing_off() {
+    let env = Env::start().await;
+    let script = Arc::new(Script::default());
+    for _ in 0..10 {
+        script.push(
+            "a",
+            Err(ReconcileError::Provider(ProviderError::OverBudget { retry_after_ms: 4_000 })),
+        );
+    }
+    script.push("a", Err(ReconcileError::Other("the thing broke".into())));
+    let rt = env.runtime_of("r1", env.deps(), vec![script.reconciler()]);
+    enqueue(&env, "a").await;
+    let stepper = env.stepper(rt.clone());
+    for denial in 0..10 {
+        stepper.round().await.unwrap();
+        let item = env.store.work_get(KIND, "a").await.unwrap().unwrap();
+        assert_eq!(item.attempts, 0, "denial {denial} counted as a failure");
+        assert!(item.last_error.as_deref().unwrap().contains("budget"), "{item:?}");
+        let waited = item.not_before - env.now();
+        assert!(
+            waited >= time::Duration::seconds(4) && waited <= time::Duration::seconds(5),
+            "denial {denial}: due in {waited}"
+        );
+        env.clock.set(item.not_before);
+    }
+    stepper.round().await.unwrap();
+    let item = env.store.work_get(KIND, "a").await.unwrap().unwrap();
+    assert_eq!((item.attempts, item.last_error.as_deref()), (1, Some("the thing broke")));
+    let waited = item.not_before - env.now();
+    assert!(
+        waited <= time::Duration::seconds(1),
+        "the first failure's backoff, not the 11th: {waited}"
+    );
+    let kind = &rt.status().kinds[&KIND];
+    assert_eq!((kind.activations, kind.over_budget, kind.failed), (11, 10, 1));
+}
+
 #[tokio::test]
 async fn outcomes_settle_the_queue() {
     let env = Env::start().await;

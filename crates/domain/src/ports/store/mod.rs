@@ -401,6 +401,19 @@ pub trait WorkQueue: Send + Sync {
         error: &str,
         retry_at: Timestamp,
     ) -> StoreResult<bool>;
+    /// Could not run yet (the account's provider-call budget had no call to spare):
+    /// `why` as `last_error`, due again at `at` (or earlier, if enqueued during the run
+    /// for an earlier time), lease dropped — attempts kept, so waiting for the budget
+    /// neither counts as a failure nor forgets the failures before it. Returns whether
+    /// `owner` held it.
+    async fn defer(
+        &self,
+        kind: WorkKind,
+        key: &str,
+        owner: &str,
+        why: &str,
+        at: Timestamp,
+    ) -> StoreResult<bool>;
     /// Succeeded but wants another run at `at` (or earlier, if enqueued during the run for
     /// an earlier time); attempts reset, lease dropped.
     async fn requeue(
