@@ -744,7 +744,8 @@ pub(super) fn advance_account(
             }
         }
         for p in &mut c.node_pools {
-            let pool_name = p.name.clone();
+            // Borrowed, not cloned: this runs for every pool on every call.
+            let pool_name = &p.name;
             for n in &mut p.nodes {
                 while let Some(due) = n.due.filter(|d| *d <= now) {
                     n.updated_at = due;
