@@ -711,3 +711,46 @@ fn dualstack_gets_ipv6_and_internal_gets_a_private_ip() {
         422
     );
 }
+
+/// The model skips an account that has nothing due (each call advances every account):
+/// a change made after that skip — a second load balancer created while the first is
+/// still provisioning, a cluster created while nothing else is pending — still comes due
+/// on time, and nothing turns before its time.
+#[test]
+fn changes_made_while_an_account_is_settled_still_come_due_on_time() {
+    let (sim, clock) = testing::sim(SimConfig::default());
+    let st = sim.state();
+    let first = st.model().create_load_balancer(T, regional("first"), clock.now()).unwrap();
+    // Advanced (and settled until the first comes due) by a read.
+    let _ = st.model().list_load_balancers(T, clock.now()).unwrap();
+    step(&clock, 1);
+    let second = st.model().create_load_balancer(T, regional("second"), clock.now()).unwrap();
+    let status = |id: &str| st.model().get_load_balancer(T, id, clock.now()).unwrap().status;
+    for _ in 0..600 {
+        if status(&second.id) == LbStatus::Active {
+            break;
+        }
+        assert_eq!(status(&second.id), LbStatus::New);
+        step(&clock, 1);
+    }
+    assert_eq!(status(&first.id), LbStatus::Active);
+    assert_eq!(status(&second.id), LbStatus::Active);
+
+    // Everything settled (nothing due at all): a cluster created now still provisions.
+    let c = st.model().create_cluster(
+        T,
+        cluster_create("c", "latest", vec![pool("p", 2)]),
+        clock.now(),
+    );
+    let c = c.unwrap();
+    assert!(!st.model().cluster_is_running(&c.id, clock.now()));
+    let mut ran = false;
+    for _ in 0..600 {
+        step(&clock, 1);
+        if st.model().cluster_is_running(&c.id, clock.now()) {
+            ran = true;
+            break;
+        }
+    }
+    assert!(ran, "the cluster created while the account was settled never ran");
+}

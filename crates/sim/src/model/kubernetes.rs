@@ -799,12 +799,14 @@ impl Model {
         self.advance(now);
         let delays = self.delays;
         let account = self.accounts.get_mut(token).ok_or_else(ApiError::unauthorized)?;
+        // To change, as `account_mut` hands it out (borrowed apart from `ids` here).
+        account.settled = super::Settled::Unknown;
         Ok((account, &mut self.ids, delays))
     }
 
     /// Every cluster of the account, in creation order.
     pub fn list_clusters(&mut self, token: &str, now: Timestamp) -> Result<Vec<Cluster>, ApiError> {
-        let all = self.account(token, now)?.clusters.clone();
+        let all = self.account_ref(token, now)?.clusters.clone();
         Ok(all.into_iter().filter(|c| !self.lagging(c.created_at, now)).collect())
     }
 
@@ -1052,7 +1054,7 @@ impl Model {
     /// Adds a volume associated with `cluster_id` (test injection); returns its id.
     pub fn inject_volume(&mut self, token: &str, cluster_id: &str, name: &str) -> Option<String> {
         let id = self.ids.uuid();
-        let a = self.accounts.get_mut(token)?;
+        let a = self.account_mut(token)?;
         a.volumes.push(super::Volume {
             id: id.clone(),
             name: name.into(),
@@ -1069,7 +1071,7 @@ impl Model {
         name: &str,
     ) -> Option<String> {
         let id = self.ids.uuid();
-        let a = self.accounts.get_mut(token)?;
+        let a = self.account_mut(token)?;
         a.volume_snapshots.push(super::Volume {
             id: id.clone(),
             name: name.into(),
@@ -1351,7 +1353,7 @@ impl Model {
         state: ClusterState,
         message: &str,
     ) -> bool {
-        for a in self.accounts.values_mut() {
+        for a in self.accounts_mut() {
             if let Some(c) = a.clusters.iter_mut().find(|c| c.id == cluster_id) {
                 c.state = state;
                 c.message = message.to_owned();
@@ -1371,11 +1373,8 @@ impl Model {
     /// `None` if the cluster is unknown.
     pub fn revoke_cluster_token(&mut self, cluster_id: &str) -> Option<String> {
         let fresh = format!("doks-sim-{}", self.ids.uuid().replace('-', ""));
-        let c = self
-            .accounts
-            .values_mut()
-            .flat_map(|a| a.clusters.iter_mut())
-            .find(|c| c.id == cluster_id)?;
+        let c =
+            self.accounts_mut().flat_map(|a| a.clusters.iter_mut()).find(|c| c.id == cluster_id)?;
         c.api_token = fresh.clone();
         Some(fresh)
     }
@@ -1387,7 +1386,7 @@ impl Model {
         if !catalog::is_known_version(version) {
             return false;
         }
-        for a in self.accounts.values_mut() {
+        for a in self.accounts_mut() {
             if let Some(c) = a.clusters.iter_mut().find(|c| c.id == cluster_id) {
                 c.version = version.to_owned();
                 return true;

@@ -731,9 +731,14 @@ fn shown(account: &Account, mut lbs: Vec<LoadBalancer>) -> Vec<LoadBalancer> {
     lbs
 }
 
+/// When `l` next changes by itself (a new load balancer turning active), if it will.
+pub(super) fn pending_due(l: &LoadBalancer) -> Option<Timestamp> {
+    l.due.filter(|_| l.status == LbStatus::New)
+}
+
 pub(super) fn advance_account(account: &mut Account, ids: &mut Ids, now: Timestamp) {
     for l in &mut account.load_balancers {
-        if l.status == LbStatus::New && l.due.is_some_and(|d| d <= now) {
+        if pending_due(l).is_some_and(|d| d <= now) {
             l.due = None;
             l.status = LbStatus::Active;
             l.ip = if l.network == "INTERNAL" {
@@ -758,7 +763,7 @@ impl Model {
         token: &str,
         now: Timestamp,
     ) -> Result<Vec<LoadBalancer>, ApiError> {
-        let all = self.account(token, now)?.load_balancers.clone();
+        let all = self.account_ref(token, now)?.load_balancers.clone();
         let listed = all.into_iter().filter(|l| !self.lagging(l.created_at, now)).collect();
         Ok(self.shown(token, listed))
     }
@@ -777,7 +782,7 @@ impl Model {
         lb.id = self.ids.uuid();
         lb.due = Some(now + delay);
         lb.busy_until = lb.due;
-        let account = self.accounts.get_mut(token).ok_or_else(ApiError::unauthorized)?;
+        let account = self.account_mut(token).ok_or_else(ApiError::unauthorized)?;
         account.load_balancers.push(lb.clone());
         Ok(self.shown_one(token, lb))
     }
@@ -790,7 +795,7 @@ impl Model {
         now: Timestamp,
     ) -> Result<LoadBalancer, ApiError> {
         let l = self
-            .account(token, now)?
+            .account_ref(token, now)?
             .load_balancers
             .iter()
             .find(|l| l.id == id)
@@ -898,7 +903,7 @@ impl Model {
             }
         }
         lb.busy_until = Some(now + delay);
-        let account = self.accounts.get_mut(token).ok_or_else(ApiError::unauthorized)?;
+        let account = self.account_mut(token).ok_or_else(ApiError::unauthorized)?;
         if let Some(slot) = account.load_balancers.iter_mut().find(|l| l.id == id) {
             *slot = lb.clone();
         }
@@ -1036,7 +1041,7 @@ impl Model {
 
     /// Puts a load balancer into `errored` (fault injection). False if unknown.
     pub fn force_load_balancer_errored(&mut self, id: &str) -> bool {
-        for a in self.accounts.values_mut() {
+        for a in self.accounts_mut() {
             if let Some(l) = a.load_balancers.iter_mut().find(|l| l.id == id) {
                 l.status = LbStatus::Errored;
                 l.due = None;
@@ -1050,7 +1055,7 @@ impl Model {
     /// Deletes a load balancer "behind our back" (as if someone used the console).
     /// False if unknown.
     pub fn delete_load_balancer_behind_back(&mut self, id: &str) -> bool {
-        for a in self.accounts.values_mut() {
+        for a in self.accounts_mut() {
             let before = a.load_balancers.len();
             a.load_balancers.retain(|l| l.id != id);
             if a.load_balancers.len() != before {
