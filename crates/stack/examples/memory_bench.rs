@@ -33,6 +33,8 @@ use serde_json::{Value, json};
 const PER_ACCOUNT: usize = 25;
 /// API calls in flight while making the load balancers.
 const IN_FLIGHT: usize = 16;
+/// How many times one call is retried after a 429.
+const RATE_LIMITED_TRIES: u32 = 60;
 /// Polls of the converge wait (at [`POLL`] each): ten minutes at most.
 const POLLS: u32 = 1_200;
 const POLL: Duration = Duration::from_millis(500);
@@ -105,13 +107,28 @@ struct Api {
 }
 
 impl Api {
+    /// Calls `method`; a 429 (the API's per-token rate limit, 100/s: 1,000 creates 16 at
+    /// a time outrun it) is waited out as its `Retry-After` says and retried, a bounded
+    /// number of times, as a well-behaved client does (a refused call stored nothing).
     async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
         let url = format!("{}/api/compute/{}", self.url, method.replacen('.', "/", 1));
-        let resp = self.http.post(&url).bearer_auth(&self.token).json(&body).send().await?;
-        let status = resp.status();
-        let value: Value = resp.json().await.unwrap_or(Value::Null);
-        anyhow::ensure!(status.is_success(), "{method}: {status}: {value}");
-        Ok(value)
+        for _ in 0..RATE_LIMITED_TRIES {
+            let resp = self.http.post(&url).bearer_auth(&self.token).json(&body).send().await?;
+            let status = resp.status();
+            if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                let secs = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                    .unwrap_or(1);
+                tokio::time::sleep(Duration::from_secs(secs.clamp(1, 10))).await;
+                continue;
+            }
+            let value: Value = resp.json().await.unwrap_or(Value::Null);
+            anyhow::ensure!(status.is_success(), "{method}: {status}: {value}");
+            return Ok(value);
+        }
+        anyhow::bail!("{method}: still rate-limited after {RATE_LIMITED_TRIES} tries")
     }
 
     /// How many of the tenant's load balancers are `ready`, and how many there are.
