@@ -46,12 +46,17 @@ tasks:
 /// `examples/<name>_bench.rs`. Example names must differ across the workspace, or their
 /// binaries collide in `target/*/examples/`.
 const BENCHES: &[Bench] = &[
-    Bench { name: "store", package: "bc-store", dir: "store" },
-    Bench { name: "sim", package: "bc-sim", dir: "sim" },
-    Bench { name: "authz", package: "bc-api", dir: "api" },
-    Bench { name: "api", package: "bc-api", dir: "api" },
-    Bench { name: "reconcile", package: "bc-reconcile", dir: "reconcile" },
-    Bench { name: "memory", package: "bc-stack", dir: "stack" },
+    Bench { name: "store", package: "bc-store", dir: "store", runs: &[] },
+    Bench { name: "sim", package: "bc-sim", dir: "sim", runs: &[] },
+    Bench { name: "authz", package: "bc-api", dir: "api", runs: &[] },
+    Bench { name: "api", package: "bc-api", dir: "api", runs: &[] },
+    Bench { name: "reconcile", package: "bc-reconcile", dir: "reconcile", runs: &[] },
+    Bench {
+        name: "memory",
+        package: "bc-stack",
+        dir: "stack",
+        runs: &["bc-api-bin", "bc-reconciler"],
+    },
 ];
 
 /// Where `cargo xtask docs` writes, relative to the workspace root.
@@ -66,6 +71,9 @@ struct Bench {
     package: &'static str,
     /// Directory of the crate under `crates/`.
     dir: &'static str,
+    /// Packages whose binaries the benchmark runs as processes: built in the same release
+    /// build, so building them never counts in the benchmark's wall time.
+    runs: &'static [&'static str],
 }
 
 impl Bench {
@@ -564,6 +572,15 @@ fn build_command(chosen: &[Bench]) -> Vec<String> {
     for b in chosen {
         cmd.extend(["--example".into(), b.example()]);
     }
+    let runs: Vec<&str> = chosen.iter().flat_map(|b| b.runs.iter().copied()).collect();
+    if !runs.is_empty() {
+        for p in runs {
+            cmd.extend(["-p".into(), p.to_string()]);
+        }
+        // `--bins` selects the binaries of every chosen package (bc-sim's too, when
+        // chosen: small, and the same release build).
+        cmd.push("--bins".into());
+    }
     cmd
 }
 
@@ -783,6 +800,13 @@ mod tests {
                 "api_bench"
             ])
         );
+        // The memory benchmark runs bc-api and bc-reconciler: built in the same build.
+        let memory: Vec<Bench> = BENCHES.iter().copied().filter(|b| b.name == "memory").collect();
+        let cmd = build_command(&memory);
+        assert_eq!(cmd.last().map(String::as_str), Some("--bins"));
+        for p in ["bc-stack", "bc-api-bin", "bc-reconciler"] {
+            assert!(cmd.windows(2).any(|w| w[0] == "-p" && w[1] == p), "{p} in {cmd:?}");
+        }
         assert_eq!(bench_args(true, &args(&["--x"])), args(&["--quick", "--x"]));
         assert_eq!(bench_args(false, &[]), Vec::<String>::new());
     }
