@@ -108,15 +108,7 @@ impl WorkQueue for SqlStore {
         error: &str,
         retry_at: Timestamp,
     ) -> StoreResult<bool> {
-        // A change enqueued during the failed run for an earlier time wins over backoff.
-        let text = format!(
-            "UPDATE work_queue SET attempts = attempts + 1, last_error = ?, \
-             not_before = {}, requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
-             WHERE kind = ? AND item_key = ? AND lease_owner = ?",
-            self.earliest_of_requeue()
-        );
-        let v = vec![s(error), ts(retry_at), ts(retry_at), s(kind.as_str()), s(key), s(owner)];
-        self.touch("fail", self.st(&text, v)).await
+        self.release_until("fail", true, kind, key, owner, error, retry_at).await
     }
 
     async fn defer(
@@ -128,14 +120,7 @@ impl WorkQueue for SqlStore {
         at: Timestamp,
     ) -> StoreResult<bool> {
         // `fail` without the count: the item did not fail, it waited its turn.
-        let text = format!(
-            "UPDATE work_queue SET last_error = ?, \
-             not_before = {}, requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
-             WHERE kind = ? AND item_key = ? AND lease_owner = ?",
-            self.earliest_of_requeue()
-        );
-        let v = vec![s(why), ts(at), ts(at), s(kind.as_str()), s(key), s(owner)];
-        self.touch("defer", self.st(&text, v)).await
+        self.release_until("defer", false, kind, key, owner, why, at).await
     }
 
     async fn requeue(
@@ -271,6 +256,32 @@ impl SqlStore {
     fn earliest_of_requeue(&self) -> String {
         let least = sql::least(self.backend);
         format!("CASE WHEN requeue_at IS NULL THEN ? ELSE {least}(requeue_at, ?) END")
+    }
+
+    /// Ends `owner`'s run of an item that must run again at `at` (or earlier, when a
+    /// change enqueued during the run asked for an earlier time — it wins over the wait):
+    /// `why` as `last_error`, lease dropped, and one more attempt counted when
+    /// `counts_attempt` (a failure; a budget deferral is not one). Whether `owner` held it.
+    #[allow(clippy::too_many_arguments)]
+    async fn release_until(
+        &self,
+        name: &'static str,
+        counts_attempt: bool,
+        kind: WorkKind,
+        key: &str,
+        owner: &str,
+        why: &str,
+        at: Timestamp,
+    ) -> StoreResult<bool> {
+        let attempts = if counts_attempt { "attempts = attempts + 1, " } else { "" };
+        let text = format!(
+            "UPDATE work_queue SET {attempts}last_error = ?, \
+             not_before = {}, requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
+             WHERE kind = ? AND item_key = ? AND lease_owner = ?",
+            self.earliest_of_requeue()
+        );
+        let v = vec![s(why), ts(at), ts(at), s(kind.as_str()), s(key), s(owner)];
+        self.touch(name, self.st(&text, v)).await
     }
 
     /// Runs a single conditional update; whether it touched a row.
