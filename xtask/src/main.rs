@@ -1,8 +1,11 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
-//! and NATS), the CI gate, the benchmarks and their report, and the generated reference
-//! docs. Std-only so that it builds in seconds: the docs are written by a bc-api example
-//! it runs, and the report's JSON is read and written by [`json`].
+//! and NATS), the CI gate, the benchmarks and their report, the generated reference docs
+//! and the container images. Nearly std-only so that it builds in seconds: the docs are
+//! written by a bc-api example it runs, the report's JSON is read and written by
+//! [`json`], and the images need only a hash and gzip (`sha2`, pure-Rust `flate2`).
 
+mod image;
+mod image_check;
 mod json;
 mod report;
 mod services;
@@ -27,12 +30,21 @@ tasks:
       (BC_REQUIRE_SERVICES=1) that skipping is a failure.
       --soak: tell the tests (BC_SOAK=1) to run their long fault variants (hundreds of
       process kills instead of tens); minutes, not seconds.
-      Package selection in the extra args (-p NAME) replaces --workspace.
+      Package selection in the extra args (-p NAME) replaces --workspace; without one,
+      the run ends with `image --check` (a release build of the three binaries).
   ci [--soak] [-- <args for the test runner>]
       cargo fmt --check, cargo clippy -D warnings, then test --require-services.
   docs
       Write the API reference generated from bc-api's method registry:
       docs/reference/api/<resource>.md and docs/reference/openapi.json.
+  image [--check]
+      Build bc-api, bc-reconciler and bcd in release mode and write an OCI image of each,
+      target/image/<name>.oci.tar (no container daemon needed; the same inputs give the
+      same digest). Publish one with
+      skopeo copy oci-archive:target/image/bcd.oci.tar docker://REGISTRY/bcd:TAG
+      --check: also build each again to compare the bytes, read it with skopeo, unpack
+      it with umoci and run its binary with --version from its own root as its user
+      (needs root, skopeo and umoci).
   bench [--quick] [NAME...] [-- <args for the benchmark>]
       Build the named benchmarks (all that exist when none is named) in release mode,
       run each with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available and
@@ -117,6 +129,11 @@ enum Task {
     },
     /// `cargo xtask docs`.
     Docs,
+    /// `cargo xtask image`.
+    Image {
+        /// `--check`: verify the images after writing them.
+        check: bool,
+    },
     /// `cargo xtask help`.
     Help,
 }
@@ -172,6 +189,11 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
         "docs" => match own.first() {
             None if extra.is_empty() => Ok(Task::Docs),
             _ => Err("`docs` takes no arguments".into()),
+        },
+        "image" => match (own, extra.is_empty()) {
+            ([], true) => Ok(Task::Image { check: false }),
+            ([flag], true) if flag == "--check" => Ok(Task::Image { check: true }),
+            _ => Err("`image` takes only `--check`".into()),
         },
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
@@ -393,6 +415,21 @@ fn run_tests(args: &TestArgs) -> u8 {
     let summary = std::mem::take(&mut services.summary);
     services.stop();
     drop(services);
+    if !selects_packages(&args.extra) {
+        let started = Instant::now();
+        let (c, lines) = match image_step(true, args.require_services) {
+            Ok(lines) => (0, lines),
+            Err(e) => {
+                eprintln!("xtask: image check: {e}");
+                (1, vec![format!("FAILED: {e}")])
+            }
+        };
+        results.push(format!("image check ({:.0} s):", started.elapsed().as_secs_f64()));
+        results.extend(lines.into_iter().map(|l| format!("  {l}")));
+        if code == 0 {
+            code = c;
+        }
+    }
     eprintln!("xtask: summary");
     for line in summary.iter().chain(&results) {
         eprintln!("  {line}");
@@ -620,6 +657,89 @@ fn git_commit(root: &Path) -> String {
     if dirty { format!("{commit}+dirty") } else { commit }
 }
 
+/// The one `cargo build` of the images' binaries, in release mode.
+fn image_build_command() -> Vec<String> {
+    let mut cmd: Vec<String> = vec!["build".into(), "--release".into()];
+    for i in image::IMAGES {
+        cmd.extend(["-p".into(), i.package.to_string()]);
+    }
+    cmd.push("--bins".into());
+    cmd
+}
+
+/// `n` bytes in MiB with one decimal.
+fn mib(n: u64) -> String {
+    format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+}
+
+/// Builds the binaries and writes the images to `target/image`; with `check`, builds
+/// each again to compare the bytes and runs [`image_check::check`] on it. Returns one
+/// line per image. Without the check's tools, `required` makes that an error, else the
+/// step is skipped (before the release build) with a line saying why.
+fn image_step(check: bool, required: bool) -> Result<Vec<String>, String> {
+    let tools = match check.then(image_check::tools) {
+        None => None,
+        Some(Ok(tools)) => Some(tools),
+        Some(Err(e)) if required => return Err(e),
+        Some(Err(e)) => return Ok(vec![format!("skipped: {e}")]),
+    };
+    let epoch = image::source_date_epoch(env::var("SOURCE_DATE_EPOCH").ok().as_deref())?;
+    let code = run_cargo(&image_build_command(), None);
+    if code != 0 {
+        return Err(format!("the release build failed (exit code {code})"));
+    }
+    let root = workspace_root();
+    let target = target_dir(&root);
+    let out_dir = target.join("image");
+    let mut lines = Vec::new();
+    for spec in image::IMAGES {
+        let binary = target.join("release").join(spec.binary);
+        let built = image::build(spec, &binary, &out_dir, epoch)?;
+        let mut line = format!(
+            "{}: {} {} — layer {} (gzip), root filesystem {}",
+            spec.name,
+            built.archive.strip_prefix(&root).unwrap_or(&built.archive).display(),
+            built.digest,
+            mib(built.layer_size),
+            mib(built.rootfs_size),
+        );
+        if let Some(tools) = &tools {
+            let inputs = image::Inputs::read(&binary)?;
+            let (again, _) = image::archive(spec, &inputs, epoch)?;
+            let written = std::fs::read(&built.archive)
+                .map_err(|e| format!("{}: {e}", built.archive.display()))?;
+            if again != written {
+                return Err(format!("{}: a second build from the same inputs differs", spec.name));
+            }
+            let version = image_check::check(&built, tools)?;
+            line.push_str(&format!("; reproducible; runs as {}: {version}", image::USER_ID));
+        }
+        eprintln!("xtask: image {line}");
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
+/// `cargo xtask image [--check]`.
+fn run_image(check: bool) -> u8 {
+    match image_step(check, true) {
+        Ok(_) => {
+            for i in image::IMAGES {
+                eprintln!(
+                    "xtask: publish with: skopeo copy oci-archive:target/image/{0}.oci.tar docker://REGISTRY/{0}:{1}",
+                    i.name,
+                    image::TAG
+                );
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("xtask: image: {e}");
+            1
+        }
+    }
+}
+
 /// `cargo xtask docs`: run bc-api's `gen_docs` example into `docs/reference`.
 fn run_docs() -> u8 {
     let dir = workspace_root().join(DOCS_DIR);
@@ -639,6 +759,7 @@ fn main() -> ExitCode {
         Ok(Task::Ci(test)) => run_ci(&test),
         Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
+        Ok(Task::Image { check }) => run_image(check),
         Ok(Task::Help) => {
             println!("{USAGE}");
             0
@@ -693,6 +814,29 @@ mod tests {
         assert_eq!(parse_args(&args(&["docs"])), Ok(Task::Docs));
         assert!(parse_args(&args(&["docs", "x"])).is_err());
         assert!(parse_args(&args(&["docs", "--", "x"])).is_err());
+    }
+
+    #[test]
+    fn parses_image() {
+        assert_eq!(parse_args(&args(&["image"])), Ok(Task::Image { check: false }));
+        assert_eq!(parse_args(&args(&["image", "--check"])), Ok(Task::Image { check: true }));
+        assert!(parse_args(&args(&["image", "--fast"])).is_err());
+        assert!(parse_args(&args(&["image", "--", "x"])).is_err());
+        // One release build for the three binaries.
+        assert_eq!(
+            image_build_command(),
+            args(&[
+                "build",
+                "--release",
+                "-p",
+                "bc-api-bin",
+                "-p",
+                "bc-reconciler",
+                "-p",
+                "bcd",
+                "--bins"
+            ])
+        );
     }
 
     #[test]
