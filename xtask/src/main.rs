@@ -83,7 +83,7 @@ struct Bench {
     package: &'static str,
     /// Directory of the crate under `crates/`.
     dir: &'static str,
-    /// Packages whose binaries the benchmark runs as processes: built in the same release
+    /// Packages whose binaries the benchmark runs as processes: built by the images' release
     /// build, so building them never counts in the benchmark's wall time.
     runs: &'static [&'static str],
 }
@@ -496,12 +496,14 @@ fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
         );
         return 0;
     }
-    // One build for all of them, so that each one's wall time is its run alone.
+    // Every build before any run, so that each one's wall time is its run alone.
     let build_started = Instant::now();
-    let code = run_cargo(&build_command(&chosen), None);
-    if code != 0 {
-        eprintln!("xtask: building the benchmarks failed (exit code {code})");
-        return code;
+    for cmd in build_commands(&chosen) {
+        let code = run_cargo(&cmd, None);
+        if code != 0 {
+            eprintln!("xtask: building the benchmarks failed (exit code {code})");
+            return code;
+        }
     }
     let build_secs = build_started.elapsed().as_secs_f64();
     let target = target_dir(&root);
@@ -598,8 +600,12 @@ fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
     code
 }
 
-/// The one `cargo build` that builds every chosen benchmark in release mode.
-fn build_command(chosen: &[Bench]) -> Vec<String> {
+/// The release builds of the chosen benchmarks: one of their examples, then, when one
+/// runs binaries as processes, the images' build of the three binaries. Apart, because a
+/// build with an example turns on its crate's dev-dependency features (bc-stack's and
+/// bc-sim's `testing`) in every crate it builds: the processes measured are the binaries
+/// `cargo xtask image` packs, and an image build after a benchmark compiles nothing.
+fn build_commands(chosen: &[Bench]) -> Vec<Vec<String>> {
     let mut cmd: Vec<String> = vec!["build".into(), "--release".into()];
     let mut packages: Vec<&str> = chosen.iter().map(|b| b.package).collect();
     packages.dedup();
@@ -609,16 +615,11 @@ fn build_command(chosen: &[Bench]) -> Vec<String> {
     for b in chosen {
         cmd.extend(["--example".into(), b.example()]);
     }
-    let runs: Vec<&str> = chosen.iter().flat_map(|b| b.runs.iter().copied()).collect();
-    if !runs.is_empty() {
-        for p in runs {
-            cmd.extend(["-p".into(), p.to_string()]);
-        }
-        // `--bins` selects the binaries of every chosen package (bc-sim's too, when
-        // chosen: small, and the same release build).
-        cmd.push("--bins".into());
+    let mut cmds = vec![cmd];
+    if chosen.iter().any(|b| !b.runs.is_empty()) {
+        cmds.push(image_build_command());
     }
-    cmd
+    cmds
 }
 
 /// The arguments each benchmark gets: `--quick` first when asked, then the user's.
@@ -724,9 +725,12 @@ fn image_step(check: bool, required: bool) -> Result<Vec<String>, String> {
 fn run_image(check: bool) -> u8 {
     match image_step(check, true) {
         Ok(_) => {
+            let root = workspace_root();
+            let dir = target_dir(&root).join("image");
+            let dir = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
             for i in image::IMAGES {
                 eprintln!(
-                    "xtask: publish with: skopeo copy oci-archive:target/image/{0}.oci.tar docker://REGISTRY/{0}:{1}",
+                    "xtask: publish with: skopeo copy oci-archive:{dir}/{0}.oci.tar docker://REGISTRY/{0}:{1}",
                     i.name,
                     image::TAG
                 );
@@ -932,8 +936,8 @@ mod tests {
         let chosen: Vec<Bench> =
             BENCHES.iter().copied().filter(|b| b.name == "authz" || b.name == "api").collect();
         assert_eq!(
-            build_command(&chosen),
-            args(&[
+            build_commands(&chosen),
+            vec![args(&[
                 "build",
                 "--release",
                 "-p",
@@ -942,14 +946,17 @@ mod tests {
                 "authz_bench",
                 "--example",
                 "api_bench"
-            ])
+            ])]
         );
-        // The memory benchmark runs bc-api and bc-reconciler: built in the same build.
+        // The memory benchmark runs bc-api and bc-reconciler: the images' binaries, built
+        // apart from the example (whose dev-dependency features would change them).
         let memory: Vec<Bench> = BENCHES.iter().copied().filter(|b| b.name == "memory").collect();
-        let cmd = build_command(&memory);
-        assert_eq!(cmd.last().map(String::as_str), Some("--bins"));
-        for p in ["bc-stack", "bc-api-bin", "bc-reconciler"] {
-            assert!(cmd.windows(2).any(|w| w[0] == "-p" && w[1] == p), "{p} in {cmd:?}");
+        let cmds = build_commands(&memory);
+        assert_eq!(cmds.len(), 2);
+        assert_eq!(cmds[1], image_build_command());
+        assert!(!cmds[0].contains(&"--bins".to_string()), "{cmds:?}");
+        for p in memory[0].runs {
+            assert!(image::IMAGES.iter().any(|i| i.package == *p), "{p} is an image's package");
         }
         assert_eq!(bench_args(true, &args(&["--x"])), args(&["--quick", "--x"]));
         assert_eq!(bench_args(false, &[]), Vec::<String>::new());
