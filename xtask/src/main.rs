@@ -37,7 +37,7 @@ tasks:
   docs
       Write the API reference generated from bc-api's method registry:
       docs/reference/api/<resource>.md and docs/reference/openapi.json.
-  image [--check]
+  image [--check] [--no-build]
       Build bc-api, bc-reconciler and bcd in release mode and write an OCI image of each,
       target/image/<name>.oci.tar (no container daemon needed; the same inputs give the
       same digest). Publish one with
@@ -45,6 +45,7 @@ tasks:
       --check: also build each again to compare the bytes, read it with skopeo, unpack
       it with umoci and run its binary with --version from its own root as its user
       (needs root, skopeo and umoci).
+      --no-build: pack the release binaries already in target/release as they are.
   bench [--quick] [NAME...] [-- <args for the benchmark>]
       Build the named benchmarks (all that exist when none is named) in release mode,
       run each with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available and
@@ -133,6 +134,8 @@ enum Task {
     Image {
         /// `--check`: verify the images after writing them.
         check: bool,
+        /// `--no-build`: pack the release binaries as they are.
+        build: bool,
     },
     /// `cargo xtask help`.
     Help,
@@ -190,11 +193,18 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             None if extra.is_empty() => Ok(Task::Docs),
             _ => Err("`docs` takes no arguments".into()),
         },
-        "image" => match (own, extra.is_empty()) {
-            ([], true) => Ok(Task::Image { check: false }),
-            ([flag], true) if flag == "--check" => Ok(Task::Image { check: true }),
-            _ => Err("`image` takes only `--check`".into()),
-        },
+        "image" if extra.is_empty() => {
+            let (mut check, mut build) = (false, true);
+            for arg in own {
+                match arg.as_str() {
+                    "--check" => check = true,
+                    "--no-build" => build = false,
+                    other => return Err(format!("unknown argument `{other}` for `image`")),
+                }
+            }
+            Ok(Task::Image { check, build })
+        }
+        "image" => Err("`image` takes only `--check` and `--no-build`".into()),
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
     }
@@ -417,7 +427,7 @@ fn run_tests(args: &TestArgs) -> u8 {
     drop(services);
     if !selects_packages(&args.extra) {
         let started = Instant::now();
-        let (c, lines) = match image_step(true, args.require_services) {
+        let (c, lines) = match image_step(true, args.require_services, true) {
             Ok(lines) => (0, lines),
             Err(e) => {
                 eprintln!("xtask: image check: {e}");
@@ -673,11 +683,11 @@ fn mib(n: u64) -> String {
     format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
 }
 
-/// Builds the binaries and writes the images to `target/image`; with `check`, builds
-/// each again to compare the bytes and runs [`image_check::check`] on it. Returns one
-/// line per image. Without the check's tools, `required` makes that an error, else the
-/// step is skipped (before the release build) with a line saying why.
-fn image_step(check: bool, required: bool) -> Result<Vec<String>, String> {
+/// Builds the binaries (unless not `build`) and writes the images to `target/image`;
+/// with `check`, builds each again to compare the bytes and runs [`image_check::check`]
+/// on it. Returns one line per image. Without the check's tools, `required` makes that
+/// an error, else the step is skipped (before the release build) with a line saying why.
+fn image_step(check: bool, required: bool, build: bool) -> Result<Vec<String>, String> {
     let tools = match check.then(image_check::tools) {
         None => None,
         Some(Ok(tools)) => Some(tools),
@@ -685,7 +695,7 @@ fn image_step(check: bool, required: bool) -> Result<Vec<String>, String> {
         Some(Err(e)) => return Ok(vec![format!("skipped: {e}")]),
     };
     let epoch = image::source_date_epoch(env::var("SOURCE_DATE_EPOCH").ok().as_deref())?;
-    let code = run_cargo(&image_build_command(), None);
+    let code = if build { run_cargo(&image_build_command(), None) } else { 0 };
     if code != 0 {
         return Err(format!("the release build failed (exit code {code})"));
     }
@@ -721,9 +731,9 @@ fn image_step(check: bool, required: bool) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
-/// `cargo xtask image [--check]`.
-fn run_image(check: bool) -> u8 {
-    match image_step(check, true) {
+/// `cargo xtask image [--check] [--no-build]`.
+fn run_image(check: bool, build: bool) -> u8 {
+    match image_step(check, true, build) {
         Ok(_) => {
             let root = workspace_root();
             let dir = target_dir(&root).join("image");
@@ -763,7 +773,7 @@ fn main() -> ExitCode {
         Ok(Task::Ci(test)) => run_ci(&test),
         Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
-        Ok(Task::Image { check }) => run_image(check),
+        Ok(Task::Image { check, build }) => run_image(check, build),
         Ok(Task::Help) => {
             println!("{USAGE}");
             0
@@ -822,8 +832,11 @@ mod tests {
 
     #[test]
     fn parses_image() {
-        assert_eq!(parse_args(&args(&["image"])), Ok(Task::Image { check: false }));
-        assert_eq!(parse_args(&args(&["image", "--check"])), Ok(Task::Image { check: true }));
+        assert_eq!(parse_args(&args(&["image"])), Ok(Task::Image { check: false, build: true }));
+        assert_eq!(
+            parse_args(&args(&["image", "--no-build", "--check"])),
+            Ok(Task::Image { check: true, build: false })
+        );
         assert!(parse_args(&args(&["image", "--fast"])).is_err());
         assert!(parse_args(&args(&["image", "--", "x"])).is_err());
         // One release build for the three binaries.
