@@ -156,6 +156,21 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
         ds["spec"]["template"]["spec"]["tolerations"][0]["key"], "gpu",
         "tolerates the gpu taint: its node joined"
     );
+    // As read back, the pod template passes the Pod Security Standards' `restricted`
+    // profile (tenant clusters may enforce it), keeps a read-only root filesystem, runs
+    // the image as built (its entrypoint, its non-root user) and asks small resources.
+    let template = &ds["spec"]["template"];
+    let violations =
+        bc_sim::kube::pod_security::restricted(&template["metadata"], &template["spec"]);
+    assert!(violations.is_empty(), "restricted profile: {violations:#?}");
+    let bcd = &template["spec"]["containers"][0];
+    assert_eq!(bcd["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(bcd.get("command").is_none() && bcd.get("args").is_none(), "{bcd}");
+    assert!(template["spec"]["securityContext"].get("runAsUser").is_none());
+    assert_eq!(
+        bcd["resources"],
+        json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
+    );
     // Rows: one per flavor, managed by the pool, ready.
     let rows = env
         .store

@@ -106,8 +106,33 @@ pub fn tolerations(flavors: &[Flavor]) -> Vec<Value> {
         .collect()
 }
 
+/// The pod's security context: the Pod Security Standards' `restricted` profile asks a
+/// non-root user and the runtime's default seccomp profile. No `runAsUser`: the image
+/// `cargo xtask image` builds names a numeric non-root user, which the kubelet checks
+/// against `runAsNonRoot` (an image that would run as root is refused, not run).
+fn pod_security_context() -> Value {
+    json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+}
+
+/// The container's security context (`restricted`, plus a read-only root filesystem:
+/// bcd writes no file).
+fn container_security_context() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+    })
+}
+
+/// bcd's requests and limits, in canonical quantities (what an API server stores, so the
+/// applied manifest reads back unchanged): it holds one connection and heartbeats.
+fn bcd_resources() -> Value {
+    json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
+}
+
 /// bcd's DaemonSet: on the pool's Nodes only, tolerating the flavors' taints, with the
-/// join Secret's keys and the node's name in its env.
+/// join Secret's keys and the node's name in its env, hardened to the Pod Security
+/// Standards' `restricted` profile with small resource requests and limits.
 pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
     let mut env: Vec<Value> = SECRET_ENV
         .iter()
@@ -132,7 +157,14 @@ pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
                     "automountServiceAccountToken": false,
                     "nodeSelector": {LABEL_SUBSTRATE_POOL: pool.as_str()},
                     "tolerations": tolerations(flavors),
-                    "containers": [{"name": BCD_NAME, "image": image, "env": env}],
+                    "securityContext": pod_security_context(),
+                    "containers": [{
+                        "name": BCD_NAME,
+                        "image": image,
+                        "env": env,
+                        "securityContext": container_security_context(),
+                        "resources": bcd_resources(),
+                    }],
                 },
             },
         }}),

@@ -68,11 +68,32 @@ pub fn decode(
         Resource::DaemonSet => round_trip::<apps::DaemonSet>(&body),
         Resource::Deployment => round_trip::<apps::Deployment>(&body),
     };
+    known_fields_only(resource.kind(), resource.version(), body, typed, mode)
+}
+
+/// [`decode`] through the `k8s-openapi` type `T` of a kind the simulator does not serve
+/// (a PodDisruptionBudget, a Job), so a manifest of it is checked exactly as a served
+/// kind is: a wrong type is a 400, an unknown field is refused under `Strict`.
+pub fn decode_as<T>(body: Value, mode: FieldValidation) -> Result<Decoded, KubeError>
+where
+    T: DeserializeOwned + Serialize + k8s_openapi::Resource,
+{
+    let typed = round_trip::<T>(&body);
+    known_fields_only(T::KIND, T::VERSION, body, typed, mode)
+}
+
+/// The rest of [`decode`] once the body went through its type (`typed`): the unknown
+/// fields refused, warned about or dropped as `mode` says.
+fn known_fields_only(
+    kind: &str,
+    version: &str,
+    body: Value,
+    typed: Result<Value, String>,
+    mode: FieldValidation,
+) -> Result<Decoded, KubeError> {
     let known = typed.map_err(|e| {
         KubeError::bad_request(format!(
-            "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
-            kind = resource.kind(),
-            v = resource.version()
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
         ))
     })?;
     let mut unknown = Vec::new();

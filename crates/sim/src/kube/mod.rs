@@ -21,6 +21,7 @@ pub mod fields;
 mod http;
 pub mod openapi;
 pub mod patch;
+pub mod pod_security;
 pub mod protobuf;
 pub mod resource;
 pub mod schema;

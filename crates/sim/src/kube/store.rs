@@ -1160,7 +1160,7 @@ fn check_body(
     }
     obj.remove("status");
     if resource == Resource::Secret {
-        check_secret(&obj)?;
+        check_secret(&mut obj)?;
         fold_string_data(&mut obj);
     }
     let mut metadata = match obj.remove("metadata") {
@@ -1195,8 +1195,11 @@ fn check_body(
 
 /// Secret `data` values are base64 strings and `stringData` values strings; the
 /// apiserver refuses anything else with 400 when decoding the body
-/// (research/kube-wire.md gotcha 6: `data` is base64 both ways).
-fn check_secret(obj: &Map<String, Value>) -> Result<(), KubeError> {
+/// (research/kube-wire.md gotcha 6: `data` is base64 both ways). Go's base64 decoder,
+/// which decodes `[]byte` from JSON, skips `\r` and `\n`: a value wrapped over lines (as
+/// `kubectl kustomize` writes long ones) is taken, and stored as the bytes it holds, so
+/// it reads back unwrapped.
+fn check_secret(obj: &mut Map<String, Value>) -> Result<(), KubeError> {
     let bad = |why: String| {
         KubeError::bad_request(format!(
             "Secret in version \"v1\" cannot be handled as a Secret: {why}"
@@ -1208,12 +1211,26 @@ fn check_secret(obj: &Map<String, Value>) -> Result<(), KubeError> {
             Some(Value::Object(m)) => m,
             Some(_) => return Err(bad(format!("{field} must be an object"))),
         };
+        let mut unwrapped = Vec::new();
         for (k, v) in map {
             let Some(text) = v.as_str() else {
                 return Err(bad(format!("{field}.{k} must be a string")));
             };
-            if base64 && base64::engine::general_purpose::STANDARD.decode(text).is_err() {
+            if !base64 {
+                continue;
+            }
+            let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(&joined) else {
                 return Err(bad(format!("illegal base64 data in data.{k}")));
+            };
+            if joined.len() != text.len() {
+                let canonical = base64::engine::general_purpose::STANDARD.encode(bytes);
+                unwrapped.push((k.clone(), canonical));
+            }
+        }
+        if let Some(Value::Object(data)) = obj.get_mut(field) {
+            for (k, canonical) in unwrapped {
+                data.insert(k, json!(canonical));
             }
         }
     }
@@ -1535,6 +1552,27 @@ mod tests {
         assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"kubectl\": .data.k");
         let f = apply(&mut o, Resource::Secret, Some("n"), "s", ours, "bc", true).unwrap();
         assert_eq!(f.object["data"]["k"], json!("eA=="));
+    }
+
+    /// A `data` value wrapped over lines, as `kubectl kustomize` writes a long one, is
+    /// taken (Go's base64 decoder skips line breaks) and reads back unwrapped; a value
+    /// that is not base64 once unwrapped is still a 400.
+    #[test]
+    fn a_secret_value_wrapped_over_lines_is_taken_and_stored_unwrapped() {
+        let mut o = Objects::default();
+        ns(&mut o, "n");
+        let wrapped = "cG9zdGdyZXM6Ly9iYzpjaGFuZ2UtbWVAcG9zdGdyZXMuYmV0dGVyLWNvbXB1dGUuc3ZjLm\nNsdXN0ZXIubG9jYWw6NTQzMi9iYw==\n";
+        let sec = |v: &str| json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"url":v,"k":"dg=="}});
+        let s = apply(&mut o, Resource::Secret, Some("n"), "s", sec(wrapped), "k", false).unwrap();
+        assert_eq!(
+            s.object["data"],
+            json!({"url": wrapped.replace('\n', ""), "k": "dg=="}),
+            "stored as the bytes it holds"
+        );
+        let e = apply(&mut o, Resource::Secret, Some("n"), "s", sec("no\tbase64\n"), "k", false)
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(e.message.contains("illegal base64 data in data.url"), "{}", e.message);
     }
 
     #[test]
