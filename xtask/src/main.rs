@@ -4,6 +4,7 @@
 //! it runs, and the report's JSON is read and written by [`json`].
 
 mod json;
+mod kube_wire;
 mod report;
 mod services;
 
@@ -39,6 +40,11 @@ tasks:
       BC_BENCH_JSON=target/bench/figures.jsonl, then write target/bench/report.md and
       report.json (median, spread, reference and ratio of every figure).
       --quick: each benchmark's short version (the whole suite in about a minute).
+  kube-wire --api <DIR> --apimachinery <DIR> --tag <TAG> [--out <FILE>]
+      Generate crates/domain/src/kube_wire/table.rs, the JSON field rules (name,
+      omitempty, pointer, slice/map/struct/scalar, +default) of the Kubernetes types the
+      simulated API server serves, from checkouts (bare or not) of kubernetes/api and
+      kubernetes/apimachinery at TAG (e.g. v0.33.1, the newest minor the simulator serves).
   help
       Print this text.";
 
@@ -117,6 +123,8 @@ enum Task {
     },
     /// `cargo xtask docs`.
     Docs,
+    /// `cargo xtask kube-wire`.
+    KubeWire(kube_wire::Args),
     /// `cargo xtask help`.
     Help,
 }
@@ -173,6 +181,7 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             None if extra.is_empty() => Ok(Task::Docs),
             _ => Err("`docs` takes no arguments".into()),
         },
+        "kube-wire" if extra.is_empty() => Ok(Task::KubeWire(kube_wire::Args::parse(own)?)),
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
     }
@@ -639,6 +648,16 @@ fn main() -> ExitCode {
         Ok(Task::Ci(test)) => run_ci(&test),
         Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
+        Ok(Task::KubeWire(a)) => match kube_wire::run(&a, &workspace_root()) {
+            Ok(out) => {
+                println!("wrote {}", out.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("xtask kube-wire: {e}");
+                1
+            }
+        },
         Ok(Task::Help) => {
             println!("{USAGE}");
             0
