@@ -10,11 +10,11 @@
 //! `force` (409 Conflict naming each field); a write that changes nothing leaves the
 //! object — including its `resourceVersion` and `managedFields` times — exactly as it was
 //! and records no event (compared as encoded: `tolerations: []` over an object without
-//! them is no change); a
-//! create never touches an existing object (409 AlreadyExists); a replace or delete whose
-//! resourceVersion/uid precondition does not match leaves the object (409 Conflict);
-//! `status` is the server's (clients' writes never change it); resource versions only
-//! grow, and every change is one event in the history watches read.
+//! them is no change); a create never touches an existing object (409 AlreadyExists); a
+//! replace or delete whose resourceVersion/uid precondition does not match leaves the
+//! object (409 Conflict); `status` is the server's (clients' writes never change it);
+//! resource versions only grow, and every change is one event in the history watches
+//! read.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
