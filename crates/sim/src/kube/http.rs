@@ -161,8 +161,11 @@ impl Call {
         self.query().ok().and_then(|q| q.get(name)).map(String::as_str).filter(|v| !v.is_empty())
     }
 
+    /// A boolean query parameter as apimachinery's `Convert_Slice_string_To_bool` reads
+    /// it: present and neither `0` nor `false` (any case) is true, so the Python client's
+    /// `watch=True` is a watch.
     fn flag(&self, name: &str) -> bool {
-        matches!(self.q(name), Some("true" | "1"))
+        self.q(name).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
     fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, KubeError> {
