@@ -177,7 +177,12 @@ impl Ty {
 
 /// The struct named `name` (`core/v1.Pod`), if the table has it.
 pub fn ty(name: &str) -> Option<Ty> {
-    table::STRUCTS.iter().position(|s| s.name == name).and_then(|i| u16::try_from(i).ok()).map(Ty)
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static str, Ty>> =
+        std::sync::OnceLock::new();
+    let by_name = BY_NAME.get_or_init(|| {
+        (0u16..).zip(table::STRUCTS.iter()).map(|(i, s)| (s.name, Ty(i))).collect()
+    });
+    by_name.get(name).copied()
 }
 
 /// The struct of an object of `apiVersion`/`kind` (`v1`/`Secret`, `apps/v1`/`DaemonSet`,

@@ -172,7 +172,17 @@ impl Resource {
     /// The Go type of its objects in the generated field table (how its objects are
     /// decoded, encoded and defaulted: `bc_domain::kube_wire`).
     pub fn wire(self) -> kube_wire::Ty {
-        kube_wire::root(self.api_version(), self.kind()).expect("every served kind is in the table")
+        static WIRE: std::sync::OnceLock<Vec<(Resource, kube_wire::Ty)>> =
+            std::sync::OnceLock::new();
+        let all = WIRE.get_or_init(|| {
+            ALL.iter()
+                .map(|r| {
+                    let t = kube_wire::root(r.api_version(), r.kind());
+                    (*r, t.expect("every served kind is in the table"))
+                })
+                .collect()
+        });
+        all.iter().find(|(r, _)| *r == self).map(|(_, t)| *t).expect("every resource is in ALL")
     }
 
     /// The Go type of its `status`, if the kind has one.
