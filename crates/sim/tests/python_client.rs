@@ -70,13 +70,18 @@ async fn run(python: &std::path::Path, script: &str, kubeconfig: &str) -> serde_
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
+/// The kubeconfig the simulated DigitalOcean serves for the cluster.
+async fn served_kubeconfig(env: &ClusterEnv) -> String {
+    let r = env.served.get(&format!("/v2/kubernetes/clusters/{}/kubeconfig", env.id)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.text
+}
+
 #[tokio::test]
 async fn the_python_client_uses_the_served_kubeconfig_and_verifies_the_ca() {
     let Some(python) = python_with_client() else { return };
     let env = ClusterEnv::start().await;
-    let r = env.served.get(&format!("/v2/kubernetes/clusters/{}/kubeconfig", env.id)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let kubeconfig = r.text;
+    let kubeconfig = served_kubeconfig(&env).await;
     let got = run(&python, SCRIPT, &kubeconfig).await;
     assert_eq!(got["nodes"], serde_json::json!(env.node_names(None)), "{got}");
     assert_eq!(got["data"], serde_json::json!({"k": "v"}), "{got}");
@@ -142,9 +147,7 @@ print(json.dumps(out))
 async fn the_python_client_reads_objects_as_go_encodes_them_and_a_no_op_apply_changes_nothing() {
     let Some(python) = python_with_client() else { return };
     let env = ClusterEnv::start().await;
-    let r = env.served.get(&format!("/v2/kubernetes/clusters/{}/kubeconfig", env.id)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let got = run(&python, WIRE_SCRIPT, &r.text).await;
+    let got = run(&python, WIRE_SCRIPT, &served_kubeconfig(&env).await).await;
     for name in ["py-untainted", "py-tainted"] {
         let g = &got[name];
         let read = &g["read"];

@@ -440,17 +440,12 @@ mod tests {
 
     #[test]
     fn round_up_to_milli_keeps_what_is_coarse_enough() {
-        let mut q = Quantity::parse("100u").unwrap();
-        q.round_up(-3).unwrap();
-        assert_eq!(q.to_wire(), "1m");
-        let mut q = Quantity::parse("1.0001").unwrap();
-        q.round_up(-3).unwrap();
-        assert_eq!(q.to_wire(), "1001m");
-        let mut q = Quantity::parse("250m").unwrap();
-        q.round_up(-3).unwrap();
-        assert_eq!(q.to_wire(), "250m");
-        let mut q = Quantity::parse("1Gi").unwrap();
-        q.round_up(-3).unwrap();
-        assert_eq!(q.to_wire(), "1Gi");
+        for (given, rounded) in
+            [("100u", "1m"), ("1.0001", "1001m"), ("250m", "250m"), ("1Gi", "1Gi")]
+        {
+            let mut q = Quantity::parse(given).unwrap();
+            q.round_up(-3).unwrap();
+            assert_eq!(q.to_wire(), rounded, "{given}");
+        }
     }
 }

@@ -1627,57 +1627,23 @@ mod tests {
             let mut o = Objects::default();
             ns(&mut o, "n");
             let body = bcd_like_daemonset(tolerations.clone());
-            let first = o
-                .create(
-                    "c1",
-                    &ApplyRequest {
-                        resource: Resource::DaemonSet,
-                        namespace: Some("n"),
-                        name: "d",
-                        body: &body,
-                        manager: "bc",
-                        force: false,
-                    },
-                    FieldValidation::Strict,
-                    t(),
-                )
-                .unwrap();
-            let later = t() + time::Duration::minutes(5);
-            let applied = o
-                .apply(
-                    "c1",
-                    &ApplyRequest {
-                        resource: Resource::DaemonSet,
-                        namespace: Some("n"),
-                        name: "d",
-                        body: &body,
-                        manager: "bc",
-                        force: true,
-                    },
-                    FieldValidation::Strict,
-                    later,
-                )
-                .unwrap();
+            let req = ApplyRequest {
+                resource: Resource::DaemonSet,
+                namespace: Some("n"),
+                name: "d",
+                body: &body,
+                manager: "bc",
+                force: true,
+            };
+            let at = |minutes| t() + time::Duration::minutes(minutes);
+            let first = o.create("c1", &req, FieldValidation::Strict, at(0)).unwrap();
+            let applied = o.apply("c1", &req, FieldValidation::Strict, at(5)).unwrap();
             let rv = applied.object["metadata"]["resourceVersion"].clone();
             let managed = applied.object["metadata"]["managedFields"].clone();
             let history = o.changes_since("c1", 0).unwrap().len();
             assert_ne!(first.object["metadata"]["resourceVersion"], rv, "the Apply manager is new");
             for minutes in [10, 20] {
-                let again = o
-                    .apply(
-                        "c1",
-                        &ApplyRequest {
-                            resource: Resource::DaemonSet,
-                            namespace: Some("n"),
-                            name: "d",
-                            body: &body,
-                            manager: "bc",
-                            force: true,
-                        },
-                        FieldValidation::Strict,
-                        t() + time::Duration::minutes(minutes),
-                    )
-                    .unwrap();
+                let again = o.apply("c1", &req, FieldValidation::Strict, at(minutes)).unwrap();
                 assert_eq!(again.object["metadata"]["resourceVersion"], rv, "{tolerations}");
                 assert_eq!(again.object["metadata"]["managedFields"], managed, "{tolerations}");
                 assert_eq!(o.changes_since("c1", 0).unwrap().len(), history, "no watch event");
