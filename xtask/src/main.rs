@@ -1,7 +1,8 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
-//! and NATS), the CI gate, the benchmarks and their report, and the generated reference
-//! docs. Std-only so that it builds in seconds: the docs are written by a bc-api example
-//! it runs, and the report's JSON is read and written by [`json`].
+//! and NATS), the CI gate, the benchmarks and their report, the generated reference
+//! docs and the generated Kubernetes field table ([`kube_wire`]). Std-only so that it
+//! builds in seconds: the docs are written by a bc-api example it runs, and the report's
+//! JSON is read and written by [`json`].
 
 mod json;
 mod kube_wire;
@@ -712,6 +713,15 @@ mod tests {
         assert_eq!(parse_args(&args(&["docs"])), Ok(Task::Docs));
         assert!(parse_args(&args(&["docs", "x"])).is_err());
         assert!(parse_args(&args(&["docs", "--", "x"])).is_err());
+    }
+
+    #[test]
+    fn parses_kube_wire() {
+        let a =
+            parse_args(&args(&["kube-wire", "--api", "a", "--apimachinery", "m", "--tag", "t"]));
+        let Ok(Task::KubeWire(k)) = a else { panic!("{a:?}") };
+        assert_eq!((k.api.to_str(), k.tag.as_str(), k.out), (Some("a"), "t", None));
+        assert!(parse_args(&args(&["kube-wire", "--api", "a"])).is_err());
     }
 
     #[test]
