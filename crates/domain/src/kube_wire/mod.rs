@@ -239,17 +239,6 @@ pub fn normalise(ty: Ty, v: &mut Value) -> Vec<Problem> {
     problems
 }
 
-/// A copy of `manifest` normalised by its own `apiVersion` and `kind` (unchanged when the
-/// table does not have them): what comparing it with a server's answer must start from.
-pub fn normalised_manifest(manifest: &Value) -> Value {
-    let mut out = manifest.clone();
-    let s = |k: &str| manifest.get(k).and_then(Value::as_str).unwrap_or_default();
-    if let Some(t) = root(s("apiVersion"), s("kind")) {
-        normalise(t, &mut out);
-    }
-    out
-}
-
 /// The zero value Go writes for a field of `shape` that was not given.
 fn zero(shape: Shape, mode: Mode, path: &mut String, problems: &mut Vec<Problem>) -> Value {
     match shape {
