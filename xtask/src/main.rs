@@ -1,12 +1,14 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
-//! and NATS), the CI gate, the benchmarks and their report, the generated reference docs
-//! and the container images. Nearly std-only so that it builds in seconds: the docs are
-//! written by a bc-api example it runs, the report's JSON is read and written by
-//! [`json`], and the images need only a hash and gzip (`sha2`, pure-Rust `flate2`).
+//! and NATS), the CI gate, the benchmarks and their report, the generated reference docs,
+//! the generated Kubernetes field table ([`kube_wire`]) and the container images. Nearly
+//! std-only so that it builds in seconds: the docs are written by a bc-api example it
+//! runs, the report's JSON is read and written by [`json`], and the images need only a
+//! hash and gzip (`sha2`, pure-Rust `flate2`).
 
 mod image;
 mod image_check;
 mod json;
+mod kube_wire;
 mod report;
 mod services;
 
@@ -52,6 +54,11 @@ tasks:
       BC_BENCH_JSON=target/bench/figures.jsonl, then write target/bench/report.md and
       report.json (median, spread, reference and ratio of every figure).
       --quick: each benchmark's short version (the whole suite in about a minute).
+  kube-wire --api <DIR> --apimachinery <DIR> --tag <TAG> [--out <FILE>]
+      Generate crates/domain/src/kube_wire/table.rs, the JSON field rules (name,
+      omitempty, pointer, slice/map/struct/scalar, +default) of the Kubernetes types the
+      simulated API server serves, from checkouts (bare or not) of kubernetes/api and
+      kubernetes/apimachinery at TAG (e.g. v0.33.1, the newest minor the simulator serves).
   help
       Print this text.";
 
@@ -137,6 +144,8 @@ enum Task {
         /// `--no-build`: pack the release binaries as they are.
         build: bool,
     },
+    /// `cargo xtask kube-wire`.
+    KubeWire(kube_wire::Args),
     /// `cargo xtask help`.
     Help,
 }
@@ -205,6 +214,7 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             Ok(Task::Image { check, build })
         }
         "image" => Err("`image` takes only `--check` and `--no-build`".into()),
+        "kube-wire" if extra.is_empty() => Ok(Task::KubeWire(kube_wire::Args::parse(own)?)),
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
     }
@@ -774,6 +784,16 @@ fn main() -> ExitCode {
         Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
         Ok(Task::Image { check, build }) => run_image(check, build),
+        Ok(Task::KubeWire(a)) => match kube_wire::run(&a, &workspace_root()) {
+            Ok(out) => {
+                println!("wrote {}", out.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("xtask kube-wire: {e}");
+                1
+            }
+        },
         Ok(Task::Help) => {
             println!("{USAGE}");
             0
@@ -854,6 +874,15 @@ mod tests {
                 "--bins"
             ])
         );
+    }
+
+    #[test]
+    fn parses_kube_wire() {
+        let a =
+            parse_args(&args(&["kube-wire", "--api", "a", "--apimachinery", "m", "--tag", "t"]));
+        let Ok(Task::KubeWire(k)) = a else { panic!("{a:?}") };
+        assert_eq!((k.api.to_str(), k.tag.as_str(), k.out), (Some("a"), "t", None));
+        assert!(parse_args(&args(&["kube-wire", "--api", "a"])).is_err());
     }
 
     #[test]

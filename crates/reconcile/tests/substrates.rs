@@ -202,6 +202,56 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
     assert!(!s2.contains(&token));
 }
 
+/// A real API server leaves out empty `omitempty` fields: the DaemonSet's
+/// `tolerations: []` (no flavor has a taint) and a toleration's `value: ""` (a taint with
+/// no value) never come back. Substrates in both cases still reach `ready`, and once there
+/// make no write to their cluster's API (no create, update, patch, apply or delete) over a
+/// simulated hour of resyncs.
+#[tokio::test]
+async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_write_nothing_at_steady_state()
+ {
+    let env = Env::start().await;
+    let mut tainted = flavor("gpu", NODE_SIZE, 1);
+    tainted.taints.push(Taint {
+        key: "gpu".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let account = env.account.provider_account_id.clone();
+    let untainted = env
+        .create_pool("plain", create_policy(&account, "latest", vec![flavor("cpu", NODE_SIZE, 1)]))
+        .await;
+    let tainted =
+        env.create_pool("tainted", create_policy(&account, "latest", vec![tainted])).await;
+    let mut clusters = Vec::new();
+    for pool in [&untainted, &tainted] {
+        let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+        assert_eq!((s.nodes_listed, s.nodes_joined), (1, 1), "{s:?}");
+        let (_, pid) = cluster_of(&env, &s).await;
+        // What the server answers carries neither field.
+        let ns = substrate_namespace(&pool.pool_id);
+        let ds = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
+        let pod = &ds["spec"]["template"]["spec"];
+        assert!(pod.get("tolerations").is_none_or(|t| t[0].get("value").is_none()), "{pod}");
+        clusters.push((pool.pool_id.clone(), pid));
+    }
+    let kube = &env.sim.state().kube;
+    let before: Vec<_> = clusters.iter().map(|(_, c)| kube.write_counts(c)).collect();
+    let end = env.clock.now() + time::Duration::hours(1);
+    for _ in 0..100 {
+        if env.clock.now() >= end {
+            break;
+        }
+        env.step(STEP).await;
+    }
+    assert!(env.clock.now() >= end, "an hour went by");
+    for ((pool, cluster), was) in clusters.iter().zip(before) {
+        let s = env.substrate(pool).await;
+        assert_eq!(s.state, ResourceState::Ready, "{s:?}");
+        assert_eq!(kube.write_counts(cluster), was, "writes to cluster {cluster} at steady state");
+    }
+}
+
 #[tokio::test]
 async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
     let env = Env::start().await;

@@ -22,7 +22,7 @@ use bc_domain::name::{
 };
 use bc_domain::policy::{Flavor, Taint};
 use bc_domain::ports::{
-    KubeObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, manifest_in_place,
+    KubeObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, object_in_place,
 };
 use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
@@ -183,7 +183,7 @@ pub fn secret_in_place(
     let want_labels = json!({"metadata": {"labels": labels(pool)}, "type": "Opaque"});
     live_token_hash.is_some_and(|h| digest(SECRET_KEY_JOIN_TOKEN) == Some(h))
         && digest(SECRET_KEY_SERVER_URL) == Some(sha256_hex(server_url.as_bytes()).as_str())
-        && manifest_in_place(&want_labels, &meta.content)
+        && object_in_place(ObjectKind::Secret, &want_labels, &meta.content)
 }
 
 /// The join token's digest as the Secret holds it (look it up as a live token's hash).
@@ -266,7 +266,10 @@ mod tests {
         let spec = &ds.manifest["spec"];
         let selector = &spec["selector"]["matchLabels"];
         let pod = &spec["template"]["metadata"]["labels"];
-        assert!(manifest_in_place(selector, pod), "the selector matches the template's labels");
+        assert!(
+            bc_domain::ports::manifest_in_place(selector, pod),
+            "the selector matches the template's labels"
+        );
         assert_eq!(
             spec["template"]["spec"]["nodeSelector"],
             json!({LABEL_SUBSTRATE_POOL: p.as_str()})

@@ -1,6 +1,7 @@
 //! The Kubernetes API of every simulated cluster: an object store with the writes of an
 //! API server (`store`: create, replace, patches, server-side apply, delete), its
-//! decoding, defaults and validation (`decode`, `defaults`, `validate`), the controllers
+//! decoding, defaults and validation (`decode`, `defaults`, `validate`) and Go's encoding
+//! of every object it answers (by the field rules of `bc_domain::kube_wire`), the controllers
 //! that make a cluster look real (`controllers`: system namespaces, Nodes from the
 //! model, the DaemonSet controller whose pods run the simulated bcd), discovery and
 //! OpenAPI (`discovery`, `openapi`), Table output (`table`), the HTTP face (`http`,
@@ -79,6 +80,19 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// Every verb.
+    pub const ALL: [Verb; 9] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Apply,
+        Verb::Delete,
+        Verb::DeleteCollection,
+    ];
+
     /// The Kubernetes audit verbs, with `apply` for server-side apply patches.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -198,6 +212,20 @@ impl KubeStore {
     pub fn request_count(&self, cluster_id: &str, op: &str) -> u64 {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         c.get(&(cluster_id.to_owned(), op.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// The write requests (create, update, patch, apply, delete) made at `cluster_id`
+    /// over both faces, per operation key, whatever they were answered.
+    pub fn write_counts(&self, cluster_id: &str) -> BTreeMap<String, u64> {
+        let writes = |op: &str| {
+            let verb = op.split(' ').next().unwrap_or_default();
+            Verb::ALL.iter().any(|v| v.writes() && v.as_str() == verb)
+        };
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        c.iter()
+            .filter(|((cluster, op), _)| cluster == cluster_id && writes(op))
+            .map(|((_, op), n)| (op.clone(), *n))
+            .collect()
     }
 
     /// Every counter: (cluster id, operation key) → requests.
