@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{Account, ApiError, Ids, Model, catalog};
 
 /// Load balancer type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LbType {
     /// HTTP(S) in one region (default).
     Regional,
@@ -46,7 +46,7 @@ impl LbType {
 }
 
 /// Load balancer status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LbStatus {
     /// Provisioning.
     New,
@@ -88,7 +88,7 @@ pub struct ForwardingRule {
 
 /// A health check (response shape; defaults healthy 5 / unhealthy 3 / interval 10 /
 /// timeout 5 / path `/` / port 80 / http).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthCheck {
     /// http, https, tcp.
     pub protocol: String,
@@ -218,7 +218,7 @@ pub struct DomainSpec {
 }
 
 /// A GLOBAL domain as stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Domain {
     /// FQDN.
     pub name: String,
@@ -294,7 +294,7 @@ pub struct LoadBalancerSpec {
 }
 
 /// A load balancer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadBalancer {
     /// Id.
     pub id: String,
