@@ -5,10 +5,13 @@
 //! process, the tenant `dev` with an operator token, a simulated DigitalOcean account,
 //! `loadBalancers=5` for new pools, and simulated nodes whose bcd joins this server.
 //!
-//! Invariants: a second start on the same directory keeps the database, the key and the
-//! token (the simulator's cloud is in memory and starts empty each time); every address
-//! is loopback; [`DevStack::tour`] is the list of shell commands the banner prints, so the
-//! test that runs them runs exactly what a user copies.
+//! Invariants: a second start on the same directory keeps the database, the key, the
+//! token and the simulated cloud (its clusters, node pools, load balancers, cluster
+//! objects and CA, saved in [`SIM_STATE`] on change and at shutdown; the simulator's
+//! and each cluster API's address too, when they are free), so what was made before —
+//! and kubeconfigs handed out — carry on; every address is loopback;
+//! [`DevStack::tour`] is the list of shell commands the banner prints, so the test that
+//! runs them runs exactly what a user copies.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,6 +26,7 @@ use bc_domain::model::{Grant, QuotaResource, Role, Scope};
 use bc_domain::ports::{Clock, SystemClock};
 use bc_reconcile::provider_resources::plan::Timing;
 use bc_sim::config::{DEFAULT_TOKEN, Delays};
+use bc_sim::persist::Keeper;
 use bc_sim::{Sim, SimConfig, SimServer};
 use bc_store::AeadSecretBox;
 use serde_json::{Value, json};
@@ -36,6 +40,10 @@ pub const DEV_TENANT: &str = "dev";
 pub const DEV_ACCOUNT_NAME: &str = "simulated";
 /// The default quota of load balancers per pool.
 pub const DEV_LOAD_BALANCERS: u32 = 5;
+/// The file in the state directory that keeps the simulated cloud.
+pub const SIM_STATE: &str = "sim-state.json";
+/// How often the simulated cloud is checked for changes to save.
+const SIM_SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// What a dev stack looks like.
 #[derive(Clone)]
@@ -122,8 +130,9 @@ pub struct DevStack {
     /// The secret key (base64), for other processes on the same database.
     pub secret_key: String,
     served: Served,
-    _sim_server: SimServer,
-    _bcd: bc_sim::bcd::Background,
+    sim_server: SimServer,
+    bcd: bc_sim::bcd::Background,
+    keeper: Keeper,
 }
 
 impl DevStack {
@@ -155,13 +164,14 @@ impl DevStack {
             ..SimConfig::default()
         };
         let clock: Arc<dyn Clock> = options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        let sim = Sim::new(sim_config, clock.clone());
-        let sim_server = sim
-            .serve("127.0.0.1:0".parse().expect("loopback"))
-            .await
-            .context("starting the simulator")?;
+        let kept = dir.join(SIM_STATE);
+        let sim = Sim::open(sim_config, clock.clone(), &kept).with_context(|| {
+            format!("the simulated cloud kept in {} (--fresh starts over)", dir.display())
+        })?;
+        let sim_server = serve_sim(&sim, &dir).await?;
         let sim_url = sim_server.url();
         write_private(&dir.join("sim-ca.pem"), sim.state().tls.ca_pem())?;
+        let keeper = sim.keep_in(kept, SIM_SAVE_EVERY);
         let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
 
         let adapters = Adapters::real_with_clock(store, &key, &sim_url, clock)?;
@@ -202,8 +212,9 @@ impl DevStack {
             work,
             secret_key: key,
             served,
-            _sim_server: sim_server,
-            _bcd: bcd,
+            sim_server,
+            bcd,
+            keeper,
         };
         stack.token = stack.operator_token().await?;
         stack.account_id = stack.simulated_account().await?;
@@ -303,7 +314,7 @@ impl DevStack {
             self.sim_url, self.sim_token
         ));
         out.push_str(&format!(
-            "  data           {dir}/bc.db (kept across runs; --fresh starts over)\n\n"
+            "  data           {dir}/bc.db and {dir}/{SIM_STATE} (kept across runs; --fresh starts over)\n\n"
         ));
         out.push_str("Try it (copy-paste, in this directory; jq not needed):\n\n");
         for (what, cmd) in self.tour() {
@@ -388,14 +399,47 @@ impl DevStack {
         ]
     }
 
-    /// Stops everything (in-flight requests and activations finish).
+    /// Stops everything (in-flight requests and activations finish), then saves the
+    /// simulated cloud a last time (a failure to is logged: the last periodic save
+    /// stands).
     pub async fn stop(self) {
-        self.served.shutdown().await;
+        let Self { served, sim_server, bcd, keeper, .. } = self;
+        served.shutdown().await;
+        stop_sim(sim_server, bcd, keeper).await
     }
 
-    /// Runs until SIGINT/SIGTERM, then stops.
+    /// Runs until SIGINT/SIGTERM, then stops (as [`Self::stop`]).
     pub async fn until_signal(self) {
-        self.served.until_signal().await;
+        let Self { served, sim_server, bcd, keeper, .. } = self;
+        served.until_signal().await;
+        stop_sim(sim_server, bcd, keeper).await
+    }
+}
+
+/// Serves the simulator where the last run of this directory did (`simulator.json`),
+/// so the URL a user copied keeps working, or on any free port when that one is taken.
+async fn serve_sim(sim: &Sim, dir: &Path) -> anyhow::Result<SimServer> {
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("loopback");
+    let before = std::fs::read_to_string(dir.join("simulator.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v["digitaloceanApiUrl"].as_str().map(str::to_owned))
+        .and_then(|url| url.strip_prefix("http://")?.parse::<SocketAddr>().ok())
+        .filter(|addr| addr.ip().is_loopback());
+    if let Some(addr) = before
+        && let Ok(server) = sim.serve(addr).await
+    {
+        return Ok(server);
+    }
+    sim.serve(any).await.context("starting the simulator")
+}
+
+/// Stops the simulated agents and the simulator, then saves the cloud a last time.
+async fn stop_sim(sim_server: SimServer, bcd: bc_sim::bcd::Background, keeper: Keeper) {
+    drop(bcd);
+    sim_server.shutdown().await;
+    if let Err(e) = keeper.finish().await {
+        tracing::error!(error = %e, "could not save the simulated cloud at shutdown");
     }
 }
 

@@ -32,6 +32,8 @@ use super::schema::Ty;
 use super::selector::Selector;
 use super::{Resource, defaults, kube_time, patch, validate};
 
+mod persist;
+
 /// Server-managed metadata: never taken from a request body.
 const SERVER_METADATA: &[&str] = &[
     "uid",

@@ -21,7 +21,7 @@ use crate::SimNode;
 pub const DEFAULT_EXPIRY_SECONDS: u64 = 7 * 24 * 3600;
 
 /// A cluster's `status.state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ClusterState {
     /// Being made.
     Provisioning,
@@ -55,7 +55,7 @@ impl ClusterState {
 }
 
 /// A node's `status.state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NodeState {
     /// Droplet being made.
     Provisioning,
@@ -83,7 +83,7 @@ impl NodeState {
 }
 
 /// A worker node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     /// Id (uuid).
     pub id: String,
@@ -104,7 +104,7 @@ pub struct Node {
 }
 
 /// A node pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NodePool {
     /// Id (uuid).
     pub id: String,
@@ -135,7 +135,7 @@ pub struct NodePool {
 }
 
 /// Maintenance window.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct MaintenancePolicy {
     /// `HH:MM` UTC.
     #[serde(default = "default_start_time")]
@@ -163,7 +163,7 @@ impl Default for MaintenancePolicy {
 }
 
 /// A DOKS cluster.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Cluster {
     /// Id (uuid).
     pub id: String,
