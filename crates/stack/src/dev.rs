@@ -266,23 +266,15 @@ impl DevStack {
             .context("providerAccounts.create answered without an id")
     }
 
-    /// Calls method `method` (`pools.create`) of this stack's API as the operator.
+    /// A client of this stack's API as the operator (retrying `429`/`503` as they say).
+    pub fn client(&self) -> anyhow::Result<bc_client::Client> {
+        Ok(bc_client::Client::new(&self.api_url, &self.token)?)
+    }
+
+    /// Calls method `method` (`pools.create`) of this stack's API as the operator, with
+    /// the JSON body `body` (a create gets a `requestId` unless it has one).
     pub async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
-        bc_providers::install_crypto_provider();
-        let url = format!("{}/api/compute/{}", self.api_url, method.replacen('.', "/", 1));
-        let resp = reqwest::Client::new()
-            .post(&url)
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-            .await
-            .with_context(|| format!("calling {method}"))?;
-        let status = resp.status();
-        let value: Value = resp.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            anyhow::bail!("{method}: {status}: {value}");
-        }
-        Ok(value)
+        Ok(self.client()?.call_method(method, body).await?)
     }
 
     /// The tenant.

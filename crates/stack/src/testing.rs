@@ -147,21 +147,36 @@ pub async fn sim_call(
     req.send().await.expect("simulator answers").json().await.unwrap_or(Value::Null)
 }
 
-/// One call of API method `method` (`pools.create`) at `api_url` as `token`, with the
-/// client's own timeout: the status and the JSON answer (`Null` when not JSON), or the
+/// A bc-client of `api_url` as `token` that never retries and gives up after `timeout`,
+/// so a test sees every answer as the server gave it (a 429 or a 503 included).
+pub fn client(api_url: &str, token: &str, timeout: Duration) -> bc_client::Client {
+    bc_client::Client::builder(api_url)
+        .token(token)
+        .timeout(timeout)
+        .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
+        .build()
+        .expect("a loopback URL")
+}
+
+/// One call of API method `method` (`pools.create`) through `client` (see [`client`]):
+/// the status and the JSON answer — an error answer as the server's error body — or the
 /// transport error (a timeout included) for the caller to judge.
 pub async fn post(
-    client: &reqwest::Client,
-    api_url: &str,
-    token: &str,
+    client: &bc_client::Client,
     method: &str,
     body: &Value,
-) -> Result<(u16, Value), reqwest::Error> {
-    bc_providers::install_crypto_provider();
-    let url = format!("{api_url}/api/compute/{}", method.replacen('.', "/", 1));
-    let resp = client.post(url).bearer_auth(token).json(body).send().await?;
-    let status = resp.status().as_u16();
-    Ok((status, resp.json().await.unwrap_or(Value::Null)))
+) -> Result<(u16, Value), bc_client::Error> {
+    match client.call_method(method, body.clone()).await {
+        Ok(v) => Ok((200, v)),
+        Err(bc_client::Error::Api(e)) => {
+            let mut error = serde_json::json!({ "code": e.code.as_str(), "message": e.message });
+            if let Some(f) = e.field {
+                error["field"] = Value::String(f);
+            }
+            Ok((e.status, serde_json::json!({ "error": error })))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether `tool` is on `PATH` (with services required, it must be: `.ci/run` installs

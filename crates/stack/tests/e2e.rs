@@ -23,35 +23,25 @@ async fn sse_until(
     subject_part: String,
     until: &'static str,
 ) -> Vec<Value> {
-    let resp = reqwest::Client::new()
-        .get(format!("{api}/api/compute/events/stream?tenantId={DEV_TENANT}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .expect("stream opens");
-    assert!(resp.status().is_success(), "stream: {}", resp.status());
-    let mut resp = resp;
-    let (mut text, mut events) = (String::new(), Vec::new());
+    let client = bc_client::Client::new(&api, &token).expect("client");
+    let query = bc_client::api::events::StreamQuery {
+        tenant_id: DEV_TENANT.parse().expect("a tenant id"),
+        subject: None,
+    };
+    let mut stream = client.events(query, None);
+    let mut events = Vec::new();
     for _ in 0..10_000 {
-        let Ok(Ok(Some(chunk))) =
-            tokio::time::timeout(std::time::Duration::from_secs(120), resp.chunk()).await
+        let Ok(Some(event)) =
+            tokio::time::timeout(std::time::Duration::from_secs(120), stream.next()).await
         else {
             break;
         };
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
-            let frame: String = text.drain(..end + 2).collect();
-            for line in frame.lines() {
-                if let Some(data) = line.strip_prefix("data:") {
-                    let v: Value = serde_json::from_str(data.trim()).expect("event json");
-                    let done = v["type"] == until
-                        && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
-                    events.push(v);
-                    if done {
-                        return events;
-                    }
-                }
-            }
+        let v = serde_json::to_value(event.expect("the stream delivers")).expect("event json");
+        let done =
+            v["type"] == until && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
+        events.push(v);
+        if done {
+            return events;
         }
     }
     events
