@@ -218,6 +218,11 @@ impl DevStack {
         };
         stack.token = stack.operator_token().await?;
         stack.account_id = stack.simulated_account().await?;
+        // What `bc` reads in a directory holding `.bc-dev/` (the token is in `token`).
+        write_private(
+            &dir.join("bc.toml"),
+            &format!("api_url = \"{}\"\ntenant = \"{DEV_TENANT}\"\n", stack.api_url),
+        )?;
         write_private(
             &dir.join("simulator.json"),
             &serde_json::to_string_pretty(
@@ -272,23 +277,15 @@ impl DevStack {
             .context("providerAccounts.create answered without an id")
     }
 
-    /// Calls method `method` (`pools.create`) of this stack's API as the operator.
+    /// A client of this stack's API as the operator (retrying `429`/`503` as they say).
+    pub fn client(&self) -> anyhow::Result<bc_client::Client> {
+        Ok(bc_client::Client::new(&self.api_url, &self.token)?)
+    }
+
+    /// Calls method `method` (`pools.create`) of this stack's API as the operator, with
+    /// the JSON body `body` (a create gets a `requestId` unless it has one).
     pub async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
-        bc_providers::install_crypto_provider();
-        let url = format!("{}/api/compute/{}", self.api_url, method.replacen('.', "/", 1));
-        let resp = reqwest::Client::new()
-            .post(&url)
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-            .await
-            .with_context(|| format!("calling {method}"))?;
-        let status = resp.status();
-        let value: Value = resp.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            anyhow::bail!("{method}: {status}: {value}");
-        }
-        Ok(value)
+        Ok(self.client()?.call_method(method, body).await?)
     }
 
     /// The tenant.
@@ -316,7 +313,11 @@ impl DevStack {
         out.push_str(&format!(
             "  data           {dir}/bc.db and {dir}/{SIM_STATE} (kept across runs; --fresh starts over)\n\n"
         ));
-        out.push_str("Try it (copy-paste, in this directory; jq not needed):\n\n");
+        out.push_str("Try it with bc (`cargo install --path bins/bc`; in this directory it needs no configuration):\n\n");
+        for (what, cmd) in self.bc_tour() {
+            out.push_str(&format!("# {what}\n{cmd}\n\n"));
+        }
+        out.push_str("Or with curl (copy-paste, in this directory; jq not needed):\n\n");
         for (what, cmd) in self.tour() {
             out.push_str(&format!("# {what}\n{cmd}\n\n"));
         }
@@ -365,14 +366,14 @@ impl DevStack {
                 ),
             ),
             (
-                "a cluster of your own, made directly in the simulated DigitalOcean",
+                OWN_CLUSTER,
                 format!(
                     r#"CLUSTER=$(curl -sf $DO/v2/kubernetes/clusters -H "authorization: Bearer $DOTOKEN" -H 'content-type: application/json' -d '{{"name":"mine-'$RANDOM'","region":"nyc1","version":"latest","node_pools":[{{"name":"workers","size":"s-2vcpu-4gb","count":2}}]}}' | {}) && echo $CLUSTER"#,
                     first("id")
                 ),
             ),
             (
-                "look inside it with kubectl (once it is running, a few seconds)",
+                LOOK_INSIDE,
                 format!(
                     r#"curl -sf $DO/v2/kubernetes/clusters/$CLUSTER/kubeconfig -H "authorization: Bearer $DOTOKEN" > {dir}/mine.kubeconfig && kubectl --kubeconfig {dir}/mine.kubeconfig get nodes -o wide"#
                 ),
@@ -397,6 +398,53 @@ impl DevStack {
                 ),
             ),
         ]
+    }
+
+    /// The tour with `bc`: the same steps as [`DevStack::tour`], each a shell command run
+    /// in the directory holding `.bc-dev/` (so `bc` finds the server, token and tenant).
+    pub fn bc_tour(&self) -> Vec<(&'static str, String)> {
+        // The simulator is reached with curl in both tours: the same two steps.
+        let own_cluster: Vec<_> = self
+            .tour()
+            .into_iter()
+            .filter(|(what, _)| *what == OWN_CLUSTER || *what == LOOK_INSIDE)
+            .collect();
+        let mut steps = vec![
+            (
+                "the simulated account (bc reads the API URL, token and tenant from .bc-dev/)",
+                format!(
+                    "ACCOUNT=$(bc accounts list -o id) DO={} DOTOKEN={} && echo $ACCOUNT",
+                    self.sim_url, self.sim_token
+                ),
+            ),
+            (
+                "a pool with a Kubernetes substrate: a cluster of two flavors is made for it",
+                r#"POOL=$(bc pools create --name demo-$RANDOM --policy '{"substrate":{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{"create":{"region":"nyc1"}}},"flavors":[{"name":"cpu","size":"s-2vcpu-4gb","count":2},{"name":"big","size":"s-4vcpu-8gb","count":1}]}' -o id) && echo $POOL"#.to_owned(),
+            ),
+            (
+                "its substrate going pending, provisioning, then ready with its nodes joined",
+                "bc wait substrate $POOL --for state=ready --timeout 10m".to_owned(),
+            ),
+            (
+                "a load balancer for the pool (the pool has a quota of 5)",
+                r#"LB=$(bc lb create --pool $POOL --account $ACCOUNT --name web --type regional --region nyc1 --forwarding-rules '[{"entryProtocol":"http","entryPort":80,"targetProtocol":"http","targetPort":8080}]' --targets '{"tag":"web"}' -o id) && echo $LB"#.to_owned(),
+            ),
+            ("the load balancer, once ready", "bc wait lb $LB --timeout 5m".to_owned()),
+        ];
+        steps.extend(own_cluster);
+        steps.extend([
+            (
+                "adopt it: a second pool whose substrate is that cluster",
+                r#"ADOPTED=$(bc pools create --name adopted-$RANDOM --policy '{"substrate":{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{"adopt":{"providerClusterId":"'$CLUSTER'"}}},"flavors":[{"name":"cpu","size":"s-2vcpu-4gb","count":1}]}' -o id) && echo $ADOPTED"#.to_owned(),
+            ),
+            ("the adopted substrate", "bc substrates get $ADOPTED".to_owned()),
+            ("what happened to the first pool", "bc events list --subject compute.pools.$POOL".to_owned()),
+            (
+                "the billing usage so far",
+                "bc billing usage --from 2026-01-01T00:00:00.000Z --to 2100-01-01T00:00:00.000Z".to_owned(),
+            ),
+        ]);
+        steps
     }
 
     /// Stops everything (in-flight requests and activations finish), then saves the
@@ -442,6 +490,11 @@ async fn stop_sim(sim_server: SimServer, bcd: bc_sim::bcd::Background, keeper: K
         tracing::error!(error = %e, "could not save the simulated cloud at shutdown");
     }
 }
+
+/// The tours' step that makes a cluster in the simulator (the same in both tours).
+const OWN_CLUSTER: &str = "a cluster of your own, made directly in the simulated DigitalOcean";
+/// The tours' step that looks inside it with kubectl.
+const LOOK_INSIDE: &str = "look inside it with kubectl (once it is running, a few seconds)";
 
 /// Load balancer polling for the simulator's seconds-scale delays.
 fn quick_load_balancers() -> Timing {
