@@ -22,7 +22,7 @@ use bc_reconcile::clusters::ClusterReconciler;
 use bc_reconcile::node_pools::NodePoolReconciler;
 use bc_reconcile::shared::OsEntropy;
 use bc_reconcile::substrates::SubstrateReconciler;
-use bc_reconcile::{Deps, DirectObserver, LoadBalancers, Reconciler, Runtime, RuntimeConfig};
+use bc_reconcile::{Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, UnsharedObserver};
 use bc_sim::direct::DirectRegistry;
 use bc_sim::kube::direct::DirectClusterApi;
 use bc_sim::{Sim, SimConfig};
@@ -71,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Arc::new(SqlStore::connect(&url).await.map_err(|e| e.to_string())?);
                 let deps = Deps {
                     store,
-                    observer: Arc::new(DirectObserver::new(providers, clock.clone())),
+                    observer: Arc::new(UnsharedObserver::new(providers, clock.clone())),
                     clusters,
                     clock,
                     settings: bc_reconcile::Settings {

@@ -184,8 +184,10 @@ impl Sim {
         };
         let mut model = self.state.model();
         model.set_base_url(Some(url.clone()));
-        model.set_endpoint_allocator(Some(self.endpoint_allocator()));
-        model.allocate_endpoints();
+        if !options.in_process_clusters {
+            model.set_endpoint_allocator(Some(self.endpoint_allocator()));
+            model.allocate_endpoints();
+        }
         drop(model);
         Ok(SimServer { addr: local, url, task, state: self.state.clone() })
     }
@@ -218,6 +220,11 @@ pub struct ServeOptions {
     /// Serve the DigitalOcean face over https (with the simulator's CA) rather than
     /// plain http.
     pub https: bool,
+    /// Start no listener per cluster: kubeconfigs name the address DigitalOcean would
+    /// give (`https://<id>.k8s.ondigitalocean.com`), which only a client routed in
+    /// process reaches (`testing::Cloud`'s kube adapter). A listener per cluster costs a
+    /// port, a file descriptor and a task, which ten thousand clusters run out of.
+    pub in_process_clusters: bool,
 }
 
 /// A running HTTP server of the simulator; aborts on drop.

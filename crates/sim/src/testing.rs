@@ -39,6 +39,9 @@ use crate::{Sim, SimConfig, SimServer};
 
 pub use crate::config::DEFAULT_TOKEN as TEST_TOKEN;
 pub use crate::install_crypto;
+pub use cloud::{Cloud, adapter_config};
+
+mod cloud;
 
 /// Where [`clock`] starts (RFC 3339).
 pub const START: &str = "2026-12-02T12:00:00Z";
