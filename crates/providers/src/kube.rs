@@ -1,11 +1,13 @@
 //! The cluster access adapter: `ClusterApi` over the `kube` crate, for any cluster a
-//! kubeconfig names (DigitalOcean's, the simulator's under `/k8s/<id>`). It implements
-//! the primitive `ClusterOps`; the ownership rule on top of them is bc-domain's
-//! (`ports::cluster`), shared with the simulator's direct face.
+//! kubeconfig names (DigitalOcean's, the simulator's). It implements the primitive
+//! `ClusterOps`; the ownership rule on top of them is bc-domain's (`ports::cluster`).
+//! A cluster is reached over the network, or, for the clusters an [`InProcessClusters`]
+//! knows (the simulator's, in tests), through a service in this process with the same
+//! client and the same requests.
 //!
-//! Invariant: every Status error is classified by `bc_domain::classify::kubernetes`, so
-//! this adapter and the simulator's direct face agree on every class; transport failures
-//! are classified here; no message carries the token or the kubeconfig.
+//! Invariant: every Status error is classified by `bc_domain::classify::kubernetes`;
+//! transport failures are classified here; no message carries the token or the
+//! kubeconfig.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,8 +178,8 @@ fn api_resource(kind: ObjectKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, plural)
 }
 
-/// Classifies a kube error: a Status answer as `bc_domain::classify::kubernetes` says
-/// (the one rule of every face); a refused kubeconfig as `Credentials`; transport
+/// Classifies a kube error: a Status answer as `bc_domain::classify::kubernetes` says;
+/// a refused kubeconfig as `Credentials`; transport
 /// failures and unusable answers as `Unreachable`. Only the server's message and reason,
 /// or the error class, are kept.
 pub fn classify(e: &kube::Error) -> ObjectError {

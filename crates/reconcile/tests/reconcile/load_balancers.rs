@@ -1,5 +1,6 @@
 //! Every path of `vps.provider-resources` for load balancers (SPEC §11) against the
-//! simulator's direct face and the real SQLite store, on a stepped clock: create to
+//! simulator through the DigitalOcean adapter and the real SQLite store, on a stepped
+//! clock: create to
 //! ready with billing and events, updates converged whole, the busy answer retried, a
 //! refusal held until the desired state changes, delete with billing closed and the
 //! quota unit released once, a load balancer deleted behind our back made again only

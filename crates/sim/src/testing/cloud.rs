@@ -108,7 +108,7 @@ impl Cloud {
 
     /// The kube adapter, reaching this cloud's clusters in process.
     pub fn clusters(&self) -> Arc<KubeClusterApi> {
-        Arc::new(KubeClusterApi::in_process(routes(self.sim.state().clone())))
+        Arc::new(KubeClusterApi::in_process(cluster_routes(self.sim.state().clone())))
     }
 
     fn clock(&self) -> Arc<dyn Clock> {
@@ -132,8 +132,10 @@ pub fn adapter_config(base_url: &str, limits: &RateLimits) -> DigitalOceanConfig
 }
 
 /// The in-process routes to the clusters of `state`, for
-/// [`KubeClusterApi::in_process`].
-pub fn routes(state: Arc<SimState>) -> Arc<dyn InProcessClusters> {
+/// [`KubeClusterApi::in_process`]: a kubeconfig naming
+/// `https://<id>.k8s.ondigitalocean.com`, or a cluster's own listener, reaches that
+/// cluster's router.
+pub fn cluster_routes(state: Arc<SimState>) -> Arc<dyn InProcessClusters> {
     Arc::new(Routes { state })
 }
 
