@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bc_domain::classify::kubernetes::classify_status;
 use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
@@ -33,6 +32,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::BoxError;
 use tower::util::BoxCloneService;
+
+use crate::classify::kubernetes::classify_status;
 
 /// Timeouts of the cluster client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

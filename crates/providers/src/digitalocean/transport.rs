@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::rate_limit::{Acquire, RateLimitConfig, TokenBucket};
-use bc_domain::classify::digitalocean::{self, Failure};
+use crate::classify::digitalocean::{self, Failure};
 use bc_domain::model::SecretString;
 use bc_domain::ports::ProviderResult;
 

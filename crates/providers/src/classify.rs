@@ -7,9 +7,9 @@
 //! so a test on the simulator's direct face sees the class production sees; no message
 //! built here carries the secret it was asked to scrub, and none is longer than the cap.
 
-use crate::error::ProviderError;
-use crate::ports::cluster::{ClusterError, ObjectError};
-use crate::time::Timestamp;
+use bc_domain::ProviderError;
+use bc_domain::Timestamp;
+use bc_domain::ports::{ClusterError, ObjectError};
 
 /// The longest provider text a message quotes (an HTML error page must not flood logs).
 pub const MESSAGE_CAP: usize = 200;
