@@ -2,10 +2,10 @@
 //! DigitalOcean answer means as a [`ProviderError`] (`digitalocean`), and what a
 //! Kubernetes `Status` means as an [`ObjectError`] / [`ClusterError`] (`kubernetes`).
 //!
-//! Invariant: every face that answers like DigitalOcean or Kubernetes — the reqwest and
-//! kube adapters, the simulator's in-process faces — classifies through these functions,
-//! so a test on the simulator's direct face sees the class production sees; no message
-//! built here carries the secret it was asked to scrub, and none is longer than the cap.
+//! Invariant: only the adapters classify — the reqwest and kube adapters, through these
+//! functions, whoever answers them (DigitalOcean, a cluster, the simulator in tests); no
+//! message built here carries the secret it was asked to scrub, and none is longer than
+//! the cap.
 
 use bc_domain::ProviderError;
 use bc_domain::Timestamp;

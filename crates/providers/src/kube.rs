@@ -5,7 +5,7 @@
 //! knows (the simulator's, in tests), through a service in this process with the same
 //! client and the same requests.
 //!
-//! Invariant: every Status error is classified by `bc_domain::classify::kubernetes`;
+//! Invariant: every Status error is classified by [`crate::classify::kubernetes`];
 //! transport failures are classified here; no message carries the token or the
 //! kubeconfig.
 
@@ -179,7 +179,7 @@ fn api_resource(kind: ObjectKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, plural)
 }
 
-/// Classifies a kube error: a Status answer as `bc_domain::classify::kubernetes` says;
+/// Classifies a kube error: a Status answer as [`crate::classify::kubernetes`] says;
 /// a refused kubeconfig as `Credentials`; transport
 /// failures and unusable answers as `Unreachable`. Only the server's message and reason,
 /// or the error class, are kept.

@@ -1,7 +1,7 @@
 //! The HTTP transport of one DigitalOcean account: it takes a token from the account's
 //! bucket, sends the request with the bearer token, feeds the `ratelimit-*` headers back
 //! into the bucket, and hands every failed answer to the one classification of
-//! DigitalOcean answers, `bc_domain::classify::digitalocean`.
+//! DigitalOcean answers, [`crate::classify::digitalocean`].
 //!
 //! Invariant: the token is only ever in the `Authorization` header (marked sensitive);
 //! no message built here formats a request or a header, and the classification scrubs
