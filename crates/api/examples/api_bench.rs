@@ -27,9 +27,7 @@ use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{ApiToken, Grant, QuotaResource, Role, Scope};
 use bc_domain::ports::{Store, SystemClock, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
-use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
-use bc_sim::{Sim, SimConfig};
+use bc_sim::testing::Cloud;
 use bc_store::testing::{self as rows, Backend};
 use bc_store::{AeadSecretBox, SqlStore};
 use bc_testkit::bench::{self, Against, Better, Figure, Reference};
@@ -265,13 +263,14 @@ impl Fixture {
 
     /// The API on loopback, with the rate limit off (it would measure the limiter).
     async fn serve(&self) -> Server {
-        let sim = Sim::new(SimConfig::default(), Arc::new(SystemClock));
+        // The production adapters on a simulated cloud (no measured method calls one).
+        let cloud = Cloud::start().await;
         let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let ports = Ports {
             store: self.store.clone(),
             clock: Arc::new(SystemClock),
-            providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
-            clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
+            providers: cloud.providers(secrets.clone()),
+            clusters: cloud.clusters(),
             secrets,
         };
         let settings = Settings { rate_limit: None, ..Settings::default() };
@@ -281,7 +280,7 @@ impl Fixture {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
-        Server { addr, task }
+        Server { addr, task, _cloud: cloud }
     }
 }
 
@@ -289,6 +288,7 @@ impl Fixture {
 struct Server {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    _cloud: Cloud,
 }
 
 impl Server {

@@ -6,7 +6,6 @@
 //! [`ports::Clock`].
 
 pub mod agent;
-pub mod classify;
 pub mod error;
 pub mod id;
 pub mod kube_wire;

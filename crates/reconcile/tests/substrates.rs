@@ -1,7 +1,8 @@
-//! `kubernetes.substrates` against the simulator's direct faces and the real SQLite
-//! store, stepped on a manual clock (no sleeps): create and adopt modes, ownership,
+//! `kubernetes.substrates` against the simulator through the production adapters and
+//! the real SQLite store, stepped on a manual clock (no sleeps): create and adopt modes, ownership,
 //! join tokens and accounting, flavor changes, upgrades, teardown.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bc_domain::model::{Booking, BookingState, KubernetesCluster, Substrate};
@@ -11,15 +12,15 @@ use bc_domain::ports::*;
 use bc_domain::token::sha256_hex;
 use bc_domain::{BookingId, PoolId, ResourceState, StoreError};
 use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
-use bc_sim::direct::DirectProvider;
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
 
 const STEP: Duration = Duration::from_secs(600);
 
-fn provider(env: &Env) -> DirectProvider {
-    DirectProvider::new(env.sim.state().clone(), TEST_TOKEN)
+/// The test account's DigitalOcean adapter (a new instance: its calls are counted).
+fn provider(env: &Env) -> Arc<impl KubernetesProvider + LoadBalancerProvider + use<>> {
+    env.cloud.provider(TEST_TOKEN)
 }
 
 async fn cluster_of(env: &Env, s: &Substrate) -> (KubernetesCluster, String) {
@@ -547,8 +548,8 @@ async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_na
     let lbs = provider(&env);
     let mut svc = bc_sim::testing::lb_request("svc-lb");
     svc.tags = vec![format!("k8s:{pid}")];
-    let svc = LoadBalancerProvider::create(&lbs, &svc).await.unwrap();
-    let other = LoadBalancerProvider::create(&lbs, &bc_sim::testing::lb_request("tenant-lb"))
+    let svc = LoadBalancerProvider::create(&*lbs, &svc).await.unwrap();
+    let other = LoadBalancerProvider::create(&*lbs, &bc_sim::testing::lb_request("tenant-lb"))
         .await
         .unwrap();
     let vol = env.sim.state().model().inject_volume(TEST_TOKEN, &pid, "pvc-data").unwrap();
@@ -560,12 +561,12 @@ async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_na
     ));
     assert!(
         matches!(
-            LoadBalancerProvider::get(&lbs, &svc.id).await,
+            LoadBalancerProvider::get(&*lbs, &svc.id).await,
             Err(bc_domain::ProviderError::NotFound)
         ),
         "the associated LB goes"
     );
-    assert!(LoadBalancerProvider::get(&lbs, &other.id).await.is_ok(), "an unrelated LB stays");
+    assert!(LoadBalancerProvider::get(&*lbs, &other.id).await.is_ok(), "an unrelated LB stays");
     let events = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap();
     let kept = events
         .iter()
@@ -626,15 +627,9 @@ async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
     let (_, pid) = cluster_of(&env, &s).await;
     let d = pool.pool_id.dashed();
     let pools = |env: &Env| {
-        let env = env.sim.clone();
+        let provider = provider(env);
         let pid = pid.clone();
-        async move {
-            DirectProvider::new(env.state().clone(), TEST_TOKEN)
-                .get_cluster(&pid)
-                .await
-                .unwrap()
-                .node_pools
-        }
+        async move { provider.get_cluster(&pid).await.unwrap().node_pools }
     };
     // Add a flavor.
     env.update_policy(

@@ -1,21 +1,20 @@
 //! bc-sim: one simulated cloud — a DigitalOcean API, a Kubernetes API per simulated
-//! cluster, and nodes running a simulated bcd — over one model with two faces: HTTP on
-//! loopback (`do_api` under `/v2`; each cluster's `kube` API over TLS at the root of its
-//! own address, with the simulator's CA in its kubeconfig, as DOKS serves it) and a
-//! direct, in-memory face (`direct`) implementing the bc-domain provider and cluster
-//! ports.
+//! cluster, and nodes running a simulated bcd — over one model, answered over HTTP:
+//! `do_api` under `/v2` on loopback, and each cluster's `kube` API over TLS at the root
+//! of its own address, with the simulator's CA in its kubeconfig, as DOKS serves it (or,
+//! for tests at scale, in process: `testing::Cloud`). There is no other way in: tests,
+//! benchmarks and `bc-api dev` reach it through the production adapters of
+//! `bc-providers`, so what they run is the production wire.
 //!
 //! Races are reproduced with `interleave` (another actor's action at a chosen moment of
 //! a request); a cloud is kept across restarts with `persist`; the shared test fixtures
 //! are `testing`, behind the `testing` feature.
 //!
-//! Invariant: there is one model. Both faces read and change the same [`SimState`], so a
-//! test that drives the direct face sees exactly what the HTTP face would serve; time
-//! comes from an injectable clock, so tests step it instead of sleeping.
+//! Invariant: there is one model. Every route reads and changes the same [`SimState`];
+//! time comes from an injectable clock, so tests step it instead of sleeping.
 
 pub mod bcd;
 pub mod config;
-pub mod direct;
 pub mod do_api;
 pub mod interleave;
 pub mod kube;
@@ -77,7 +76,7 @@ pub struct SimNode {
     pub kubelet_version: String,
 }
 
-/// The shared state behind every face.
+/// The shared state behind every route.
 pub struct SimState {
     /// The cloud model (clusters, node pools, nodes, load balancers, rate limits…).
     pub model: Mutex<model::Model>,
@@ -148,8 +147,8 @@ impl Sim {
         &self.state
     }
 
-    /// The HTTP router of both faces: DigitalOcean under `/v2`, Kubernetes under
-    /// `/k8s/{cluster_id}`.
+    /// The HTTP router of the DigitalOcean API under `/v2` and of every cluster's
+    /// Kubernetes API under `/k8s/{cluster_id}`.
     pub fn router(&self) -> axum::Router {
         axum::Router::new()
             .merge(do_api::router(self.state.clone()))
@@ -192,8 +191,10 @@ impl Sim {
         };
         let mut model = self.state.model();
         model.set_base_url(Some(url.clone()));
-        model.set_endpoint_allocator(Some(self.endpoint_allocator()));
-        model.allocate_endpoints();
+        if !options.in_process_clusters {
+            model.set_endpoint_allocator(Some(self.endpoint_allocator()));
+            model.allocate_endpoints();
+        }
         drop(model);
         Ok(SimServer { addr: local, url, task, state: self.state.clone() })
     }
@@ -237,6 +238,11 @@ pub struct ServeOptions {
     /// Serve the DigitalOcean face over https (with the simulator's CA) rather than
     /// plain http.
     pub https: bool,
+    /// Start no listener per cluster: kubeconfigs name the address DigitalOcean would
+    /// give (`https://<id>.k8s.ondigitalocean.com`), which only a client routed in
+    /// process reaches (`testing::Cloud`'s kube adapter). A listener per cluster costs a
+    /// port, a file descriptor and a task, which ten thousand clusters run out of.
+    pub in_process_clusters: bool,
 }
 
 /// A running HTTP server of the simulator; aborts on drop.

@@ -181,7 +181,7 @@ pub enum ClusterError {
 }
 
 /// A failed primitive operation (see [`ClusterOps`]), as
-/// `classify::kubernetes::classify_status` reads a Status.
+/// `bc_providers::classify::kubernetes::classify_status` reads a Status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ObjectError {
     /// The object (or its namespace) does not exist.
@@ -344,7 +344,8 @@ pub struct Preconditions {
 
 /// The primitive operations of a Kubernetes API that the ownership rule is built on.
 /// Each cluster adapter implements these over its transport, classifying failures with
-/// `classify::kubernetes::classify_status`; [`ClusterClient`] comes with them.
+/// `bc_providers::classify::kubernetes::classify_status`; [`ClusterClient`] comes with
+/// them.
 #[async_trait]
 pub trait ClusterOps: Send + Sync {
     /// GET one object (`NotFound` when absent).

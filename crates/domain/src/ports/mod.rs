@@ -1,7 +1,7 @@
 //! The ports of DESIGN.md: traits the adapters implement and the core uses.
 //!
 //! Invariant: nothing here does I/O; every trait is object-safe so the composition root
-//! can hold `Arc<dyn …>` and tests can swap in the simulator's direct face.
+//! can hold `Arc<dyn …>` and tests can swap in mocks.
 
 pub mod authz;
 pub mod clock;

@@ -410,8 +410,8 @@ impl Model {
 
     /// The API endpoint of a cluster (its kubeconfig `server`): its own TLS listener
     /// (`https://127.0.0.1:PORT`) when the simulator serves, else the URL DigitalOcean
-    /// would give it (`https://<id>.k8s.ondigitalocean.com`, which the direct face
-    /// understands).
+    /// would give it (`https://<id>.k8s.ondigitalocean.com`, which a client routed in
+    /// process reaches: `testing::Cloud`).
     pub fn cluster_endpoint(&self, cluster_id: &str) -> String {
         match self.endpoints.get(cluster_id) {
             Some(url) => url.clone(),
@@ -499,8 +499,7 @@ impl Model {
     /// The next `n` requests to `route_key` that succeed lose their answer: the change
     /// is made, and the caller never hears of it (what a crash or a dropped connection
     /// right after the provider acted looks like). The HTTP face withholds the response
-    /// for [`LOST_ANSWER_HOLD`] (a client times out first, or dies waiting); the direct
-    /// face answers a transient "no answer" error.
+    /// for [`LOST_ANSWER_HOLD`] (a client times out first, or dies waiting).
     pub fn lose_answers(&mut self, route_key: &str, n: usize) {
         *self.lost_answers.entry(route_key.to_owned()).or_default() += n;
     }

@@ -1,9 +1,9 @@
-//! Route templates of the DigitalOcean face, shared by the HTTP router, the direct face,
-//! the request counters and fault injection.
+//! Route templates of the DigitalOcean face, shared by the HTTP router, the request
+//! counters and fault injection.
 //!
 //! Invariant: a counter or fault key is always `"<METHOD> <template>"` built from these
-//! constants, so the HTTP face (which registers exactly these paths) and the direct face
-//! count and fail the same operation under the same key.
+//! constants, so the HTTP face (which registers exactly these paths) counts and fails an
+//! operation under the key a test names.
 
 /// `/v2/kubernetes/clusters`.
 pub const CLUSTERS: &str = "/v2/kubernetes/clusters";
