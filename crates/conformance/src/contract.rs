@@ -33,7 +33,7 @@ use bc_reconcile::substrates::objects;
 use serde_json::json;
 
 use crate::ledger::{CONTROL_PLANE, LB_SIZE_UNIT, Ledger};
-use crate::wait::{Deadlines, Seen, not_yet, until};
+use crate::wait::{Deadlines, Seen, not_yet, until, until_gone};
 use crate::{ConformanceError, NODE_SIZE, Result, TAG, check, ensure};
 
 /// The server URL the join Secret names (nothing calls it: bcd runs on no node, see
@@ -281,13 +281,12 @@ async fn node_pools(ctx: &mut Ctx<'_>, cluster: &ProviderCluster) -> Result<()> 
     let step = "node pool delete";
     k.delete_node_pool(&cluster.id, &made.id).await.map_err(provider(step))?;
     let d = &ctx.deadlines;
-    until(step, d.gone, d.pause_max, || async {
-        match k.get_node_pool(&cluster.id, &made.id).await {
-            Err(ProviderError::NotFound) => Ok(Seen::Done(())),
-            Ok(p) => Ok(Seen::NotYet(format!("{} node(s) left", p.nodes.len()))),
-            Err(e) => not_yet(step, e),
-        }
-    })
+    until_gone(
+        step,
+        d,
+        || k.get_node_pool(&cluster.id, &made.id),
+        |p| Some(format!("{} node(s) left", p.nodes.len())),
+    )
     .await?;
     ctx.ledger.gone(&made.id);
     let line = format!(
@@ -386,14 +385,7 @@ async fn load_balancer(ctx: &mut Ctx<'_>, droplet: u64) -> Result<()> {
         }
     })
     .await?;
-    until(step, d.gone, d.pause_max, || async {
-        match lbs.get(&made.id).await {
-            Err(ProviderError::NotFound) => Ok(Seen::Done(())),
-            Ok(l) => Ok(Seen::NotYet(format!("{:?}", l.status))),
-            Err(e) => not_yet(step, e),
-        }
-    })
-    .await?;
+    until_gone(step, &d, || lbs.get(&made.id), |l| Some(format!("{:?}", l.status))).await?;
     ctx.ledger.gone(&made.id);
     let line = format!(
         "ok   load balancer {name}: created as asked, active, updated whole, read back, listed, deleted ({})",
@@ -429,6 +421,21 @@ fn in_place(
         }
         _ => object_in_place(kind, &object.manifest, &meta.content),
     }
+}
+
+/// An object as read without what the cluster writes by itself — `status`,
+/// `resourceVersion`, `managedFields` (a DaemonSet's controller updates its status at any
+/// time) — so two reads compare equal unless a client changed the object.
+fn settled(meta: &ObjectMeta) -> serde_json::Value {
+    let mut v = meta.content.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("status");
+    }
+    if let Some(m) = v.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    v
 }
 
 /// `object` as a tenant made it: our names, the tenant's label instead of ours.
@@ -533,8 +540,8 @@ async fn cluster_objects(ctx: &mut Ctx<'_>, cluster_id: &str) -> Result<()> {
         let before = read(c, &o, &step).await?;
         c.apply_owned(&o, &owner).await.map_err(cluster(&step))?;
         let after = read(c, &o, &step).await?;
-        ensure(after.resource_version == before.resource_version, &step, || {
-            "a re-apply of the same manifest changed the object".into()
+        ensure(settled(&after) == settled(&before), &step, || {
+            format!("a re-apply of the same manifest changed it: {:?}", after.content)
         })?;
         ensure(in_place(kind, &o, &after, &ours, &token), &step, || "not in place".into())?;
     }
@@ -566,8 +573,7 @@ async fn cluster_objects(ctx: &mut Ctx<'_>, cluster_id: &str) -> Result<()> {
         })?;
         let after = read(c, &o, &step).await?;
         ensure(
-            after.resource_version == before.resource_version
-                && !after.labels.contains_key(LABEL_SUBSTRATE_POOL),
+            settled(&after) == settled(&before) && !after.labels.contains_key(LABEL_SUBSTRATE_POOL),
             &step,
             || format!("the tenant's object was changed: labels {:?}", after.labels),
         )?;
@@ -601,16 +607,8 @@ async fn delete_cluster(ctx: &mut Ctx<'_>, made: &ProviderCluster) -> Result<()>
         Ok(()) | Err(ProviderError::NotFound) => {}
         Err(e) => return Err(provider(step)(e)),
     }
-    let d = &ctx.deadlines;
-    until(step, d.gone, d.pause_max, || async {
-        match k.get_cluster(&made.id).await {
-            Err(ProviderError::NotFound) => Ok(Seen::Done(())),
-            Ok(c) if c.state == ProviderClusterState::Deleted => Ok(Seen::Done(())),
-            Ok(c) => Ok(Seen::NotYet(format!("{:?}", c.state))),
-            Err(e) => not_yet(step, e),
-        }
-    })
-    .await?;
+    until_gone(step, &ctx.deadlines, || k.get_cluster(&made.id), crate::sweep::cluster_left)
+        .await?;
     ctx.ledger.gone(&made.id);
     let line = format!("ok   cluster {}: deleted ({})", made.name, secs(started));
     ctx.say(&line);

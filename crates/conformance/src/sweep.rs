@@ -10,14 +10,19 @@
 use std::io::Write;
 
 use bc_domain::ProviderError;
-use bc_domain::ports::{ProviderClusterState, ProviderImpl};
+use bc_domain::ports::{ProviderCluster, ProviderClusterState, ProviderImpl};
 
-use crate::wait::{Deadlines, Seen, not_yet, until};
+use crate::wait::{Deadlines, until_gone};
 use crate::{ConformanceError, NAME_PREFIX, Result, TAG};
 
 /// Whether an object named `name` with `tags` is one of ours.
 pub fn is_ours(name: &str, tags: &[String]) -> bool {
     name.starts_with(NAME_PREFIX) && tags.iter().any(|t| t == TAG)
+}
+
+/// What is left of a deleted cluster as read (`None`: it counts as gone).
+pub fn cluster_left(c: &ProviderCluster) -> Option<String> {
+    (c.state != ProviderClusterState::Deleted).then(|| format!("{:?}", c.state))
 }
 
 /// Deletes what [`is_ours`] and waits for each to be gone; `when` names the sweep in
@@ -70,26 +75,12 @@ pub async fn sweep(
     }
     for lb in &balancers {
         let what = format!("{step}: load balancer {} gone", lb.spec.name);
-        until(&what, deadlines.gone, deadlines.pause_max, || async {
-            match lbs.get(&lb.id).await {
-                Err(ProviderError::NotFound) => Ok(Seen::Done(())),
-                Ok(l) => Ok(Seen::NotYet(format!("{:?}", l.status))),
-                Err(e) => not_yet(&what, e),
-            }
-        })
-        .await?;
+        until_gone(&what, deadlines, || lbs.get(&lb.id), |l| Some(format!("{:?}", l.status)))
+            .await?;
     }
     for c in &clusters {
         let what = format!("{step}: cluster {} gone", c.name);
-        until(&what, deadlines.gone, deadlines.pause_max, || async {
-            match k.get_cluster(&c.id).await {
-                Err(ProviderError::NotFound) => Ok(Seen::Done(())),
-                Ok(c) if c.state == ProviderClusterState::Deleted => Ok(Seen::Done(())),
-                Ok(c) => Ok(Seen::NotYet(format!("{:?}", c.state))),
-                Err(e) => not_yet(&what, e),
-            }
-        })
-        .await?;
+        until_gone(&what, deadlines, || k.get_cluster(&c.id), cluster_left).await?;
     }
     let _ = writeln!(
         out,

@@ -85,6 +85,32 @@ where
     unreachable!("the loop returns on its last poll")
 }
 
+/// Looks with `get` until the provider answers 404, or until `still` says the object
+/// read counts as gone (`None`; `Some` describes what is left), within `deadlines.gone`.
+pub async fn until_gone<T, F, Fut>(
+    step: &str,
+    deadlines: &Deadlines,
+    mut get: F,
+    still: impl Fn(&T) -> Option<String>,
+) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, ProviderError>>,
+{
+    let still = &still;
+    until(step, deadlines.gone, deadlines.pause_max, || {
+        let read = get();
+        async move {
+            match read.await {
+                Err(ProviderError::NotFound) => Ok(Seen::Done(())),
+                Ok(object) => Ok(still(&object).map_or(Seen::Done(()), Seen::NotYet)),
+                Err(e) => not_yet(step, e),
+            }
+        }
+    })
+    .await
+}
+
 /// What one look saw.
 #[derive(Debug)]
 pub enum Seen<T> {
