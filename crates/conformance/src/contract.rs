@@ -99,7 +99,7 @@ pub async fn run(ctx: &mut Ctx<'_>) -> Result<()> {
             .find_map(|n| n.droplet_id.as_deref().and_then(|d| d.parse::<u64>().ok()))
             .ok_or_else(|| check("cluster", "no running node has a numeric droplet id"))?;
         load_balancer(ctx, droplet).await?;
-        cluster_objects(ctx, &running.id).await
+        cluster_objects(ctx, &running).await
     }
     .await;
     let deleted = delete_cluster(ctx, &made).await;
@@ -479,7 +479,8 @@ async fn delete_until_gone(
 /// the provider mints: our four objects created, in place, re-applied without change;
 /// a tenant's objects of the same names refused (never changed or deleted); then all
 /// deleted.
-async fn cluster_objects(ctx: &mut Ctx<'_>, cluster_id: &str) -> Result<()> {
+async fn cluster_objects(ctx: &mut Ctx<'_>, running: &ProviderCluster) -> Result<()> {
+    let cluster_id = running.id.as_str();
     let started = Instant::now();
     let d = ctx.deadlines.clone();
     let k: &dyn KubernetesProvider = ctx.provider.kubernetes();
@@ -493,19 +494,29 @@ async fn cluster_objects(ctx: &mut Ctx<'_>, cluster_id: &str) -> Result<()> {
     .await?;
     let session = ClusterSession::new(ctx.provider.clone(), ctx.clusters.clone(), cluster_id);
     let c: &dyn ClusterClient = &session;
+    // The first pool's nodes, as the provider names them, are Nodes of the cluster
+    // whose provider id is their droplet's (how a node is matched across the two APIs).
     let step = "nodes";
-    let nodes = until(step, d.cluster_api, d.pause_max, || async {
+    let first = &running.node_pools[0];
+    let want: Vec<(String, String)> = first
+        .nodes
+        .iter()
+        .map(|n| {
+            let droplet = n.droplet_id.clone().unwrap_or_default();
+            (n.name.clone(), format!("digitalocean://{droplet}"))
+        })
+        .collect();
+    until(step, d.cluster_api, d.pause_max, || async {
         let nodes = c.list_nodes("").await.map_err(cluster(step))?;
-        Ok(if nodes.is_empty() { Seen::NotYet("no Node yet".into()) } else { Seen::Done(nodes) })
+        let listed: Vec<(String, String)> =
+            nodes.into_iter().map(|n| (n.name, n.provider_id.unwrap_or_default())).collect();
+        Ok(if want.iter().all(|w| listed.contains(w)) {
+            Seen::Done(())
+        } else {
+            Seen::NotYet(format!("Nodes {listed:?}, want {want:?} among them"))
+        })
     })
     .await?;
-    ensure(
-        nodes
-            .iter()
-            .all(|n| n.provider_id.as_deref().is_some_and(|p| p.starts_with("digitalocean://"))),
-        step,
-        || format!("a Node without a digitalocean:// provider id: {nodes:?}"),
-    )?;
 
     let seed = rand::random::<u128>();
     let unix_ms = std::time::SystemTime::now()
