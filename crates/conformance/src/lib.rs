@@ -6,8 +6,9 @@
 //!
 //! Invariants: everything a run makes is named under [`NAME_PREFIX`] and tagged [`TAG`],
 //! and the sweeper ([`sweep`]) removes whatever carries both, before the run and after it
-//! whatever happened, so a crashed run's objects go on the next run; nothing without both
-//! is ever deleted. Every wait is bounded in time and in count. The token is never
+//! whatever happened (a failed check, SIGINT or SIGTERM), so only a killed run leaves
+//! objects, and the next run's first sweep removes them; nothing without both is ever
+//! deleted. Every wait is bounded in time and in count. The token is never
 //! printed.
 
 pub mod contract;
@@ -61,7 +62,8 @@ nyc1): a one-node cluster of the cheapest size, a second node pool resized and d
 a regional load balancer created, updated and deleted, and our Namespace, Secret,
 ServiceAccount and DaemonSet applied in the cluster; then deletes everything. Objects are
 named bc-conf-<run>-… and tagged bc-conformance; a sweeper deletes whatever carries both,
-first and last. Without the token it prints `skipped` and exits 0.
+first and last. Ctrl-C stops the run and sweeps (a second one abandons the sweep:
+run --sweep-only later). Without the token it prints `skipped` and exits 0.
 
   --digitalocean-api-url URL   another DigitalOcean-shaped API (the simulator)
   --sweep-only                 only delete what earlier runs left";
@@ -108,6 +110,9 @@ pub enum ConformanceError {
     /// The command line or the environment is wrong.
     #[error("{0}")]
     Usage(String),
+    /// SIGINT or SIGTERM arrived.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// A run's result.
@@ -279,7 +284,9 @@ pub async fn run(settings: &Settings, out: &mut dyn Write) -> Result<()> {
         "conformance: DigitalOcean API {}, region {}, run {NAME_PREFIX}{id}, tag {TAG}",
         settings.api_url, settings.region
     );
-    let first = sweep::sweep(provider.as_ref(), &settings.deadlines, "before", out).await;
+    let first =
+        unless_interrupted(sweep::sweep(provider.as_ref(), &settings.deadlines, "before", out))
+            .await;
     if settings.sweep_only {
         return first;
     }
@@ -294,14 +301,41 @@ pub async fn run(settings: &Settings, out: &mut dyn Write) -> Result<()> {
         ledger: &mut ledger,
         out: &mut *out,
     };
-    let result = contract::run(&mut ctx).await;
+    let result = unless_interrupted(contract::run(&mut ctx)).await;
     if let Err(e) = &result {
         let _ = writeln!(out, "conformance: {e}; sweeping what is left");
     }
-    let last = sweep::sweep(provider.as_ref(), &settings.deadlines, "after", out).await;
+    // A second interrupt abandons the sweep (the next run's first sweep, or
+    // `--sweep-only`, finishes it).
+    let last =
+        unless_interrupted(sweep::sweep(provider.as_ref(), &settings.deadlines, "after", out))
+            .await;
     ledger.sweep_closes_all();
     let _ = write!(out, "{}", ledger.bill());
     result.and(last)
+}
+
+/// `work`, unless SIGINT (Ctrl-C) or SIGTERM comes first: then `work` is dropped where
+/// it stands and the answer is [`ConformanceError::Interrupted`]. An object whose create
+/// was in flight may still appear; the next run's first sweep finds it.
+pub async fn unless_interrupted<T>(
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => Err(ConformanceError::Interrupted),
+        () = terminated => Err(ConformanceError::Interrupted),
+    }
 }
 
 #[cfg(test)]

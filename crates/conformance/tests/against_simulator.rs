@@ -3,8 +3,8 @@
 //! same variables and `--digitalocean-api-url` an operator uses for DigitalOcean: the
 //! whole contract passes end to end (its clusters reached by the kube adapter over TLS
 //! with the kubeconfig the simulator hands out); a failed check still leaves nothing
-//! behind; what a crashed run left is swept and nothing else is; without the token the
-//! run is skipped.
+//! behind; what a crashed run left is swept and nothing else is; an interrupted run
+//! sweeps what it made; without the token the run is skipped.
 //!
 //! Invariant kept: every simulated object the run made is gone afterwards, as the
 //! simulator itself (not the run's output) says; each run of the binary is bounded in
@@ -33,9 +33,9 @@ struct Run {
     stdout: String,
 }
 
-/// Runs `bc-conformance args…` with the token variable set to `token` (unset when
-/// `None`) and no region variable.
-async fn conformance(args: &[&str], token: Option<&str>) -> Run {
+/// `bc-conformance args…` with the token variable set to `token` (unset when `None`),
+/// no region variable and no proxy, killed when dropped.
+fn command(args: &[&str], token: Option<&str>) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_bc-conformance"));
     c.args(args).env_remove(REGION_VAR).env_remove(TOKEN_VAR).kill_on_drop(true);
     for v in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
@@ -44,14 +44,26 @@ async fn conformance(args: &[&str], token: Option<&str>) -> Run {
     if let Some(t) = token {
         c.env(TOKEN_VAR, t);
     }
-    let out = tokio::time::timeout(RUN_BOUND, c.output())
+    c
+}
+
+/// Waits (bounded by [`RUN_BOUND`]) for the child `c` to end, and reads its output.
+async fn finish(c: tokio::process::Child) -> Run {
+    let out = tokio::time::timeout(RUN_BOUND, c.wait_with_output())
         .await
-        .unwrap_or_else(|_| panic!("bc-conformance {args:?} did not finish within {RUN_BOUND:?}"))
+        .unwrap_or_else(|_| panic!("bc-conformance did not finish within {RUN_BOUND:?}"))
         .expect("run bc-conformance");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     Run { code: out.status.code(), stdout }
+}
+
+/// Runs `bc-conformance args…` as [`command`] makes it, to its end.
+async fn conformance(args: &[&str], token: Option<&str>) -> Run {
+    let mut c = command(args, token);
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    finish(c.spawn().expect("start bc-conformance")).await
 }
 
 /// A simulator on the wall clock (the binary cannot step a test's clock) with its
@@ -189,6 +201,41 @@ async fn a_failed_check_and_a_crashed_run_leave_nothing_but_what_is_not_ours() {
             .await;
     assert_eq!(run.code, Some(0), "{}", run.stdout);
     assert!(run.stdout.contains("sweep (before): nothing named"), "{}", run.stdout);
+}
+
+/// Ctrl-C (SIGINT) in the middle of the contract: the run stops where it stands, sweeps
+/// what it made, and fails saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_sweeps_what_it_made() {
+    let (_sim, server) = simulator().await;
+    let a = adapter(&server);
+    let mut c = command(&["--digitalocean-api-url", &server.url()], Some(TEST_TOKEN));
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("start bc-conformance");
+    // Until the run's cluster exists (bounded: 600 looks, 100 ms apart).
+    let mut made = false;
+    for _ in 0..600 {
+        made = names(&a).await.0.iter().any(|n| n.starts_with(NAME_PREFIX));
+        if made {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(made, "the run made no cluster");
+    let pid = child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill").args(["-INT", &pid]).status().expect("kill");
+    assert!(kill.success());
+
+    let run = finish(child).await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert_eq!(run.stdout.lines().last(), Some("FAILED: interrupted"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("conformance: interrupted; sweeping what is left"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("sweep (after): deleting cluster bc-conf-"), "{}", run.stdout);
+    assert_eq!(names(&a).await, (vec![], vec![]));
 }
 
 #[tokio::test]
