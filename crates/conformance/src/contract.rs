@@ -9,8 +9,9 @@
 //!
 //! Invariant: every object made is named under the run's prefix and tagged
 //! [`crate::TAG`], entered in the ledger when the call that made it answers, and
-//! deleted before the step returns — or, when a check fails first, left to the
-//! sweeper; every wait is bounded ([`crate::wait`]).
+//! deleted by the step that made it (the cluster by [`run`], last, whatever happened
+//! once it exists) — or, when a check fails first, left to the sweeper; every wait is
+//! bounded ([`crate::wait`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
