@@ -239,6 +239,17 @@ async fn an_interrupted_run_sweeps_what_it_made() {
 }
 
 #[tokio::test]
+async fn a_refused_token_fails_at_the_first_call_without_printing_it() {
+    let (_sim, server) = simulator().await;
+    let wrong = "dop_v1_not_this_account";
+    let run = conformance(&["--digitalocean-api-url", &server.url()], Some(wrong)).await;
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    let last = run.stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("FAILED: sweep (before): provider:"), "{last}");
+    assert!(!run.stdout.contains(wrong), "{}", run.stdout);
+}
+
+#[tokio::test]
 async fn without_the_token_it_says_which_variable_to_set_and_skips() {
     for token in [None, Some("")] {
         let run = conformance(&[], token).await;
