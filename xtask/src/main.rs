@@ -1,8 +1,9 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
 //! and NATS), the CI gate, the benchmarks and their report, the generated reference docs,
-//! the generated Kubernetes field table ([`kube_wire`]) and the container images. Nearly
-//! std-only so that it builds in seconds: the docs are written by a bc-api example it
-//! runs, the report's JSON is read and written by [`json`], and the images need only a
+//! the generated Kubernetes field table ([`kube_wire`]), the container images and the
+//! conformance run against DigitalOcean. Nearly std-only so that it builds in seconds:
+//! the docs are written by a bc-api example it runs, the conformance run is the
+//! `bc-conformance` binary it runs, the report's JSON is read and written by [`json`], and the images need only a
 //! hash and gzip (`sha2`, pure-Rust `flate2`).
 
 mod image;
@@ -48,6 +49,19 @@ tasks:
       it with umoci and run its binary with --version from its own root as its user
       (needs root, skopeo and umoci).
       --no-build: pack the release binaries already in target/release as they are.
+  conformance [--digitalocean-api-url URL] [--sweep-only]
+      Run the provider adapters' contract (crates/conformance, the same checks its tests
+      run against the simulator) against real DigitalOcean with the API token in
+      BC_CONFORMANCE_DIGITALOCEAN_TOKEN (region: BC_CONFORMANCE_DIGITALOCEAN_REGION,
+      default nyc1): a one-node s-1vcpu-2gb cluster, a second node pool resized and
+      deleted, a one-unit regional load balancer created, updated and deleted, and the
+      substrate's Namespace, Secret, ServiceAccount and DaemonSet applied in the cluster.
+      Everything is named bc-conf-<run>-… and tagged bc-conformance; a sweeper deletes
+      whatever carries both, first and last (also after a failure). Prints what it made,
+      for how long, and the cost at list prices (a few cents; about 25 minutes). Without
+      the token it says so and exits 0 with `skipped`. Never run in CI.
+      --digitalocean-api-url URL: any DigitalOcean-shaped API (e.g. bc-sim's).
+      --sweep-only: only delete what earlier (crashed) runs left.
   bench [--quick] [NAME...] [-- <args for the benchmark>]
       Build the named benchmarks (all that exist when none is named) in release mode,
       run each with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available and
@@ -146,6 +160,8 @@ enum Task {
     },
     /// `cargo xtask kube-wire`.
     KubeWire(kube_wire::Args),
+    /// `cargo xtask conformance`: the arguments for `bc-conformance`.
+    Conformance(Vec<String>),
     /// `cargo xtask help`.
     Help,
 }
@@ -215,6 +231,9 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
         }
         "image" => Err("`image` takes only `--check` and `--no-build`".into()),
         "kube-wire" if extra.is_empty() => Ok(Task::KubeWire(kube_wire::Args::parse(own)?)),
+        // bc-conformance checks its own arguments (one parser, the one its tests run).
+        "conformance" if extra.is_empty() => Ok(Task::Conformance(own.to_vec())),
+        "conformance" => Err("`conformance` takes its arguments without `--`".into()),
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
     }
@@ -764,6 +783,18 @@ fn run_image(check: bool, build: bool) -> u8 {
     }
 }
 
+/// The cargo invocation of `cargo xtask conformance`: the `bc-conformance` binary with
+/// `args` (it reads its token from the environment, which cargo passes on).
+fn conformance_command(args: &[String]) -> Vec<String> {
+    let mut cmd: Vec<String> =
+        ["run", "--quiet", "-p", "bc-conformance", "--bin", "bc-conformance", "--"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    cmd.extend(args.iter().cloned());
+    cmd
+}
+
 /// `cargo xtask docs`: run bc-api's `gen_docs` example into `docs/reference`.
 fn run_docs() -> u8 {
     let dir = workspace_root().join(DOCS_DIR);
@@ -784,6 +815,7 @@ fn main() -> ExitCode {
         Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
         Ok(Task::Image { check, build }) => run_image(check, build),
+        Ok(Task::Conformance(args)) => run_cargo(&conformance_command(&args), None),
         Ok(Task::KubeWire(a)) => match kube_wire::run(&a, &workspace_root()) {
             Ok(out) => {
                 println!("wrote {}", out.display());
@@ -883,6 +915,29 @@ mod tests {
         let Ok(Task::KubeWire(k)) = a else { panic!("{a:?}") };
         assert_eq!((k.api.to_str(), k.tag.as_str(), k.out), (Some("a"), "t", None));
         assert!(parse_args(&args(&["kube-wire", "--api", "a"])).is_err());
+    }
+
+    #[test]
+    fn parses_conformance_and_runs_the_binary_with_its_arguments() {
+        let task = parse_args(&args(&["conformance", "--digitalocean-api-url", "http://x"]));
+        let Ok(Task::Conformance(a)) = task else { panic!("{task:?}") };
+        assert_eq!(
+            conformance_command(&a),
+            args(&[
+                "run",
+                "--quiet",
+                "-p",
+                "bc-conformance",
+                "--bin",
+                "bc-conformance",
+                "--",
+                "--digitalocean-api-url",
+                "http://x"
+            ])
+        );
+        assert_eq!(parse_args(&args(&["conformance"])), Ok(Task::Conformance(vec![])));
+        assert!(parse_args(&args(&["conformance", "--", "x"])).is_err());
+        assert!(USAGE.contains("BC_CONFORMANCE_DIGITALOCEAN_TOKEN"));
     }
 
     #[test]

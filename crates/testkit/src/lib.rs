@@ -117,8 +117,9 @@ fn resolve(var: &str, service: &str, value: Option<String>, required: bool) -> O
     }
 }
 
-/// Formats a number in base 36 (lowercase), to keep names short.
-fn base36(mut n: u128) -> String {
+/// Formats a number in base 36 (lowercase), to keep names short (also a valid
+/// DigitalOcean and Kubernetes name part).
+pub fn base36(mut n: u128) -> String {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut out = Vec::new();
     loop {
