@@ -10,6 +10,8 @@
 //! retries with backoff. Caches only ever save calls: a stale or lost cache entry costs
 //! one call, never a wrong decision.
 
+pub mod records;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -30,7 +30,7 @@ use crate::name::{
     substrate_node_pool_name,
 };
 use crate::policy::{Flavor, Scale, Taint};
-use crate::ports::provider::{NodePoolRequest, ProviderNodePool};
+use crate::ports::provider::{NodePoolRequest, ProviderNodePool, ProviderNodeState};
 
 /// One provider call of a node-pool plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,6 +192,24 @@ pub fn node_pool_needs_update(observed: &ProviderNodePool, desired: &NodePoolReq
         || labels_differ(&observed.labels, &desired.labels)
         || sorted_taints(&observed.taints) != sorted_taints(&desired.taints)
         || desired.tags.iter().any(|t| !observed.tags.contains(t))
+}
+
+/// A provider node pool's nodes: `(listed, running)`.
+pub fn node_counts(p: &ProviderNodePool) -> (u32, u32) {
+    let running = p.nodes.iter().filter(|n| n.state == ProviderNodeState::Running).count();
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    (count(p.nodes.len()), count(running))
+}
+
+/// Whether an observed pool has what `want` asks for, all its nodes running (an
+/// autoscaled pool's count is the provider's, so any count will do).
+pub fn pool_converged(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
+    let (listed, running) = node_counts(p);
+    let count_ok = match want.auto_scale {
+        Some(_) => true,
+        None => Some(listed) == want.count,
+    };
+    p.size == want.size && !node_pool_needs_update(p, want) && listed == running && count_ok
 }
 
 /// The steps that converge `observed` (a cluster's node pools, the tenant's included) to

@@ -12,7 +12,9 @@ use bc_domain::policy::{AutoScale, Scale};
 use bc_domain::ports::{ProviderClusterState, ProviderNodePool, Write};
 use bc_domain::{NodePoolId, NodePoolState, ResourceState, Timestamp};
 
-use crate::substrates::rows::{RowSync, node_counts};
+use bc_domain::rules::plan::node_counts;
+
+use crate::shared::records::RowSync;
 
 /// A provider pool's scale as it shows it.
 fn observed_scale(p: &ProviderNodePool) -> Scale {

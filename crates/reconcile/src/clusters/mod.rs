@@ -29,11 +29,11 @@ use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
 use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::records::{cluster_closed, cluster_status, node_pool_request};
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, node_pool_event,
     own_error, waits,
 };
-use crate::substrates::decide::{cluster_closed, cluster_status};
 use decide::Derived;
 
 /// The tag every cluster this reconciler creates carries, so a recorded name found at
@@ -304,10 +304,7 @@ impl Run<'_> {
                     high_availability: self.row.high_availability,
                     mode,
                     tags: vec![tag],
-                    node_pools: first
-                        .iter()
-                        .map(|r| crate::node_pools::decide::request(r))
-                        .collect(),
+                    node_pools: first.iter().map(|r| node_pool_request(r)).collect(),
                 };
                 let made = provider!(provider.kubernetes().create_cluster(&req).await);
                 self.deps.observer.invalidate(account);

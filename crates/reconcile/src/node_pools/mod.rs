@@ -20,6 +20,7 @@ use bc_domain::ports::{ProviderImpl, ProviderNodePool, UnitOfWork, WorkKind, Wri
 use bc_domain::{NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::records::node_pool_request;
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, converging, node_pool_event, own_error, waits,
 };
@@ -285,7 +286,7 @@ impl Reconciler for NodePoolReconciler {
                     deps,
                     act,
                     &row,
-                    k.create_node_pool(&pid, &decide::request(&row)).await
+                    k.create_node_pool(&pid, &node_pool_request(&row)).await
                 );
                 deps.observer.invalidate(&account);
                 made

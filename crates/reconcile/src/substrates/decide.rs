@@ -225,41 +225,6 @@ pub fn mode_matches(sub: &Substrate, policy: &SubstratePolicy) -> bool {
     )
 }
 
-/// The cluster row's status for a create-mode substrate in `state` with `message`.
-pub fn cluster_status(
-    cluster: &KubernetesCluster,
-    state: ResourceState,
-    message: Option<String>,
-    now: Timestamp,
-) -> Option<ObservedStatus> {
-    let state = if cluster.status.state.can_transition(state) { state } else { return None };
-    let observed_generation = if state == ResourceState::Ready {
-        cluster.generation
-    } else {
-        cluster.status.observed_generation
-    };
-    let same = cluster.status.state == state
-        && cluster.status.message == message
-        && cluster.status.observed_generation == observed_generation;
-    (!same).then_some(ObservedStatus { state, message, observed_generation, updated_at: now })
-}
-
-/// The status writes that close a cluster row: through `deleting` (the state machine's
-/// one way out) to `deleted`; none when it is already deleted.
-pub fn cluster_closed(cluster: &KubernetesCluster, now: Timestamp) -> Vec<ObservedStatus> {
-    let status = |state| ObservedStatus {
-        state,
-        message: None,
-        observed_generation: cluster.status.observed_generation,
-        updated_at: now,
-    };
-    match cluster.status.state {
-        ResourceState::Deleted => vec![],
-        ResourceState::Deleting => vec![status(ResourceState::Deleted)],
-        _ => vec![status(ResourceState::Deleting), status(ResourceState::Deleted)],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,7 +51,7 @@ use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
 use bc_domain::rules::join::{JoinReport, waiting_to_join};
 use bc_domain::rules::plan::{
     NodePoolStep, desired_node_pool, is_our_node_pool, node_pool_conflicts, plan_node_pools,
-    substrate_tag,
+    pool_converged, substrate_tag,
 };
 use bc_domain::token::{join_token, sha256_hex};
 use bc_domain::{
@@ -59,6 +59,7 @@ use bc_domain::{
 };
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::records::{cluster_closed, cluster_status};
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, Sessions, UpgradeChecks, cluster_event, converging, event,
     node_pool_event, own_error, waits,
@@ -548,7 +549,7 @@ impl Run<'_> {
                 made
             }
         };
-        let status = decide::cluster_status(cluster, ResourceState::Provisioning, None, self.now)
+        let status = cluster_status(cluster, ResourceState::Provisioning, None, self.now)
             .unwrap_or_else(|| cluster.status.clone());
         let uow = UnitOfWork::new().write(Write::SetClusterStatus {
             cluster_id: cluster.cluster_id.clone(),
@@ -729,9 +730,7 @@ impl Run<'_> {
                     .iter()
                     .filter(|d| {
                         !pc.node_pools.iter().any(|p| {
-                            p.name == d.name
-                                && is_our_node_pool(&pool, p)
-                                && rows::pool_converged(p, d)
+                            p.name == d.name && is_our_node_pool(&pool, p) && pool_converged(p, d)
                         })
                     })
                     .map(|d| d.name.as_str()),
@@ -1006,7 +1005,7 @@ impl Run<'_> {
         state: ResourceState,
         message: Option<String>,
     ) -> UnitOfWork {
-        let Some(status) = decide::cluster_status(c, state, message.clone(), self.now) else {
+        let Some(status) = cluster_status(c, state, message.clone(), self.now) else {
             return uow;
         };
         let moved = status.state != c.status.state;
@@ -1105,7 +1104,7 @@ impl Run<'_> {
         let uow = match self.sub.mode {
             bc_domain::model::SubstrateMode::Create => {
                 let mut uow = UnitOfWork::new();
-                for status in decide::cluster_closed(cluster, self.now) {
+                for status in cluster_closed(cluster, self.now) {
                     let deleted = status.state == ResourceState::Deleted;
                     uow = uow.write(Write::SetClusterStatus {
                         cluster_id: cluster.cluster_id.clone(),
