@@ -18,11 +18,8 @@ use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{ApiToken, Grant, Role, Scope};
 use bc_domain::ports::{Clock, Store, SystemClock, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
-use bc_reconcile::clusters::ClusterReconciler;
-use bc_reconcile::node_pools::NodePoolReconciler;
 use bc_reconcile::shared::OsEntropy;
-use bc_reconcile::substrates::SubstrateReconciler;
-use bc_reconcile::{Deps, DirectObserver, LoadBalancers, Reconciler, Runtime, RuntimeConfig};
+use bc_reconcile::{Deps, DirectObserver, Runtime, RuntimeConfig};
 use bc_sim::direct::DirectRegistry;
 use bc_sim::kube::direct::DirectClusterApi;
 use bc_sim::{Sim, SimConfig};
@@ -79,13 +76,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         bcd_image: "ghcr.io/better-compute/bcd:latest".into(),
                     },
                 };
-                let entropy = Arc::new(OsEntropy);
-                let kinds: Vec<Arc<dyn Reconciler>> = vec![
-                    Arc::new(SubstrateReconciler::new(entropy.clone())),
-                    Arc::new(ClusterReconciler::new(entropy.clone())),
-                    Arc::new(NodePoolReconciler::new(entropy)),
-                    Arc::new(LoadBalancers::new(Default::default())),
-                ];
+                let kinds =
+                    bc_reconcile::reconcilers(&[], Arc::new(OsEntropy), &Default::default());
                 let runtime = Runtime::new(deps, kinds, RuntimeConfig::new("embedded-1"))
                     .map_err(|e| e.to_string())?
                     .with_work_notify(work);

@@ -43,10 +43,10 @@ use bc_sim::testing::{JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
+use crate::kinds::reconciler_of;
 use crate::observe::{DirectObserver, Observer};
 use crate::reconciler::{Deps, Reconciler, Settings};
 use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
-use crate::service::reconciler_of;
 use crate::shared::Entropy;
 
 /// The longest the clock jumps in one [`Env::run_until`] step: the runtime's default
