@@ -81,14 +81,14 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migration (8, provider budgets) rolls back and applies again on both
+    // The newest migration (9, substrate refusals) rolls back and applies again on both
     // backends.
     Migrator::down(s.connection(), Some(1)).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
-    // So do 7 (Kubernetes intents) and 6, under it.
-    Migrator::down(s.connection(), Some(3)).await.unwrap();
-    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "three pending");
+    // So do 8 (provider budgets), 7 (Kubernetes intents) and 6, under it.
+    Migrator::down(s.connection(), Some(4)).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "four pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(

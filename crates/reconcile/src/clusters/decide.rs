@@ -124,6 +124,27 @@ fn status_write(
     }
 }
 
+/// The tenant's node pools of the cluster made through this system (no substrate's, not
+/// the provider's own), deleted ones included: what goes into the cluster's create.
+pub fn tenant_pools(rows: &[NodePool]) -> impl Iterator<Item = &NodePool> {
+    rows.iter().filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
+}
+
+/// Whether the cluster's create stands refused as it is asked now: not made, `error`
+/// stamped at its generation, and every first pool refused with it at its own
+/// generation — a change of the cluster or of a first pool (added, resized, deleted)
+/// asks again (SPEC §8: a refusal waits for the tenant's change).
+pub fn create_refused(cluster: &KubernetesCluster, rows: &[NodePool]) -> bool {
+    cluster.provider_cluster_id.is_none()
+        && cluster.status.state == ResourceState::Error
+        && cluster.status.observed_generation == cluster.generation
+        && tenant_pools(rows).all(|r| {
+            !r.delete_requested
+                && r.state == NodePoolState::Error
+                && r.observed_generation == r.generation
+        })
+}
+
 /// Where a tenant cluster is, derived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Derived {
@@ -138,10 +159,7 @@ pub enum Derived {
 /// A running cluster's state from its tenant node pools' rows: `error` naming the first
 /// refused pool, `updating` while any converges.
 pub fn from_pools(rows: &[NodePool]) -> Derived {
-    let tenant: Vec<&NodePool> = rows
-        .iter()
-        .filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
-        .collect();
+    let tenant: Vec<&NodePool> = tenant_pools(rows).collect();
     if let Some(r) = tenant.iter().find(|r| r.state == NodePoolState::Error) {
         return Derived::Error(format!(
             "node pool {} ({}) is in error: {}; change or delete that node pool",

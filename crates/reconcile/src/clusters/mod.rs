@@ -8,7 +8,9 @@
 //! alone here; the cluster's name is recorded (its row) before it is made, and a row
 //! without a provider id looks the name up before it creates; an adopted cluster is
 //! never changed or deleted at the provider (its row closes when no substrate uses it);
-//! throttling and 5xx are retried by the runtime, never shown as refusals.
+//! a refused create is recorded once (the cluster and its first pools `error`, stamped
+//! at their generations) and not asked again until one of them changes; throttling and
+//! 5xx are retried by the runtime, never shown as refusals.
 
 pub mod decide;
 
@@ -17,8 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bc_domain::model::{
-    ClusterMode, ClusterOrigin, KubernetesCluster, NodePool, NodePoolOrigin, ProviderAccount,
-    SubstrateMode,
+    ClusterMode, ClusterOrigin, KubernetesCluster, NodePool, NodePoolOrigin, ObservedStatus,
+    ProviderAccount, SubstrateMode,
 };
 use bc_domain::policy::UpgradePolicy;
 use bc_domain::ports::{
@@ -119,7 +121,30 @@ impl Run<'_> {
     /// Closes the row and every live node pool row of it (each through `deleting`).
     async fn close(&self, rows: &[NodePool]) -> Result<Outcome, ReconcileError> {
         let now = self.act.now;
-        let mut uow = UnitOfWork::new();
+        let mut uow = self.close_rows(UnitOfWork::new(), rows);
+        for status in cluster_closed(&self.row, now) {
+            let deleted = status.state == ResourceState::Deleted;
+            uow = uow.write(Write::SetClusterStatus {
+                cluster_id: self.row.cluster_id.clone(),
+                provider_cluster_id: None,
+                version: None,
+                status,
+            });
+            if deleted
+                && let Some(e) =
+                    cluster_event(&*self.r.entropy, &self.row, ResourceState::Deleted, None, now)
+            {
+                uow = uow.event(e);
+            }
+        }
+        self.commit(uow).await?;
+        Ok(Outcome::Gone)
+    }
+
+    /// Adds to `uow` the closing of `rows` (each through `deleting`), with the
+    /// `deleted` event of the pools made through this system.
+    fn close_rows(&self, mut uow: UnitOfWork, rows: &[NodePool]) -> UnitOfWork {
+        let now = self.act.now;
         for r in rows {
             for state in [NodePoolState::Deleting, NodePoolState::Deleted] {
                 if r.state == NodePoolState::Deleting && state == NodePoolState::Deleting {
@@ -143,23 +168,70 @@ impl Run<'_> {
                 uow = uow.event(e);
             }
         }
-        for status in cluster_closed(&self.row, now) {
-            let deleted = status.state == ResourceState::Deleted;
-            uow = uow.write(Write::SetClusterStatus {
-                cluster_id: self.row.cluster_id.clone(),
-                provider_cluster_id: None,
-                version: None,
-                status,
+        uow
+    }
+
+    /// Records that the provider (or this system, for a create no provider could
+    /// carry out) refused the cluster's create: the cluster and the first pools that
+    /// went with it are `error`, stamped at their generations, so the same create is not
+    /// asked again until one of them changes ([`decide::create_refused`]).
+    async fn refuse_create(
+        &self,
+        message: String,
+        first: &[&NodePool],
+    ) -> Result<Outcome, ReconcileError> {
+        let now = self.act.now;
+        let status = ObservedStatus {
+            state: ResourceState::Error,
+            message: Some(message.clone()),
+            observed_generation: self.row.generation,
+            updated_at: now,
+        };
+        let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
+            cluster_id: self.row.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status,
+        });
+        if self.row.status.state != ResourceState::Error
+            && let Some(e) = cluster_event(
+                &*self.r.entropy,
+                &self.row,
+                ResourceState::Error,
+                Some(&message),
+                now,
+            )
+        {
+            uow = uow.event(e);
+        }
+        for r in first {
+            let refused = NodePool {
+                state: NodePoolState::Error,
+                message: Some(format!(
+                    "refused with the create of cluster {}: {message}",
+                    self.row.name
+                )),
+                observed_generation: r.generation,
+                ..(*r).clone()
+            };
+            uow = uow.write(Write::SetNodePoolStatus {
+                node_pool_id: r.node_pool_id.clone(),
+                provider_node_pool_id: None,
+                nodes_listed: 0,
+                nodes_ready: 0,
+                state: refused.state,
+                message: refused.message.clone(),
+                observed_generation: refused.observed_generation,
+                updated_at: now,
             });
-            if deleted
-                && let Some(e) =
-                    cluster_event(&*self.r.entropy, &self.row, ResourceState::Deleted, None, now)
+            if r.state != NodePoolState::Error
+                && let Some(e) = node_pool_event(&*self.r.entropy, &refused, now)
             {
                 uow = uow.event(e);
             }
         }
         self.commit(uow).await?;
-        Ok(Outcome::Gone)
+        Ok(Outcome::Steady)
     }
 
     /// The provider cluster by the recorded name, when it carries our tag.
@@ -245,53 +317,52 @@ impl Run<'_> {
     }
 
     /// Creates the cluster with its first pools (or finds the one a lost answer made),
-    /// and records the provider ids.
+    /// and records the provider ids. The first pools deleted before the cluster was made
+    /// are closed here: they leave the create.
     async fn make(
         &self,
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
         rows: &[NodePool],
-    ) -> Result<(Derived, Duration), ReconcileError> {
+    ) -> Result<Outcome, ReconcileError> {
+        let (dropped, first): (Vec<&NodePool>, Vec<&NodePool>) =
+            decide::tenant_pools(rows).partition(|r| r.delete_requested);
+        if !dropped.is_empty() {
+            let dropped: Vec<NodePool> = dropped.into_iter().cloned().collect();
+            self.commit(self.close_rows(UnitOfWork::new(), &dropped)).await?;
+        }
         let tag = cluster_tag(&self.row.cluster_id);
-        let made = match provider!(self.find_by_name(account).await?) {
+        let found = match self.find_by_name(account).await? {
+            Ok(found) => found,
+            Err(e) => {
+                return self
+                    .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                    .await;
+            }
+        };
+        let made = match found {
             Some(c) if c.tags.contains(&tag) => c,
             Some(c) => {
-                return Ok((
-                    Derived::Error(format!(
-                        "a cluster named {} ({}) already exists in the provider account and was not made by this system: delete this cluster and create it with another name",
-                        c.name, c.id
-                    )),
-                    waits::ERROR,
-                ));
+                let m = format!(
+                    "a cluster named {} ({}) already exists in the provider account and was not made by this system: delete this cluster and create it with another name",
+                    c.name, c.id
+                );
+                return self.refuse_create(m, &first).await;
             }
             None => {
-                let first: Vec<&NodePool> = rows
-                    .iter()
-                    .filter(|r| {
-                        r.origin == NodePoolOrigin::Created
-                            && r.managed_by.is_none()
-                            && !r.delete_requested
-                    })
-                    .collect();
                 let mode = self.row.mode;
                 if mode == ClusterMode::Autopilot
                     && !provider.capabilities().cluster_modes.contains(&ClusterMode::Autopilot)
                 {
-                    return Ok((
-                        Derived::Error(format!(
-                            "provider account {} offers no autopilot clusters: delete this cluster and create a standard one",
-                            self.row.provider_account_id
-                        )),
-                        waits::ERROR,
-                    ));
+                    let m = format!(
+                        "provider account {} offers no autopilot clusters: delete this cluster and create a standard one",
+                        self.row.provider_account_id
+                    );
+                    return self.refuse_create(m, &first).await;
                 }
                 if mode == ClusterMode::Standard && first.is_empty() {
-                    return Ok((
-                        Derived::Error(
-                            "a standard cluster needs at least one node pool: add one".into(),
-                        ),
-                        waits::ERROR,
-                    ));
+                    let m = "a standard cluster needs at least one node pool: add one".to_owned();
+                    return self.refuse_create(m, &first).await;
                 }
                 let req = CreateClusterRequest {
                     name: self.row.name.to_string(),
@@ -306,49 +377,54 @@ impl Run<'_> {
                     tags: vec![tag],
                     node_pools: first.iter().map(|r| node_pool_request(r)).collect(),
                 };
-                let made = provider!(provider.kubernetes().create_cluster(&req).await);
-                self.deps.observer.invalidate(account);
-                made
+                match provider.kubernetes().create_cluster(&req).await {
+                    Ok(made) => {
+                        self.deps.observer.invalidate(account);
+                        made
+                    }
+                    Err(ProviderError::Refused { message }) => {
+                        return self.refuse_create(message, &first).await;
+                    }
+                    Err(e) => {
+                        let failed = own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?;
+                        return self.stopped(failed).await;
+                    }
+                }
             }
         };
-        let status = cluster_status(
-            &self.row,
-            ResourceState::Provisioning,
-            Some(format!("cluster {} is being provisioned by the provider", self.row.name)),
-            self.act.now,
-        )
-        .unwrap_or_else(|| self.row.status.clone());
+        let message = format!("cluster {} is being provisioned by the provider", self.row.name);
+        // Never made before, so never ready: provisioning, whatever a refusal stamped.
+        let status = ObservedStatus {
+            state: ResourceState::Provisioning,
+            message: Some(message.clone()),
+            observed_generation: 0,
+            updated_at: self.act.now,
+        };
         let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
             cluster_id: self.row.cluster_id.clone(),
             provider_cluster_id: Some(made.id.clone()),
             version: Some(made.version.clone()),
             status,
         });
-        for r in
-            rows.iter().filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
-        {
+        for r in &first {
+            let refused = r.state == NodePoolState::Error;
             if let Some(p) = made.node_pools.iter().find(|p| p.name == r.name) {
                 uow = uow.write(Write::SetNodePoolStatus {
                     node_pool_id: r.node_pool_id.clone(),
                     provider_node_pool_id: Some(p.id.clone()),
                     nodes_listed: r.nodes_listed,
                     nodes_ready: r.nodes_ready,
-                    state: r.state,
-                    message: r.message.clone(),
-                    observed_generation: r.observed_generation,
+                    // A refusal that went with an earlier create does not stand.
+                    state: if refused { NodePoolState::Pending } else { r.state },
+                    message: if refused { None } else { r.message.clone() },
+                    observed_generation: if refused { 0 } else { r.observed_generation },
                     updated_at: self.act.now,
                 });
             }
             uow = uow.enqueue(WorkKind::NodePools, r.node_pool_id.as_str(), self.act.now);
         }
         self.commit(uow).await?;
-        Ok((
-            Derived::Converging(format!(
-                "cluster {} is being provisioned by the provider",
-                self.row.name
-            )),
-            waits::CLUSTER,
-        ))
+        Ok(converging(waits::CLUSTER))
     }
 
     /// The provider cluster: from the shared listing while the row is steady (silence
@@ -472,8 +548,11 @@ impl Run<'_> {
             return self.delete(&account, &provider, &rows).await;
         }
         let Some(id) = self.row.provider_cluster_id.clone() else {
-            let step = self.make(&account, &provider, &rows).await?;
-            return self.stopped(step).await;
+            if decide::create_refused(&self.row, &rows) {
+                // Refused as it stands: nothing to ask until the tenant changes it.
+                return Ok(Outcome::Steady);
+            }
+            return self.make(&account, &provider, &rows).await;
         };
         let pc = match self.observe(&account, &provider, &id).await {
             Ok(Some(pc)) => pc,

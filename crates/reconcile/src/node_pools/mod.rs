@@ -4,7 +4,8 @@
 //! `ready` or `error`.
 //!
 //! Invariants: rows with `managedBy` (a substrate's) and the provider's own pools are
-//! never acted on here; a pool's name is recorded (the row) before it is made, and a
+//! never acted on here, nor are the pools of a cluster not made yet (they go into its
+//! create, which the cluster reconciler asks); a pool's name is recorded (the row) before it is made, and a
 //! row without a provider id looks its name up before it creates, so a lost answer
 //! never makes a second pool; a refusal is the pool's `error` and is not asked again
 //! until the tenant changes or deletes the pool; throttling and 5xx are retried by the
@@ -220,12 +221,13 @@ impl Reconciler for NodePoolReconciler {
             return self.refused(deps, act, &row, m).await;
         }
         let Some(pid) = cluster.provider_cluster_id.clone() else {
-            if row.delete_requested {
-                return self.closed(deps, act, &row).await;
-            }
-            // The cluster reconciler makes it (with this pool when it came with it) and
-            // wakes this row then.
-            return Ok(converging(waits::CLUSTER));
+            // Not made yet: the pool is part of the cluster's create, which the cluster
+            // reconciler asks (again, if a refusal stood) with the pool as it is now, or
+            // without it once deleted; it wakes this row when the cluster is made.
+            let wake =
+                UnitOfWork::new().enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), act.now);
+            deps.store.commit(wake.fenced(act.fence.clone())).await?;
+            return Ok(Outcome::Steady);
         };
         let account = deps.store.account_get_any(&cluster.provider_account_id).await?;
         let Some(account) = account.filter(|a| a.deleted_at.is_none()) else {

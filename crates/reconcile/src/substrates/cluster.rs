@@ -18,11 +18,11 @@ use bc_domain::ports::{
 use bc_domain::rules::plan::substrate_tag;
 use bc_domain::{ClusterId, ProviderError, ResourceState, StoreError};
 
-use super::Run;
 use super::decide::{self, Progress};
+use super::{Run, failed};
 use crate::reconciler::ReconcileError;
 use crate::shared::records::cluster_status;
-use crate::shared::{STEADY_LISTING_MAX_AGE, cluster_event, own_error, waits};
+use crate::shared::{STEADY_LISTING_MAX_AGE, cluster_event, waits};
 
 impl Run<'_> {
     /// The provider cluster: from the shared listing while the substrate is steady (a
@@ -43,13 +43,13 @@ impl Run<'_> {
                         return Ok(Ok(Some(c.clone())));
                     }
                 }
-                Err(e) => return own_error(e).map(|m| Err(Progress::error(m))),
+                Err(e) => return failed(e).map(Err),
             }
         }
         match provider.kubernetes().get_cluster(id).await {
             Ok(c) => Ok(Ok(Some(c))),
             Err(ProviderError::NotFound) => Ok(Ok(None)),
-            Err(e) => own_error(e).map(|m| Err(Progress::error(m))),
+            Err(e) => failed(e).map(Err),
         }
     }
 
@@ -206,7 +206,7 @@ impl Run<'_> {
                     self.sub.provider_account_id
                 ))));
             }
-            Err(e) => return own_error(e).map(|m| Err(Progress::error(m))),
+            Err(e) => return failed(e).map(Err),
         };
         let row = match self.sub.cluster_id.clone() {
             Some(cid) => self.deps.store.cluster_get_any(&cid).await?,

@@ -36,7 +36,7 @@ use bc_domain::ports::{
 };
 use bc_domain::rules::join::JoinReport;
 use bc_domain::rules::plan::desired_node_pool;
-use bc_domain::{PoolId, ResourceState, Timestamp};
+use bc_domain::{PoolId, ProviderError, ResourceState, Timestamp};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use crate::shared::{Entropy, Sessions, UpgradeChecks, converging, event, own_error, waits};
@@ -47,13 +47,13 @@ macro_rules! provider {
     ($e:expr) => {
         match $e {
             Ok(v) => v,
-            Err(e) => return own_error(e).map(Progress::error),
+            Err(e) => return $crate::substrates::failed(e),
         }
     };
     (stop $e:expr) => {
         match $e {
             Ok(v) => v,
-            Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
+            Err(e) => return $crate::substrates::failed(e).map(Some),
         }
     };
 }
@@ -67,11 +67,21 @@ macro_rules! step {
     };
 }
 
+/// What a failed provider call means for the run: the provider's refusal (not asked
+/// again at this pool generation), refused credentials (the substrate's error, looked
+/// at again once the account's token may have changed), or a retried activation.
+fn failed(e: ProviderError) -> Result<Progress, ReconcileError> {
+    match e {
+        ProviderError::Refused { message } => Ok(Progress::refused(message)),
+        other => own_error(other).map(Progress::error),
+    }
+}
+
 /// The outcome of a cluster API failure: the substrate's error when retrying cannot fix
 /// it, else a retried activation.
 fn cluster_failure(e: ClusterError) -> Result<Progress, ReconcileError> {
     match e {
-        ClusterError::Provider(p) => own_error(p).map(Progress::error),
+        ClusterError::Provider(p) => failed(p),
         ClusterError::Refused(m) => Ok(Progress::error(format!("the cluster's API refused: {m}"))),
         other => Err(ReconcileError::Other(other.to_string())),
     }
@@ -225,6 +235,9 @@ impl Run<'_> {
 
     async fn converge(&mut self, policy: &PoolPolicy) -> Result<Progress, ReconcileError> {
         let Some(sp) = &policy.substrate else { return Ok(Progress::error("no substrate")) };
+        if let Some(m) = decide::standing_refusal(&self.sub, self.pool_generation) {
+            return Ok(Progress::refused(m));
+        }
         if !decide::mode_matches(&self.sub, sp) {
             return Ok(Progress::error(format!(
                 "the substrate was made in {:?} mode and the policy now asks for the other: remove the substrate from the pool's policy, wait for it to be deleted, then add it again",
@@ -336,8 +349,11 @@ impl Run<'_> {
     async fn finish(&mut self, progress: Progress) -> Result<Outcome, ReconcileError> {
         let (state, message, generation) =
             decide::converged_state(&self.sub, &progress, self.join.as_ref(), self.pool_generation);
+        // A refusal stands at this pool generation; anything else ends one.
+        let refused = matches!(progress, Progress::Refused { .. }).then_some(self.pool_generation);
+        let current = Substrate { refused_generation: refused, ..self.sub.clone() };
         let next = decide::next_row(
-            &self.sub,
+            &current,
             state,
             message.clone(),
             self.join.as_ref(),
@@ -359,6 +375,8 @@ impl Run<'_> {
             Progress::Ready => Outcome::Steady,
             Progress::Converging { after, .. } => converging(after),
             Progress::Error { .. } => converging(waits::ERROR),
+            // Nothing to look at until the policy changes, which enqueues the substrate.
+            Progress::Refused { .. } => Outcome::Steady,
         })
     }
 }

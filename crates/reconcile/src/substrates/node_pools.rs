@@ -19,9 +19,9 @@ use bc_domain::rules::plan::{
 use bc_domain::{ClusterId, NodePoolId, ProviderError};
 
 use super::decide::Progress;
-use super::{Run, rows};
+use super::{Run, failed, rows};
 use crate::reconciler::ReconcileError;
-use crate::shared::{node_pool_event, own_error};
+use crate::shared::node_pool_event;
 
 impl Run<'_> {
     /// The live node pool rows of a cluster.
@@ -91,6 +91,8 @@ impl Run<'_> {
         let pool = self.pool_id();
         let steps = plan_node_pools(&pool, flavors, &pc.node_pools);
         let mut refused = BTreeMap::new();
+        // Refused credentials are looked at again; the provider's refusals are not.
+        let mut all_refusals = true;
         for s in &steps {
             let k = provider.kubernetes();
             let done = match s {
@@ -107,7 +109,9 @@ impl Run<'_> {
                 }
             };
             if let Err(e) = done {
-                refused.insert(s.name().to_owned(), own_error(e)?);
+                let failure = failed(e)?;
+                all_refusals &= matches!(failure, Progress::Refused { .. });
+                refused.insert(s.name().to_owned(), failure.message().to_owned());
             }
         }
         if !steps.is_empty() {
@@ -115,9 +119,10 @@ impl Run<'_> {
         }
         if let Some((name, message)) = refused.iter().next() {
             self.sync_rows(cluster, desired, Some(&pc.node_pools), &refused).await?;
-            return Ok(Some(Progress::error(format!(
+            let m = format!(
                 "the provider refused node pool {name}: {message}; change or remove that flavor in the pool's policy"
-            ))));
+            );
+            return Ok(Some(if all_refusals { Progress::refused(m) } else { Progress::error(m) }));
         }
         if let Some(c) = node_pool_conflicts(&pool, flavors, &pc.node_pools).first() {
             return Ok(Some(Progress::error(c.message(&pool))));

@@ -80,7 +80,10 @@ impl Run<'_> {
 
     async fn teardown_stopped(&mut self, p: Progress) -> Result<Outcome, ReconcileError> {
         let (state, message, after) = match p {
-            Progress::Error { message } => (ResourceState::Error, message, waits::ERROR),
+            // Teardown has no policy to wait for: its refusals are looked at again.
+            Progress::Error { message } | Progress::Refused { message } => {
+                (ResourceState::Error, message, waits::ERROR)
+            }
             Progress::Converging { message, after } => (ResourceState::Deleting, message, after),
             Progress::Ready => (ResourceState::Deleting, String::new(), waits::SHORT),
         };

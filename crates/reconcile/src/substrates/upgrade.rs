@@ -12,10 +12,10 @@ use bc_domain::policy::{CreateClusterPolicy, PoolPolicy};
 use bc_domain::ports::{ProviderCluster, ProviderImpl, UnitOfWork};
 use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
 
-use super::Run;
 use super::decide::{self, Progress};
+use super::{Run, failed};
 use crate::reconciler::ReconcileError;
-use crate::shared::{own_error, waits};
+use crate::shared::waits;
 
 impl Run<'_> {
     /// Create mode: moves the cluster toward `cluster.create.version`, draining first
@@ -41,7 +41,7 @@ impl Run<'_> {
             None => {
                 let o = match provider.kubernetes().available_upgrades(&pc.id).await {
                     Ok(o) => o,
-                    Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
+                    Err(e) => return failed(e).map(Some),
                 };
                 self.r.upgrades.record(account, &pc.version, self.now, o.clone());
                 o

@@ -1,0 +1,123 @@
+//! Refusals (SPEC §6 "A refusal …", §8): a 4xx that retrying cannot fix is recorded once
+//! — one `error` state, one event — and the refused call is not made again until the
+//! desired state changes; throttling, 5xx and the provider's "busy" answers are retried.
+//! Stepped on a manual clock against the simulator, whose request counters say which
+//! calls were made.
+
+use std::time::Duration;
+
+use bc_domain::model::ClusterMode;
+use bc_domain::policy::{PoolPolicy, Scale};
+use bc_domain::ports::{ClusterRepo, LedgerRepo, PageRequest};
+use bc_domain::{NodePoolState, PoolId, ResourceState};
+use bc_reconcile::testing::{Env, create_policy, flavor};
+use bc_sim::model::routes;
+use bc_sim::testing::NODE_SIZE;
+
+/// Longer than any wait a reconciler asks for (`waits::ERROR` is two minutes), so each
+/// step is at least one more look at an object in `error`.
+const STEP: Duration = Duration::from_secs(600);
+
+/// How many events of `kind` the tenant has.
+async fn events(env: &Env, kind: &str) -> usize {
+    let all = env.store.event_list(&env.tenant, None, 0, 10_000).await.unwrap();
+    all.iter().filter(|e| e.kind == kind).count()
+}
+
+fn with_flavors(p: &PoolPolicy, flavors: Vec<bc_domain::policy::Flavor>) -> PoolPolicy {
+    PoolPolicy { flavors, ..p.clone() }
+}
+
+async fn rows_of(env: &Env, pool: &PoolId) -> Vec<bc_domain::model::NodePool> {
+    let s = env.substrate(pool).await;
+    let c = s.cluster_id.expect("cluster recorded");
+    env.store.node_pool_list_by_cluster(&c, &PageRequest::first(100)).await.unwrap().items
+}
+
+#[tokio::test]
+async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes() {
+    let env = Env::start().await;
+    let cpu = flavor("cpu", NODE_SIZE, 1);
+    let policy = create_policy(&env.account.provider_account_id, "latest", vec![cpu.clone()]);
+    let pool = env.create_pool("web", policy.clone()).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let posts = || env.count("POST", routes::NODE_POOLS);
+    let refused = with_flavors(&policy, vec![cpu.clone(), flavor("big", "s-64vcpu-1tb", 1)]);
+    env.update_policy(&pool.pool_id, refused).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    assert!(s.message.as_deref().unwrap_or_default().contains("422"), "{s:?}");
+    assert_eq!(posts(), 1, "the refused create was asked once");
+
+    // Ten more looks at the error: no call repeated, no state flapping, no new event.
+    for _ in 0..10 {
+        env.step(STEP).await;
+        let now = env.substrate(&pool.pool_id).await;
+        assert_eq!((now.state, &now.message), (ResourceState::Error, &s.message));
+        let big = rows_of(&env, &pool.pool_id).await;
+        let big = big.iter().find(|r| r.name.ends_with("-big")).expect("the refused row");
+        assert_eq!(big.state, NodePoolState::Error, "{big:?}");
+    }
+    assert_eq!(posts(), 1, "a refusal is not asked again while the policy stands");
+    assert_eq!(events(&env, "kubernetes.nodepool.error").await, 1);
+    assert_eq!(events(&env, "kubernetes.substrate.error").await, 1);
+
+    // Any change of the pool's policy asks again (here the refused flavor is untouched:
+    // the provider's answer may depend on what else the pool holds, e.g. its quota).
+    let grown =
+        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 2), flavor("big", "s-64vcpu-1tb", 1)]);
+    env.update_policy(&pool.pool_id, grown).await;
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    assert_eq!(posts(), 2, "asked once more at the new generation");
+    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Error);
+}
+
+#[tokio::test]
+async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change() {
+    let env = Env::start().await;
+    let (c, rows) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![
+                ("workers", NODE_SIZE, Scale::Count(1)),
+                ("huge", "s-64vcpu-1tb", Scale::Count(1)),
+            ],
+        )
+        .await;
+    let posts = || env.count("POST", routes::CLUSTERS);
+    let ok = env
+        .run_until(10, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Error
+        })
+        .await;
+    let refused = env.cluster(&c.cluster_id).await;
+    assert!(ok, "{refused:?}");
+    assert_eq!(posts(), 1);
+    for _ in 0..10 {
+        env.step(STEP).await;
+        assert_eq!(env.cluster(&c.cluster_id).await.status, refused.status, "no flapping");
+    }
+    assert_eq!(posts(), 1, "the refused create is not asked again while nothing changed");
+    assert_eq!(events(&env, "kubernetes.cluster.error").await, 1);
+
+    // The tenant removes the pool the provider refused: the create is asked again, without it.
+    let huge = rows.iter().find(|r| r.name == "huge").unwrap();
+    env.change_node_pool(&huge.node_pool_id, None, true).await;
+    let ok = env
+        .run_until(20, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(ok, "{:?}", env.cluster(&c.cluster_id).await);
+    assert_eq!(posts(), 2);
+    assert_eq!(env.node_pool(&huge.node_pool_id).await.state, NodePoolState::Deleted);
+    let workers = rows.iter().find(|r| r.name == "workers").unwrap();
+    let ok = env
+        .run_until(20, async |e: &Env| {
+            e.node_pool(&workers.node_pool_id).await.state == NodePoolState::Ready
+        })
+        .await;
+    assert!(ok, "{:?}", env.node_pool(&workers.node_pool_id).await);
+}
