@@ -193,12 +193,14 @@ impl Run<'_> {
         event(&*self.r.entropy, &row.tenant_id, subjects::pool(&row.pool_id), &kind, data, self.now)
     }
 
-    /// Adds the substrate row `next` (and its state event, if the state moved) to `uow`.
+    /// Adds the substrate row `next` to `uow`, with its state event when the state moved
+    /// or an `error` has a new cause.
     fn with_row(&self, mut uow: UnitOfWork, next: &Substrate) -> UnitOfWork {
         if *next != self.sub {
             uow = uow.write(Write::PutSubstrate(next.clone()));
         }
-        if next.state != self.sub.state {
+        let new_cause = next.state == ResourceState::Error && next.message != self.sub.message;
+        if next.state != self.sub.state || new_cause {
             uow = uow.event(self.substrate_event(next));
         }
         uow

@@ -21,9 +21,13 @@ use crate::shared::{cluster_event, converging, event, own_error, waits};
 
 impl Run<'_> {
     /// One step of teardown; `Gone` once the substrate is `deleted`.
+    ///
+    /// A teardown that cannot go on stays in `error` (one state, one event per cause,
+    /// looked at again with backoff) rather than passing through `deleting` on each look;
+    /// it goes back to `deleting` when it can go on.
     pub(super) async fn teardown(&mut self) -> Result<Outcome, ReconcileError> {
-        if self.sub.state != ResourceState::Deleting {
-            self.upgrade = None;
+        self.upgrade = None;
+        if !matches!(self.sub.state, ResourceState::Deleting | ResourceState::Error) {
             self.save(
                 ResourceState::Deleting,
                 Some("tearing the substrate down".into()),
@@ -69,6 +73,10 @@ impl Run<'_> {
         match progress {
             Some(p) => self.teardown_stopped(p).await,
             None => {
+                if self.sub.state != ResourceState::Deleting {
+                    // `deleted` only through `deleting` (the state machine's one way out).
+                    self.save(ResourceState::Deleting, None, UnitOfWork::new()).await?;
+                }
                 let pool = self.pool_id();
                 let uow = UnitOfWork::new()
                     .write(Write::RevokeJoinTokens { pool_id: pool, at: self.now });

@@ -1,0 +1,83 @@
+//! Teardown (SPEC §6): what archiving a pool removes, what it leaves, and how it shows a
+//! teardown that cannot go on — stepped on a manual clock against the simulator.
+
+use std::time::Duration;
+
+use bc_domain::name::substrate_namespace;
+use bc_domain::ports::{Clock, LedgerRepo, ObjectKind, Preconditions};
+use bc_domain::{PoolId, ResourceState};
+use bc_reconcile::testing::{Env, adopt_policy, flavor};
+use bc_sim::kube::Resource;
+use bc_sim::testing::{NODE_SIZE, node_pool};
+use serde_json::json;
+
+/// Longer than any wait a reconciler asks for.
+const STEP: Duration = Duration::from_secs(600);
+
+/// The pool's substrate events, by kind, in order.
+async fn substrate_events(env: &Env, pool: &PoolId) -> Vec<String> {
+    let subject = bc_domain::model::subjects::pool(pool);
+    let all = env.store.event_list(&env.tenant, Some(&subject), 0, 10_000).await.unwrap();
+    all.into_iter().map(|e| e.kind).filter(|k| k.starts_with("kubernetes.substrate.")).collect()
+}
+
+/// A running provider cluster the tenant made, with a pool of their own.
+fn tenant_cluster(env: &Env) -> String {
+    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    pid
+}
+
+#[tokio::test]
+async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
+    let env = Env::start().await;
+    let pid = tenant_cluster(&env);
+    let policy =
+        adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]);
+    let pool = env.create_pool("web", policy).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    // The tenant puts a Secret of their own where ours was: deleting our Namespace would
+    // take it along, so teardown stops there.
+    let ns = substrate_namespace(&pool.pool_id);
+    let kube = &env.sim.state().kube;
+    let now = env.clock.now();
+    kube.delete(&pid, Resource::Secret, Some(&ns), "bcd-join", &Preconditions::default(), now)
+        .unwrap();
+    let theirs = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"k": "v"}});
+    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    env.archive(&pool.pool_id).await;
+    let blocked = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    let before = substrate_events(&env, &pool.pool_id).await;
+    for _ in 0..10 {
+        env.step(STEP).await;
+        let s = env.substrate(&pool.pool_id).await;
+        assert_eq!((s.state, &s.message), (blocked.state, &blocked.message), "no flapping");
+    }
+    assert_eq!(
+        substrate_events(&env, &pool.pool_id).await,
+        before,
+        "no event while the cause stands"
+    );
+    let tail: Vec<&str> = before.iter().rev().take(2).rev().map(String::as_str).collect();
+    assert_eq!(tail, ["kubernetes.substrate.deleting", "kubernetes.substrate.error"]);
+
+    // The cause goes: teardown goes on, through deleting, to deleted.
+    kube.delete(
+        &pid,
+        Resource::Secret,
+        Some(&ns),
+        "bcd-join",
+        &Preconditions::default(),
+        env.clock.now(),
+    )
+    .unwrap();
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+    let after = substrate_events(&env, &pool.pool_id).await;
+    assert_eq!(
+        &after[before.len()..],
+        ["kubernetes.substrate.deleting", "kubernetes.substrate.deleted"],
+        "{after:?}"
+    );
+    assert!(env.sim.state().kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
+}
