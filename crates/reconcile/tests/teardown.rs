@@ -81,3 +81,48 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
     );
     assert!(env.sim.state().kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
 }
+
+#[tokio::test]
+async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind() {
+    let env = Env::start().await;
+    let pid = tenant_cluster(&env);
+    let policy =
+        adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]);
+    let pool = env.create_pool("web", policy).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let ns = substrate_namespace(&pool.pool_id);
+    let ours = |env: &Env| {
+        let kube = &env.sim.state().kube;
+        [
+            kube.get_object(&pid, ObjectKind::Namespace, None, &ns),
+            kube.get_object(&pid, ObjectKind::DaemonSet, Some(&ns), "bcd"),
+            kube.get_object(&pid, ObjectKind::Secret, Some(&ns), "bcd-join"),
+        ]
+        .iter()
+        .filter(|o| o.is_some())
+        .count()
+    };
+    assert_eq!(ours(&env), 3);
+    // The tenant's cluster is being upgraded by the provider when the pool is archived.
+    let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;
+    assert!(env.sim.state().model().force_cluster_state(&pid, upgrading, ""));
+    env.archive(&pool.pool_id).await;
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.state, ResourceState::Deleting, "it waits: {s:?}");
+    assert!(s.message.as_deref().unwrap_or_default().contains("waiting for cluster"), "{s:?}");
+    assert_eq!(ours(&env), 3, "nothing of ours removed yet, nothing forgotten");
+    let pools =
+        env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools.len();
+    assert_eq!(pools, 2, "our node pool stays while our objects do: it is what they run on");
+
+    let running = bc_sim::model::kubernetes::ClusterState::Running;
+    assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+    assert_eq!(ours(&env), 0, "our objects are gone");
+    let left = env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools;
+    let names: Vec<&str> = left.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["own"], "only the tenant's pool stays");
+}

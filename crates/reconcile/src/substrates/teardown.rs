@@ -253,15 +253,35 @@ impl Run<'_> {
             }
             Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
         };
-        let mut foreign = None;
-        if matches!(pc.state, ProviderClusterState::Running | ProviderClusterState::Degraded) {
-            let session =
-                self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-            match self.delete_objects(&session).await {
-                Ok(f) => foreign = f,
-                Err(e) => return cluster_failure(e).map(Some),
+        let foreign = match &pc.state {
+            ProviderClusterState::Running | ProviderClusterState::Degraded => {
+                let session =
+                    self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
+                match self.delete_objects(&session).await {
+                    Ok(f) => f,
+                    Err(e) => return cluster_failure(e).map(Some),
+                }
             }
-        }
+            // The tenant is deleting it: what we put in it goes with it.
+            ProviderClusterState::Deleting | ProviderClusterState::Deleted => {
+                self.r.sessions.forget(account, &id);
+                self.forget_cluster(cluster, None).await?;
+                return Ok(None);
+            }
+            // Our objects are in a cluster we cannot reach now: forgetting it would
+            // leave them in the tenant's cluster for ever, so wait for it.
+            other => {
+                return Ok(Some(Progress::converging(
+                    format!(
+                        "waiting for cluster {} ({}, {}) to be running again to remove this pool's objects and node pools from it",
+                        cluster.name,
+                        id,
+                        other.as_str()
+                    ),
+                    waits::CLUSTER,
+                )));
+            }
+        };
         let pool = self.pool_id();
         let steps = plan_node_pools(&pool, &[], &pc.node_pools);
         for s in &steps {
