@@ -63,11 +63,20 @@ impl NodePoolStep {
     }
 }
 
-/// The tag every substrate node pool carries: `better-compute-pool-<pool dashed>`.
-/// DigitalOcean tags allow `:`, but a hyphenated tag is valid at every provider we know,
-/// stays clear of DigitalOcean's reserved `k8s` prefix, and reads as one token.
+/// The tag every substrate node pool (and a create-mode substrate's cluster) carries:
+/// `better-compute-pool-<pool dashed>`. DigitalOcean tags allow `:`, but a hyphenated
+/// tag is valid at every provider we know, stays clear of DigitalOcean's reserved `k8s`
+/// prefix, and reads as one token.
 pub fn substrate_tag(pool: &PoolId) -> String {
-    format!("better-compute-pool-{}", pool.dashed())
+    format!("{SUBSTRATE_TAG_PREFIX}{}", pool.dashed())
+}
+
+const SUBSTRATE_TAG_PREFIX: &str = "better-compute-pool-";
+
+/// The pool whose [`substrate_tag`] `tag` is, if it is one.
+pub fn substrate_tag_pool(tag: &str) -> Option<PoolId> {
+    let dashed = tag.strip_prefix(SUBSTRATE_TAG_PREFIX)?;
+    PoolId::parse(&dashed.replacen('-', "_", 1)).ok()
 }
 
 /// `bc-<pool>-`: every substrate node pool name of `pool` starts with it. Pool id bodies
@@ -359,6 +368,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_substrate_tag_names_its_pool_and_nothing_else_does() {
+        let p = pool_id();
+        assert_eq!(substrate_tag_pool(&substrate_tag(&p)), Some(p));
+        assert_eq!(
+            substrate_tag_pool("better-compute-cluster-cluster-01hq3k5v9x8y7z6w5v4t3s2r1q"),
+            None
+        );
+        assert_eq!(substrate_tag_pool("better-compute-pool-nonsense"), None);
+        assert_eq!(substrate_tag_pool("k8s"), None);
     }
 
     #[test]

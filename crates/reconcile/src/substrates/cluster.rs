@@ -9,14 +9,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bc_domain::model::SubstrateMode;
 use bc_domain::model::{KubernetesCluster, ProviderAccount};
 use bc_domain::policy::{AdoptClusterPolicy, CreateClusterPolicy};
 use bc_domain::ports::{
     CreateClusterRequest, NodePoolRequest, ProviderCluster, ProviderImpl, UnitOfWork, WorkKind,
     Write,
 };
-use bc_domain::rules::plan::substrate_tag;
-use bc_domain::{ClusterId, ProviderError, ResourceState, StoreError};
+use bc_domain::rules::plan::{substrate_tag, substrate_tag_pool};
+use bc_domain::{ClusterId, PoolId, ProviderError, ResourceState, StoreError};
 
 use super::decide::{self, Progress};
 use super::{Run, failed};
@@ -223,6 +224,31 @@ impl Run<'_> {
         Ok(Ok(pc))
     }
 
+    /// The pool another substrate created cluster `pc` (recorded as `row`) for, if one
+    /// did: its tag says so, or a live create-mode substrate uses the row.
+    async fn created_for(
+        &self,
+        pc: &ProviderCluster,
+        row: Option<&KubernetesCluster>,
+    ) -> Result<Option<PoolId>, ReconcileError> {
+        let pool = self.pool_id();
+        if let Some(owner) =
+            pc.tags.iter().filter_map(|t| substrate_tag_pool(t)).find(|p| *p != pool)
+        {
+            return Ok(Some(owner));
+        }
+        let Some(row) = row else { return Ok(None) };
+        let users = self.deps.store.substrate_list_by_cluster(&row.cluster_id).await?;
+        Ok(users
+            .into_iter()
+            .find(|s| {
+                s.pool_id != pool
+                    && s.mode == SubstrateMode::Create
+                    && s.state != ResourceState::Deleted
+            })
+            .map(|s| s.pool_id))
+    }
+
     async fn record_adoption(
         &mut self,
         pc: &ProviderCluster,
@@ -230,6 +256,14 @@ impl Run<'_> {
         let account = self.sub.provider_account_id.clone();
         let mut existing = self.deps.store.cluster_find_by_provider_id(&account, &pc.id).await?;
         let pool = self.pool_id();
+        if let Some(owner) = self.created_for(pc, existing.as_ref()).await? {
+            // SPEC §6: the cluster goes with the pool it was made for (archiving that pool
+            // deletes it), so no other pool may run on it.
+            return Ok(Err(Progress::refused(format!(
+                "cluster {} ({}) was created for pool {owner} and is deleted with it: add a flavor to pool {owner} instead of adopting its cluster",
+                pc.name, pc.id
+            ))));
+        }
         let mut fallback = false;
         // At most: a row inserted under the cluster's name, lost to another pool adopting
         // it at the same moment (then joined), then one under the fallback name.

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bc_domain::model::{KubernetesCluster, ProviderAccount, subjects};
-use bc_domain::ports::{ProviderClusterState, ProviderImpl, UnitOfWork, WorkKind, Write};
-use bc_domain::rules::plan::{NodePoolStep, plan_node_pools, substrate_tag};
+use bc_domain::ports::{
+    ProviderCluster, ProviderClusterState, ProviderImpl, UnitOfWork, WorkKind, Write,
+};
+use bc_domain::rules::plan::{NodePoolStep, is_our_node_pool, plan_node_pools, substrate_tag};
 use bc_domain::{ProviderError, ResourceState};
 
 use super::decide::Progress;
@@ -191,6 +193,12 @@ impl Run<'_> {
                 waits::CLUSTER,
             )));
         }
+        if let Some(users) = self.other_users(cluster, &pc).await? {
+            return Ok(Some(Progress::error(format!(
+                "cluster {} ({id}) is kept while something else uses it ({users}): remove that (or the substrate of that pool) and teardown goes on",
+                cluster.name
+            ))));
+        }
         if pc.state == ProviderClusterState::Running {
             // Best effort: the cluster goes next, and what it holds with it.
             let session =
@@ -231,6 +239,34 @@ impl Run<'_> {
             format!("deleting cluster {} and its load balancers", cluster.name),
             waits::CLUSTER,
         )))
+    }
+
+    /// What uses the pool's cluster besides its own substrate, named (SPEC §6: teardown
+    /// never deletes a cluster another substrate or a node pool this system did not
+    /// make for the pool still uses): other live substrates, and node pools that are not
+    /// this pool's.
+    async fn other_users(
+        &self,
+        cluster: &KubernetesCluster,
+        pc: &ProviderCluster,
+    ) -> Result<Option<String>, ReconcileError> {
+        let pool = self.pool_id();
+        let mut users: Vec<String> = self
+            .deps
+            .store
+            .substrate_list_by_cluster(&cluster.cluster_id)
+            .await?
+            .into_iter()
+            .filter(|s| s.pool_id != pool && s.state != ResourceState::Deleted)
+            .map(|s| format!("pool {}", s.pool_id))
+            .collect();
+        users.extend(
+            pc.node_pools
+                .iter()
+                .filter(|p| !is_our_node_pool(&pool, p))
+                .map(|p| format!("node pool {} ({})", p.name, p.id)),
+        );
+        Ok((!users.is_empty()).then(|| users.join(", ")))
     }
 
     /// Adopt mode: our objects and our node pools only; the tenant's stay.
