@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use bc_domain::model::ClusterMode;
+use bc_domain::policy::Scale;
 use bc_domain::ports::{Clock, ClusterRepo};
-use bc_domain::{PoolId, ResourceState};
+use bc_domain::{NodePoolState, PoolId, ResourceState};
 use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
 use bc_sim::model::routes;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
@@ -97,4 +99,56 @@ async fn teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make(
     env.sim.state().model().delete_node_pool(TEST_TOKEN, &pid, &extra, env.clock.now()).unwrap();
     env.until_substrate(&a.pool_id, ResourceState::Deleted, 40).await;
     assert_eq!(env.store.cluster_count_live_by_account(&account).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_tenant_node_pool_never_takes_over_a_provider_pool_of_its_name() {
+    let env = Env::start().await;
+    let (c, _) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    let ok = env
+        .run_until(30, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(ok);
+    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
+    // The tenant made a pool named `extra` at the provider, outside this system.
+    let theirs = env
+        .sim
+        .state()
+        .model()
+        .create_node_pool(TEST_TOKEN, &pid, node_pool("extra", 3, &[]), env.clock.now())
+        .unwrap();
+    // A `kubernetesNodePools.create {name: "extra"}` that got through (the API refuses
+    // it now; a row recorded before that check, or raced past it, must still be safe).
+    let row = env.create_node_pool(&c.cluster_id, "extra", NODE_SIZE, Scale::Count(1)).await;
+    let ok = env
+        .run_until(10, async |e: &Env| {
+            e.node_pool(&row.node_pool_id).await.state == NodePoolState::Error
+        })
+        .await;
+    let got = env.node_pool(&row.node_pool_id).await;
+    assert!(ok, "{got:?}");
+    assert!(got.message.as_deref().unwrap_or_default().contains(&theirs.id), "{got:?}");
+    assert_eq!(got.provider_node_pool_id, None, "never recorded as ours");
+    env.change_node_pool(&row.node_pool_id, None, true).await;
+    let ok = env
+        .run_until(10, async |e: &Env| {
+            e.node_pool(&row.node_pool_id).await.state == NodePoolState::Deleted
+        })
+        .await;
+    assert!(ok);
+    let mut m = env.sim.state().model();
+    let now_theirs =
+        m.get_node_pool(TEST_TOKEN, &pid, &theirs.id, env.clock.now()).expect("their pool stays");
+    assert_eq!(now_theirs.count, 3, "never resized");
+    drop(m);
+    assert_eq!(env.count("PUT", routes::NODE_POOL), 0);
+    assert_eq!(env.count("DELETE", routes::NODE_POOL), 0);
 }

@@ -118,7 +118,8 @@ mod tests {
             max_nodes: max,
             labels: req.labels.clone(),
             taints: req.taints.clone(),
-            tags: vec!["k8s".into()],
+            // What we asked for, and the provider's own.
+            tags: req.tags.iter().cloned().chain(["k8s".to_owned()]).collect(),
             nodes: (0..nodes)
                 .map(|i| ProviderNode {
                     id: format!("n{i}"),
@@ -143,6 +144,10 @@ mod tests {
         let o = observed(&node_pool_request(&r), 2, 2);
         assert_eq!(next(&r, &o), Next::Ready);
         assert_eq!(status(&r, Some(&o), &Next::Ready), (NodePoolState::Ready, 2, 2, 1));
+        // A pool made before it carried our tag gets it.
+        let mut untagged = o.clone();
+        untagged.tags.retain(|t| t == "k8s");
+        assert!(matches!(next(&r, &untagged), Next::Update(req) if req.tags.len() == 1));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use bc_domain::ports::{ProviderImpl, ProviderNodePool, UnitOfWork, WorkKind, Wri
 use bc_domain::{NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
-use crate::shared::records::node_pool_request;
+use crate::shared::records::{node_pool_request, node_pool_tag};
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, converging, node_pool_event, own_error, waits,
 };
@@ -237,12 +237,15 @@ impl Reconciler for NodePoolReconciler {
         let provider = provider!(self, deps, act, &row, deps.observer.provider(&account).await);
         let k = provider.kubernetes();
 
+        let tag = node_pool_tag(&row.node_pool_id);
         if row.delete_requested {
             let known = match &row.provider_node_pool_id {
                 Some(p) => Some(p.clone()),
+                // A create whose answer was lost: ours carries our tag; a pool of that
+                // name without it is someone else's and stays.
                 None => provider!(self, deps, act, &row, k.list_node_pools(&pid).await)
                     .into_iter()
-                    .find(|p| p.name == row.name)
+                    .find(|p| p.name == row.name && p.tags.contains(&tag))
                     .map(|p| p.id),
             };
             let Some(npid) = known else { return self.closed(deps, act, &row).await };
@@ -275,10 +278,21 @@ impl Reconciler for NodePoolReconciler {
                 &row,
                 self.observe(deps, &account, &provider, &pid, &row, npid).await
             ),
-            // A create whose answer was lost: look the recorded name up first.
-            None => provider!(self, deps, act, &row, k.list_node_pools(&pid).await)
-                .into_iter()
-                .find(|p| p.name == row.name),
+            // A create whose answer was lost: look the recorded name up first, and take
+            // only a pool carrying our tag.
+            None => {
+                let listed = provider!(self, deps, act, &row, k.list_node_pools(&pid).await);
+                match listed.into_iter().find(|p| p.name == row.name) {
+                    Some(p) if !p.tags.contains(&tag) => {
+                        let m = format!(
+                            "a node pool named {} ({}) already exists in cluster {} and was not made through this system: it is never changed or deleted here; delete this node pool and create it with another name",
+                            p.name, p.id, cluster.name
+                        );
+                        return self.refused(deps, act, &row, m).await;
+                    }
+                    found => found,
+                }
+            }
         };
         let observed = match observed {
             Some(p) => p,

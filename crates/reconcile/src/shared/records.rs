@@ -10,7 +10,7 @@
 use bc_domain::model::{KubernetesCluster, NodePool, ObservedStatus};
 use bc_domain::policy::Scale;
 use bc_domain::ports::{NodePoolRequest, Write};
-use bc_domain::{ResourceState, Timestamp};
+use bc_domain::{NodePoolId, ResourceState, Timestamp};
 
 /// A row whose state moved, for its `kubernetes.nodepool.<state>` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +28,15 @@ pub struct RowSync {
     pub moved: Vec<Moved>,
 }
 
+/// The ownership tag of a tenant's node pool made through this system:
+/// `better-compute-node-pool-<node pool id, dashed>`. A provider pool of the row's name
+/// without it was not made here and is never taken over (SPEC §8).
+pub fn node_pool_tag(id: &NodePoolId) -> String {
+    format!("better-compute-node-pool-{}", id.dashed())
+}
+
 /// The provider request of a tenant's node pool row, in create form (an autoscaled
-/// pool starts at its minimum).
+/// pool starts at its minimum), with its ownership tag.
 pub fn node_pool_request(row: &NodePool) -> NodePoolRequest {
     let (count, auto_scale) = match row.scale {
         Scale::Count(c) => (Some(c), None),
@@ -42,7 +49,7 @@ pub fn node_pool_request(row: &NodePool) -> NodePoolRequest {
         auto_scale,
         labels: row.labels.clone(),
         taints: row.taints.clone(),
-        tags: vec![],
+        tags: vec![node_pool_tag(&row.node_pool_id)],
     }
 }
 
