@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use bc_domain::model::ClusterMode;
-use bc_domain::policy::{PoolPolicy, Scale};
-use bc_domain::ports::{ClusterRepo, LedgerRepo, PageRequest};
-use bc_domain::{NodePoolState, PoolId, ResourceState};
+use bc_domain::model::{Booking, BookingState, ClusterMode};
+use bc_domain::policy::{ClusterPolicy, PoolPolicy, Scale};
+use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest, Store, UnitOfWork, Write};
+use bc_domain::{BookingId, NodePoolState, PoolId, ResourceState};
 use bc_reconcile::testing::{Env, create_policy, flavor};
 use bc_sim::model::routes;
 use bc_sim::testing::NODE_SIZE;
@@ -120,4 +120,63 @@ async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change
         })
         .await;
     assert!(ok, "{:?}", env.node_pool(&workers.node_pool_id).await);
+}
+
+fn booking(env: &Env, pool: &PoolId, n: u128) -> Booking {
+    Booking {
+        booking_id: BookingId::generate(1, n),
+        tenant_id: env.tenant.clone(),
+        pool_id: pool.clone(),
+        node_name: None,
+        state: BookingState::Active,
+        created_at: env.clock.now(),
+        ends_at: None,
+        ended_at: None,
+    }
+}
+
+fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
+    let mut p = p.clone();
+    if let Some(s) = &mut p.substrate
+        && let ClusterPolicy::Create(c) = &mut s.cluster
+    {
+        c.version = version.into();
+    }
+    p
+}
+
+#[tokio::test]
+async fn a_refused_drain_upgrade_stops_refusing_bookings() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "1.32.6-do.1",
+        vec![flavor("cpu", NODE_SIZE, 1)],
+    );
+    let pool = env.create_pool("web", policy.clone()).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let b = booking(&env, &pool.pool_id, 1);
+    env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
+    env.sim
+        .state()
+        .model()
+        .refuse(&routes::key("POST", routes::UPGRADE), "the cluster cannot be upgraded now");
+    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    let draining =
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
+    assert!(draining, "the drain waits for the booking first");
+    let end = Write::EndBooking { booking_id: b.booking_id.clone(), at: env.clock.now() };
+    env.store.commit(UnitOfWork::new().write(end)).await.unwrap();
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    assert!(s.message.as_deref().unwrap_or_default().contains("cannot be upgraded now"), "{s:?}");
+    assert_eq!(s.upgrade, None, "the drain marker is cleared with the refusal");
+    env.store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&env, &pool.pool_id, 2))))
+        .await
+        .expect("bookings are taken again");
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    assert_eq!(env.count("POST", routes::UPGRADE), 1, "the refused upgrade is not asked again");
+    assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
 }

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use bc_domain::ProviderError;
 use bc_domain::model::{KubernetesCluster, ProviderAccount, UpgradeWait};
 use bc_domain::policy::{CreateClusterPolicy, PoolPolicy};
 use bc_domain::ports::{ProviderCluster, ProviderImpl, UnitOfWork};
@@ -18,6 +19,15 @@ use crate::reconciler::ReconcileError;
 use crate::shared::waits;
 
 impl Run<'_> {
+    /// The run's progress when a call of the upgrade failed: a refusal (or refused
+    /// credentials) ends the drain, so bookings are taken again while the substrate
+    /// shows the error; a transient failure keeps it and is retried.
+    fn upgrade_failed(&mut self, e: ProviderError) -> Result<Option<Progress>, ReconcileError> {
+        let progress = failed(e)?;
+        self.upgrade = None;
+        Ok(Some(progress))
+    }
+
     /// Create mode: moves the cluster toward `cluster.create.version`, draining first
     /// when the policy says so.
     #[allow(clippy::too_many_arguments)]
@@ -41,7 +51,7 @@ impl Run<'_> {
             None => {
                 let o = match provider.kubernetes().available_upgrades(&pc.id).await {
                     Ok(o) => o,
-                    Err(e) => return failed(e).map(Some),
+                    Err(e) => return self.upgrade_failed(e),
                 };
                 self.r.upgrades.record(account, &pc.version, self.now, o.clone());
                 o
@@ -110,7 +120,9 @@ impl Run<'_> {
                 )))
             }
             UpgradeDecision::Upgrade { version } => {
-                provider!(stop provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
+                if let Err(e) = provider.kubernetes().upgrade_cluster(&pc.id, &version).await {
+                    return self.upgrade_failed(e);
+                }
                 self.r.upgrades.forget(account, &pc.version);
                 self.deps.observer.invalidate(account);
                 self.upgrade = None;
