@@ -10,9 +10,9 @@ use bc_domain::model::{Booking, BookingState, ClusterMode};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, Scale};
 use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest, Store, UnitOfWork, Write};
 use bc_domain::{BookingId, NodePoolState, PoolId, ResourceState};
-use bc_reconcile::testing::{Env, create_policy, flavor};
+use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
 use bc_sim::model::routes;
-use bc_sim::testing::NODE_SIZE;
+use bc_sim::testing::{NODE_SIZE, node_pool};
 
 /// Longer than any wait a reconciler asks for (`waits::ERROR` is two minutes), so each
 /// step is at least one more look at an object in `error`.
@@ -179,4 +179,47 @@ async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     }
     assert_eq!(env.count("POST", routes::UPGRADE), 1, "the refused upgrade is not asked again");
     assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
+}
+
+#[tokio::test]
+async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let cpu = flavor("cpu", NODE_SIZE, 1);
+    let policy = adopt_policy(&env.account.provider_account_id, &pid, vec![cpu.clone()]);
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let cluster = s.cluster_id.clone().unwrap();
+    let ready = env
+        .run_until(5, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(ready);
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![cpu.clone(), flavor("big", "s-64vcpu-1tb", 1)]),
+    )
+    .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    let shown = env
+        .run_until(5, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Error
+        })
+        .await;
+    let c = env.cluster(&cluster).await;
+    assert!(shown, "the cluster follows its pools: {c:?}");
+    let m = c.status.message.unwrap_or_default();
+    assert!(m.contains(&format!("bc-{}-big", pool.pool_id.dashed())), "names the pool: {m}");
+    // The flavor is fixed: the pool converges and the cluster is ready again.
+    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![cpu, flavor("big", NODE_SIZE, 1)]))
+        .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 30).await;
+    let back = env
+        .run_until(5, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(back, "{:?}", env.cluster(&cluster).await);
 }

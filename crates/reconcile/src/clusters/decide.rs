@@ -156,19 +156,25 @@ pub enum Derived {
     Error(String),
 }
 
-/// A running cluster's state from its tenant node pools' rows: `error` naming the first
-/// refused pool, `updating` while any converges.
+/// A running cluster's state from the rows of the node pools made through this system
+/// (the tenant's and the substrates'; not the provider's own): `error` naming the first
+/// refused pool, `updating` while any converges (SPEC §8).
 pub fn from_pools(rows: &[NodePool]) -> Derived {
-    let tenant: Vec<&NodePool> = tenant_pools(rows).collect();
-    if let Some(r) = tenant.iter().find(|r| r.state == NodePoolState::Error) {
+    let ours: Vec<&NodePool> =
+        rows.iter().filter(|r| r.origin == NodePoolOrigin::Created).collect();
+    if let Some(r) = ours.iter().find(|r| r.state == NodePoolState::Error) {
+        let fix = match &r.managed_by {
+            Some(pool) => format!("change that flavor in the policy of pool {pool}"),
+            None => "change or delete that node pool".to_owned(),
+        };
         return Derived::Error(format!(
-            "node pool {} ({}) is in error: {}; change or delete that node pool",
+            "node pool {} ({}) is in error: {}; {fix}",
             r.name,
             r.node_pool_id,
             r.message.as_deref().unwrap_or("refused by the provider")
         ));
     }
-    let busy: Vec<&str> = tenant
+    let busy: Vec<&str> = ours
         .iter()
         .filter(|r| {
             matches!(

@@ -592,8 +592,10 @@ impl Run<'_> {
             match decide::from_provider(self.row.name.as_str(), &pc.state, pc.message.as_deref()) {
                 Some(d @ Derived::Error(_)) => (d, waits::ERROR),
                 Some(d) => (d, waits::CLUSTER),
+                // Adopted: never changed here, but its state follows the pools made
+                // through this system (the substrates wake it when theirs move).
                 None if self.row.origin == ClusterOrigin::Adopted => {
-                    (Derived::Ready, Duration::ZERO)
+                    (decide::from_pools(&rows), Duration::ZERO)
                 }
                 None => self.converge_running(&account, &provider, &pc, &rows).await?,
             };

@@ -8,10 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use bc_domain::model::{KubernetesCluster, ProviderAccount};
+use bc_domain::model::{ClusterOrigin, KubernetesCluster, ProviderAccount};
 use bc_domain::policy::Flavor;
 use bc_domain::ports::{
     NodePoolRequest, PAGE_SIZE_MAX, PageRequest, ProviderCluster, ProviderImpl, UnitOfWork,
+    WorkKind,
 };
 use bc_domain::rules::plan::{
     NodePoolStep, is_our_node_pool, node_pool_conflicts, plan_node_pools, pool_converged,
@@ -72,6 +73,11 @@ impl Run<'_> {
             if let Some(e) = node_pool_event(entropy, &m.row, self.now) {
                 uow = uow.event(e);
             }
+        }
+        // An adopted cluster's state follows its pools (the cluster reconciler's); a
+        // created one's follows the substrate.
+        if !sync.moved.is_empty() && cluster.origin == ClusterOrigin::Adopted {
+            uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), self.now);
         }
         self.commit(uow).await
     }
