@@ -210,6 +210,12 @@ pub fn node_counts(p: &ProviderNodePool) -> (u32, u32) {
     (count(p.nodes.len()), count(running))
 }
 
+/// Whether an observed pool is configured as `want` asks (size, scale, labels, taints,
+/// tags), whatever its nodes are doing.
+pub fn pool_in_place(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
+    p.size == want.size && !node_pool_needs_update(p, want)
+}
+
 /// Whether an observed pool has what `want` asks for, all its nodes running (an
 /// autoscaled pool's count is the provider's, so any count will do).
 pub fn pool_converged(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
@@ -218,7 +224,15 @@ pub fn pool_converged(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
         Some(_) => true,
         None => Some(listed) == want.count,
     };
-    p.size == want.size && !node_pool_needs_update(p, want) && listed == running && count_ok
+    pool_in_place(p, want) && listed == running && count_ok
+}
+
+/// Whether a pool is settled: converged, or — once it converged at the desired state it
+/// has now (`converged_before`) — still in place while the provider's nodes come and go
+/// (the autoscaler, repairs): node counts move, but no policy changed, so nothing is
+/// `updating`.
+pub fn pool_settled(p: &ProviderNodePool, want: &NodePoolRequest, converged_before: bool) -> bool {
+    pool_converged(p, want) || (converged_before && pool_in_place(p, want))
 }
 
 /// The steps that converge `observed` (a cluster's node pools, the tenant's included) to

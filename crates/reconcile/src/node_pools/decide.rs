@@ -9,9 +9,9 @@
 use bc_domain::NodePoolState;
 use bc_domain::model::NodePool;
 use bc_domain::ports::{NodePoolRequest, ProviderNodePool};
-use bc_domain::rules::plan::{node_counts, node_pool_needs_update, pool_converged};
+use bc_domain::rules::plan::{node_counts, node_pool_needs_update, pool_settled};
 
-use crate::shared::records::node_pool_request;
+use crate::shared::records::{converged_at_its_generation, node_pool_request};
 
 /// The update form: no count for an autoscaled pool.
 pub fn update_request(row: &NodePool) -> NodePoolRequest {
@@ -44,7 +44,7 @@ pub fn next(row: &NodePool, observed: &ProviderNodePool) -> Next {
     let want = node_pool_request(row);
     if node_pool_needs_update(observed, &want) {
         Next::Update(update_request(row))
-    } else if pool_converged(observed, &want) {
+    } else if pool_settled(observed, &want, converged_at_its_generation(row)) {
         Next::Ready
     } else {
         Next::Wait
@@ -168,6 +168,20 @@ mod tests {
         assert!(
             matches!(next(&a, &o), Next::Update(req) if req.count.is_none() && req.auto_scale == Some((2, 6)))
         );
+    }
+
+    #[test]
+    fn node_churn_of_a_converged_pool_is_no_change() {
+        let mut r = row(Scale::AutoScale(AutoScale { min: 1, max: 5 }));
+        let o = observed(&node_pool_request(&r), 1, 1);
+        assert_eq!(next(&r, &o), Next::Ready);
+        (r.state, r.observed_generation) = (NodePoolState::Ready, 1);
+        // The autoscaler adds two nodes, still being made: the pool stays ready.
+        let grown = observed(&node_pool_request(&r), 3, 1);
+        assert_eq!(next(&r, &grown), Next::Ready);
+        // Before it first converged, the same view is a wait.
+        r.observed_generation = 0;
+        assert_eq!(next(&r, &grown), Next::Wait);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use bc_domain::model::{KubernetesCluster, NodePool, ObservedStatus};
 use bc_domain::policy::Scale;
 use bc_domain::ports::{NodePoolRequest, Write};
-use bc_domain::{NodePoolId, ResourceState, Timestamp};
+use bc_domain::{NodePoolId, NodePoolState, ResourceState, Timestamp};
 
 /// A row whose state moved, for its `kubernetes.nodepool.<state>` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +51,12 @@ pub fn node_pool_request(row: &NodePool) -> NodePoolRequest {
         taints: row.taints.clone(),
         tags: vec![node_pool_tag(&row.node_pool_id)],
     }
+}
+
+/// Whether a node pool row converged at the desired state it has now (it was `ready` at
+/// its generation): from then on its provider pool's node churn is not a change.
+pub fn converged_at_its_generation(row: &NodePool) -> bool {
+    row.state == NodePoolState::Ready && row.observed_generation == row.generation
 }
 
 /// The cluster row's status in `state` with `message`, or `None` when it already shows

@@ -269,7 +269,8 @@ impl Run<'_> {
         };
         let cluster = self.cluster.clone().expect("the cluster row is known by now");
         self.running_version = Some(pc.version.clone());
-        self.sync_rows(&cluster, &desired, Some(&pc.node_pools), &BTreeMap::new()).await?;
+        let rows =
+            self.sync_rows(&cluster, &desired, Some(&pc.node_pools), &BTreeMap::new()).await?;
         match &pc.state {
             ProviderClusterState::Provisioning => {
                 return Ok(Progress::converging(
@@ -307,6 +308,7 @@ impl Run<'_> {
             self.node_pools(
                 &cluster,
                 &desired,
+                &rows,
                 &policy.flavors,
                 &pc,
                 &account,

@@ -8,14 +8,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use bc_domain::model::{ClusterOrigin, KubernetesCluster, ProviderAccount};
+use bc_domain::model::{ClusterOrigin, KubernetesCluster, NodePool, ProviderAccount};
 use bc_domain::policy::Flavor;
 use bc_domain::ports::{
     NodePoolRequest, PAGE_SIZE_MAX, PageRequest, ProviderCluster, ProviderImpl, UnitOfWork,
     WorkKind,
 };
 use bc_domain::rules::plan::{
-    NodePoolStep, is_our_node_pool, node_pool_conflicts, plan_node_pools, pool_converged,
+    NodePoolStep, is_our_node_pool, node_pool_conflicts, plan_node_pools, pool_settled,
 };
 use bc_domain::{ClusterId, NodePoolId, ProviderError};
 
@@ -23,6 +23,7 @@ use super::decide::Progress;
 use super::{Run, failed, rows};
 use crate::reconciler::ReconcileError;
 use crate::shared::node_pool_event;
+use crate::shared::records::converged_at_its_generation;
 
 impl Run<'_> {
     /// The live node pool rows of a cluster.
@@ -44,13 +45,14 @@ impl Run<'_> {
 
     /// Brings the substrate's node pool rows in line with `desired` and what the provider
     /// lists; commits at once (rows are intents that must precede provider calls).
+    /// Returns the cluster's rows as they were before.
     pub(super) async fn sync_rows(
         &self,
         cluster: &KubernetesCluster,
         desired: &[NodePoolRequest],
         observed: Option<&[bc_domain::ports::ProviderNodePool]>,
         refused: &BTreeMap<String, String>,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Vec<NodePool>, ReconcileError> {
         let rows = self.cluster_rows(&cluster.cluster_id).await?;
         let pool = self.pool_id();
         let inputs = rows::Inputs {
@@ -79,15 +81,18 @@ impl Run<'_> {
         if !sync.moved.is_empty() && cluster.origin == ClusterOrigin::Adopted {
             uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), self.now);
         }
-        self.commit(uow).await
+        self.commit(uow).await?;
+        Ok(rows)
     }
 
-    /// The flavors' node pools: conflicts, the plan's calls, and what is still coming.
+    /// The flavors' node pools: conflicts, the plan's calls, and what is still coming
+    /// (`rows`: the cluster's rows before this run).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn node_pools(
         &self,
         cluster: &KubernetesCluster,
         desired: &[NodePoolRequest],
+        rows: &[NodePool],
         flavors: &[Flavor],
         pc: &ProviderCluster,
         account: &ProviderAccount,
@@ -142,8 +147,14 @@ impl Run<'_> {
                 desired
                     .iter()
                     .filter(|d| {
+                        let before = rows
+                            .iter()
+                            .find(|r| r.name == d.name && r.managed_by.as_ref() == Some(&pool))
+                            .is_some_and(converged_at_its_generation);
                         !pc.node_pools.iter().any(|p| {
-                            p.name == d.name && is_our_node_pool(&pool, p) && pool_converged(p, d)
+                            p.name == d.name
+                                && is_our_node_pool(&pool, p)
+                                && pool_settled(p, d, before)
                         })
                     })
                     .map(|d| d.name.as_str()),

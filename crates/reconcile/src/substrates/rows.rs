@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use bc_domain::model::{KubernetesCluster, NodePool, NodePoolOrigin};
 use bc_domain::policy::{AutoScale, Scale};
 use bc_domain::ports::{NodePoolRequest, ProviderNodePool, Write};
-use bc_domain::rules::plan::{is_our_node_pool, node_counts, pool_converged};
+use bc_domain::rules::plan::{is_our_node_pool, node_counts, pool_settled};
 use bc_domain::{NodePoolId, NodePoolState, PoolId, Timestamp};
 
-use crate::shared::records::{Moved, RowSync};
+use crate::shared::records::{Moved, RowSync, converged_at_its_generation};
 
 /// The scale a request asks for.
 pub fn scale_of(r: &NodePoolRequest) -> Scale {
@@ -116,7 +116,9 @@ pub fn sync(inputs: &Inputs<'_>, new_id: &mut dyn FnMut() -> NodePoolId) -> RowS
             (NodePoolState::Error, Some(m.clone()))
         } else {
             match observed {
-                Some(p) if pool_converged(p, want) => (NodePoolState::Ready, None),
+                Some(p) if pool_settled(p, want, converged_at_its_generation(&current)) => {
+                    (NodePoolState::Ready, None)
+                }
                 _ if current.observed_generation == 0 && current.state != NodePoolState::Ready => {
                     (NodePoolState::Pending, None)
                 }
