@@ -278,14 +278,19 @@ impl Run<'_> {
                     pc.state,
                     ProviderClusterState::Deleting | ProviderClusterState::Deleted
                 ) => {}
-            Ok(_) => match k.delete_cluster(&id).await {
-                Ok(()) | Err(ProviderError::NotFound) => self.deps.observer.invalidate(account),
-                Err(e) => {
-                    return self
-                        .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
-                        .await;
+            Ok(_) => {
+                self.act.ensure_held(self.deps).await?;
+                match k.delete_cluster(&id).await {
+                    Ok(()) | Err(ProviderError::NotFound) => {
+                        self.deps.observer.invalidate(account);
+                    }
+                    Err(e) => {
+                        return self
+                            .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                            .await;
+                    }
                 }
-            },
+            }
         }
         if let Some(status) = cluster_status(
             &self.row,
@@ -377,6 +382,7 @@ impl Run<'_> {
                     tags: vec![tag],
                     node_pools: first.iter().map(|r| node_pool_request(r)).collect(),
                 };
+                self.act.ensure_held(self.deps).await?;
                 match provider.kubernetes().create_cluster(&req).await {
                     Ok(made) => {
                         self.deps.observer.invalidate(account);
@@ -478,6 +484,7 @@ impl Run<'_> {
                 now,
             ) {
                 UpgradeDecision::Upgrade { version } => {
+                    self.act.ensure_held(self.deps).await?;
                     provider!(provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
                     self.r.upgrades.forget(account, &pc.version);
                     self.deps.observer.invalidate(account);
@@ -504,6 +511,7 @@ impl Run<'_> {
         if self.row.high_availability && !pc.high_availability {
             let mut req = UpdateClusterRequest::keeping(pc);
             req.high_availability = Some(true);
+            self.act.ensure_held(self.deps).await?;
             provider!(provider.kubernetes().update_cluster(&pc.id, &req).await);
             self.deps.observer.invalidate(account);
             return Ok((

@@ -256,6 +256,7 @@ impl Reconciler for NodePoolReconciler {
                     Ok(_) => return Ok(converging(waits::NODE_POOL)),
                 }
             }
+            act.ensure_held(deps).await?;
             match k.delete_node_pool(&pid, &npid).await {
                 Ok(()) | Err(ProviderError::NotFound) => {}
                 Err(e) => return self.refused(deps, act, &row, own_error(e)?).await,
@@ -297,6 +298,7 @@ impl Reconciler for NodePoolReconciler {
         let observed = match observed {
             Some(p) => p,
             None => {
+                act.ensure_held(deps).await?;
                 let made = provider!(
                     self,
                     deps,
@@ -310,6 +312,7 @@ impl Reconciler for NodePoolReconciler {
         };
         let next = decide::next(&row, &observed);
         if let Next::Update(req) = &next {
+            act.ensure_held(deps).await?;
             provider!(self, deps, act, &row, k.update_node_pool(&pid, &observed.id, req).await);
             deps.observer.invalidate(&account);
         }

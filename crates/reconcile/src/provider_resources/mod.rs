@@ -267,24 +267,29 @@ impl Reconciler for LoadBalancers {
                     // The intent first: after a crash from here on, the next run looks
                     // for what this create may have made before it makes anything.
                     self.record(deps, a, &mut lb, intent).await?;
+                    a.ensure_held(deps).await?;
                     match lbs.create(&request).await {
                         Ok(p) => Observed::Found(p),
                         Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
                 }
-                Next::Update { id, request } => match lbs.update(&id, &request).await {
-                    Ok(p) => {
-                        let change = plan::updated(&lb, &p);
-                        self.record(deps, a, &mut lb, change).await?;
-                        return Ok(self.converging(deps, &lb));
+                Next::Update { id, request } => {
+                    a.ensure_held(deps).await?;
+                    match lbs.update(&id, &request).await {
+                        Ok(p) => {
+                            let change = plan::updated(&lb, &p);
+                            self.record(deps, a, &mut lb, change).await?;
+                            return Ok(self.converging(deps, &lb));
+                        }
+                        Err(ProviderError::NotFound) => Observed::Gone,
+                        Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
-                    Err(ProviderError::NotFound) => Observed::Gone,
-                    Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
-                },
+                }
                 Next::Delete { id, intent } => {
                     if let Some(c) = intent {
                         self.record(deps, a, &mut lb, c).await?;
                     }
+                    a.ensure_held(deps).await?;
                     match lbs.delete(&id).await {
                         Ok(()) | Err(ProviderError::NotFound) => {
                             let change = plan::deleted(&lb);

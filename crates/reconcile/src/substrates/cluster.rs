@@ -166,6 +166,7 @@ impl Run<'_> {
                     tags: vec![tag],
                     node_pools: desired.to_vec(),
                 };
+                self.act.ensure_held(self.deps).await?;
                 let made = provider!(provider.kubernetes().create_cluster(&req).await);
                 self.deps.observer.invalidate(account);
                 made

@@ -97,6 +97,7 @@ impl Run<'_> {
             {
                 continue;
             }
+            self.act.ensure_held(self.deps).await?;
             match session.apply_owned(&object, &owner).await {
                 Ok(ApplyOutcome::Foreign { owner: o }) => {
                     return Ok(Some(Progress::error(objects::foreign_message(
@@ -153,7 +154,7 @@ impl Run<'_> {
     pub(super) async fn delete_objects(
         &self,
         session: &ClusterSession,
-    ) -> Result<Option<String>, ClusterError> {
+    ) -> Result<Result<Option<String>, ClusterError>, ReconcileError> {
         let pool = self.pool_id();
         let owner = objects::owner(&pool);
         let mut foreign = None;
@@ -162,10 +163,16 @@ impl Run<'_> {
             if *kind == ObjectKind::Namespace && foreign.is_some() {
                 break;
             }
-            if let DeleteOutcome::Foreign { owner: o } = session.delete_owned(&r, &owner).await? {
-                foreign.get_or_insert_with(|| objects::foreign_message(&r, o.as_deref(), &pool));
+            self.act.ensure_held(self.deps).await?;
+            match session.delete_owned(&r, &owner).await {
+                Ok(DeleteOutcome::Foreign { owner: o }) => {
+                    foreign
+                        .get_or_insert_with(|| objects::foreign_message(&r, o.as_deref(), &pool));
+                }
+                Ok(_) => {}
+                Err(e) => return Ok(Err(e)),
             }
         }
-        Ok(foreign)
+        Ok(Ok(foreign))
     }
 }

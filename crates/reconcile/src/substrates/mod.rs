@@ -321,6 +321,7 @@ impl Run<'_> {
             if create.high_availability && !pc.high_availability {
                 let mut req = UpdateClusterRequest::keeping(&pc);
                 req.high_availability = Some(true);
+                self.act.ensure_held(self.deps).await?;
                 provider!(provider.kubernetes().update_cluster(&pc.id, &req).await);
                 self.deps.observer.invalidate(&account);
                 waiting.push("turning on the high-availability control plane".into());

@@ -105,6 +105,7 @@ impl Run<'_> {
         // Refused credentials are looked at again; the provider's refusals are not.
         let mut all_refusals = true;
         for s in &steps {
+            self.act.ensure_held(self.deps).await?;
             let k = provider.kubernetes();
             let done = match s {
                 NodePoolStep::Create(req) => k.create_node_pool(&pc.id, req).await.map(|_| ()),

@@ -203,10 +203,11 @@ impl Run<'_> {
             // Best effort: the cluster goes next, and what it holds with it.
             let session =
                 self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-            let _ = self.delete_objects(&session).await;
+            let _ = self.delete_objects(&session).await?;
         }
         let assoc = provider!(stop provider.kubernetes().associated_resources(&id).await);
         let lbs: Vec<String> = assoc.load_balancers.iter().map(|l| l.id.clone()).collect();
+        self.act.ensure_held(self.deps).await?;
         match provider.kubernetes().delete_cluster_selective(&id, &lbs).await {
             Ok(()) | Err(ProviderError::NotFound) => {}
             Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
@@ -293,7 +294,7 @@ impl Run<'_> {
             ProviderClusterState::Running | ProviderClusterState::Degraded => {
                 let session =
                     self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-                match self.delete_objects(&session).await {
+                match self.delete_objects(&session).await? {
                     Ok(f) => f,
                     Err(e) => return cluster_failure(e).map(Some),
                 }
@@ -322,6 +323,7 @@ impl Run<'_> {
         let steps = plan_node_pools(&pool, &[], &pc.node_pools);
         for s in &steps {
             if let NodePoolStep::Delete { node_pool_id, name } = s {
+                self.act.ensure_held(self.deps).await?;
                 match provider.kubernetes().delete_node_pool(&id, node_pool_id).await {
                     Ok(()) | Err(ProviderError::NotFound) => {}
                     Err(e) => {

@@ -120,6 +120,7 @@ impl Run<'_> {
                 )))
             }
             UpgradeDecision::Upgrade { version } => {
+                self.act.ensure_held(self.deps).await?;
                 if let Err(e) = provider.kubernetes().upgrade_cluster(&pc.id, &version).await {
                     return self.upgrade_failed(e);
                 }
