@@ -33,7 +33,7 @@ pub fn reconciler_with(
         WorkKind::Substrates => Arc::new(SubstrateReconciler::new(entropy)),
         WorkKind::Clusters => Arc::new(ClusterReconciler::new(entropy)),
         WorkKind::NodePools => Arc::new(NodePoolReconciler::new(entropy)),
-        WorkKind::ProviderResources => Arc::new(LoadBalancers::new(timing)),
+        WorkKind::ProviderResources => Arc::new(LoadBalancers::new(timing, entropy)),
     }
 }
 
