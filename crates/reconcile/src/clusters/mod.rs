@@ -466,11 +466,11 @@ impl Run<'_> {
     ) -> Result<(Derived, Duration), ReconcileError> {
         let now = self.act.now;
         if let Some(desired) = self.row.desired_version.as_deref().filter(|v| *v != pc.version) {
-            let offered = match self.r.upgrades.recent(account, &pc.version, now) {
+            let offered = match self.r.upgrades.recent(account, &pc.version, desired, now) {
                 Some(o) => o,
                 None => {
                     let o = provider!(provider.kubernetes().available_upgrades(&pc.id).await);
-                    self.r.upgrades.record(account, &pc.version, now, o.clone());
+                    self.r.upgrades.record(account, &pc.version, desired, now, o.clone());
                     o
                 }
             };

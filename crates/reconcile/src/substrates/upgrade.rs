@@ -46,14 +46,14 @@ impl Run<'_> {
             self.upgrade = None;
             return Ok(None);
         }
-        let offered = match self.r.upgrades.recent(account, &pc.version, self.now) {
+        let offered = match self.r.upgrades.recent(account, &pc.version, desired, self.now) {
             Some(o) => o,
             None => {
                 let o = match provider.kubernetes().available_upgrades(&pc.id).await {
                     Ok(o) => o,
                     Err(e) => return self.upgrade_failed(e),
                 };
-                self.r.upgrades.record(account, &pc.version, self.now, o.clone());
+                self.r.upgrades.record(account, &pc.version, desired, self.now, o.clone());
                 o
             }
         };
