@@ -396,7 +396,7 @@ fn reference(name: &str) -> Value {
 /// not a JSON call): its facts come from the stream's own declaration.
 fn stream_operation(error_response: &Value) -> Value {
     use crate::methods::events::{SUBJECT_MAX, SUBJECT_PATTERN};
-    use crate::stream::{LAST_EVENT_ID, STREAM};
+    use bc_api_types::events::{LAST_EVENT_ID, STREAM};
     json!({ "get": {
         "operationId": operation_id(STREAM.resource.name, STREAM.name),
         "tags": [STREAM.resource.name],

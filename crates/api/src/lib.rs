@@ -23,10 +23,11 @@ pub mod metrics;
 pub mod page;
 pub mod ratelimit;
 pub mod registry;
-mod schema;
 pub mod service;
 pub mod stream;
 pub mod write;
+
+use bc_api_types::schema;
 
 pub use access::{Access, Resolved, Target};
 pub use auth::Caller;

@@ -1,7 +1,7 @@
-//! The method registry: every method of the contract declared once — name, kind,
-//! authorization, module, phase, status, description, input and output types, handler —
-//! and everything else derived from that declaration: routing, authentication, input
-//! checks, authorization, OpenAPI and the reference docs.
+//! The method registry: every method of the contract declared once — its endpoint
+//! (bc-api-types: name, kind, authorization, module, phase, status, description, input
+//! and output types) and its handler — and everything else derived from that declaration:
+//! routing, authentication, input checks, authorization, OpenAPI and the reference docs.
 //!
 //! Invariants: a method is one [`Method::declare`] call; its input and output JSON Schemas
 //! are derived from its types, and the input schema is both what the docs print and what
@@ -13,217 +13,28 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, LazyLock};
 
-use bc_domain::ports::Permission;
-use bc_domain::{Error as DomainError, FieldViolation, RequestId};
+pub use bc_api_types::endpoint::{Endpoint, Input};
+pub use bc_api_types::meta::{
+    Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType, STATUS,
+};
+use bc_domain::{Error as DomainError, FieldViolation};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::access::{self, Access, Target};
-use crate::auth::{Authentication, Caller};
+use crate::auth::Caller;
 use crate::check::Checker;
 use crate::error::ApiError;
 use crate::schema;
 use crate::service::Ctx;
-use crate::write::{Before, Idempotency, before_create};
+use crate::write::{Before, Created, Idempotency, before_create};
 
-/// The phase every method of this contract belongs to.
-pub const PHASE: &str = "v1.0";
-/// The status every declared method has.
-pub const STATUS: &str = "registered";
-
-/// Whether a method changes state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// Reads only.
-    Read,
-    /// Records desired state (and returns at once).
-    Write,
-}
-
-impl Kind {
-    /// `read` or `write`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Read => "read",
-            Kind::Write => "write",
-        }
-    }
-}
-
-/// The scope types of SPEC §3: what a permission is checked on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ResourceType {
-    /// `compute-system`.
-    ComputeSystem,
-    /// `compute-tenant`.
-    ComputeTenant,
-    /// `pool`.
-    Pool,
-    /// `provider-account`.
-    ProviderAccount,
-    /// `kubernetes-cluster`.
-    KubernetesCluster,
-    /// `kubernetes-node-pool`.
-    KubernetesNodePool,
-    /// `provider-load-balancer`.
-    ProviderLoadBalancer,
-}
-
-impl ResourceType {
-    /// The textual form, e.g. `compute-tenant`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResourceType::ComputeSystem => "compute-system",
-            ResourceType::ComputeTenant => "compute-tenant",
-            ResourceType::Pool => "pool",
-            ResourceType::ProviderAccount => "provider-account",
-            ResourceType::KubernetesCluster => "kubernetes-cluster",
-            ResourceType::KubernetesNodePool => "kubernetes-node-pool",
-            ResourceType::ProviderLoadBalancer => "provider-load-balancer",
-        }
-    }
-
-    /// The type of a scope.
-    pub fn of(scope: &bc_domain::model::Scope) -> Self {
-        use bc_domain::model::Scope;
-        match scope {
-            Scope::System => ResourceType::ComputeSystem,
-            Scope::Tenant(_) => ResourceType::ComputeTenant,
-            Scope::Pool(_) => ResourceType::Pool,
-            Scope::ProviderAccount(_) => ResourceType::ProviderAccount,
-            Scope::KubernetesCluster(_) => ResourceType::KubernetesCluster,
-            Scope::KubernetesNodePool(_) => ResourceType::KubernetesNodePool,
-            Scope::LoadBalancer(_) => ResourceType::ProviderLoadBalancer,
-        }
-    }
-}
-
-/// Who may call a method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Authorization {
-    /// An API token whose grants allow `permission` on the method's resource of type `on`.
-    Permission {
-        /// The permission.
-        permission: Permission,
-        /// The type of the resource it is checked on.
-        on: ResourceType,
-    },
-    /// The join token in the body (`agents.join`).
-    JoinToken,
-    /// A node credential (`agents.heartbeat`).
-    NodeCredential,
-}
-
-impl Authorization {
-    /// `permission @ resource-type`.
-    pub const fn on(permission: Permission, on: ResourceType) -> Self {
-        Authorization::Permission { permission, on }
-    }
-
-    /// How the caller authenticates.
-    pub fn authentication(self) -> Authentication {
-        match self {
-            Authorization::Permission { .. } => Authentication::ApiToken,
-            Authorization::JoinToken => Authentication::JoinToken,
-            Authorization::NodeCredential => Authentication::NodeCredential,
-        }
-    }
-}
-
-impl fmt::Display for Authorization {
-    /// `compute:kubernetes:read @ compute-tenant`, `join token`, `node credential`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Authorization::Permission { permission, on } => {
-                write!(f, "{} @ {}", permission.as_str(), on.as_str())
-            }
-            Authorization::JoinToken => f.write_str("join token"),
-            Authorization::NodeCredential => f.write_str("node credential"),
-        }
-    }
-}
-
-/// A resource of the API: one path segment, one reference page.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Resource {
-    /// The path segment and list key, e.g. `kubernetesSubstrates`.
-    pub name: &'static str,
-    /// The reference page's file name, e.g. `kubernetes-substrates`.
-    pub page: &'static str,
-    /// The module its methods belong to, e.g. `kubernetes`.
-    pub module: &'static str,
-    /// What it is, in the reference docs' voice (Markdown).
-    pub description: &'static str,
-}
-
-impl Resource {
-    /// The facts of a method of this resource, checked as `permission @ on`.
-    pub const fn method(
-        &'static self,
-        name: &'static str,
-        kind: Kind,
-        permission: Permission,
-        on: ResourceType,
-        description: &'static str,
-    ) -> MethodInfo {
-        MethodInfo {
-            resource: self,
-            name,
-            kind,
-            authorization: Authorization::on(permission, on),
-            description,
-        }
-    }
-}
-
-/// A method's declared facts.
-#[derive(Debug, Clone, Copy)]
-pub struct MethodInfo {
-    /// Its resource.
-    pub resource: &'static Resource,
-    /// Its name, e.g. `get`.
-    pub name: &'static str,
-    /// Read or write.
-    pub kind: Kind,
-    /// Who may call it.
-    pub authorization: Authorization,
-    /// What it does, in the reference docs' voice.
-    pub description: &'static str,
-}
-
-impl MethodInfo {
-    /// `POST` path: `/api/compute/<resource>/<method>`.
-    pub fn path(&self) -> String {
-        format!("/api/compute/{}/{}", self.resource.name, self.name)
-    }
-
-    /// The method's id, e.g. `pools.create`.
-    pub fn id(&self) -> MethodId {
-        MethodId { resource: self.resource.name, name: self.name }
-    }
-}
-
-/// A method's id, `<resource>.<method>` (metrics label, idempotency key, page tokens).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MethodId {
-    /// The resource, e.g. `pools`.
-    pub resource: &'static str,
-    /// The method, e.g. `create`.
-    pub name: &'static str,
-}
-
-impl fmt::Display for MethodId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.resource, self.name)
-    }
-}
-
-/// A method's input: a serde type (with `deny_unknown_fields`) whose JSON Schema states
-/// its field constraints, plus what the schema cannot say.
-pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
+/// A method's input as the server holds it: a bc-api-types [`Input`] (a serde type with
+/// `deny_unknown_fields` whose JSON Schema states its field constraints, and a create's
+/// `requestId`), plus what the schema cannot say.
+pub trait MethodInput: Input {
     /// What the call acts on, for authorization (SPEC §3): the tenant, an object of it,
     /// or a list in it.
     fn target(&self) -> Target;
@@ -237,17 +48,13 @@ pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
     /// A valid input, naming the objects of the docs' example tenant (`crate::examples`):
     /// shown in OpenAPI and sent by the registry-wide tests.
     fn example() -> Value;
-
-    /// A create's `requestId`, if it carries one: the pipeline then answers a repeat
-    /// with the first answer (SPEC §2) before the handler runs.
-    fn request_id(&self) -> Option<&RequestId> {
-        None
-    }
 }
 
-/// A method's output: serialized as the answer, with its schema in OpenAPI.
-pub trait MethodOutput: Serialize + JsonSchema + Send + 'static {}
-impl<T: Serialize + JsonSchema + Send + 'static> MethodOutput for T {}
+/// What a handler of a method with output `O` answers: `O` itself, or for a create
+/// [`Created`] of it (the object made now, or the first answer to the same request).
+pub trait Answer<O>: Serialize + Send + 'static {}
+impl<O: Serialize + Send + 'static> Answer<O> for O {}
+impl<O: Serialize + Send + 'static> Answer<O> for Created<O> {}
 
 /// What a handler gets besides the services: the parsed input, who called, and what the
 /// authorization found (the object looked up, or a list's readable scope).
@@ -345,10 +152,22 @@ impl fmt::Debug for Method {
 }
 
 impl Method {
-    /// Declares a method: its facts, its types and its handler.
-    pub fn declare<I: MethodInput, O: MethodOutput>(
+    /// Declares a method: its endpoint (facts and types, bc-api-types') and its handler,
+    /// which answers the endpoint's output (or, for a create, [`Created`] of it).
+    pub fn declare<E, R>(_: E, handler: impl Handler<E::Input, R>) -> Self
+    where
+        E: Endpoint,
+        E::Input: MethodInput,
+        R: Answer<E::Output>,
+    {
+        Self::declare_custom::<E::Input, E::Output, R>(E::INFO, handler)
+    }
+
+    /// Declares a method that is no endpoint of the catalogue (a service's own registry,
+    /// the tests' probes): its facts, input `I`, output `O`, and the handler's answer `R`.
+    pub fn declare_custom<I: MethodInput, O: JsonSchema, R: Answer<O>>(
         info: MethodInfo,
-        handler: impl Handler<I, O>,
+        handler: impl Handler<I, R>,
     ) -> Self {
         let input = Arc::new(Checker::new(schema::input_schema::<I>()));
         let checker = input.clone();
@@ -510,4 +329,37 @@ impl Registry {
 pub fn registry() -> &'static Registry {
     static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::new(crate::methods::all()));
     &REGISTRY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registry;
+
+    /// Every endpoint bc-api-types declares is served, in the same order, and nothing
+    /// else is: a method added to the catalogue without a handler (or the reverse) fails
+    /// here, so the client and the CLI, which call the catalogue, reach exactly the server.
+    #[test]
+    fn the_registry_serves_exactly_the_catalogue() {
+        let served: Vec<String> =
+            registry().methods().iter().map(|m| m.info.id().to_string()).collect();
+        let declared: Vec<String> =
+            bc_api_types::catalogue().iter().map(|e| e.info.id().to_string()).collect();
+        assert_eq!(served, declared);
+    }
+
+    /// What a client sends is what the server accepts: each method's example, read into
+    /// its input type and serialized again (unset options left out, not `null`), passes
+    /// every input rule of the method.
+    #[test]
+    fn every_input_serialized_by_a_client_is_accepted() {
+        for method in registry().methods() {
+            let id = method.info.id().to_string();
+            let entry = bc_api_types::find(&id).expect("in the catalogue");
+            let sent = entry.reserialize(method.example()).expect("the example reads");
+            assert!(!sent.to_string().contains("null"), "{id}: {sent}");
+            if let Err(e) = method.check(&sent) {
+                panic!("{id}: {sent} is refused: {e:?}");
+            }
+        }
+    }
 }

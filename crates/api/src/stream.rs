@@ -21,47 +21,25 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bc_domain::TenantId;
 use bc_domain::model::Event;
-use bc_domain::ports::{Permission, Store};
+use bc_domain::ports::Store;
 use futures::Stream;
 use regex::Regex;
-use serde::Deserialize;
 use tokio::sync::Notify;
 
 use crate::access::{self, Target};
 use crate::auth::authenticate;
 use crate::error::ApiError;
-use crate::methods::events::{EVENTS, SUBJECT_MAX, SUBJECT_PATTERN};
-use crate::registry::{Kind, MethodInfo, ResourceType};
 use crate::service::{AppState, MethodLabel};
+use bc_api_types::events::{EVENTS, STREAM, SUBJECT_MAX, SUBJECT_PATTERN, StreamQuery};
 
-/// The stream's path.
-pub const STREAM_PATH: &str = "/api/compute/events/stream";
-/// The header a reconnecting client sends with the last `seq` it saw.
-pub const LAST_EVENT_ID: &str = "last-event-id";
+pub use bc_api_types::events::{LAST_EVENT_ID, STREAM_PATH};
+
 /// The longest wait between two reads of the outbox.
 pub const POLL: Duration = Duration::from_secs(1);
 /// How often an idle connection gets a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Events read (and held) per batch.
 pub const BATCH: u32 = 100;
-
-/// The stream's facts: read like `events.list`, decided on the tenant.
-pub(crate) static STREAM: MethodInfo = EVENTS.method(
-    "stream",
-    Kind::Read,
-    Permission::EventsRead,
-    ResourceType::ComputeTenant,
-    "Streams the tenant's events as Server-Sent Events.",
-);
-
-/// The query string.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StreamQuery {
-    tenant_id: TenantId,
-    #[serde(default)]
-    subject: Option<String>,
-}
 
 /// Where a connection is: what it has read and not yet sent, and where to read next.
 struct Cursor {

@@ -23,7 +23,7 @@ pub mod testing;
 
 pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
 pub use kinds::{reconciler_of, reconcilers};
-pub use observe::{DirectObserver, Listing, Observer, SharedObserver};
+pub use observe::{Listing, Observer, SharedObserver, UnsharedObserver};
 pub use provider_resources::LoadBalancers;
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
 pub use relay::{BroadcastPublisher, Relay, RelayConfig};

@@ -7,6 +7,9 @@
 //! cluster's API, not from a record); the node credential exists in plaintext only in
 //! the join answer — its hash is what is stored.
 
+use bc_api_types::agents as api;
+pub use bc_api_types::agents::*;
+
 use bc_domain::agent::{
     HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, new_node_credential,
 };
@@ -19,15 +22,8 @@ use serde_json::{Value, json};
 use crate::access::Target;
 use crate::auth::{Caller, agent_secret_lookup_hash};
 use crate::error::ApiError;
-use crate::registry::{Authorization, Call, Kind, Method, MethodInfo, MethodInput, Resource};
+use crate::registry::{Call, Method, MethodInput};
 use crate::service::Ctx;
-
-pub(crate) static AGENTS: Resource = Resource {
-    name: "agents",
-    page: "agents",
-    module: "kubernetes",
-    description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable.",
-};
 
 impl MethodInput for JoinRequest {
     fn target(&self) -> Target {
@@ -53,28 +49,7 @@ impl MethodInput for HeartbeatRequest {
 }
 
 pub(crate) fn methods() -> Vec<Method> {
-    vec![
-        Method::declare::<JoinRequest, JoinResponse>(
-            MethodInfo {
-                resource: &AGENTS,
-                name: "join",
-                kind: Kind::Write,
-                authorization: Authorization::JoinToken,
-                description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION. Joining again with the same node name keeps the node's nodeId and replaces its credential. Authenticated by the join token in the body, not by an API token.",
-            },
-            join,
-        ),
-        Method::declare::<HeartbeatRequest, HeartbeatResponse>(
-            MethodInfo {
-                resource: &AGENTS,
-                name: "heartbeat",
-                kind: Kind::Write,
-                authorization: Authorization::NodeCredential,
-                description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED. Authenticated by Authorization: Bearer <nodeCredential>.",
-            },
-            heartbeat,
-        ),
-    ]
+    vec![Method::declare(api::Join, join), Method::declare(api::Heartbeat, heartbeat)]
 }
 
 /// The one answer for a join token that does not open a pool (as for API tokens: no

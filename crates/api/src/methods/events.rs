@@ -1,48 +1,16 @@
 //! `events.list` (SPEC §12): the outbox, read by tenant and subject.
 
-use bc_domain::TenantId;
-use bc_domain::model::Event;
-use bc_domain::ports::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Permission};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use bc_api_types::events as api;
+pub use bc_api_types::events::*;
+
+use bc_domain::ports::PAGE_SIZE_DEFAULT;
 use serde_json::{Value, json};
 
 use super::examples as ex;
 use crate::access::Target;
 use crate::error::ApiError;
-use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
+use crate::registry::{Call, Method, MethodInput};
 use crate::service::Ctx;
-
-/// The rule of event subjects: dot-separated tokens (`compute.pools.<poolId>`).
-pub const SUBJECT_PATTERN: &str = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$";
-/// Most characters of a subject.
-pub const SUBJECT_MAX: usize = 256;
-
-pub(crate) static EVENTS: Resource = Resource {
-    name: "events",
-    page: "events",
-    module: "events",
-    description: "Events say what the reconcilers did (`vps.load-balancer.ready`, `kubernetes.nodepool.error`, …). Each is written in the same transaction as the state change it reports and carries `{eventId, seq, tenantId, subject, type, time, data}`, `seq` increasing in commit order. Subjects are `compute.pools.<poolId>`, `compute.kubernetes.clusters.<clusterId>` and `compute.load-balancers.<id>`. `GET /api/compute/events/stream?tenantId=…&subject=…` streams them as Server-Sent Events, resumable with `Last-Event-ID` set to the last `seq` seen; with `--nats-url` they are also published to NATS JetStream, the event id being the message id.",
-};
-
-/// Input of `events.list`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EventsListInput {
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// Only this subject's events.
-    #[serde(default)]
-    #[schemars(length(max = SUBJECT_MAX), regex(pattern = SUBJECT_PATTERN))]
-    pub subject: Option<String>,
-    /// Only events after this seq.
-    #[serde(default)]
-    pub after_seq: Option<u64>,
-    /// Most events to return.
-    #[serde(default)]
-    #[schemars(range(min = 1, max = PAGE_SIZE_MAX), extend("default" = PAGE_SIZE_DEFAULT))]
-    pub limit: Option<u32>,
-}
 
 impl MethodInput for EventsListInput {
     fn target(&self) -> Target {
@@ -53,19 +21,8 @@ impl MethodInput for EventsListInput {
     }
 }
 
-/// Output of `events.list`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EventsListOutput {
-    /// Events in seq order.
-    pub events: Vec<Event>,
-}
-
 pub(crate) fn methods() -> Vec<Method> {
-    vec![Method::declare::<EventsListInput, EventsListOutput>(
-        EVENTS.method("list", Kind::Read, Permission::EventsRead, ResourceType::ComputeTenant, "Returns events: the tenant's events with a seq after afterSeq (default 0), in seq order, at most limit of them (1–500, default 100); with subject, only that subject's. Ask again with the last seq seen as afterSeq for the next ones. Decided as compute:events:read on the tenant."),
-        list,
-    )]
+    vec![Method::declare(api::List, list)]
 }
 
 async fn list(ctx: Ctx, call: Call<EventsListInput>) -> Result<EventsListOutput, ApiError> {
