@@ -223,3 +223,43 @@ async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
         .await;
     assert!(back, "{:?}", env.cluster(&cluster).await);
 }
+
+#[tokio::test]
+async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error() {
+    let env = Env::start().await;
+    let (c, _) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![("workers", NODE_SIZE, Scale::Count(1))],
+        )
+        .await;
+    let ready = env
+        .run_until(30, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(ready);
+    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
+    // The provider is upgrading the cluster (DOKS answers node-pool changes with a 422
+    // meanwhile).
+    let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;
+    assert!(env.sim.state().model().force_cluster_state(&pid, upgrading, ""));
+    let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
+    for _ in 0..3 {
+        env.step(Duration::from_secs(60)).await;
+        let row = env.node_pool(&np.node_pool_id).await;
+        assert_eq!(row.state, NodePoolState::Pending, "busy is not a refusal: {row:?}");
+    }
+    assert!(env.count("POST", routes::NODE_POOLS) >= 2, "asked again while busy");
+    assert!(env.driver.failures() >= 2, "retried by the runtime");
+    let running = bc_sim::model::kubernetes::ClusterState::Running;
+    assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
+    let made = env
+        .run_until(20, async |e: &Env| {
+            e.node_pool(&np.node_pool_id).await.state == NodePoolState::Ready
+        })
+        .await;
+    assert!(made, "{:?}", env.node_pool(&np.node_pool_id).await);
+    assert_eq!(events(&env, "kubernetes.nodepool.error").await, 0);
+}
