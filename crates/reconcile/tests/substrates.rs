@@ -10,7 +10,7 @@ use bc_domain::name::{LABEL_SUBSTRATE_POOL, substrate_namespace};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePolicy};
 use bc_domain::ports::*;
 use bc_domain::token::sha256_hex;
-use bc_domain::{BookingId, PoolId, ResourceState, StoreError};
+use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
 use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
@@ -1004,4 +1004,97 @@ async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_ba
     let (_, second) = cluster_of(&env, &s).await;
     assert_ne!(first, second);
     assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
+}
+
+/// SPEC §6: a created cluster the provider no longer has (deleted behind our back) is
+/// made again under the same derived names, with its node pools, an event saying so, and
+/// the join flow repeats on the new nodes; archiving the pool is how to stop it.
+#[tokio::test]
+async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
+    let env = Env::start().await;
+    let policy = create_policy(
+        &env.account.provider_account_id,
+        "latest",
+        vec![flavor("cpu", NODE_SIZE, 2)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (row, old) = cluster_of(&env, &s).await;
+    let joins = env.join.calls().len();
+    provider(&env).delete_cluster(&old).await.expect("deleted behind our back");
+    let back = env
+        .run_until(80, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            let c = e.cluster(&row.cluster_id).await;
+            s.state == ResourceState::Ready
+                && s.nodes_joined == 2
+                && c.provider_cluster_id.as_deref().is_some_and(|p| p != old)
+        })
+        .await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert!(back, "{s:?} {:?}", env.cluster(&row.cluster_id).await);
+    let (again, new) = cluster_of(&env, &s).await;
+    assert_eq!((&again.cluster_id, &again.name), (&row.cluster_id, &row.name), "the same row");
+    assert_eq!(again.status.state, ResourceState::Ready);
+    assert!(matches!(provider(&env).get_cluster(&old).await, Err(ProviderError::NotFound)));
+    let dashed = pool.pool_id.dashed();
+    let pc = provider(&env).get_cluster(&new).await.unwrap();
+    assert_eq!(pc.name, format!("bc-{dashed}"));
+    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
+    assert_eq!(pool_names(&env, &new).await, vec![format!("bc-{dashed}-cpu")]);
+    let ns = substrate_namespace(&pool.pool_id);
+    assert!(stored(&env, &new, ObjectKind::DaemonSet, Some(&ns), "bcd").is_some());
+    assert!(env.join.calls().len() >= joins + 2, "the new cluster's nodes joined");
+    // One live row for the flavor's pool, now the new cluster's.
+    let rows: Vec<_> = env
+        .store
+        .node_pool_list_by_cluster(&row.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| r.state != bc_domain::NodePoolState::Deleted)
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let made = pc.node_pools.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+    assert_eq!(rows[0].provider_node_pool_id.as_ref(), made.first(), "{rows:?}");
+    assert_eq!(rows[0].state, bc_domain::NodePoolState::Ready);
+    let events = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap();
+    let recreated: Vec<_> =
+        events.iter().filter(|e| e.kind == "kubernetes.cluster.recreated").collect();
+    assert_eq!(recreated.len(), 1, "{:?}", events.iter().map(|e| &e.kind).collect::<Vec<_>>());
+    assert_eq!(recreated[0].data["previousProviderClusterId"], old.as_str());
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 2, "made once more");
+    // Archiving the pool stops it: the new cluster goes.
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+}
+
+/// SPEC §6: an adopted cluster that is gone is not ours to make again — the substrate is
+/// `error` naming it, and nothing is created.
+#[tokio::test]
+async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let pool = env
+        .create_pool(
+            "web",
+            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
+        )
+        .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    provider(&env).delete_cluster(&pid).await.expect("deleted by the tenant");
+    let gone = env
+        .run_until(80, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            s.state == ResourceState::Error
+                && s.message.as_deref().is_some_and(|m| m.contains("does not exist"))
+        })
+        .await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert!(gone, "{s:?}");
+    assert!(s.message.as_deref().unwrap().contains(&pid), "{s:?}");
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 0, "not ours to make");
 }

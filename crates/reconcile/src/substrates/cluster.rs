@@ -5,25 +5,28 @@
 //! committed before the provider call that makes it, and a row without a provider id
 //! looks that name up — carrying the pool's tag — before it creates, so a crash never
 //! makes a second cluster; a same-named cluster without the tag is never taken over.
+//! **Desired state wins**: a created cluster the provider no longer has is made again
+//! under the same row and name (one `kubernetes.cluster.recreated` event); an adopted
+//! one that is gone is the substrate's error naming it, never re-created.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bc_domain::model::SubstrateMode;
-use bc_domain::model::{KubernetesCluster, ProviderAccount};
+use bc_domain::model::{KubernetesCluster, NewEvent, ProviderAccount, subjects};
 use bc_domain::policy::{AdoptClusterPolicy, CreateClusterPolicy};
 use bc_domain::ports::{
     CreateClusterRequest, NodePoolRequest, ProviderCluster, ProviderImpl, UnitOfWork, WorkKind,
     Write,
 };
 use bc_domain::rules::plan::{substrate_tag, substrate_tag_pool};
-use bc_domain::{ClusterId, PoolId, ProviderError, ResourceState, StoreError};
+use bc_domain::{ClusterId, PoolId, ProviderError, ResourceState, StoreError, Timestamp};
 
 use super::decide::{self, Progress};
 use super::{Run, failed};
 use crate::reconciler::ReconcileError;
 use crate::shared::records::cluster_status;
-use crate::shared::{STEADY_LISTING_MAX_AGE, cluster_event, waits};
+use crate::shared::{Entropy, STEADY_LISTING_MAX_AGE, cluster_event, event, waits};
 
 impl Run<'_> {
     /// The provider cluster: from the shared listing while the substrate is steady (a
@@ -117,23 +120,29 @@ impl Run<'_> {
             Some(id) => id.clone(),
             None => {
                 return self
-                    .make_cluster(create, &cluster, desired, account, provider)
+                    .make_cluster(create, &cluster, desired, account, provider, None)
                     .await
                     .map(Err);
             }
         };
         match self.observe_cluster(account, provider, &id).await? {
             Ok(Some(pc)) => Ok(Ok(pc)),
-            Ok(None) => Ok(Err(Progress::error(format!(
-                "cluster {} ({id}) no longer exists at the provider: it was deleted outside this system; archive the pool or remove its substrate, then add it again",
-                cluster.name
-            )))),
+            // Deleted behind our back: desired state wins (SPEC §6, as for load
+            // balancers) — made again under the recorded name, found by it if a
+            // re-creation's answer was lost. Archiving the pool is how to stop it.
+            Ok(None) => self
+                .make_cluster(create, &cluster, desired, account, provider, Some(&id))
+                .await
+                .map(Err),
             Err(stop) => Ok(Err(stop)),
         }
     }
 
     /// Finds the recorded cluster name at the provider (a create whose answer was lost),
-    /// or creates the cluster with the flavors' pools.
+    /// or creates the cluster with the flavors' pools. `previous`: the provider id of the
+    /// cluster it replaces (deleted behind our back), whose replacement is an event in
+    /// the commit recording the new id — so a lost answer found again later is still
+    /// one event.
     async fn make_cluster(
         &mut self,
         create: &CreateClusterPolicy,
@@ -141,6 +150,7 @@ impl Run<'_> {
         desired: &[NodePoolRequest],
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
+        previous: Option<&str>,
     ) -> Result<Progress, ReconcileError> {
         let tag = substrate_tag(&self.pool_id());
         let listing =
@@ -174,22 +184,31 @@ impl Run<'_> {
         };
         let status = cluster_status(cluster, ResourceState::Provisioning, None, self.now)
             .unwrap_or_else(|| cluster.status.clone());
-        let uow = UnitOfWork::new().write(Write::SetClusterStatus {
+        let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
             cluster_id: cluster.cluster_id.clone(),
             provider_cluster_id: Some(made.id.clone()),
             version: Some(made.version.clone()),
             status,
         });
+        if let Some(old) = previous {
+            uow = uow.event(cluster_recreated(&*self.r.entropy, cluster, old, &made.id, self.now));
+        }
         self.commit(uow).await?;
         let mut c = cluster.clone();
         c.provider_cluster_id = Some(made.id.clone());
         c.status.state = ResourceState::Provisioning;
         self.cluster = Some(c);
         self.sync_rows(cluster, desired, Some(&made.node_pools), &BTreeMap::new()).await?;
-        Ok(Progress::converging(
-            format!("waiting for cluster {} to be provisioned by the provider", cluster.name),
-            waits::CLUSTER,
-        ))
+        let waiting = match previous {
+            Some(old) => format!(
+                "cluster {} ({old}) was deleted at the provider outside this system: made again as {}, waiting for the provider to provision it (archive the pool to stop it)",
+                cluster.name, made.id
+            ),
+            None => {
+                format!("waiting for cluster {} to be provisioned by the provider", cluster.name)
+            }
+        };
+        Ok(Progress::converging(waiting, waits::CLUSTER))
     }
 
     /// Adopt mode: the provider cluster, and its row (this pool added to a live row of
@@ -355,4 +374,30 @@ impl Run<'_> {
         }
         uow
     }
+}
+
+/// `kubernetes.cluster.recreated` on the cluster's subject: the provider cluster
+/// `previous` was deleted behind our back and `made` replaces it under the same name.
+fn cluster_recreated(
+    entropy: &dyn Entropy,
+    cluster: &KubernetesCluster,
+    previous: &str,
+    made: &str,
+    now: Timestamp,
+) -> NewEvent {
+    let data = serde_json::json!({
+        "clusterId": cluster.cluster_id,
+        "name": cluster.name,
+        "previousProviderClusterId": previous,
+        "providerClusterId": made,
+        "poolIds": cluster.substrate_pool_ids,
+    });
+    event(
+        entropy,
+        &cluster.tenant_id,
+        subjects::cluster(&cluster.cluster_id),
+        "kubernetes.cluster.recreated",
+        data,
+        now,
+    )
 }

@@ -296,8 +296,14 @@ impl Run<'_> {
                 )));
             }
             ProviderClusterState::Deleting | ProviderClusterState::Deleted => {
+                let next = match sp.cluster {
+                    ClusterPolicy::Create(_) => {
+                        "it is made again once gone; archive the pool to stop that"
+                    }
+                    ClusterPolicy::Adopt(_) => "archive the pool or remove its substrate",
+                };
                 return Ok(Progress::error(format!(
-                    "cluster {} ({}) is being deleted at the provider outside this system: archive the pool or remove its substrate",
+                    "cluster {} ({}) is being deleted at the provider outside this system: {next}",
                     cluster.name, pc.id
                 )));
             }
