@@ -25,12 +25,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::id::PoolId;
+use crate::model::{Substrate, SubstrateMode};
 use crate::name::{
     FlavorName, LABEL_FLAVOR, LABEL_MANAGED_BY, LABEL_SUBSTRATE_POOL, MANAGED_BY_VALUE,
     substrate_node_pool_name,
 };
 use crate::policy::{Flavor, Scale, Taint};
 use crate::ports::provider::{NodePoolRequest, ProviderNodePool, ProviderNodeState};
+use crate::state::ResourceState;
 
 /// One provider call of a node-pool plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +79,24 @@ const SUBSTRATE_TAG_PREFIX: &str = "better-compute-pool-";
 pub fn substrate_tag_pool(tag: &str) -> Option<PoolId> {
     let dashed = tag.strip_prefix(SUBSTRATE_TAG_PREFIX)?;
     PoolId::parse(&dashed.replacen('-', "_", 1)).ok()
+}
+
+/// The pool a cluster was created for, among the substrates recorded on it (`users`),
+/// other than `except`: a live create-mode substrate's. SPEC §6: such a cluster belongs
+/// to that pool and goes with it, so no other pool adopts it and no tenant node pool is
+/// added to it.
+pub fn cluster_created_for<'a>(
+    users: &'a [Substrate],
+    except: Option<&PoolId>,
+) -> Option<&'a PoolId> {
+    users
+        .iter()
+        .find(|s| {
+            Some(&s.pool_id) != except
+                && s.mode == SubstrateMode::Create
+                && s.state != ResourceState::Deleted
+        })
+        .map(|s| &s.pool_id)
 }
 
 /// `bc-<pool>-`: every substrate node pool name of `pool` starts with it. Pool id bodies

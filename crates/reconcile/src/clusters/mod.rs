@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bc_domain::model::{
     ClusterMode, ClusterOrigin, KubernetesCluster, NodePool, NodePoolOrigin, ObservedStatus,
-    ProviderAccount, SubstrateMode,
+    ProviderAccount,
 };
 use bc_domain::policy::UpgradePolicy;
 use bc_domain::ports::{
@@ -28,6 +28,7 @@ use bc_domain::ports::{
     ProviderImpl, UnitOfWork, UpdateClusterRequest, WorkKind, Write,
 };
 use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
+use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
@@ -630,10 +631,7 @@ impl Reconciler for ClusterReconciler {
         }
         // A cluster a substrate created is converged by the substrate reconciler.
         let substrates = deps.store.substrate_list_by_cluster(&id).await?;
-        if substrates
-            .iter()
-            .any(|s| s.mode == SubstrateMode::Create && s.state != ResourceState::Deleted)
-        {
+        if cluster_created_for(&substrates, None).is_some() {
             return Ok(Outcome::Gone);
         }
         Run { r: self, deps, act, row }.run().await

@@ -12,14 +12,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bc_domain::model::SubstrateMode;
 use bc_domain::model::{KubernetesCluster, NewEvent, ProviderAccount, subjects};
 use bc_domain::policy::{AdoptClusterPolicy, CreateClusterPolicy};
 use bc_domain::ports::{
     CreateClusterRequest, NodePoolRequest, ProviderCluster, ProviderImpl, UnitOfWork, WorkKind,
     Write,
 };
-use bc_domain::rules::plan::{substrate_tag, substrate_tag_pool};
+use bc_domain::rules::plan::{cluster_created_for, substrate_tag, substrate_tag_pool};
 use bc_domain::{ClusterId, PoolId, ProviderError, ResourceState, StoreError, Timestamp};
 
 use super::decide::{self, Progress};
@@ -259,14 +258,7 @@ impl Run<'_> {
         }
         let Some(row) = row else { return Ok(None) };
         let users = self.deps.store.substrate_list_by_cluster(&row.cluster_id).await?;
-        Ok(users
-            .into_iter()
-            .find(|s| {
-                s.pool_id != pool
-                    && s.mode == SubstrateMode::Create
-                    && s.state != ResourceState::Deleted
-            })
-            .map(|s| s.pool_id))
+        Ok(cluster_created_for(&users, Some(&pool)).cloned())
     }
 
     async fn record_adoption(
