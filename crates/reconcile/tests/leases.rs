@@ -3,33 +3,17 @@
 //! another replica took the item — makes no further provider call; the fence is
 //! checked before each provider mutation, not only at the commit after it.
 
-use bc_domain::model::ClusterMode;
 use bc_domain::policy::Scale;
 use bc_domain::ports::{Clock, WorkKind, WorkQueue};
-use bc_domain::{NodePoolState, ResourceState};
 use bc_reconcile::testing::Env;
 use bc_reconcile::{Activation, ReconcileError, reconciler_of};
 use bc_sim::model::routes;
-use bc_sim::testing::NODE_SIZE;
 
 #[tokio::test]
 async fn an_activation_that_lost_its_lease_makes_no_provider_call() {
     let env = Env::start().await;
-    let (c, rows) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", NODE_SIZE, Scale::Count(1))],
-        )
-        .await;
+    let (_, rows, _) = env.ready_cluster("alpha").await;
     let np = rows[0].node_pool_id.clone();
-    let ready = env
-        .run_until(30, async |e: &Env| {
-            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
-                && e.node_pool(&np).await.state == NodePoolState::Ready
-        })
-        .await;
-    assert!(ready);
     env.change_node_pool(&np, Some(Scale::Count(2)), false).await;
     // Replica 1 claims the resize; its renewals fail (a store outage on its side), the
     // lease runs out, and replica 2 takes the item over.

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use bc_domain::model::ClusterMode;
 use bc_domain::policy::Scale;
 use bc_domain::ports::{Clock, ClusterRepo};
 use bc_domain::{NodePoolState, PoolId, ResourceState};
@@ -104,20 +103,7 @@ async fn teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make(
 #[tokio::test]
 async fn a_tenant_node_pool_never_takes_over_a_provider_pool_of_its_name() {
     let env = Env::start().await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", NODE_SIZE, Scale::Count(1))],
-        )
-        .await;
-    let ok = env
-        .run_until(30, async |e: &Env| {
-            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
-        })
-        .await;
-    assert!(ok);
-    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
+    let (c, _, pid) = env.ready_cluster("alpha").await;
     // The tenant made a pool named `extra` at the provider, outside this system.
     let theirs = env
         .sim

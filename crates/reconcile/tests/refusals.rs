@@ -227,20 +227,7 @@ async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
 #[tokio::test]
 async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error() {
     let env = Env::start().await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", NODE_SIZE, Scale::Count(1))],
-        )
-        .await;
-    let ready = env
-        .run_until(30, async |e: &Env| {
-            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
-        })
-        .await;
-    assert!(ready);
-    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
+    let (c, _, pid) = env.ready_cluster("alpha").await;
     // The provider is upgrading the cluster (DOKS answers node-pool changes with a 422
     // meanwhile).
     let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;

@@ -153,6 +153,30 @@ impl Run<'_> {
         self.commit(uow).await
     }
 
+    /// The provider cluster `id` a teardown works on; `None` (the row forgotten) when
+    /// there is none or the provider no longer has it.
+    async fn cluster_to_tear_down(
+        &mut self,
+        cluster: &KubernetesCluster,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        id: Option<String>,
+    ) -> Result<Result<Option<ProviderCluster>, Progress>, ReconcileError> {
+        let Some(id) = id else {
+            self.forget_cluster(cluster, None).await?;
+            return Ok(Ok(None));
+        };
+        match provider.kubernetes().get_cluster(&id).await {
+            Ok(pc) => Ok(Ok(Some(pc))),
+            Err(ProviderError::NotFound) => {
+                self.r.sessions.forget(account, &id);
+                self.forget_cluster(cluster, None).await?;
+                Ok(Ok(None))
+            }
+            Err(e) => own_error(e).map(|m| Err(Progress::error(m))),
+        }
+    }
+
     /// Create mode: our objects, then the cluster with exactly the load balancers the
     /// provider associates with it; volumes and snapshots are named in an event.
     async fn teardown_created(
@@ -174,19 +198,12 @@ impl Run<'_> {
                     .map(|c| c.id.clone())
             }
         };
-        let Some(id) = id else {
-            self.forget_cluster(cluster, None).await?;
-            return Ok(None);
+        let pc = match self.cluster_to_tear_down(cluster, account, provider, id).await? {
+            Ok(Some(pc)) => pc,
+            Ok(None) => return Ok(None),
+            Err(stop) => return Ok(Some(stop)),
         };
-        let pc = match provider.kubernetes().get_cluster(&id).await {
-            Ok(pc) => pc,
-            Err(ProviderError::NotFound) => {
-                self.r.sessions.forget(account, &id);
-                self.forget_cluster(cluster, None).await?;
-                return Ok(None);
-            }
-            Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
-        };
+        let id = pc.id.clone();
         if matches!(pc.state, ProviderClusterState::Deleting | ProviderClusterState::Deleted) {
             return Ok(Some(Progress::converging(
                 format!("waiting for cluster {} to be deleted", cluster.name),
@@ -277,19 +294,13 @@ impl Run<'_> {
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
     ) -> Result<Option<Progress>, ReconcileError> {
-        let Some(id) = cluster.provider_cluster_id.clone() else {
-            self.forget_cluster(cluster, None).await?;
-            return Ok(None);
+        let id = cluster.provider_cluster_id.clone();
+        let pc = match self.cluster_to_tear_down(cluster, account, provider, id).await? {
+            Ok(Some(pc)) => pc,
+            Ok(None) => return Ok(None),
+            Err(stop) => return Ok(Some(stop)),
         };
-        let pc = match provider.kubernetes().get_cluster(&id).await {
-            Ok(pc) => pc,
-            Err(ProviderError::NotFound) => {
-                self.r.sessions.forget(account, &id);
-                self.forget_cluster(cluster, None).await?;
-                return Ok(None);
-            }
-            Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
-        };
+        let id = pc.id.clone();
         let foreign = match &pc.state {
             ProviderClusterState::Running | ProviderClusterState::Degraded => {
                 let session =

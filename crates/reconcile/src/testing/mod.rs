@@ -305,6 +305,24 @@ impl Env {
         lb
     }
 
+    /// A standard cluster `name` with one node pool `workers` of one node, created
+    /// through the clusters reconciler and stepped until both are `ready` (panics
+    /// otherwise): its row, its first pools' rows and its provider id.
+    pub async fn ready_cluster(&self, name: &str) -> (KubernetesCluster, Vec<NodePool>, String) {
+        let workers = ("workers", bc_sim::testing::NODE_SIZE, Scale::Count(1));
+        let (c, rows) = self.create_cluster(name, ClusterMode::Standard, vec![workers]).await;
+        let ready = self
+            .run_until(30, async |e: &Self| {
+                e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+                    && e.node_pool(&rows[0].node_pool_id).await.state == NodePoolState::Ready
+            })
+            .await;
+        let c = self.cluster(&c.cluster_id).await;
+        assert!(ready, "{c:?}");
+        let pid = c.provider_cluster_id.clone().expect("made at the provider");
+        (c, rows, pid)
+    }
+
     /// `kubernetesClusters.create`'s writes: the cluster and its first node pools,
     /// pending, and the cluster's work item.
     pub async fn create_cluster(
