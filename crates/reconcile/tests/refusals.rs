@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use bc_domain::model::{Booking, BookingState, ClusterMode};
-use bc_domain::policy::{ClusterPolicy, PoolPolicy, Scale};
+use bc_domain::policy::{PoolPolicy, Scale};
 use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest, Store, UnitOfWork, Write};
 use bc_domain::{BookingId, NodePoolState, PoolId, ResourceState};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
+use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
 use bc_sim::model::routes;
 use bc_sim::testing::{NODE_SIZE, node_pool};
 
@@ -133,16 +133,6 @@ fn booking(env: &Env, pool: &PoolId, n: u128) -> Booking {
         ends_at: None,
         ended_at: None,
     }
-}
-
-fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
-    let mut p = p.clone();
-    if let Some(s) = &mut p.substrate
-        && let ClusterPolicy::Create(c) = &mut s.cluster
-    {
-        c.version = version.into();
-    }
-    p
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePo
 use bc_domain::ports::*;
 use bc_domain::token::sha256_hex;
 use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
+use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
@@ -84,16 +84,6 @@ fn rand_u128() -> u128 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(1);
     u128::from(N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
-    let mut p = p.clone();
-    if let Some(s) = &mut p.substrate
-        && let ClusterPolicy::Create(c) = &mut s.cluster
-    {
-        c.version = version.into();
-    }
-    p
 }
 
 async fn steps(env: &Env, n: usize) {
@@ -945,15 +935,8 @@ async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
 #[tokio::test]
 async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed() {
     let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    let pool = env
-        .create_pool(
-            "web",
-            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
-        )
-        .await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
     let ns = substrate_namespace(&pool.pool_id);
     let kube = &env.sim.state().kube;
     let now = env.deps.clock.now();
@@ -1076,15 +1059,8 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
 #[tokio::test]
 async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
     let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    let pool = env
-        .create_pool(
-            "web",
-            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
-        )
-        .await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
     provider(&env).delete_cluster(&pid).await.expect("deleted by the tenant");
     let gone = env
         .run_until(80, async |e: &Env| {

@@ -6,9 +6,8 @@ use std::time::Duration;
 use bc_domain::name::substrate_namespace;
 use bc_domain::ports::{Clock, LedgerRepo, ObjectKind, Preconditions};
 use bc_domain::{PoolId, ResourceState};
-use bc_reconcile::testing::{Env, adopt_policy, flavor};
+use bc_reconcile::testing::Env;
 use bc_sim::kube::Resource;
-use bc_sim::testing::{NODE_SIZE, node_pool};
 use serde_json::json;
 
 /// Longer than any wait a reconciler asks for.
@@ -21,21 +20,11 @@ async fn substrate_events(env: &Env, pool: &PoolId) -> Vec<String> {
     all.into_iter().map(|e| e.kind).filter(|k| k.starts_with("kubernetes.substrate.")).collect()
 }
 
-/// A running provider cluster the tenant made, with a pool of their own.
-fn tenant_cluster(env: &Env) -> String {
-    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    pid
-}
-
 #[tokio::test]
 async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
     let env = Env::start().await;
-    let pid = tenant_cluster(&env);
-    let policy =
-        adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]);
-    let pool = env.create_pool("web", policy).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
     // The tenant puts a Secret of their own where ours was: deleting our Namespace would
     // take it along, so teardown stops there.
     let ns = substrate_namespace(&pool.pool_id);
@@ -85,11 +74,8 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
 #[tokio::test]
 async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind() {
     let env = Env::start().await;
-    let pid = tenant_cluster(&env);
-    let policy =
-        adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]);
-    let pool = env.create_pool("web", policy).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
     let ns = substrate_namespace(&pool.pool_id);
     let ours = |env: &Env| {
         let kube = &env.sim.state().kube;

@@ -3,20 +3,9 @@
 //! asks again. Stepped on a manual clock against the simulator.
 
 use bc_domain::ResourceState;
-use bc_domain::policy::{ClusterPolicy, PoolPolicy};
-use bc_reconcile::testing::{Env, create_policy, flavor};
+use bc_reconcile::testing::{Env, create_policy, flavor, with_version};
 use bc_sim::model::routes;
 use bc_sim::testing::NODE_SIZE;
-
-fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
-    let mut p = p.clone();
-    if let Some(s) = &mut p.substrate
-        && let ClusterPolicy::Create(c) = &mut s.cluster
-    {
-        c.version = version.into();
-    }
-    p
-}
 
 #[tokio::test]
 async fn a_new_desired_version_asks_the_provider_again_whatever_was_asked_before() {

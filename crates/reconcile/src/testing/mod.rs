@@ -305,6 +305,26 @@ impl Env {
         lb
     }
 
+    /// A running provider cluster the tenant made outside this system (`tenant`, with a
+    /// node pool `own` of one node): its provider id.
+    pub fn tenant_cluster(&self) -> String {
+        let own = vec![bc_sim::testing::node_pool("own", 1, &[])];
+        let pid = bc_sim::testing::create_cluster(&self.sim, "tenant", own);
+        bc_sim::testing::run_until_running(&self.sim, &self.clock, &pid);
+        pid
+    }
+
+    /// Pool `web` adopting provider cluster `pid` with one flavor `cpu` of one node,
+    /// stepped until its substrate is `ready` (panics otherwise).
+    pub async fn adopting_pool(&self, pid: &str) -> Pool {
+        let cpu = flavor("cpu", bc_sim::testing::NODE_SIZE, 1);
+        let pool = self
+            .create_pool("web", adopt_policy(&self.account.provider_account_id, pid, vec![cpu]))
+            .await;
+        self.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+        pool
+    }
+
     /// A standard cluster `name` with one node pool `workers` of one node, created
     /// through the clusters reconciler and stepped until both are `ready` (panics
     /// otherwise): its row, its first pools' rows and its provider id.
@@ -626,6 +646,17 @@ pub fn create_policy(
         flavors,
         upgrades: UpgradePolicy::Drain,
     }
+}
+
+/// `p` with its create-mode cluster asking for `version`.
+pub fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
+    let mut p = p.clone();
+    if let Some(s) = &mut p.substrate
+        && let ClusterPolicy::Create(c) = &mut s.cluster
+    {
+        c.version = version.into();
+    }
+    p
 }
 
 /// An adopt-mode substrate policy of provider cluster `provider_cluster_id`.
