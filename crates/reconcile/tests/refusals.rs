@@ -138,13 +138,7 @@ fn booking(env: &Env, pool: &PoolId, n: u128) -> Booking {
 #[tokio::test]
 async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "1.32.6-do.1",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
     let b = booking(&env, &pool.pool_id, 1);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
     env.sim

@@ -247,13 +247,7 @@ async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_wri
 async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
     let env = Env::start().await;
     env.join.answer(Some(503));
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, s) = env.creating_pool("latest", 2).await;
     let wait = s.waiting_to_join.expect("nodes wait to join");
     assert_eq!((s.nodes_listed, s.nodes_joined, wait.nodes), (2, 0, 2));
     assert_eq!(s.message, None, "no message before 15 minutes");
@@ -297,13 +291,7 @@ async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
 #[tokio::test]
 async fn a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "1.32.6-do.1",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("1.32.6-do.1", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
     let b = booking(&pool.pool_id, &env);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
@@ -527,13 +515,7 @@ async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
 #[tokio::test]
 async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_names_its_volumes() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, s) = env.creating_pool("latest", 1).await;
     let (cluster, pid) = cluster_of(&env, &s).await;
     let lbs = provider(&env);
     let mut svc = bc_sim::testing::lb_request("svc-lb");
@@ -607,13 +589,7 @@ async fn converge_policy(env: &Env, pool: &PoolId, pid: &str, max: usize) -> Sub
 #[tokio::test]
 async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
     let d = pool.pool_id.dashed();
     let pools = |env: &Env| {
@@ -709,13 +685,7 @@ async fn autoscaled_counts_are_left_to_the_provider() {
 #[tokio::test]
 async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, _) = env.creating_pool("latest", 2).await;
     assert!(
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.nodes_joined == 2).await
     );
@@ -778,13 +748,7 @@ async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_no
 #[tokio::test]
 async fn high_availability_is_turned_on_by_a_policy_change() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
     assert!(!provider(&env).get_cluster(&pid).await.unwrap().high_availability);
     let mut ha = policy.clone();
@@ -802,13 +766,7 @@ async fn high_availability_is_turned_on_by_a_policy_change() {
 #[tokio::test]
 async fn a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (cluster, pid) = cluster_of(&env, &s).await;
     env.update_policy(
         &pool.pool_id,
@@ -970,13 +928,7 @@ async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed
 #[tokio::test]
 async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, first) = cluster_of(&env, &s).await;
     env.update_policy(&pool.pool_id, PoolPolicy { substrate: None, ..policy.clone() }).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
@@ -995,13 +947,7 @@ async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_ba
 #[tokio::test]
 async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, s) = env.creating_pool("latest", 2).await;
     let (row, old) = cluster_of(&env, &s).await;
     let joins = env.join.calls().len();
     provider(&env).delete_cluster(&old).await.expect("deleted behind our back");

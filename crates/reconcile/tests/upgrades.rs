@@ -3,20 +3,13 @@
 //! asks again. Stepped on a manual clock against the simulator.
 
 use bc_domain::ResourceState;
-use bc_reconcile::testing::{Env, create_policy, flavor, with_version};
+use bc_reconcile::testing::{Env, with_version};
 use bc_sim::model::routes;
-use bc_sim::testing::NODE_SIZE;
 
 #[tokio::test]
 async fn a_new_desired_version_asks_the_provider_again_whatever_was_asked_before() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "1.32.6-do.1",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
     let asked = || env.count("GET", routes::UPGRADES);
     // A version the provider does not offer this cluster: an error, asked once.
     env.update_policy(&pool.pool_id, with_version(&policy, "1.32.99-do.0")).await;

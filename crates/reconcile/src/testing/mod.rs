@@ -325,6 +325,17 @@ impl Env {
         pool
     }
 
+    /// Pool `web` with a create-mode substrate at `version` and one flavor `cpu` of
+    /// `nodes` nodes, stepped until the substrate is `ready` (panics otherwise): the
+    /// pool, its policy and the substrate.
+    pub async fn creating_pool(&self, version: &str, nodes: u32) -> (Pool, PoolPolicy, Substrate) {
+        let cpu = flavor("cpu", bc_sim::testing::NODE_SIZE, nodes);
+        let policy = create_policy(&self.account.provider_account_id, version, vec![cpu]);
+        let pool = self.create_pool("web", policy.clone()).await;
+        let s = self.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+        (pool, policy, s)
+    }
+
     /// A standard cluster `name` with one node pool `workers` of one node, created
     /// through the clusters reconciler and stepped until both are `ready` (panics
     /// otherwise): its row, its first pools' rows and its provider id.
