@@ -346,6 +346,37 @@ mod tests {
         Flavor { count: None, auto_scale: Some(AutoScale { min, max }), ..fixed(name, size, 0) }
     }
 
+    #[test]
+    fn a_cluster_is_created_for_the_live_create_mode_substrate_on_it() {
+        use crate::policy::{AdoptClusterPolicy, ClusterPolicy, CreateClusterPolicy};
+        use crate::policy::{SubstrateKind, SubstratePolicy};
+        let substrate = |pool: &str, cluster: ClusterPolicy, state: ResourceState| {
+            let policy =
+                SubstratePolicy { kind: SubstrateKind::Kubernetes, account: "a".into(), cluster };
+            let (tenant, account) =
+                (crate::TenantId::parse("acme").unwrap(), crate::ProviderAccountId::generate(1, 1));
+            let now = crate::Timestamp::from_unix_ms(0);
+            let pool = PoolId::parse(pool).unwrap();
+            Substrate { state, ..Substrate::pending(pool, tenant, account, &policy, now) }
+        };
+        let create = ClusterPolicy::Create(CreateClusterPolicy {
+            region: "nyc1".into(),
+            version: "latest".into(),
+            high_availability: false,
+            name: None,
+        });
+        let adopt = ClusterPolicy::Adopt(AdoptClusterPolicy { provider_cluster_id: "c".into() });
+        let (a, b) = ("pool_01hq3k5v9x8y7z6w5v4t3s2r1a", "pool_01hq3k5v9x8y7z6w5v4t3s2r1b");
+        let made = substrate(a, create.clone(), ResourceState::Ready);
+        let adopting = substrate(b, adopt, ResourceState::Ready);
+        let users = [adopting.clone(), made.clone()];
+        assert_eq!(cluster_created_for(&users, None), Some(&made.pool_id));
+        assert_eq!(cluster_created_for(&users, Some(&adopting.pool_id)), Some(&made.pool_id));
+        assert_eq!(cluster_created_for(&users, Some(&made.pool_id)), None, "its own pool");
+        let gone = substrate(a, create, ResourceState::Deleted);
+        assert_eq!(cluster_created_for(&[adopting, gone], None), None, "deleted with its pool");
+    }
+
     /// What the provider would hold after creating `req` with id `id`.
     fn made(id: &str, req: &NodePoolRequest) -> ProviderNodePool {
         let (min, max) = req.auto_scale.unwrap_or((0, 0));
