@@ -193,6 +193,10 @@ impl Run<'_> {
             uow = uow.event(cluster_recreated(&*self.r.entropy, cluster, old, &made.id, self.now));
         }
         self.commit(uow).await?;
+        if let Some(old) = previous {
+            // The gone cluster's API session (its credentials) is of no further use.
+            self.r.sessions.forget(account, old);
+        }
         let mut c = cluster.clone();
         c.provider_cluster_id = Some(made.id.clone());
         c.status.state = ResourceState::Provisioning;
