@@ -20,11 +20,8 @@ use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{ApiToken, Grant, Role, Scope};
 use bc_domain::ports::{Clock, Store, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
-use bc_reconcile::clusters::ClusterReconciler;
-use bc_reconcile::node_pools::NodePoolReconciler;
 use bc_reconcile::shared::OsEntropy;
-use bc_reconcile::substrates::SubstrateReconciler;
-use bc_reconcile::{Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, UnsharedObserver};
+use bc_reconcile::{Deps, Runtime, RuntimeConfig, UnsharedObserver};
 use bc_sim::testing::Cloud;
 use bc_store::{AeadSecretBox, SqlStore};
 use tokio::sync::Notify;
@@ -79,13 +76,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         bcd_image: "ghcr.io/better-compute/bcd:latest".into(),
                     },
                 };
-                let entropy = Arc::new(OsEntropy);
-                let kinds: Vec<Arc<dyn Reconciler>> = vec![
-                    Arc::new(SubstrateReconciler::new(entropy.clone())),
-                    Arc::new(ClusterReconciler::new(entropy.clone())),
-                    Arc::new(NodePoolReconciler::new(entropy)),
-                    Arc::new(LoadBalancers::new(Default::default())),
-                ];
+                let kinds =
+                    bc_reconcile::reconcilers(&[], Arc::new(OsEntropy), &Default::default());
                 let runtime = Runtime::new(deps, kinds, RuntimeConfig::new("embedded-1"))
                     .map_err(|e| e.to_string())?
                     .with_work_notify(work);

@@ -244,6 +244,9 @@ pub struct Substrate {
     pub upgrade: Option<UpgradeWait>,
     /// The pool generation last converged.
     pub observed_generation: u64,
+    /// The pool generation at which the provider refused a call of this substrate: while
+    /// the pool stays at it, the refused call is not made again (SPEC §6).
+    pub refused_generation: Option<u64>,
     /// Created.
     pub created_at: Timestamp,
     /// Last changed.
@@ -278,6 +281,7 @@ impl Substrate {
             waiting_to_join: None,
             upgrade: None,
             observed_generation: 0,
+            refused_generation: None,
             created_at: now,
             updated_at: now,
         }

@@ -38,6 +38,12 @@ pub mod digitalocean {
     /// `Transient`, not the tenant's error.
     pub const RESIZE_MARKER: &str = "can only be resized once per minute";
 
+    /// The message of DOKS's 422 to a node-pool change while its cluster is busy with
+    /// another operation (research §8.5: such edits, e.g. while the cluster upgrades,
+    /// are reported to fail with 422; unconfirmed, no verbatim body — the wording is the
+    /// simulator's).
+    pub const DOKS_BUSY_MARKER: &str = "while the cluster is busy with another operation";
+
     /// One failed answer, as any face received it.
     #[derive(Debug, Clone, Copy)]
     pub struct Failure<'a> {
@@ -85,9 +91,9 @@ pub mod digitalocean {
     }
 
     /// The class of a failed answer: 401 `Unauthorized`; 404 `NotFound`; 429
-    /// `RateLimited` with [`rate_limit_wait_ms`]; the busy 403 and the resize-too-soon
-    /// 422 `Transient`; any other
-    /// 4xx `Refused`; 5xx and the rest `Transient`. Messages read
+    /// `RateLimited` with [`rate_limit_wait_ms`]; the load balancer's busy 403, its
+    /// resize-too-soon 422 and DOKS's busy-cluster 422 `Transient`; any other 4xx
+    /// `Refused`; 5xx and the rest `Transient`. Messages read
     /// `METHOD PATH: STATUS (request "ID") MESSAGE` as godo writes them, with `secret`
     /// scrubbed from everything the provider sent.
     pub fn classify(f: &Failure<'_>, secret: &str, now: Timestamp) -> ProviderError {
@@ -114,7 +120,11 @@ pub mod digitalocean {
                 retry_after_ms: rate_limit_wait_ms(f.retry_after_secs, f.ratelimit_reset, now),
             },
             403 if provider_message.contains(BUSY_MARKER) => ProviderError::Transient { message },
-            422 if provider_message.contains(RESIZE_MARKER) => ProviderError::Transient { message },
+            422 if provider_message.contains(RESIZE_MARKER)
+                || provider_message.contains(DOKS_BUSY_MARKER) =>
+            {
+                ProviderError::Transient { message }
+            }
             400..=499 => ProviderError::Refused { message },
             _ => ProviderError::Transient { message },
         }
@@ -217,6 +227,11 @@ mod tests {
         assert!(
             matches!(c(422, too_soon), ProviderError::Transient { .. }),
             "a resize retried later"
+        );
+        let cluster_busy = r#"{"id":"unprocessable_entity","message":"node pools cannot be changed while the cluster is busy with another operation (upgrading); try again when it is done"}"#;
+        assert!(
+            matches!(c(422, cluster_busy), ProviderError::Transient { .. }),
+            "a node-pool change retried once the cluster is done"
         );
         assert!(matches!(c(500, ""), ProviderError::Transient { .. }));
         assert!(matches!(c(503, "<html>"), ProviderError::Transient { .. }));

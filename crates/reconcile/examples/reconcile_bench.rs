@@ -34,8 +34,8 @@ use async_trait::async_trait;
 use bc_domain::ResourceState;
 use bc_domain::ports::{Clock, LoadBalancerRepo, PageRequest, SubstrateRepo, WorkKind};
 use bc_domain::rules::budget::BudgetConfig;
+use bc_reconcile::kinds::reconciler_of;
 use bc_reconcile::runtime::{ActivationReport, ActivationResult};
-use bc_reconcile::service::reconciler_of;
 use bc_reconcile::testing::{Env, SeqEntropy, Stepper, create_policy, flavor};
 use bc_reconcile::{
     Activation, Deps, Entropy, Outcome, ReconcileError, Reconciler, Runtime, RuntimeConfig,

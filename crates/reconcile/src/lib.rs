@@ -9,23 +9,23 @@
 
 pub mod budget;
 pub mod clusters;
+pub mod kinds;
 pub mod node_pools;
 pub mod observe;
 pub mod provider_resources;
 pub mod reconciler;
 pub mod relay;
 pub mod runtime;
-pub mod service;
 pub mod shared;
 pub mod substrates;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
+pub use kinds::{reconciler_of, reconcilers};
 pub use observe::{Listing, Observer, SharedObserver, UnsharedObserver};
 pub use provider_resources::LoadBalancers;
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
 pub use relay::{BroadcastPublisher, Relay, RelayConfig};
 pub use runtime::{Runtime, RuntimeConfig, RuntimeStatus};
-pub use service::{ReconcilerService, ReconcilerServiceBuilder};
 pub use shared::{Entropy, OsEntropy};

@@ -58,6 +58,21 @@ impl Activation {
     pub fn key(&self) -> &str {
         &self.item.key
     }
+
+    /// `Ok` while this activation still holds its item's lease, as the store has it now;
+    /// else [`ReconcileError::LeaseLost`]. Checked before each provider (or cluster)
+    /// mutation: a fenced commit refuses a write after the lease is lost, but nothing can
+    /// take back a call, so an activation whose renewals failed and whose item another
+    /// replica took makes none.
+    pub async fn ensure_held(&self, deps: &Deps) -> Result<(), ReconcileError> {
+        let Fence::Work { kind, key, owner } = &self.fence else { return Ok(()) };
+        let now = deps.clock.now();
+        let held = deps.store.work_get(*kind, key).await?.is_some_and(|i| {
+            i.lease_owner.as_deref() == Some(owner.as_str())
+                && i.lease_until.is_some_and(|u| u > now)
+        });
+        if held { Ok(()) } else { Err(ReconcileError::LeaseLost) }
+    }
 }
 
 /// What a successful activation asks of the runtime.

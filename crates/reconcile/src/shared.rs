@@ -10,6 +10,8 @@
 //! retries with backoff. Caches only ever save calls: a stale or lost cache entry costs
 //! one call, never a wrong decision.
 
+pub mod records;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,52 +184,57 @@ impl Sessions {
 /// What a provider offered: when it was asked, and the offered versions.
 type Offer = (Timestamp, Vec<KubernetesVersion>);
 
-/// The versions the provider last offered, per provider account and running version,
-/// with when they were asked. What a cluster may upgrade to depends on the version it
-/// runs, not on the cluster, so every cluster of an account running one version shares
-/// one check per [`UPGRADE_CHECK_EVERY`] (at steady state: one call per version per hour,
-/// not one per cluster).
+/// The versions the provider last offered, per provider account, running version and
+/// desired version, with when they were asked. What a cluster may upgrade to depends on
+/// the version it runs, not on the cluster, so every cluster of an account running one
+/// version toward one desired version (at steady state: `latest`) shares one check per
+/// [`UPGRADE_CHECK_EVERY`] — one call per version per hour, not one per cluster. A new
+/// desired version is asked about afresh: the tenant may name a version the provider
+/// began offering since the last check.
 #[derive(Default)]
 pub struct UpgradeChecks {
-    by_version: Mutex<HashMap<(String, String), Offer>>,
+    by_version: Mutex<HashMap<(String, String, String), Offer>>,
 }
 
 impl UpgradeChecks {
-    /// The upgrades offered in `account` to clusters running `running`, if asked within
-    /// [`UPGRADE_CHECK_EVERY`] of `now`.
+    /// The upgrades offered in `account` to clusters running `running`, if asked for
+    /// `desired` within [`UPGRADE_CHECK_EVERY`] of `now`.
     pub fn recent(
         &self,
         account: &ProviderAccount,
         running: &str,
+        desired: &str,
         now: Timestamp,
     ) -> Option<Vec<KubernetesVersion>> {
         let map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&Self::key(account, running))
+        map.get(&Self::key(account, running, desired))
             .filter(|(at, _)| now - *at < UPGRADE_CHECK_EVERY && *at <= now)
             .map(|(_, offered)| offered.clone())
     }
 
-    /// Records what the provider offered.
+    /// Records what the provider offered, asked for `desired`.
     pub fn record(
         &self,
         account: &ProviderAccount,
         running: &str,
+        desired: &str,
         now: Timestamp,
         offered: Vec<KubernetesVersion>,
     ) {
         let mut map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(Self::key(account, running), (now, offered));
+        map.insert(Self::key(account, running, desired), (now, offered));
     }
 
     /// Forgets what was offered for `running` (after an upgrade was asked, the next
-    /// decision asks again).
+    /// decision asks again), whatever it was asked for.
     pub fn forget(&self, account: &ProviderAccount, running: &str) {
         let mut map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(&Self::key(account, running));
+        let acct = account.provider_account_id.to_string();
+        map.retain(|(a, r, _), _| !(*a == acct && r == running));
     }
 
-    fn key(account: &ProviderAccount, running: &str) -> (String, String) {
-        (account.provider_account_id.to_string(), running.to_owned())
+    fn key(account: &ProviderAccount, running: &str, desired: &str) -> (String, String, String) {
+        (account.provider_account_id.to_string(), running.to_owned(), desired.to_owned())
     }
 }
 
@@ -289,12 +296,15 @@ mod tests {
             slug: "1.33.1-do.0".into(),
             kubernetes_version: "1.33.1".into(),
         }];
-        c.record(&a, "1.32.6-do.1", t0, v.clone());
-        assert_eq!(c.recent(&a, "1.32.6-do.1", t0 + time::Duration::minutes(59)), Some(v));
-        assert_eq!(c.recent(&a, "1.32.6-do.1", t0 + UPGRADE_CHECK_EVERY), None);
-        assert_eq!(c.recent(&a, "1.33.1-do.0", t0), None);
-        assert_eq!(c.recent(&b, "1.32.6-do.1", t0), None, "another account asks itself");
+        let latest = "latest";
+        c.record(&a, "1.32.6-do.1", latest, t0, v.clone());
+        let soon = t0 + time::Duration::minutes(59);
+        assert_eq!(c.recent(&a, "1.32.6-do.1", latest, soon), Some(v));
+        assert_eq!(c.recent(&a, "1.32.6-do.1", latest, t0 + UPGRADE_CHECK_EVERY), None);
+        assert_eq!(c.recent(&a, "1.33.1-do.0", latest, t0), None);
+        assert_eq!(c.recent(&a, "1.32.6-do.1", "1.33.1-do.0", t0), None, "a new goal asks");
+        assert_eq!(c.recent(&b, "1.32.6-do.1", latest, t0), None, "another account asks itself");
         c.forget(&a, "1.32.6-do.1");
-        assert_eq!(c.recent(&a, "1.32.6-do.1", t0), None);
+        assert_eq!(c.recent(&a, "1.32.6-do.1", latest, t0), None);
     }
 }

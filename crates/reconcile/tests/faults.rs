@@ -17,7 +17,7 @@ use bc_domain::policy::{PoolPolicy, Scale};
 use bc_domain::ports::*;
 use bc_domain::{ClusterId, NodePoolState, PoolId, ProviderError, ResourceState};
 use bc_domain::{LoadBalancerId, Timestamp};
-use bc_reconcile::service::reconciler_of;
+use bc_reconcile::kinds::reconciler_of;
 use bc_reconcile::testing::{Env, Stepper, create_policy, flavor};
 use bc_reconcile::{Deps, Entropy, Listing, Observer, Runtime, RuntimeConfig};
 use bc_sim::testing::NODE_SIZE;

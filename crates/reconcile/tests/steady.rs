@@ -9,15 +9,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bc_domain::ProviderError;
-use bc_domain::ResourceState;
 use bc_domain::model::{ProviderAccount, SecretString};
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::ports::*;
 use bc_reconcile::substrates::SubstrateReconciler;
 use bc_reconcile::substrates::objects;
-use bc_reconcile::testing::{Env, SeqEntropy, create_policy, flavor};
+use bc_reconcile::testing::{Env, SeqEntropy};
 use bc_reconcile::{Activation, Deps, Listing, Observer, Outcome, Reconciler};
-use bc_sim::testing::NODE_SIZE;
 use mockall::mock;
 
 mock! {
@@ -118,13 +116,7 @@ impl ClusterApi for MockedApi {
 #[tokio::test]
 async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_store_write() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, s) = env.creating_pool("latest", 2).await;
     let cluster = env.store.cluster_get_any(s.cluster_id.as_ref().unwrap()).await.unwrap().unwrap();
     let pid = cluster.provider_cluster_id.clone().unwrap();
 

@@ -10,8 +10,8 @@ use bc_domain::name::{LABEL_SUBSTRATE_POOL, substrate_namespace};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePolicy};
 use bc_domain::ports::*;
 use bc_domain::token::sha256_hex;
-use bc_domain::{BookingId, PoolId, ResourceState, StoreError};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
+use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
+use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
@@ -84,16 +84,6 @@ fn rand_u128() -> u128 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(1);
     u128::from(N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
-    let mut p = p.clone();
-    if let Some(s) = &mut p.substrate
-        && let ClusterPolicy::Create(c) = &mut s.cluster
-    {
-        c.version = version.into();
-    }
-    p
 }
 
 async fn steps(env: &Env, n: usize) {
@@ -257,13 +247,7 @@ async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_wri
 async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
     let env = Env::start().await;
     env.join.answer(Some(503));
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, s) = env.creating_pool("latest", 2).await;
     let wait = s.waiting_to_join.expect("nodes wait to join");
     assert_eq!((s.nodes_listed, s.nodes_joined, wait.nodes), (2, 0, 2));
     assert_eq!(s.message, None, "no message before 15 minutes");
@@ -307,13 +291,7 @@ async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
 #[tokio::test]
 async fn a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "1.32.6-do.1",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("1.32.6-do.1", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
     let b = booking(&pool.pool_id, &env);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
@@ -537,13 +515,7 @@ async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
 #[tokio::test]
 async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_names_its_volumes() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, s) = env.creating_pool("latest", 1).await;
     let (cluster, pid) = cluster_of(&env, &s).await;
     let lbs = provider(&env);
     let mut svc = bc_sim::testing::lb_request("svc-lb");
@@ -617,13 +589,7 @@ async fn converge_policy(env: &Env, pool: &PoolId, pid: &str, max: usize) -> Sub
 #[tokio::test]
 async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
     let d = pool.pool_id.dashed();
     let pools = |env: &Env| {
@@ -719,13 +685,7 @@ async fn autoscaled_counts_are_left_to_the_provider() {
 #[tokio::test]
 async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2)],
-    );
-    let pool = env.create_pool("web", policy).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, _, _) = env.creating_pool("latest", 2).await;
     assert!(
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.nodes_joined == 2).await
     );
@@ -788,13 +748,7 @@ async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_no
 #[tokio::test]
 async fn high_availability_is_turned_on_by_a_policy_change() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
     assert!(!provider(&env).get_cluster(&pid).await.unwrap().high_availability);
     let mut ha = policy.clone();
@@ -812,13 +766,7 @@ async fn high_availability_is_turned_on_by_a_policy_change() {
 #[tokio::test]
 async fn a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (cluster, pid) = cluster_of(&env, &s).await;
     env.update_policy(
         &pool.pool_id,
@@ -945,15 +893,8 @@ async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
 #[tokio::test]
 async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed() {
     let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    let pool = env
-        .create_pool(
-            "web",
-            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
-        )
-        .await;
-    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
     let ns = substrate_namespace(&pool.pool_id);
     let kube = &env.sim.state().kube;
     let now = env.deps.clock.now();
@@ -987,13 +928,7 @@ async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed
 #[tokio::test]
 async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back() {
     let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
-    let pool = env.create_pool("web", policy.clone()).await;
-    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, first) = cluster_of(&env, &s).await;
     env.update_policy(&pool.pool_id, PoolPolicy { substrate: None, ..policy.clone() }).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
@@ -1004,4 +939,84 @@ async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_ba
     let (_, second) = cluster_of(&env, &s).await;
     assert_ne!(first, second);
     assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
+}
+
+/// SPEC §6: a created cluster the provider no longer has (deleted behind our back) is
+/// made again under the same derived names, with its node pools, an event saying so, and
+/// the join flow repeats on the new nodes; archiving the pool is how to stop it.
+#[tokio::test]
+async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
+    let env = Env::start().await;
+    let (pool, _, s) = env.creating_pool("latest", 2).await;
+    let (row, old) = cluster_of(&env, &s).await;
+    let joins = env.join.calls().len();
+    provider(&env).delete_cluster(&old).await.expect("deleted behind our back");
+    let back = env
+        .run_until(80, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            let c = e.cluster(&row.cluster_id).await;
+            s.state == ResourceState::Ready
+                && s.nodes_joined == 2
+                && c.provider_cluster_id.as_deref().is_some_and(|p| p != old)
+        })
+        .await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert!(back, "{s:?} {:?}", env.cluster(&row.cluster_id).await);
+    let (again, new) = cluster_of(&env, &s).await;
+    assert_eq!((&again.cluster_id, &again.name), (&row.cluster_id, &row.name), "the same row");
+    assert_eq!(again.status.state, ResourceState::Ready);
+    assert!(matches!(provider(&env).get_cluster(&old).await, Err(ProviderError::NotFound)));
+    let dashed = pool.pool_id.dashed();
+    let pc = provider(&env).get_cluster(&new).await.unwrap();
+    assert_eq!(pc.name, format!("bc-{dashed}"));
+    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
+    assert_eq!(pool_names(&env, &new).await, vec![format!("bc-{dashed}-cpu")]);
+    let ns = substrate_namespace(&pool.pool_id);
+    assert!(stored(&env, &new, ObjectKind::DaemonSet, Some(&ns), "bcd").is_some());
+    assert!(env.join.calls().len() >= joins + 2, "the new cluster's nodes joined");
+    // One live row for the flavor's pool, now the new cluster's.
+    let rows: Vec<_> = env
+        .store
+        .node_pool_list_by_cluster(&row.cluster_id, &PageRequest::first(100))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| r.state != bc_domain::NodePoolState::Deleted)
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let made = pc.node_pools.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+    assert_eq!(rows[0].provider_node_pool_id.as_ref(), made.first(), "{rows:?}");
+    assert_eq!(rows[0].state, bc_domain::NodePoolState::Ready);
+    let events = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap();
+    let recreated: Vec<_> =
+        events.iter().filter(|e| e.kind == "kubernetes.cluster.recreated").collect();
+    assert_eq!(recreated.len(), 1, "{:?}", events.iter().map(|e| &e.kind).collect::<Vec<_>>());
+    assert_eq!(recreated[0].data["previousProviderClusterId"], old.as_str());
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 2, "made once more");
+    // Archiving the pool stops it: the new cluster goes.
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+}
+
+/// SPEC §6: an adopted cluster that is gone is not ours to make again — the substrate is
+/// `error` naming it, and nothing is created.
+#[tokio::test]
+async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
+    let env = Env::start().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    provider(&env).delete_cluster(&pid).await.expect("deleted by the tenant");
+    let gone = env
+        .run_until(80, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            s.state == ResourceState::Error
+                && s.message.as_deref().is_some_and(|m| m.contains("does not exist"))
+        })
+        .await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert!(gone, "{s:?}");
+    assert!(s.message.as_deref().unwrap().contains(&pid), "{s:?}");
+    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 0, "not ours to make");
 }

@@ -229,6 +229,28 @@ fn upgrade_path_needs_latest_patch_before_next_minor() {
 }
 
 #[test]
+fn node_pools_cannot_change_while_the_cluster_upgrades() {
+    let (sim, clock) = testing::sim(SimConfig::default());
+    let st = sim.state();
+    let c = running_cluster(st, &clock, vec![pool("p", 1)]);
+    let p = st.model().get_cluster(T, &c, clock.now()).unwrap().node_pools[0].id.clone();
+    st.model().upgrade_cluster(T, &c, "1.33.1-do.0", clock.now()).unwrap_or_default();
+    assert!(st.model().force_cluster_state(&c, ClusterState::Upgrading, ""));
+    let now = clock.now();
+    let busy = bc_providers::classify::digitalocean::DOKS_BUSY_MARKER;
+    // One lock of the model per call (temporaries in the array would hold each).
+    let created = st.model().create_node_pool(T, &c, pool("q", 1), now).unwrap_err();
+    let updated = st.model().update_node_pool(T, &c, &p, pool("p", 2), now).unwrap_err();
+    let deleted = st.model().delete_node_pool(T, &c, &p, now).unwrap_err();
+    for e in [created, updated, deleted] {
+        assert_eq!(e.status, 422);
+        assert!(e.message.contains(busy), "{}", e.message);
+    }
+    assert!(st.model().force_cluster_state(&c, ClusterState::Running, ""));
+    st.model().create_node_pool(T, &c, pool("q", 1), clock.now()).expect("done upgrading");
+}
+
+#[test]
 fn resize_down_drains_then_deletes_then_removes() {
     let (sim, clock) = testing::sim(SimConfig::default());
     let st = sim.state();

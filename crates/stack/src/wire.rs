@@ -19,14 +19,11 @@ use bc_domain::ports::{
 use bc_domain::rules::budget::BudgetConfig;
 use bc_providers::digitalocean::DigitalOceanRegistry;
 use bc_providers::kube::KubeClusterApi;
-use bc_reconcile::clusters::ClusterReconciler;
-use bc_reconcile::node_pools::NodePoolReconciler;
 use bc_reconcile::provider_resources::plan::Timing;
 use bc_reconcile::shared::OsEntropy;
-use bc_reconcile::substrates::SubstrateReconciler;
 use bc_reconcile::{
-    BroadcastPublisher, Deps, LoadBalancers, Reconciler, Relay, RelayConfig, Runtime,
-    RuntimeConfig, SharedObserver, StoreBudget,
+    BroadcastPublisher, Deps, Relay, RelayConfig, Runtime, RuntimeConfig, SharedObserver,
+    StoreBudget,
 };
 use bc_store::{AeadSecretBox, SqlStore};
 use tokio::sync::Notify;
@@ -174,17 +171,8 @@ pub fn runtime(
             bcd_image: options.bcd_image.clone(),
         },
     };
-    let entropy = Arc::new(OsEntropy);
-    let all: Vec<Arc<dyn Reconciler>> = vec![
-        Arc::new(SubstrateReconciler::new(entropy.clone())),
-        Arc::new(ClusterReconciler::new(entropy.clone())),
-        Arc::new(NodePoolReconciler::new(entropy)),
-        Arc::new(LoadBalancers::new(options.load_balancer_timing.clone().unwrap_or_default())),
-    ];
-    let chosen = all
-        .into_iter()
-        .filter(|r| options.kinds.is_empty() || options.kinds.contains(&r.kind()))
-        .collect();
+    let timing = options.load_balancer_timing.clone().unwrap_or_default();
+    let chosen = bc_reconcile::reconcilers(&options.kinds, Arc::new(OsEntropy), &timing);
     let mut config = RuntimeConfig::new(options.replica.clone());
     if let Some(c) = options.concurrency {
         config.concurrency = c.max(1);

@@ -68,7 +68,7 @@ pub(crate) fn account(q: &QueryResult) -> R<ProviderAccount> {
 /// Columns of `substrates`.
 pub(crate) const SUBSTRATE: &str = "pool_id, tenant_id, provider_account_id, mode, cluster_id, \
      state, message, nodes_listed, nodes_joined, waiting_to_join, upgrade, observed_generation, \
-     created_at, updated_at";
+     refused_generation, created_at, updated_at";
 
 pub(crate) fn substrate(q: &QueryResult) -> R<Substrate> {
     let r = Row(q);
@@ -85,6 +85,7 @@ pub(crate) fn substrate(q: &QueryResult) -> R<Substrate> {
         waiting_to_join: r.opt_json("waiting_to_join")?,
         upgrade: r.opt_json("upgrade")?,
         observed_generation: r.u64("observed_generation")?,
+        refused_generation: r.opt_u64("refused_generation")?,
         created_at: r.ts("created_at")?,
         updated_at: r.ts("updated_at")?,
     })

@@ -113,6 +113,14 @@ pub(crate) fn u64v(n: u64) -> Result<Value, StoreError> {
         .map_err(|_| StoreError::internal(format!("{n} does not fit a BIGINT")))
 }
 
+/// An optional unsigned value (`NULL` when absent).
+pub(crate) fn opt_u64v(n: Option<u64>) -> Result<Value, StoreError> {
+    match n {
+        Some(n) => u64v(n),
+        None => Ok(Value::BigInt(None)),
+    }
+}
+
 /// A string value.
 pub(crate) fn s(v: impl AsRef<str>) -> Value {
     Value::from(v.as_ref().to_owned())
@@ -167,6 +175,9 @@ impl Row<'_> {
     pub(crate) fn u64(&self, col: &str) -> Result<u64, StoreError> {
         let v = self.i64(col)?;
         u64::try_from(v).map_err(|e| bad(col, e))
+    }
+    pub(crate) fn opt_u64(&self, col: &str) -> Result<Option<u64>, StoreError> {
+        self.opt_i64(col)?.map(|v| u64::try_from(v).map_err(|e| bad(col, e))).transpose()
     }
     pub(crate) fn u32(&self, col: &str) -> Result<u32, StoreError> {
         let v = self.i64(col)?;

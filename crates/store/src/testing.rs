@@ -302,6 +302,7 @@ pub fn substrate(p: &Pool, acct: &ProviderAccount, cluster_id: Option<ClusterId>
         waiting_to_join: Some(WaitingToJoin { nodes: 2, since: t(5) }),
         upgrade: Some(UpgradeWait { version: "1.34.0-do.0".into(), since: t(6) }),
         observed_generation: 1,
+        refused_generation: Some(1),
         created_at: t(0),
         updated_at: t(1),
     }

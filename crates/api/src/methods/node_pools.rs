@@ -5,10 +5,14 @@ pub use bc_api_types::node_pools::*;
 
 use std::collections::BTreeMap;
 
-use bc_domain::model::{ClusterMode, NodePool, NodePoolOrigin};
-use bc_domain::ports::{UnitOfWork, WorkKind, Write};
+use bc_domain::model::{ClusterMode, KubernetesCluster, NodePool, NodePoolOrigin};
+use bc_domain::ports::{ProviderNodePool, UnitOfWork, WorkKind, Write};
+use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::rules::policy::{is_reserved_label_key, validate_scale};
-use bc_domain::{FieldViolation, LabelKey, LabelValue, RESERVED_NODE_POOL_PREFIX, ResourceState};
+use bc_domain::{
+    ErrorCode, FieldViolation, LabelKey, LabelValue, ProviderError, RESERVED_NODE_POOL_PREFIX,
+    ResourceState,
+};
 use serde_json::{Value, json};
 
 use super::examples as ex;
@@ -145,6 +149,25 @@ async fn create(
             cluster.cluster_id
         )));
     }
+    // SPEC §6: a cluster created for a substrate goes with its pool (archiving the pool
+    // deletes it), so nothing else is added to it.
+    let users = ctx.store.substrate_list_by_cluster(&cluster.cluster_id).await?;
+    if let Some(pool) = cluster_created_for(&users, None) {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {} was created for the substrate of pool {pool} and is deleted with it: add a flavor to pool {pool} instead",
+            cluster.cluster_id
+        )));
+    }
+    let name = call.input.name.as_str();
+    if let Some(theirs) = provider_pool_named(&ctx, cluster, name).await? {
+        return Err(ApiError::new(
+            ErrorCode::AlreadyExists,
+            format!(
+                "cluster {} already has a node pool named {name} at the provider ({}): a node pool is never taken over by name; choose another name",
+                cluster.cluster_id, theirs.id
+            ),
+        ));
+    }
     let now = ctx.now();
     let node_pool = call.input.spec().record(cluster, ctx.new_id(), now);
     let uow = UnitOfWork::new().write(Write::InsertNodePool(node_pool.clone())).enqueue(
@@ -153,6 +176,30 @@ async fn create(
         now,
     );
     ctx.commit_create(&call, uow, NodePoolView::from(&node_pool)).await
+}
+
+/// The provider's node pool named `name` in `cluster`, read now (SPEC §8: a name is
+/// also the provider-side name, checked against the provider's own pools — including on
+/// clusters whose pools are not swept into rows). None while the cluster is not made at
+/// the provider yet (its pools are its create's), or once its account or the provider's
+/// cluster is gone (the clusters reconciler reports that).
+async fn provider_pool_named(
+    ctx: &Ctx,
+    cluster: &KubernetesCluster,
+    name: &str,
+) -> Result<Option<ProviderNodePool>, ApiError> {
+    let Some(pid) = &cluster.provider_cluster_id else { return Ok(None) };
+    let account = ctx.store.account_get_any(&cluster.provider_account_id).await?;
+    // An account gone is the cluster's error, which its reconciler reports.
+    let Some(account) = account.filter(|a| a.deleted_at.is_none()) else { return Ok(None) };
+    let what = "reading the cluster's node pools at the provider";
+    let provider =
+        ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
+    match provider.kubernetes().list_node_pools(pid).await {
+        Ok(pools) => Ok(pools.into_iter().find(|p| p.name == name)),
+        Err(ProviderError::NotFound) => Ok(None),
+        Err(e) => Err(ApiError::provider(what, &e)),
+    }
 }
 
 async fn get(_ctx: Ctx, call: Call<NodePoolRef>) -> Result<NodePoolView, ApiError> {

@@ -4,8 +4,9 @@ use bc_api_types::pools as api;
 pub use bc_api_types::pools::*;
 
 use bc_domain::model::{NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects};
-use bc_domain::policy::SubstratePolicy;
+use bc_domain::policy::{ClusterPolicy, SubstratePolicy};
 use bc_domain::ports::{UnitOfWork, WorkKind, Write};
+use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::rules::policy::{check_policy_change, validate_policy};
 use bc_domain::{FieldViolation, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
 use serde_json::{Value, json};
@@ -134,6 +135,29 @@ async fn substrate_account(
     })
 }
 
+/// SPEC §6: a cluster created for a pool's substrate belongs to that pool (archiving it
+/// deletes the cluster), so `substrate` may not adopt it from another pool (`pool`).
+async fn refuse_adopting_a_pools_cluster(
+    ctx: &Ctx,
+    account: &ProviderAccount,
+    substrate: &SubstratePolicy,
+    pool: Option<&PoolId>,
+) -> Result<(), ApiError> {
+    let ClusterPolicy::Adopt(adopt) = &substrate.cluster else { return Ok(()) };
+    let id = &adopt.provider_cluster_id;
+    let Some(row) = ctx.store.cluster_find_by_provider_id(&account.provider_account_id, id).await?
+    else {
+        return Ok(());
+    };
+    let users = ctx.store.substrate_list_by_cluster(&row.cluster_id).await?;
+    match cluster_created_for(&users, pool) {
+        Some(owner) => Err(ApiError::failed_precondition(format!(
+            "cluster {id} (policy.substrate.cluster.adopt.providerClusterId) was created for pool {owner} and is deleted with it: add a flavor to pool {owner} instead of adopting its cluster"
+        ))),
+        None => Ok(()),
+    }
+}
+
 async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>, ApiError> {
     let input = &call.input;
     let now = ctx.now();
@@ -154,6 +178,7 @@ async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>,
     }
     if let Some(substrate) = &pool.policy.substrate {
         let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
+        refuse_adopting_a_pools_cluster(&ctx, &account, substrate, None).await?;
         uow = add_substrate(&ctx, uow, &pool, &account, substrate, now);
     }
     ctx.commit_create(&call, uow, pool).await
@@ -201,6 +226,7 @@ async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError
     match (&pool.policy.substrate, &updated.policy.substrate) {
         (None, Some(substrate)) => {
             let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
+            refuse_adopting_a_pools_cluster(&ctx, &account, substrate, Some(&pool.pool_id)).await?;
             let previous = ctx.store.substrate_get(&pool.tenant_id, &pool.pool_id).await?;
             if let Some(p) = previous.filter(|p| p.state != ResourceState::Deleted) {
                 return Err(ApiError::failed_precondition(format!(

@@ -31,6 +31,8 @@ bc_store::store_suite!(
     node_pools_are_added_resized_and_deleted,
     substrate_and_provider_node_pools_are_read_only,
     an_autopilot_cluster_has_no_node_pools,
+    a_cluster_made_for_a_pool_takes_no_other_pool_and_no_node_pool,
+    a_node_pool_name_the_provider_has_is_already_taken,
 );
 
 async fn a_substrate_shows_exactly_the_seeds_fields(s: S) {
@@ -343,4 +345,83 @@ async fn an_autopilot_cluster_has_no_node_pools(s: S) {
     let message =
         h.call("kubernetesNodePools.create", Some(&t), &body).await.err("FAILED_PRECONDITION");
     assert!(message.contains("autopilot"), "{message}");
+}
+
+/// The example cluster, made for the example pool's substrate (create mode) and known to
+/// the provider as `provider_cluster_id`.
+async fn made_for_the_example_pool(h: &Harness, provider_cluster_id: &str) {
+    let mut sub = h.store.substrate_get_any(&id(ex::POOL)).await.unwrap().unwrap();
+    assert_eq!(sub.mode, bc_domain::model::SubstrateMode::Create);
+    sub.cluster_id = Some(id(ex::CLUSTER));
+    let made = Write::SetClusterStatus {
+        cluster_id: id(ex::CLUSTER),
+        provider_cluster_id: Some(provider_cluster_id.into()),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(Write::PutSubstrate(sub)).write(made)).await.unwrap();
+}
+
+/// SPEC §6, §8: a cluster created for a pool's substrate goes with that pool — a tenant's
+/// node pool on it, or another pool adopting it (at create, or added by an update), is
+/// FAILED_PRECONDITION naming the pool; adopting a cluster no pool made is accepted.
+async fn a_cluster_made_for_a_pool_takes_no_other_pool_and_no_node_pool(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    made_for_the_example_pool(&h, "c-made").await;
+    let np = without(&example("kubernetesNodePools.create"), "requestId");
+    let m = h.call("kubernetesNodePools.create", Some(&t), &np).await.err("FAILED_PRECONDITION");
+    assert!(m.contains(ex::POOL) && m.contains("add a flavor"), "{m}");
+    let adopt = |cluster: &str| {
+        let mut policy = example("pools.create")["policy"].clone();
+        policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": cluster } });
+        policy
+    };
+    let create = without(&example("pools.create"), "requestId");
+    let other = with(&with(&create, "name", json!("other")), "policy", adopt("c-made"));
+    let m = h.call("pools.create", Some(&t), &other).await.err("FAILED_PRECONDITION");
+    assert!(m.contains(ex::POOL) && m.contains("c-made"), "{m}");
+    let mut bare_policy = example("pools.create")["policy"].clone();
+    bare_policy.as_object_mut().unwrap().remove("substrate");
+    let bare = with(&with(&create, "name", json!("bare")), "policy", bare_policy);
+    let bare = h.call("pools.create", Some(&t), &bare).await.ok();
+    let update =
+        json!({ "tenantId": ex::TENANT, "poolId": bare["poolId"], "policy": adopt("c-made") });
+    let m = h.call("pools.update", Some(&t), &update).await.err("FAILED_PRECONDITION");
+    assert!(m.contains(ex::POOL), "{m}");
+    // What refuses is whose cluster it is: one no pool made may be adopted.
+    let theirs = with(&with(&create, "name", json!("theirs")), "policy", adopt("c-theirs"));
+    h.call("pools.create", Some(&t), &theirs).await.ok();
+}
+
+/// SPEC §8: a node pool's name is its provider-side name, and the provider's own pools
+/// count — one the tenant made at the provider (no row, no ownership tag) makes the name
+/// ALREADY_EXISTS at create, and nothing is recorded.
+async fn a_node_pool_name_the_provider_has_is_already_taken(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let pools = vec![bc_sim::testing::node_pool("extra", 1, &[])];
+    let pid = bc_sim::testing::create_cluster(&h.sim, "main-cluster", pools);
+    let made = Write::SetClusterStatus {
+        cluster_id: id(ex::CLUSTER),
+        provider_cluster_id: Some(pid),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(made)).await.unwrap();
+    let body = without(&example("kubernetesNodePools.create"), "requestId");
+    let extra = with(&body, "name", json!("extra"));
+    let m = h.call("kubernetesNodePools.create", Some(&t), &extra).await.err("ALREADY_EXISTS");
+    assert!(m.contains("extra") && m.contains("another name"), "{m}");
+    let list = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
+    let page = h.call("kubernetesNodePools.list", Some(&t), &list).await.ok();
+    let names: Vec<&str> = page["kubernetesNodePools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"extra"), "nothing recorded: {names:?}");
+    // A name the provider does not have is taken as before.
+    h.call("kubernetesNodePools.create", Some(&t), &body).await.ok();
 }

@@ -43,6 +43,23 @@ pub enum ProviderClusterState {
     Unknown(String),
 }
 
+impl ProviderClusterState {
+    /// The provider's spelling (`running`, `upgrading`, …; an unknown state as it came),
+    /// for messages.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ProviderClusterState::Provisioning => "provisioning",
+            ProviderClusterState::Running => "running",
+            ProviderClusterState::Degraded => "degraded",
+            ProviderClusterState::Error => "error",
+            ProviderClusterState::Upgrading => "upgrading",
+            ProviderClusterState::Deleting => "deleting",
+            ProviderClusterState::Deleted => "deleted",
+            ProviderClusterState::Unknown(s) => s,
+        }
+    }
+}
+
 /// A provider node's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ProviderNodeState {

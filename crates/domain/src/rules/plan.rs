@@ -25,12 +25,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::id::PoolId;
+use crate::model::{Substrate, SubstrateMode};
 use crate::name::{
     FlavorName, LABEL_FLAVOR, LABEL_MANAGED_BY, LABEL_SUBSTRATE_POOL, MANAGED_BY_VALUE,
     substrate_node_pool_name,
 };
 use crate::policy::{Flavor, Scale, Taint};
-use crate::ports::provider::{NodePoolRequest, ProviderNodePool};
+use crate::ports::provider::{NodePoolRequest, ProviderNodePool, ProviderNodeState};
+use crate::state::ResourceState;
 
 /// One provider call of a node-pool plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,11 +65,38 @@ impl NodePoolStep {
     }
 }
 
-/// The tag every substrate node pool carries: `better-compute-pool-<pool dashed>`.
-/// DigitalOcean tags allow `:`, but a hyphenated tag is valid at every provider we know,
-/// stays clear of DigitalOcean's reserved `k8s` prefix, and reads as one token.
+/// The tag every substrate node pool (and a create-mode substrate's cluster) carries:
+/// `better-compute-pool-<pool dashed>`. DigitalOcean tags allow `:`, but a hyphenated
+/// tag is valid at every provider we know, stays clear of DigitalOcean's reserved `k8s`
+/// prefix, and reads as one token.
 pub fn substrate_tag(pool: &PoolId) -> String {
-    format!("better-compute-pool-{}", pool.dashed())
+    format!("{SUBSTRATE_TAG_PREFIX}{}", pool.dashed())
+}
+
+const SUBSTRATE_TAG_PREFIX: &str = "better-compute-pool-";
+
+/// The pool whose [`substrate_tag`] `tag` is, if it is one.
+pub fn substrate_tag_pool(tag: &str) -> Option<PoolId> {
+    let dashed = tag.strip_prefix(SUBSTRATE_TAG_PREFIX)?;
+    PoolId::parse(&dashed.replacen('-', "_", 1)).ok()
+}
+
+/// The pool a cluster was created for, among the substrates recorded on it (`users`),
+/// other than `except`: a live create-mode substrate's. SPEC §6: such a cluster belongs
+/// to that pool and goes with it, so no other pool adopts it and no tenant node pool is
+/// added to it.
+pub fn cluster_created_for<'a>(
+    users: &'a [Substrate],
+    except: Option<&PoolId>,
+) -> Option<&'a PoolId> {
+    users
+        .iter()
+        .find(|s| {
+            Some(&s.pool_id) != except
+                && s.mode == SubstrateMode::Create
+                && s.state != ResourceState::Deleted
+        })
+        .map(|s| &s.pool_id)
 }
 
 /// `bc-<pool>-`: every substrate node pool name of `pool` starts with it. Pool id bodies
@@ -194,6 +223,38 @@ pub fn node_pool_needs_update(observed: &ProviderNodePool, desired: &NodePoolReq
         || desired.tags.iter().any(|t| !observed.tags.contains(t))
 }
 
+/// A provider node pool's nodes: `(listed, running)`.
+pub fn node_counts(p: &ProviderNodePool) -> (u32, u32) {
+    let running = p.nodes.iter().filter(|n| n.state == ProviderNodeState::Running).count();
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    (count(p.nodes.len()), count(running))
+}
+
+/// Whether an observed pool is configured as `want` asks (size, scale, labels, taints,
+/// tags), whatever its nodes are doing.
+pub fn pool_in_place(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
+    p.size == want.size && !node_pool_needs_update(p, want)
+}
+
+/// Whether an observed pool has what `want` asks for, all its nodes running (an
+/// autoscaled pool's count is the provider's, so any count will do).
+pub fn pool_converged(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
+    let (listed, running) = node_counts(p);
+    let count_ok = match want.auto_scale {
+        Some(_) => true,
+        None => Some(listed) == want.count,
+    };
+    pool_in_place(p, want) && listed == running && count_ok
+}
+
+/// Whether a pool is settled: converged, or — once it converged at the desired state it
+/// has now (`converged_before`) — still in place while the provider's nodes come and go
+/// (the autoscaler, repairs): node counts move, but no policy changed, so nothing is
+/// `updating`.
+pub fn pool_settled(p: &ProviderNodePool, want: &NodePoolRequest, converged_before: bool) -> bool {
+    pool_converged(p, want) || (converged_before && pool_in_place(p, want))
+}
+
 /// The steps that converge `observed` (a cluster's node pools, the tenant's included) to
 /// one pool per flavor. See the module invariants; an empty plan means converged.
 pub fn plan_node_pools(
@@ -285,6 +346,37 @@ mod tests {
         Flavor { count: None, auto_scale: Some(AutoScale { min, max }), ..fixed(name, size, 0) }
     }
 
+    #[test]
+    fn a_cluster_is_created_for_the_live_create_mode_substrate_on_it() {
+        use crate::policy::{AdoptClusterPolicy, ClusterPolicy, CreateClusterPolicy};
+        use crate::policy::{SubstrateKind, SubstratePolicy};
+        let substrate = |pool: &str, cluster: ClusterPolicy, state: ResourceState| {
+            let policy =
+                SubstratePolicy { kind: SubstrateKind::Kubernetes, account: "a".into(), cluster };
+            let (tenant, account) =
+                (crate::TenantId::parse("acme").unwrap(), crate::ProviderAccountId::generate(1, 1));
+            let now = crate::Timestamp::from_unix_ms(0);
+            let pool = PoolId::parse(pool).unwrap();
+            Substrate { state, ..Substrate::pending(pool, tenant, account, &policy, now) }
+        };
+        let create = ClusterPolicy::Create(CreateClusterPolicy {
+            region: "nyc1".into(),
+            version: "latest".into(),
+            high_availability: false,
+            name: None,
+        });
+        let adopt = ClusterPolicy::Adopt(AdoptClusterPolicy { provider_cluster_id: "c".into() });
+        let (a, b) = ("pool_01hq3k5v9x8y7z6w5v4t3s2r1a", "pool_01hq3k5v9x8y7z6w5v4t3s2r1b");
+        let made = substrate(a, create.clone(), ResourceState::Ready);
+        let adopting = substrate(b, adopt, ResourceState::Ready);
+        let users = [adopting.clone(), made.clone()];
+        assert_eq!(cluster_created_for(&users, None), Some(&made.pool_id));
+        assert_eq!(cluster_created_for(&users, Some(&adopting.pool_id)), Some(&made.pool_id));
+        assert_eq!(cluster_created_for(&users, Some(&made.pool_id)), None, "its own pool");
+        let gone = substrate(a, create, ResourceState::Deleted);
+        assert_eq!(cluster_created_for(&[adopting, gone], None), None, "deleted with its pool");
+    }
+
     /// What the provider would hold after creating `req` with id `id`.
     fn made(id: &str, req: &NodePoolRequest) -> ProviderNodePool {
         let (min, max) = req.auto_scale.unwrap_or((0, 0));
@@ -341,6 +433,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_substrate_tag_names_its_pool_and_nothing_else_does() {
+        let p = pool_id();
+        assert_eq!(substrate_tag_pool(&substrate_tag(&p)), Some(p));
+        assert_eq!(
+            substrate_tag_pool("better-compute-cluster-cluster-01hq3k5v9x8y7z6w5v4t3s2r1q"),
+            None
+        );
+        assert_eq!(substrate_tag_pool("better-compute-pool-nonsense"), None);
+        assert_eq!(substrate_tag_pool("k8s"), None);
     }
 
     #[test]

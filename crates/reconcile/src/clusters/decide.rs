@@ -12,7 +12,9 @@ use bc_domain::policy::{AutoScale, Scale};
 use bc_domain::ports::{ProviderClusterState, ProviderNodePool, Write};
 use bc_domain::{NodePoolId, NodePoolState, ResourceState, Timestamp};
 
-use crate::substrates::rows::{RowSync, node_counts};
+use bc_domain::rules::plan::node_counts;
+
+use crate::shared::records::RowSync;
 
 /// A provider pool's scale as it shows it.
 fn observed_scale(p: &ProviderNodePool) -> Scale {
@@ -122,6 +124,27 @@ fn status_write(
     }
 }
 
+/// The tenant's node pools of the cluster made through this system (no substrate's, not
+/// the provider's own), deleted ones included: what goes into the cluster's create.
+pub fn tenant_pools(rows: &[NodePool]) -> impl Iterator<Item = &NodePool> {
+    rows.iter().filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
+}
+
+/// Whether the cluster's create stands refused as it is asked now: not made, `error`
+/// stamped at its generation, and every first pool refused with it at its own
+/// generation — a change of the cluster or of a first pool (added, resized, deleted)
+/// asks again (SPEC §8: a refusal waits for the tenant's change).
+pub fn create_refused(cluster: &KubernetesCluster, rows: &[NodePool]) -> bool {
+    cluster.provider_cluster_id.is_none()
+        && cluster.status.state == ResourceState::Error
+        && cluster.status.observed_generation == cluster.generation
+        && tenant_pools(rows).all(|r| {
+            !r.delete_requested
+                && r.state == NodePoolState::Error
+                && r.observed_generation == r.generation
+        })
+}
+
 /// Where a tenant cluster is, derived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Derived {
@@ -133,22 +156,25 @@ pub enum Derived {
     Error(String),
 }
 
-/// A running cluster's state from its tenant node pools' rows: `error` naming the first
-/// refused pool, `updating` while any converges.
+/// A running cluster's state from the rows of the node pools made through this system
+/// (the tenant's and the substrates'; not the provider's own): `error` naming the first
+/// refused pool, `updating` while any converges (SPEC §8).
 pub fn from_pools(rows: &[NodePool]) -> Derived {
-    let tenant: Vec<&NodePool> = rows
-        .iter()
-        .filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
-        .collect();
-    if let Some(r) = tenant.iter().find(|r| r.state == NodePoolState::Error) {
+    let ours: Vec<&NodePool> =
+        rows.iter().filter(|r| r.origin == NodePoolOrigin::Created).collect();
+    if let Some(r) = ours.iter().find(|r| r.state == NodePoolState::Error) {
+        let fix = match &r.managed_by {
+            Some(pool) => format!("change that flavor in the policy of pool {pool}"),
+            None => "change or delete that node pool".to_owned(),
+        };
         return Derived::Error(format!(
-            "node pool {} ({}) is in error: {}; change or delete that node pool",
+            "node pool {} ({}) is in error: {}; {fix}",
             r.name,
             r.node_pool_id,
             r.message.as_deref().unwrap_or("refused by the provider")
         ));
     }
-    let busy: Vec<&str> = tenant
+    let busy: Vec<&str> = ours
         .iter()
         .filter(|r| {
             matches!(

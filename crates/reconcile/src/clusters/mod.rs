@@ -8,7 +8,9 @@
 //! alone here; the cluster's name is recorded (its row) before it is made, and a row
 //! without a provider id looks the name up before it creates; an adopted cluster is
 //! never changed or deleted at the provider (its row closes when no substrate uses it);
-//! throttling and 5xx are retried by the runtime, never shown as refusals.
+//! a refused create is recorded once (the cluster and its first pools `error`, stamped
+//! at their generations) and not asked again until one of them changes; throttling and
+//! 5xx are retried by the runtime, never shown as refusals.
 
 pub mod decide;
 
@@ -17,8 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bc_domain::model::{
-    ClusterMode, ClusterOrigin, KubernetesCluster, NodePool, NodePoolOrigin, ProviderAccount,
-    SubstrateMode,
+    ClusterMode, ClusterOrigin, KubernetesCluster, NodePool, NodePoolOrigin, ObservedStatus,
+    ProviderAccount,
 };
 use bc_domain::policy::UpgradePolicy;
 use bc_domain::ports::{
@@ -26,14 +28,15 @@ use bc_domain::ports::{
     ProviderImpl, UnitOfWork, UpdateClusterRequest, WorkKind, Write,
 };
 use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
+use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::records::{cluster_closed, cluster_status, node_pool_request};
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, node_pool_event,
     own_error, waits,
 };
-use crate::substrates::decide::{cluster_closed, cluster_status};
 use decide::Derived;
 
 /// The tag every cluster this reconciler creates carries, so a recorded name found at
@@ -119,7 +122,30 @@ impl Run<'_> {
     /// Closes the row and every live node pool row of it (each through `deleting`).
     async fn close(&self, rows: &[NodePool]) -> Result<Outcome, ReconcileError> {
         let now = self.act.now;
-        let mut uow = UnitOfWork::new();
+        let mut uow = self.close_rows(UnitOfWork::new(), rows);
+        for status in cluster_closed(&self.row, now) {
+            let deleted = status.state == ResourceState::Deleted;
+            uow = uow.write(Write::SetClusterStatus {
+                cluster_id: self.row.cluster_id.clone(),
+                provider_cluster_id: None,
+                version: None,
+                status,
+            });
+            if deleted
+                && let Some(e) =
+                    cluster_event(&*self.r.entropy, &self.row, ResourceState::Deleted, None, now)
+            {
+                uow = uow.event(e);
+            }
+        }
+        self.commit(uow).await?;
+        Ok(Outcome::Gone)
+    }
+
+    /// Adds to `uow` the closing of `rows` (each through `deleting`), with the
+    /// `deleted` event of the pools made through this system.
+    fn close_rows(&self, mut uow: UnitOfWork, rows: &[NodePool]) -> UnitOfWork {
+        let now = self.act.now;
         for r in rows {
             for state in [NodePoolState::Deleting, NodePoolState::Deleted] {
                 if r.state == NodePoolState::Deleting && state == NodePoolState::Deleting {
@@ -143,23 +169,70 @@ impl Run<'_> {
                 uow = uow.event(e);
             }
         }
-        for status in cluster_closed(&self.row, now) {
-            let deleted = status.state == ResourceState::Deleted;
-            uow = uow.write(Write::SetClusterStatus {
-                cluster_id: self.row.cluster_id.clone(),
-                provider_cluster_id: None,
-                version: None,
-                status,
+        uow
+    }
+
+    /// Records that the provider (or this system, for a create no provider could
+    /// carry out) refused the cluster's create: the cluster and the first pools that
+    /// went with it are `error`, stamped at their generations, so the same create is not
+    /// asked again until one of them changes ([`decide::create_refused`]).
+    async fn refuse_create(
+        &self,
+        message: String,
+        first: &[&NodePool],
+    ) -> Result<Outcome, ReconcileError> {
+        let now = self.act.now;
+        let status = ObservedStatus {
+            state: ResourceState::Error,
+            message: Some(message.clone()),
+            observed_generation: self.row.generation,
+            updated_at: now,
+        };
+        let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
+            cluster_id: self.row.cluster_id.clone(),
+            provider_cluster_id: None,
+            version: None,
+            status,
+        });
+        if self.row.status.state != ResourceState::Error
+            && let Some(e) = cluster_event(
+                &*self.r.entropy,
+                &self.row,
+                ResourceState::Error,
+                Some(&message),
+                now,
+            )
+        {
+            uow = uow.event(e);
+        }
+        for r in first {
+            let refused = NodePool {
+                state: NodePoolState::Error,
+                message: Some(format!(
+                    "refused with the create of cluster {}: {message}",
+                    self.row.name
+                )),
+                observed_generation: r.generation,
+                ..(*r).clone()
+            };
+            uow = uow.write(Write::SetNodePoolStatus {
+                node_pool_id: r.node_pool_id.clone(),
+                provider_node_pool_id: None,
+                nodes_listed: 0,
+                nodes_ready: 0,
+                state: refused.state,
+                message: refused.message.clone(),
+                observed_generation: refused.observed_generation,
+                updated_at: now,
             });
-            if deleted
-                && let Some(e) =
-                    cluster_event(&*self.r.entropy, &self.row, ResourceState::Deleted, None, now)
+            if r.state != NodePoolState::Error
+                && let Some(e) = node_pool_event(&*self.r.entropy, &refused, now)
             {
                 uow = uow.event(e);
             }
         }
         self.commit(uow).await?;
-        Ok(Outcome::Gone)
+        Ok(Outcome::Steady)
     }
 
     /// The provider cluster by the recorded name, when it carries our tag.
@@ -206,14 +279,19 @@ impl Run<'_> {
                     pc.state,
                     ProviderClusterState::Deleting | ProviderClusterState::Deleted
                 ) => {}
-            Ok(_) => match k.delete_cluster(&id).await {
-                Ok(()) | Err(ProviderError::NotFound) => self.deps.observer.invalidate(account),
-                Err(e) => {
-                    return self
-                        .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
-                        .await;
+            Ok(_) => {
+                self.act.ensure_held(self.deps).await?;
+                match k.delete_cluster(&id).await {
+                    Ok(()) | Err(ProviderError::NotFound) => {
+                        self.deps.observer.invalidate(account);
+                    }
+                    Err(e) => {
+                        return self
+                            .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                            .await;
+                    }
                 }
-            },
+            }
         }
         if let Some(status) = cluster_status(
             &self.row,
@@ -245,53 +323,52 @@ impl Run<'_> {
     }
 
     /// Creates the cluster with its first pools (or finds the one a lost answer made),
-    /// and records the provider ids.
+    /// and records the provider ids. The first pools deleted before the cluster was made
+    /// are closed here: they leave the create.
     async fn make(
         &self,
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
         rows: &[NodePool],
-    ) -> Result<(Derived, Duration), ReconcileError> {
+    ) -> Result<Outcome, ReconcileError> {
+        let (dropped, first): (Vec<&NodePool>, Vec<&NodePool>) =
+            decide::tenant_pools(rows).partition(|r| r.delete_requested);
+        if !dropped.is_empty() {
+            let dropped: Vec<NodePool> = dropped.into_iter().cloned().collect();
+            self.commit(self.close_rows(UnitOfWork::new(), &dropped)).await?;
+        }
         let tag = cluster_tag(&self.row.cluster_id);
-        let made = match provider!(self.find_by_name(account).await?) {
+        let found = match self.find_by_name(account).await? {
+            Ok(found) => found,
+            Err(e) => {
+                return self
+                    .stopped(own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?)
+                    .await;
+            }
+        };
+        let made = match found {
             Some(c) if c.tags.contains(&tag) => c,
             Some(c) => {
-                return Ok((
-                    Derived::Error(format!(
-                        "a cluster named {} ({}) already exists in the provider account and was not made by this system: delete this cluster and create it with another name",
-                        c.name, c.id
-                    )),
-                    waits::ERROR,
-                ));
+                let m = format!(
+                    "a cluster named {} ({}) already exists in the provider account and was not made by this system: delete this cluster and create it with another name",
+                    c.name, c.id
+                );
+                return self.refuse_create(m, &first).await;
             }
             None => {
-                let first: Vec<&NodePool> = rows
-                    .iter()
-                    .filter(|r| {
-                        r.origin == NodePoolOrigin::Created
-                            && r.managed_by.is_none()
-                            && !r.delete_requested
-                    })
-                    .collect();
                 let mode = self.row.mode;
                 if mode == ClusterMode::Autopilot
                     && !provider.capabilities().cluster_modes.contains(&ClusterMode::Autopilot)
                 {
-                    return Ok((
-                        Derived::Error(format!(
-                            "provider account {} offers no autopilot clusters: delete this cluster and create a standard one",
-                            self.row.provider_account_id
-                        )),
-                        waits::ERROR,
-                    ));
+                    let m = format!(
+                        "provider account {} offers no autopilot clusters: delete this cluster and create a standard one",
+                        self.row.provider_account_id
+                    );
+                    return self.refuse_create(m, &first).await;
                 }
                 if mode == ClusterMode::Standard && first.is_empty() {
-                    return Ok((
-                        Derived::Error(
-                            "a standard cluster needs at least one node pool: add one".into(),
-                        ),
-                        waits::ERROR,
-                    ));
+                    let m = "a standard cluster needs at least one node pool: add one".to_owned();
+                    return self.refuse_create(m, &first).await;
                 }
                 let req = CreateClusterRequest {
                     name: self.row.name.to_string(),
@@ -304,54 +381,57 @@ impl Run<'_> {
                     high_availability: self.row.high_availability,
                     mode,
                     tags: vec![tag],
-                    node_pools: first
-                        .iter()
-                        .map(|r| crate::node_pools::decide::request(r))
-                        .collect(),
+                    node_pools: first.iter().map(|r| node_pool_request(r)).collect(),
                 };
-                let made = provider!(provider.kubernetes().create_cluster(&req).await);
-                self.deps.observer.invalidate(account);
-                made
+                self.act.ensure_held(self.deps).await?;
+                match provider.kubernetes().create_cluster(&req).await {
+                    Ok(made) => {
+                        self.deps.observer.invalidate(account);
+                        made
+                    }
+                    Err(ProviderError::Refused { message }) => {
+                        return self.refuse_create(message, &first).await;
+                    }
+                    Err(e) => {
+                        let failed = own_error(e).map(|m| (Derived::Error(m), waits::ERROR))?;
+                        return self.stopped(failed).await;
+                    }
+                }
             }
         };
-        let status = cluster_status(
-            &self.row,
-            ResourceState::Provisioning,
-            Some(format!("cluster {} is being provisioned by the provider", self.row.name)),
-            self.act.now,
-        )
-        .unwrap_or_else(|| self.row.status.clone());
+        let message = format!("cluster {} is being provisioned by the provider", self.row.name);
+        // Never made before, so never ready: provisioning, whatever a refusal stamped.
+        let status = ObservedStatus {
+            state: ResourceState::Provisioning,
+            message: Some(message.clone()),
+            observed_generation: 0,
+            updated_at: self.act.now,
+        };
         let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
             cluster_id: self.row.cluster_id.clone(),
             provider_cluster_id: Some(made.id.clone()),
             version: Some(made.version.clone()),
             status,
         });
-        for r in
-            rows.iter().filter(|r| r.origin == NodePoolOrigin::Created && r.managed_by.is_none())
-        {
+        for r in &first {
+            let refused = r.state == NodePoolState::Error;
             if let Some(p) = made.node_pools.iter().find(|p| p.name == r.name) {
                 uow = uow.write(Write::SetNodePoolStatus {
                     node_pool_id: r.node_pool_id.clone(),
                     provider_node_pool_id: Some(p.id.clone()),
                     nodes_listed: r.nodes_listed,
                     nodes_ready: r.nodes_ready,
-                    state: r.state,
-                    message: r.message.clone(),
-                    observed_generation: r.observed_generation,
+                    // A refusal that went with an earlier create does not stand.
+                    state: if refused { NodePoolState::Pending } else { r.state },
+                    message: if refused { None } else { r.message.clone() },
+                    observed_generation: if refused { 0 } else { r.observed_generation },
                     updated_at: self.act.now,
                 });
             }
             uow = uow.enqueue(WorkKind::NodePools, r.node_pool_id.as_str(), self.act.now);
         }
         self.commit(uow).await?;
-        Ok((
-            Derived::Converging(format!(
-                "cluster {} is being provisioned by the provider",
-                self.row.name
-            )),
-            waits::CLUSTER,
-        ))
+        Ok(converging(waits::CLUSTER))
     }
 
     /// The provider cluster: from the shared listing while the row is steady (silence
@@ -387,11 +467,11 @@ impl Run<'_> {
     ) -> Result<(Derived, Duration), ReconcileError> {
         let now = self.act.now;
         if let Some(desired) = self.row.desired_version.as_deref().filter(|v| *v != pc.version) {
-            let offered = match self.r.upgrades.recent(account, &pc.version, now) {
+            let offered = match self.r.upgrades.recent(account, &pc.version, desired, now) {
                 Some(o) => o,
                 None => {
                     let o = provider!(provider.kubernetes().available_upgrades(&pc.id).await);
-                    self.r.upgrades.record(account, &pc.version, now, o.clone());
+                    self.r.upgrades.record(account, &pc.version, desired, now, o.clone());
                     o
                 }
             };
@@ -405,6 +485,7 @@ impl Run<'_> {
                 now,
             ) {
                 UpgradeDecision::Upgrade { version } => {
+                    self.act.ensure_held(self.deps).await?;
                     provider!(provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
                     self.r.upgrades.forget(account, &pc.version);
                     self.deps.observer.invalidate(account);
@@ -431,6 +512,7 @@ impl Run<'_> {
         if self.row.high_availability && !pc.high_availability {
             let mut req = UpdateClusterRequest::keeping(pc);
             req.high_availability = Some(true);
+            self.act.ensure_held(self.deps).await?;
             provider!(provider.kubernetes().update_cluster(&pc.id, &req).await);
             self.deps.observer.invalidate(account);
             return Ok((
@@ -475,8 +557,11 @@ impl Run<'_> {
             return self.delete(&account, &provider, &rows).await;
         }
         let Some(id) = self.row.provider_cluster_id.clone() else {
-            let step = self.make(&account, &provider, &rows).await?;
-            return self.stopped(step).await;
+            if decide::create_refused(&self.row, &rows) {
+                // Refused as it stands: nothing to ask until the tenant changes it.
+                return Ok(Outcome::Steady);
+            }
+            return self.make(&account, &provider, &rows).await;
         };
         let pc = match self.observe(&account, &provider, &id).await {
             Ok(Some(pc)) => pc,
@@ -516,8 +601,10 @@ impl Run<'_> {
             match decide::from_provider(self.row.name.as_str(), &pc.state, pc.message.as_deref()) {
                 Some(d @ Derived::Error(_)) => (d, waits::ERROR),
                 Some(d) => (d, waits::CLUSTER),
+                // Adopted: never changed here, but its state follows the pools made
+                // through this system (the substrates wake it when theirs move).
                 None if self.row.origin == ClusterOrigin::Adopted => {
-                    (Derived::Ready, Duration::ZERO)
+                    (decide::from_pools(&rows), Duration::ZERO)
                 }
                 None => self.converge_running(&account, &provider, &pc, &rows).await?,
             };
@@ -544,10 +631,7 @@ impl Reconciler for ClusterReconciler {
         }
         // A cluster a substrate created is converged by the substrate reconciler.
         let substrates = deps.store.substrate_list_by_cluster(&id).await?;
-        if substrates
-            .iter()
-            .any(|s| s.mode == SubstrateMode::Create && s.state != ResourceState::Deleted)
-        {
+        if cluster_created_for(&substrates, None).is_some() {
             return Ok(Outcome::Gone);
         }
         Run { r: self, deps, act, row }.run().await

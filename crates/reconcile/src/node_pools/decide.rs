@@ -8,33 +8,14 @@
 
 use bc_domain::NodePoolState;
 use bc_domain::model::NodePool;
-use bc_domain::policy::Scale;
 use bc_domain::ports::{NodePoolRequest, ProviderNodePool};
-use bc_domain::rules::plan::node_pool_needs_update;
+use bc_domain::rules::plan::{node_counts, node_pool_needs_update, pool_settled};
 
-use crate::substrates::rows::{node_counts, pool_converged};
-
-/// The provider request of a row: create form (an autoscaled pool starts at its
-/// minimum).
-pub fn request(row: &NodePool) -> NodePoolRequest {
-    let (count, auto_scale) = match row.scale {
-        Scale::Count(c) => (Some(c), None),
-        Scale::AutoScale(a) => (Some(a.min), Some((a.min, a.max))),
-    };
-    NodePoolRequest {
-        name: row.name.clone(),
-        size: row.size.clone(),
-        count,
-        auto_scale,
-        labels: row.labels.clone(),
-        taints: row.taints.clone(),
-        tags: vec![],
-    }
-}
+use crate::shared::records::{converged_at_its_generation, node_pool_request};
 
 /// The update form: no count for an autoscaled pool.
 pub fn update_request(row: &NodePool) -> NodePoolRequest {
-    let mut r = request(row);
+    let mut r = node_pool_request(row);
     if r.auto_scale.is_some() {
         r.count = None;
     }
@@ -60,10 +41,10 @@ pub enum Next {
 
 /// The next step for a row whose pool the provider shows as `observed`.
 pub fn next(row: &NodePool, observed: &ProviderNodePool) -> Next {
-    let want = request(row);
+    let want = node_pool_request(row);
     if node_pool_needs_update(observed, &want) {
         Next::Update(update_request(row))
-    } else if pool_converged(observed, &want) {
+    } else if pool_settled(observed, &want, converged_at_its_generation(row)) {
         Next::Ready
     } else {
         Next::Wait
@@ -95,7 +76,7 @@ pub fn status(
 mod tests {
     use super::*;
     use bc_domain::model::NodePoolOrigin;
-    use bc_domain::policy::AutoScale;
+    use bc_domain::policy::{AutoScale, Scale};
     use bc_domain::ports::{ProviderNode, ProviderNodeState};
     use bc_domain::{ClusterId, NodePoolId, TenantId, Timestamp};
 
@@ -137,7 +118,8 @@ mod tests {
             max_nodes: max,
             labels: req.labels.clone(),
             taints: req.taints.clone(),
-            tags: vec!["k8s".into()],
+            // What we asked for, and the provider's own.
+            tags: req.tags.iter().cloned().chain(["k8s".to_owned()]).collect(),
             nodes: (0..nodes)
                 .map(|i| ProviderNode {
                     id: format!("n{i}"),
@@ -156,18 +138,22 @@ mod tests {
     #[test]
     fn a_pool_is_pending_until_its_nodes_run_then_ready() {
         let r = row(Scale::Count(2));
-        let o = observed(&request(&r), 2, 1);
+        let o = observed(&node_pool_request(&r), 2, 1);
         assert_eq!(next(&r, &o), Next::Wait);
         assert_eq!(status(&r, Some(&o), &Next::Wait), (NodePoolState::Pending, 2, 1, 0));
-        let o = observed(&request(&r), 2, 2);
+        let o = observed(&node_pool_request(&r), 2, 2);
         assert_eq!(next(&r, &o), Next::Ready);
         assert_eq!(status(&r, Some(&o), &Next::Ready), (NodePoolState::Ready, 2, 2, 1));
+        // A pool made before it carried our tag gets it.
+        let mut untagged = o.clone();
+        untagged.tags.retain(|t| t == "k8s");
+        assert!(matches!(next(&r, &untagged), Next::Update(req) if req.tags.len() == 1));
     }
 
     #[test]
     fn a_resize_is_an_update_and_autoscaled_counts_are_never_sent() {
         let mut r = row(Scale::Count(2));
-        let o = observed(&request(&r), 2, 2);
+        let o = observed(&node_pool_request(&r), 2, 2);
         r.scale = Scale::Count(3);
         r.generation = 2;
         r.state = NodePoolState::Ready;
@@ -175,13 +161,27 @@ mod tests {
         assert!(matches!(next(&r, &o), Next::Update(req) if req.count == Some(3)));
         assert_eq!(status(&r, Some(&o), &Next::Wait).0, NodePoolState::Updating);
         let mut a = row(Scale::AutoScale(AutoScale { min: 1, max: 5 }));
-        let mut o = observed(&request(&a), 4, 4);
+        let mut o = observed(&node_pool_request(&a), 4, 4);
         o.count = 4; // the autoscaler's choice
         assert_eq!(next(&a, &o), Next::Ready);
         a.scale = Scale::AutoScale(AutoScale { min: 2, max: 6 });
         assert!(
             matches!(next(&a, &o), Next::Update(req) if req.count.is_none() && req.auto_scale == Some((2, 6)))
         );
+    }
+
+    #[test]
+    fn node_churn_of_a_converged_pool_is_no_change() {
+        let mut r = row(Scale::AutoScale(AutoScale { min: 1, max: 5 }));
+        let o = observed(&node_pool_request(&r), 1, 1);
+        assert_eq!(next(&r, &o), Next::Ready);
+        (r.state, r.observed_generation) = (NodePoolState::Ready, 1);
+        // The autoscaler adds two nodes, still being made: the pool stays ready.
+        let grown = observed(&node_pool_request(&r), 3, 1);
+        assert_eq!(next(&r, &grown), Next::Ready);
+        // Before it first converged, the same view is a wait.
+        r.observed_generation = 0;
+        assert_eq!(next(&r, &grown), Next::Wait);
     }
 
     #[test]

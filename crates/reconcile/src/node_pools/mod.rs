@@ -4,7 +4,8 @@
 //! `ready` or `error`.
 //!
 //! Invariants: rows with `managedBy` (a substrate's) and the provider's own pools are
-//! never acted on here; a pool's name is recorded (the row) before it is made, and a
+//! never acted on here, nor are the pools of a cluster not made yet (they go into its
+//! create, which the cluster reconciler asks); a pool's name is recorded (the row) before it is made, and a
 //! row without a provider id looks its name up before it creates, so a lost answer
 //! never makes a second pool; a refusal is the pool's `error` and is not asked again
 //! until the tenant changes or deletes the pool; throttling and 5xx are retried by the
@@ -20,6 +21,7 @@ use bc_domain::ports::{ProviderImpl, ProviderNodePool, UnitOfWork, WorkKind, Wri
 use bc_domain::{NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::records::{node_pool_request, node_pool_tag};
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, converging, node_pool_event, own_error, waits,
 };
@@ -219,12 +221,13 @@ impl Reconciler for NodePoolReconciler {
             return self.refused(deps, act, &row, m).await;
         }
         let Some(pid) = cluster.provider_cluster_id.clone() else {
-            if row.delete_requested {
-                return self.closed(deps, act, &row).await;
-            }
-            // The cluster reconciler makes it (with this pool when it came with it) and
-            // wakes this row then.
-            return Ok(converging(waits::CLUSTER));
+            // Not made yet: the pool is part of the cluster's create, which the cluster
+            // reconciler asks (again, if a refusal stood) with the pool as it is now, or
+            // without it once deleted; it wakes this row when the cluster is made.
+            let wake =
+                UnitOfWork::new().enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), act.now);
+            deps.store.commit(wake.fenced(act.fence.clone())).await?;
+            return Ok(Outcome::Steady);
         };
         let account = deps.store.account_get_any(&cluster.provider_account_id).await?;
         let Some(account) = account.filter(|a| a.deleted_at.is_none()) else {
@@ -234,12 +237,15 @@ impl Reconciler for NodePoolReconciler {
         let provider = provider!(self, deps, act, &row, deps.observer.provider(&account).await);
         let k = provider.kubernetes();
 
+        let tag = node_pool_tag(&row.node_pool_id);
         if row.delete_requested {
             let known = match &row.provider_node_pool_id {
                 Some(p) => Some(p.clone()),
+                // A create whose answer was lost: ours carries our tag; a pool of that
+                // name without it is someone else's and stays.
                 None => provider!(self, deps, act, &row, k.list_node_pools(&pid).await)
                     .into_iter()
-                    .find(|p| p.name == row.name)
+                    .find(|p| p.name == row.name && p.tags.contains(&tag))
                     .map(|p| p.id),
             };
             let Some(npid) = known else { return self.closed(deps, act, &row).await };
@@ -250,6 +256,7 @@ impl Reconciler for NodePoolReconciler {
                     Ok(_) => return Ok(converging(waits::NODE_POOL)),
                 }
             }
+            act.ensure_held(deps).await?;
             match k.delete_node_pool(&pid, &npid).await {
                 Ok(()) | Err(ProviderError::NotFound) => {}
                 Err(e) => return self.refused(deps, act, &row, own_error(e)?).await,
@@ -272,20 +279,32 @@ impl Reconciler for NodePoolReconciler {
                 &row,
                 self.observe(deps, &account, &provider, &pid, &row, npid).await
             ),
-            // A create whose answer was lost: look the recorded name up first.
-            None => provider!(self, deps, act, &row, k.list_node_pools(&pid).await)
-                .into_iter()
-                .find(|p| p.name == row.name),
+            // A create whose answer was lost: look the recorded name up first, and take
+            // only a pool carrying our tag.
+            None => {
+                let listed = provider!(self, deps, act, &row, k.list_node_pools(&pid).await);
+                match listed.into_iter().find(|p| p.name == row.name) {
+                    Some(p) if !p.tags.contains(&tag) => {
+                        let m = format!(
+                            "a node pool named {} ({}) already exists in cluster {} and was not made through this system: it is never changed or deleted here; delete this node pool and create it with another name",
+                            p.name, p.id, cluster.name
+                        );
+                        return self.refused(deps, act, &row, m).await;
+                    }
+                    found => found,
+                }
+            }
         };
         let observed = match observed {
             Some(p) => p,
             None => {
+                act.ensure_held(deps).await?;
                 let made = provider!(
                     self,
                     deps,
                     act,
                     &row,
-                    k.create_node_pool(&pid, &decide::request(&row)).await
+                    k.create_node_pool(&pid, &node_pool_request(&row)).await
                 );
                 deps.observer.invalidate(&account);
                 made
@@ -293,6 +312,7 @@ impl Reconciler for NodePoolReconciler {
         };
         let next = decide::next(&row, &observed);
         if let Next::Update(req) = &next {
+            act.ensure_held(deps).await?;
             provider!(self, deps, act, &row, k.update_node_pool(&pid, &observed.id, req).await);
             deps.observer.invalidate(&account);
         }

@@ -11,6 +11,8 @@
 
 pub mod plan;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use bc_domain::id::EventId;
 use bc_domain::model::LoadBalancerType;
@@ -22,6 +24,7 @@ use bc_domain::rules::billing::{should_close_billing, should_open_billing};
 use bc_domain::{LoadBalancerId, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
+use crate::shared::{Entropy, OsEntropy};
 use plan::{Blocked, Change, Need, Next, Observed, Timing};
 
 /// How many decide-call rounds one activation makes at most (the longest path is:
@@ -29,15 +32,29 @@ use plan::{Blocked, Change, Need, Next, Observed, Timing};
 const MAX_STEPS: usize = 6;
 
 /// The load balancer reconciler.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct LoadBalancers {
     timing: Timing,
+    entropy: Arc<dyn Entropy>,
+}
+
+impl Default for LoadBalancers {
+    /// DigitalOcean-scale waits, the operating system's randomness.
+    fn default() -> Self {
+        Self::new(Timing::default(), Arc::new(OsEntropy))
+    }
+}
+
+impl std::fmt::Debug for LoadBalancers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadBalancers").field("timing", &self.timing).finish_non_exhaustive()
+    }
 }
 
 impl LoadBalancers {
-    /// A reconciler with these waits.
-    pub fn new(timing: Timing) -> Self {
-        Self { timing }
+    /// A reconciler with these waits, drawing event ids from `entropy`.
+    pub fn new(timing: Timing, entropy: Arc<dyn Entropy>) -> Self {
+        Self { timing, entropy }
     }
 
     /// The whole provider object `lb` asks for: its spec with the targets resolved to
@@ -94,7 +111,10 @@ impl LoadBalancers {
         let state = path.map_err(|e| {
             ReconcileError::Other(format!("load balancer {}: {e}", lb.load_balancer_id))
         })?;
-        let now = deps.clock.now();
+        // The activation's time, as every reconciler records (a look after a later call
+        // still takes a listing newer than half its poll wait, so an earlier stamp
+        // cannot let a stale listing speak for the call).
+        let now = a.now;
         let first_ready = should_open_billing(prev, state, lb.ready_at);
         let status = ObservedStatus {
             state,
@@ -132,7 +152,7 @@ impl LoadBalancers {
                 .write(Write::ReleaseLoadBalancerQuota { load_balancer_id: id.clone() });
         }
         if let Some(kind) = change.event {
-            uow = uow.event(event(lb, &change, kind, now));
+            uow = uow.event(event(&*self.entropy, lb, &change, kind, now));
         }
         deps.store.commit(uow).await?;
         if change.deletes() {
@@ -182,7 +202,13 @@ async fn target(
 }
 
 /// The outbox event of `change`: what happened, never a secret.
-fn event(lb: &LoadBalancer, change: &Change, kind: &str, now: bc_domain::Timestamp) -> NewEvent {
+fn event(
+    entropy: &dyn Entropy,
+    lb: &LoadBalancer,
+    change: &Change,
+    kind: &str,
+    now: bc_domain::Timestamp,
+) -> NewEvent {
     let mut data = serde_json::json!({
         "loadBalancerId": lb.load_balancer_id,
         "name": lb.name,
@@ -199,7 +225,7 @@ fn event(lb: &LoadBalancer, change: &Change, kind: &str, now: bc_domain::Timesta
         }
     }
     NewEvent {
-        event_id: EventId::generate(u64::try_from(now.unix_ms()).unwrap_or(0), rand::random()),
+        event_id: EventId::generate(u64::try_from(now.unix_ms()).unwrap_or(0), entropy.u128()),
         tenant_id: lb.tenant_id.clone(),
         subject: subjects::load_balancer(&lb.load_balancer_id),
         kind: kind.to_owned(),
@@ -230,7 +256,7 @@ impl Reconciler for LoadBalancers {
             ))
         })?;
         let desired = self.desired(deps, &lb).await?;
-        let mut observed = match plan::need(&lb, deps.clock.now(), &self.timing) {
+        let mut observed = match plan::need(&lb, a.now, &self.timing) {
             Need::Nothing => Observed::NotLooked,
             Need::Wait(after) => return Ok(Outcome::Converging { after }),
             Need::Listing(max_age) => {
@@ -245,7 +271,7 @@ impl Reconciler for LoadBalancers {
                 lb: &lb,
                 desired: desired.clone(),
                 observed,
-                now: deps.clock.now(),
+                now: a.now,
                 timing: &self.timing,
             };
             observed = match plan::plan(&input) {
@@ -267,24 +293,29 @@ impl Reconciler for LoadBalancers {
                     // The intent first: after a crash from here on, the next run looks
                     // for what this create may have made before it makes anything.
                     self.record(deps, a, &mut lb, intent).await?;
+                    a.ensure_held(deps).await?;
                     match lbs.create(&request).await {
                         Ok(p) => Observed::Found(p),
                         Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
                 }
-                Next::Update { id, request } => match lbs.update(&id, &request).await {
-                    Ok(p) => {
-                        let change = plan::updated(&lb, &p);
-                        self.record(deps, a, &mut lb, change).await?;
-                        return Ok(self.converging(deps, &lb));
+                Next::Update { id, request } => {
+                    a.ensure_held(deps).await?;
+                    match lbs.update(&id, &request).await {
+                        Ok(p) => {
+                            let change = plan::updated(&lb, &p);
+                            self.record(deps, a, &mut lb, change).await?;
+                            return Ok(self.converging(a, &lb));
+                        }
+                        Err(ProviderError::NotFound) => Observed::Gone,
+                        Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
-                    Err(ProviderError::NotFound) => Observed::Gone,
-                    Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
-                },
+                }
                 Next::Delete { id, intent } => {
                     if let Some(c) = intent {
                         self.record(deps, a, &mut lb, c).await?;
                     }
+                    a.ensure_held(deps).await?;
                     match lbs.delete(&id).await {
                         Ok(()) | Err(ProviderError::NotFound) => {
                             let change = plan::deleted(&lb);
@@ -297,7 +328,7 @@ impl Reconciler for LoadBalancers {
             };
         }
         // Not settled within the bound (a provider answering inconsistently): look again.
-        Ok(self.converging(deps, &lb))
+        Ok(self.converging(a, &lb))
     }
 }
 
@@ -307,8 +338,8 @@ impl LoadBalancers {
         &self.timing
     }
 
-    fn converging(&self, deps: &Deps, lb: &LoadBalancer) -> Outcome {
-        Outcome::Converging { after: plan::poll(lb, deps.clock.now(), &self.timing) }
+    fn converging(&self, a: &Activation, lb: &LoadBalancer) -> Outcome {
+        Outcome::Converging { after: plan::poll(lb, a.now, &self.timing) }
     }
 
     /// A call the provider did not carry out: a refusal is the object's own error

@@ -4,9 +4,10 @@
 //!
 //! Invariant: nothing here does I/O. A create is always preceded by recording the intent
 //! (the state that says a create may have been sent, with the time it was), and after
-//! that intent no create is decided before a listing taken after it shows no load
-//! balancer carrying this one's ownership tag — so a crash, a lost answer or a retry
-//! never makes a second provider object. An absence in a listing is never taken as
+//! that intent no create is decided before a listing taken after the create it
+//! announced was over (`call_timeout`) shows no load balancer carrying this one's
+//! ownership tag — so a crash, a lost answer or a retry never makes a second provider
+//! object. An absence in a listing is never taken as
 //! proof of deletion: a GET confirms it first. A refused create or update is not
 //! retried until the desired state changes (its generation moves).
 
@@ -59,6 +60,11 @@ pub struct Timing {
     /// apart, so a listing that began before a create — on any replica — is never
     /// taken as proof that the create did not happen.
     pub listing_margin: Duration,
+    /// The longest a provider call may be in flight (the DigitalOcean adapter's request
+    /// timeout): a create sent after its intent may land until then, so no listing
+    /// started before it is over — on any replica, the one that sent it may have died
+    /// — can prove the create absent.
+    pub call_timeout: Duration,
 }
 
 impl Default for Timing {
@@ -69,6 +75,7 @@ impl Default for Timing {
             steady_listing_age: Duration::from_secs(600),
             targets_wait: Duration::from_secs(15),
             listing_margin: Duration::from_secs(2),
+            call_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -140,8 +147,9 @@ fn maybe_sent(lb: &LoadBalancer) -> bool {
 
 /// What `lb` must see first. A load balancer being made or changed needs a listing that
 /// started after its last status write (the change sent, the id recorded) — and, while
-/// no provider id is recorded, at least `listing_margin` after the intent, since a
-/// listing from about the same instant may have missed the create that followed it; one
+/// no provider id is recorded, at least `call_timeout + listing_margin` after the
+/// intent, since a listing taken while the create that followed it was still in flight
+/// may have missed it; one
 /// shared listing answers every such object of the account. It also needs one newer
 /// than its previous look: at most half its current [`poll`] wait old, which is less
 /// than the time since that look (that time was at least the wait that look computed,
@@ -162,11 +170,14 @@ pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     // With an id, an absence is confirmed by a GET before anything is decided on it, so
     // a listing that started after the last write will do (one from the same instant
     // may predate the call that write followed); without one, an absence is what allows
-    // a (second) create, and only a listing that surely started after the intent — on
-    // whichever replica's clock — may say so.
+    // a (second) create, and only a listing that surely started after the create the
+    // intent announced was over — whatever became of its answer, on whichever replica's
+    // clock — may say so.
     let margin = match lb.provider_load_balancer_id {
         Some(_) => 1,
-        None => i128::try_from(timing.listing_margin.as_millis()).unwrap_or(i128::MAX).max(1),
+        None => i128::try_from((timing.call_timeout + timing.listing_margin).as_millis())
+            .unwrap_or(i128::MAX)
+            .max(1),
     };
     let since = (now - lb.status.updated_at).whole_milliseconds() - margin;
     match u64::try_from(since) {

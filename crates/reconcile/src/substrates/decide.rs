@@ -52,9 +52,15 @@ pub enum Progress {
         /// When to look again.
         after: Duration,
     },
-    /// Something to fix (the message says what); look again after `after`.
+    /// Something to fix (the message says what); looked at again with backoff.
     Error {
         /// What is wrong and how to resolve it.
+        message: String,
+    },
+    /// The provider refused a call (a 4xx that retrying cannot fix): shown as `error`,
+    /// and not asked again until the pool's policy changes (SPEC §6).
+    Refused {
+        /// The refusal, with the provider's words and how to resolve it.
         message: String,
     },
 }
@@ -69,6 +75,29 @@ impl Progress {
     pub fn error(message: impl Into<String>) -> Self {
         Progress::Error { message: message.into() }
     }
+
+    /// A refusal with `message`.
+    pub fn refused(message: impl Into<String>) -> Self {
+        Progress::Refused { message: message.into() }
+    }
+
+    /// What it waits for or what is wrong (empty when ready).
+    pub fn message(&self) -> &str {
+        match self {
+            Progress::Ready => "",
+            Progress::Converging { message, .. }
+            | Progress::Error { message }
+            | Progress::Refused { message } => message,
+        }
+    }
+}
+
+/// The message of the refusal that stands at `pool_generation`, if one does: the
+/// substrate is in `error` from a refusal recorded at that generation, so the run asks
+/// the provider nothing (the call would be refused again) until the policy changes.
+pub fn standing_refusal(sub: &Substrate, pool_generation: u64) -> Option<&str> {
+    (sub.state == ResourceState::Error && sub.refused_generation == Some(pool_generation))
+        .then(|| sub.message.as_deref().unwrap_or_default())
 }
 
 /// The state and message a converge run ends in, and the pool generation it counts as
@@ -91,7 +120,7 @@ pub fn converged_state(
             };
             (state, Some(message.clone()), current.observed_generation)
         }
-        Progress::Error { message } => {
+        Progress::Error { message } | Progress::Refused { message } => {
             (ResourceState::Error, Some(message.clone()), current.observed_generation)
         }
     };
@@ -225,41 +254,6 @@ pub fn mode_matches(sub: &Substrate, policy: &SubstratePolicy) -> bool {
     )
 }
 
-/// The cluster row's status for a create-mode substrate in `state` with `message`.
-pub fn cluster_status(
-    cluster: &KubernetesCluster,
-    state: ResourceState,
-    message: Option<String>,
-    now: Timestamp,
-) -> Option<ObservedStatus> {
-    let state = if cluster.status.state.can_transition(state) { state } else { return None };
-    let observed_generation = if state == ResourceState::Ready {
-        cluster.generation
-    } else {
-        cluster.status.observed_generation
-    };
-    let same = cluster.status.state == state
-        && cluster.status.message == message
-        && cluster.status.observed_generation == observed_generation;
-    (!same).then_some(ObservedStatus { state, message, observed_generation, updated_at: now })
-}
-
-/// The status writes that close a cluster row: through `deleting` (the state machine's
-/// one way out) to `deleted`; none when it is already deleted.
-pub fn cluster_closed(cluster: &KubernetesCluster, now: Timestamp) -> Vec<ObservedStatus> {
-    let status = |state| ObservedStatus {
-        state,
-        message: None,
-        observed_generation: cluster.status.observed_generation,
-        updated_at: now,
-    };
-    match cluster.status.state {
-        ResourceState::Deleted => vec![],
-        ResourceState::Deleting => vec![status(ResourceState::Deleted)],
-        _ => vec![status(ResourceState::Deleting), status(ResourceState::Deleted)],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +275,7 @@ mod tests {
             waiting_to_join: None,
             upgrade: None,
             observed_generation,
+            refused_generation: None,
             created_at: t,
             updated_at: t,
         }

@@ -14,25 +14,11 @@ use std::collections::BTreeMap;
 
 use bc_domain::model::{KubernetesCluster, NodePool, NodePoolOrigin};
 use bc_domain::policy::{AutoScale, Scale};
-use bc_domain::ports::{NodePoolRequest, ProviderNodePool, ProviderNodeState, Write};
-use bc_domain::rules::plan::{is_our_node_pool, node_pool_needs_update};
+use bc_domain::ports::{NodePoolRequest, ProviderNodePool, Write};
+use bc_domain::rules::plan::{is_our_node_pool, node_counts, pool_settled};
 use bc_domain::{NodePoolId, NodePoolState, PoolId, Timestamp};
 
-/// A row whose state moved, for its `kubernetes.nodepool.<state>` event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moved {
-    /// The row as written.
-    pub row: NodePool,
-}
-
-/// What to commit for the rows.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RowSync {
-    /// Inserts, CAS updates and status writes, in commit order.
-    pub writes: Vec<Write>,
-    /// Rows whose state changed.
-    pub moved: Vec<Moved>,
-}
+use crate::shared::records::{Moved, RowSync, converged_at_its_generation};
 
 /// The scale a request asks for.
 pub fn scale_of(r: &NodePoolRequest) -> Scale {
@@ -40,26 +26,6 @@ pub fn scale_of(r: &NodePoolRequest) -> Scale {
         Some((min, max)) => Scale::AutoScale(AutoScale { min, max }),
         None => Scale::Count(r.count.unwrap_or(0)),
     }
-}
-
-/// The observed observation of a node pool: `(listed, running)`.
-pub fn node_counts(p: &ProviderNodePool) -> (u32, u32) {
-    let running = p.nodes.iter().filter(|n| n.state == ProviderNodeState::Running).count();
-    (count(p.nodes.len()), count(running))
-}
-
-fn count(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// Whether an observed pool has what `want` asks for, all its nodes running.
-pub fn pool_converged(p: &ProviderNodePool, want: &NodePoolRequest) -> bool {
-    let (listed, running) = node_counts(p);
-    let count_ok = match want.auto_scale {
-        Some(_) => true,
-        None => Some(listed) == want.count,
-    };
-    p.size == want.size && !node_pool_needs_update(p, want) && listed == running && count_ok
 }
 
 /// The move to `to`, or staying put when the state machine refuses it.
@@ -150,7 +116,9 @@ pub fn sync(inputs: &Inputs<'_>, new_id: &mut dyn FnMut() -> NodePoolId) -> RowS
             (NodePoolState::Error, Some(m.clone()))
         } else {
             match observed {
-                Some(p) if pool_converged(p, want) => (NodePoolState::Ready, None),
+                Some(p) if pool_settled(p, want, converged_at_its_generation(&current)) => {
+                    (NodePoolState::Ready, None)
+                }
                 _ if current.observed_generation == 0 && current.state != NodePoolState::Ready => {
                     (NodePoolState::Pending, None)
                 }
@@ -261,7 +229,7 @@ mod tests {
     use bc_domain::TenantId;
     use bc_domain::model::{ClusterMode, ClusterOrigin, ObservedStatus};
     use bc_domain::policy::Flavor;
-    use bc_domain::ports::ProviderNode;
+    use bc_domain::ports::{ProviderNode, ProviderNodeState};
     use bc_domain::rules::plan::desired_node_pool;
 
     fn pool() -> PoolId {

@@ -45,10 +45,10 @@ use bc_sim::testing::{Cloud, JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
+use crate::kinds::reconciler_of;
 use crate::observe::{Observer, UnsharedObserver};
 use crate::reconciler::{Deps, Reconciler, Settings};
 use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
-use crate::service::reconciler_of;
 use crate::shared::Entropy;
 
 /// The longest the clock jumps in one [`Env::run_until`] step: the runtime's default
@@ -303,6 +303,55 @@ impl Env {
             .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
         self.store.commit(uow).await.expect("create load balancer");
         lb
+    }
+
+    /// A running provider cluster the tenant made outside this system (`tenant`, with a
+    /// node pool `own` of one node): its provider id.
+    pub fn tenant_cluster(&self) -> String {
+        let own = vec![bc_sim::testing::node_pool("own", 1, &[])];
+        let pid = bc_sim::testing::create_cluster(&self.sim, "tenant", own);
+        bc_sim::testing::run_until_running(&self.sim, &self.clock, &pid);
+        pid
+    }
+
+    /// Pool `web` adopting provider cluster `pid` with one flavor `cpu` of one node,
+    /// stepped until its substrate is `ready` (panics otherwise).
+    pub async fn adopting_pool(&self, pid: &str) -> Pool {
+        let cpu = flavor("cpu", bc_sim::testing::NODE_SIZE, 1);
+        let pool = self
+            .create_pool("web", adopt_policy(&self.account.provider_account_id, pid, vec![cpu]))
+            .await;
+        self.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+        pool
+    }
+
+    /// Pool `web` with a create-mode substrate at `version` and one flavor `cpu` of
+    /// `nodes` nodes, stepped until the substrate is `ready` (panics otherwise): the
+    /// pool, its policy and the substrate.
+    pub async fn creating_pool(&self, version: &str, nodes: u32) -> (Pool, PoolPolicy, Substrate) {
+        let cpu = flavor("cpu", bc_sim::testing::NODE_SIZE, nodes);
+        let policy = create_policy(&self.account.provider_account_id, version, vec![cpu]);
+        let pool = self.create_pool("web", policy.clone()).await;
+        let s = self.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+        (pool, policy, s)
+    }
+
+    /// A standard cluster `name` with one node pool `workers` of one node, created
+    /// through the clusters reconciler and stepped until both are `ready` (panics
+    /// otherwise): its row, its first pools' rows and its provider id.
+    pub async fn ready_cluster(&self, name: &str) -> (KubernetesCluster, Vec<NodePool>, String) {
+        let workers = ("workers", bc_sim::testing::NODE_SIZE, Scale::Count(1));
+        let (c, rows) = self.create_cluster(name, ClusterMode::Standard, vec![workers]).await;
+        let ready = self
+            .run_until(30, async |e: &Self| {
+                e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+                    && e.node_pool(&rows[0].node_pool_id).await.state == NodePoolState::Ready
+            })
+            .await;
+        let c = self.cluster(&c.cluster_id).await;
+        assert!(ready, "{c:?}");
+        let pid = c.provider_cluster_id.clone().expect("made at the provider");
+        (c, rows, pid)
     }
 
     /// `kubernetesClusters.create`'s writes: the cluster and its first node pools,
@@ -608,6 +657,17 @@ pub fn create_policy(
         flavors,
         upgrades: UpgradePolicy::Drain,
     }
+}
+
+/// `p` with its create-mode cluster asking for `version`.
+pub fn with_version(p: &PoolPolicy, version: &str) -> PoolPolicy {
+    let mut p = p.clone();
+    if let Some(s) = &mut p.substrate
+        && let ClusterPolicy::Create(c) = &mut s.cluster
+    {
+        c.version = version.into();
+    }
+    p
 }
 
 /// An adopt-mode substrate policy of provider cluster `provider_cluster_id`.

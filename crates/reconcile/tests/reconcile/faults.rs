@@ -458,17 +458,18 @@ async fn a_retried_create_records_its_intent_again() {
         bc_reconcile::runtime::ActivationResult::Failed { .. }
     ));
     // Some other object of the account has the account listed, well after the intent
-    // and recently enough for the retry to take it (a converging look accepts a listing
-    // up to half its poll wait old: 5 s here).
-    env.clock.set(t0 + time::Duration::seconds(17));
+    // (past the longest its create may have been in flight) and recently enough for the
+    // retry to take it (a converging look accepts a listing up to half its poll wait
+    // old: 12.5 s here).
+    env.clock.set(t0 + time::Duration::seconds(47));
     deps.observer.load_balancers(&env.account, std::time::Duration::ZERO).await.unwrap();
-    env.clock.set(t0 + time::Duration::seconds(20));
+    env.clock.set(t0 + time::Duration::seconds(50));
     assert!(matches!(
         stepper.round().await.unwrap()[0].result,
         bc_reconcile::runtime::ActivationResult::Failed { .. }
     ));
     assert_eq!(env.provider_lbs().len(), 1, "the second create landed");
-    env.clock.set(t0 + time::Duration::milliseconds(20_001));
+    env.clock.set(t0 + time::Duration::milliseconds(50_001));
     env.delete_lb(&id).await;
     stepper.run_until_idle(200).await.unwrap();
     assert_eq!(env.lb(&id).await.status.state, ResourceState::Deleted);

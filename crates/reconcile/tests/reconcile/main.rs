@@ -10,4 +10,3 @@ mod no_write;
 mod relay;
 mod replicas;
 mod runtime;
-mod service;

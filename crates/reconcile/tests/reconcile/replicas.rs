@@ -22,7 +22,7 @@ use bc_domain::ports::{
 use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
 use bc_domain::{ProviderError, ResourceState, Timestamp};
 use bc_reconcile::Entropy;
-use bc_reconcile::service::reconciler_of;
+use bc_reconcile::kinds::reconciler_of;
 use bc_reconcile::testing::{SeqEntropy, Stepper, create_policy, flavor};
 use bc_reconcile::{
     Activation, Budget, Deps, LoadBalancers, LocalBudget, Outcome, ReconcileError, Reconciler,

@@ -785,6 +785,22 @@ fn live(c: &mut Cluster) -> Result<&mut Cluster, ApiError> {
     if c.live() { Ok(c) } else { Err(ApiError::unprocessable("cluster is being deleted")) }
 }
 
+/// A cluster whose node pools may be changed now: live, and not upgrading — DOKS answers
+/// a node-pool change meanwhile with a 422 (research §8.5) that retrying after the
+/// upgrade cures. Its wording carries `bc_providers::classify::digitalocean::
+/// DOKS_BUSY_MARKER` (the model cannot depend on bc-providers; the model test
+/// `node_pools_cannot_change_while_the_cluster_upgrades` ties the two).
+fn editable(c: &mut Cluster) -> Result<&mut Cluster, ApiError> {
+    let c = live(c)?;
+    if c.state == ClusterState::Upgrading {
+        return Err(ApiError::unprocessable(
+            "node pools cannot be changed while the cluster is busy with another operation \
+             (upgrading); try again when it is done",
+        ));
+    }
+    Ok(c)
+}
+
 impl Model {
     fn parts(
         &mut self,
@@ -1173,7 +1189,7 @@ impl Model {
         now: Timestamp,
     ) -> Result<NodePool, ApiError> {
         let (account, ids, delays) = self.parts(token, now)?;
-        let c = live(find(account, cluster_id)?)?;
+        let c = editable(find(account, cluster_id)?)?;
         let pool = new_pool(&spec, ids, &delays, c.ready_at(now), now)?;
         if c.node_pools.iter().any(|p| p.name == pool.name) {
             return Err(ApiError::unprocessable(format!(
@@ -1212,7 +1228,7 @@ impl Model {
         now: Timestamp,
     ) -> Result<NodePool, ApiError> {
         let (account, ids, delays) = self.parts(token, now)?;
-        let c = live(find(account, cluster_id)?)?;
+        let c = editable(find(account, cluster_id)?)?;
         let ready_at = c.ready_at(now);
         let cid = c.id.clone();
         let name = required(&spec.name, "name")?;
@@ -1270,7 +1286,7 @@ impl Model {
         now: Timestamp,
     ) -> Result<(), ApiError> {
         let delays = self.delays;
-        let p = find_pool(find(self.account(token, now)?, cluster_id)?, pool_id)?;
+        let p = find_pool(editable(find(self.account(token, now)?, cluster_id)?)?, pool_id)?;
         if !p.deleting {
             p.deleting = true;
             for n in p.nodes.iter_mut().filter(|n| !n.state.leaving()) {

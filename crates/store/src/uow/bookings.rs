@@ -1,14 +1,15 @@
 //! Writes of bookings.
 //!
 //! Invariant: a booking is inserted only while no drain upgrade waits on its pool (SPEC
-//! §6, §10), checked by the inserting statement; the refusal is the message of
+//! §6, §10), checked by the inserting statement under a lock of the pool's substrate
+//! row, so a booking and a drain never miss each other; the refusal is the message of
 //! `rules::drain::booking_refused_by_upgrade`, the one rule that words it.
 
 use bc_domain::StoreError;
 use bc_domain::model::{Booking, UpgradeWait};
 use bc_domain::ports::Write;
 use bc_domain::rules::drain::booking_refused_by_upgrade;
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, DbBackend};
 
 use super::{Tx, Txn, misrouted, must_touch};
 use crate::error::conflict;
@@ -31,6 +32,17 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
 }
 
 async fn insert(store: &SqlStore, txn: &Txn, b: &Booking) -> Tx<()> {
+    if store.backend == DbBackend::Postgres {
+        // Under read committed, the NOT EXISTS below could read before a drain commits
+        // and the drain's count of active bookings run before this booking commits: each
+        // would miss the other. Locking the substrate row orders them — a drain's write
+        // waits for this booking to commit (and its count sees it), or this booking waits
+        // for the drain and the NOT EXISTS, a new statement, sees it. (SQLite has one
+        // writer at a time: its insert always sees the last committed drain.)
+        let lock = store
+            .st("SELECT upgrade FROM substrates WHERE pool_id = ? FOR SHARE", vec![s(&b.pool_id)]);
+        txn.query_one_raw(lock).await?;
+    }
     let q = store.st(
         "INSERT INTO bookings (booking_id, tenant_id, pool_id, node_name, state, \
          created_at, ends_at, ended_at) SELECT ?, ?, ?, ?, ?, ?, ?, ? \

@@ -9,7 +9,7 @@ use sea_orm::Value;
 
 use super::{Tx, Txn, misrouted, opt_json};
 use crate::error::conflict;
-use crate::sql::{enum_text, os, s, ts, u64v};
+use crate::sql::{enum_text, opt_u64v, os, s, ts, u64v};
 use crate::store::{SqlStore, exec};
 
 pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
@@ -17,8 +17,8 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     let q = store.st(
         "INSERT INTO substrates (pool_id, tenant_id, provider_account_id, mode, \
          cluster_id, state, message, nodes_listed, nodes_joined, waiting_to_join, \
-         upgrade, observed_generation, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         upgrade, observed_generation, refused_generation, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (pool_id) DO UPDATE SET tenant_id = excluded.tenant_id, \
          provider_account_id = excluded.provider_account_id, mode = excluded.mode, \
          cluster_id = excluded.cluster_id, state = excluded.state, \
@@ -26,6 +26,7 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
          nodes_joined = excluded.nodes_joined, \
          waiting_to_join = excluded.waiting_to_join, upgrade = excluded.upgrade, \
          observed_generation = excluded.observed_generation, \
+         refused_generation = excluded.refused_generation, \
          updated_at = excluded.updated_at",
         vec![
             s(&x.pool_id),
@@ -40,6 +41,7 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
             opt_json(&x.waiting_to_join)?,
             opt_json(&x.upgrade)?,
             u64v(x.observed_generation)?,
+            opt_u64v(x.refused_generation)?,
             ts(x.created_at),
             ts(x.updated_at),
         ],

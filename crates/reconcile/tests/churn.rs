@@ -1,0 +1,66 @@
+//! Node churn (SPEC §6, §8): the provider's autoscaler adding or removing nodes, or
+//! replacing one, is not a policy change — the counts move, the state stays `ready`,
+//! and no event is written. Stepped on a manual clock against the simulator.
+
+use std::time::Duration;
+
+use bc_domain::policy::AutoScale;
+use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest};
+use bc_domain::{NodePoolState, PoolId, ResourceState};
+use bc_reconcile::testing::{Env, create_policy, flavor};
+use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+
+async fn kinds(env: &Env) -> Vec<String> {
+    let all = env.store.event_list(&env.tenant, None, 0, 10_000).await.unwrap();
+    all.into_iter().map(|e| e.kind).collect()
+}
+
+async fn row_states(env: &Env, pool: &PoolId) -> Vec<NodePoolState> {
+    let c = env.substrate(pool).await.cluster_id.unwrap();
+    let rows = env.store.node_pool_list_by_cluster(&c, &PageRequest::first(100)).await.unwrap();
+    rows.items.into_iter().map(|r| r.state).collect()
+}
+
+#[tokio::test]
+async fn the_autoscaler_growing_a_pool_is_no_policy_change() {
+    let env = Env::start().await;
+    let mut auto = flavor("gpu", NODE_SIZE, 0);
+    auto.count = None;
+    auto.auto_scale = Some(AutoScale { min: 1, max: 4 });
+    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
+    let before = kinds(&env).await;
+    // The autoscaler grows the pool to 3: two nodes are being made for a while.
+    let np =
+        env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools.remove(0);
+    let spec = bc_sim::model::NodePoolSpec {
+        name: Some(np.name.clone()),
+        count: Some(3),
+        auto_scale: Some(true),
+        min_nodes: Some(1),
+        max_nodes: Some(4),
+        ..Default::default()
+    };
+    env.sim
+        .state()
+        .model()
+        .update_node_pool(TEST_TOKEN, &pid, &np.id, spec, env.clock.now())
+        .unwrap();
+    // Woken again and again while they are made (the clock does not move meanwhile).
+    for _ in 0..10 {
+        env.driver_wake(&pool.pool_id).await;
+        env.step(Duration::from_secs(15)).await;
+        let s = env.substrate(&pool.pool_id).await;
+        assert_eq!(s.state, ResourceState::Ready, "{s:?}");
+        assert_eq!(row_states(&env, &pool.pool_id).await, [NodePoolState::Ready]);
+    }
+    // The nodes come up: the counts move, the state stays.
+    let grown =
+        env.run_until(10, async |e: &Env| e.substrate(&pool.pool_id).await.nodes_listed == 3).await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert!(grown, "the counts move: {s:?}");
+    assert_eq!(s.state, ResourceState::Ready);
+    assert_eq!(kinds(&env).await, before, "no event for the provider's own churn");
+}

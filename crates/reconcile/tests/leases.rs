@@ -1,0 +1,40 @@
+//! Leases and provider calls (DESIGN "Reconcilers", SPEC §13: replicas share the work
+//! queue by leases): an activation whose lease ran out — its renewals failing while
+//! another replica took the item — makes no further provider call; the fence is
+//! checked before each provider mutation, not only at the commit after it.
+
+use bc_domain::policy::Scale;
+use bc_domain::ports::{Clock, WorkKind, WorkQueue};
+use bc_reconcile::testing::Env;
+use bc_reconcile::{Activation, ReconcileError, reconciler_of};
+use bc_sim::model::routes;
+
+#[tokio::test]
+async fn an_activation_that_lost_its_lease_makes_no_provider_call() {
+    let env = Env::start().await;
+    let (_, rows, _) = env.ready_cluster("alpha").await;
+    let np = rows[0].node_pool_id.clone();
+    env.change_node_pool(&np, Some(Scale::Count(2)), false).await;
+    // Replica 1 claims the resize; its renewals fail (a store outage on its side), the
+    // lease runs out, and replica 2 takes the item over.
+    let now = env.clock.now();
+    let lease = time::Duration::seconds(30);
+    let claimed =
+        env.store.claim("replica-1", &[WorkKind::NodePools], 1, now, now + lease).await.unwrap();
+    let item = claimed.into_iter().next().expect("the resize is due");
+    env.clock.advance(lease + time::Duration::seconds(1));
+    let later = env.clock.now();
+    let taken = env
+        .store
+        .claim("replica-2", &[WorkKind::NodePools], 1, later, later + lease)
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1, "replica 2 holds the item now");
+    // Replica 1's activation goes on, unaware.
+    let puts = env.count("PUT", routes::NODE_POOL);
+    let activation = Activation { fence: item.fence().unwrap(), item, now: later };
+    let reconciler = reconciler_of(WorkKind::NodePools, env.entropy.clone());
+    let r = reconciler.reconcile(&env.deps, &activation).await;
+    assert!(matches!(r, Err(ReconcileError::LeaseLost)), "{r:?}");
+    assert_eq!(env.count("PUT", routes::NODE_POOL), puts, "no provider call without the lease");
+}

@@ -1,0 +1,236 @@
+//! Refusals (SPEC §6 "A refusal …", §8): a 4xx that retrying cannot fix is recorded once
+//! — one `error` state, one event — and the refused call is not made again until the
+//! desired state changes; throttling, 5xx and the provider's "busy" answers are retried.
+//! Stepped on a manual clock against the simulator, whose request counters say which
+//! calls were made.
+
+use std::time::Duration;
+
+use bc_domain::model::{Booking, BookingState, ClusterMode};
+use bc_domain::policy::{PoolPolicy, Scale};
+use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest, Store, UnitOfWork, Write};
+use bc_domain::{BookingId, NodePoolState, PoolId, ResourceState};
+use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
+use bc_sim::model::routes;
+use bc_sim::testing::{NODE_SIZE, node_pool};
+
+/// Longer than any wait a reconciler asks for (`waits::ERROR` is two minutes), so each
+/// step is at least one more look at an object in `error`.
+const STEP: Duration = Duration::from_secs(600);
+
+/// How many events of `kind` the tenant has.
+async fn events(env: &Env, kind: &str) -> usize {
+    let all = env.store.event_list(&env.tenant, None, 0, 10_000).await.unwrap();
+    all.iter().filter(|e| e.kind == kind).count()
+}
+
+fn with_flavors(p: &PoolPolicy, flavors: Vec<bc_domain::policy::Flavor>) -> PoolPolicy {
+    PoolPolicy { flavors, ..p.clone() }
+}
+
+async fn rows_of(env: &Env, pool: &PoolId) -> Vec<bc_domain::model::NodePool> {
+    let s = env.substrate(pool).await;
+    let c = s.cluster_id.expect("cluster recorded");
+    env.store.node_pool_list_by_cluster(&c, &PageRequest::first(100)).await.unwrap().items
+}
+
+#[tokio::test]
+async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes() {
+    let env = Env::start().await;
+    let cpu = flavor("cpu", NODE_SIZE, 1);
+    let policy = create_policy(&env.account.provider_account_id, "latest", vec![cpu.clone()]);
+    let pool = env.create_pool("web", policy.clone()).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let posts = || env.count("POST", routes::NODE_POOLS);
+    let refused = with_flavors(&policy, vec![cpu.clone(), flavor("big", "s-64vcpu-1tb", 1)]);
+    env.update_policy(&pool.pool_id, refused).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    assert!(s.message.as_deref().unwrap_or_default().contains("422"), "{s:?}");
+    assert_eq!(posts(), 1, "the refused create was asked once");
+
+    // Ten more looks at the error: no call repeated, no state flapping, no new event.
+    for _ in 0..10 {
+        env.step(STEP).await;
+        let now = env.substrate(&pool.pool_id).await;
+        assert_eq!((now.state, &now.message), (ResourceState::Error, &s.message));
+        let big = rows_of(&env, &pool.pool_id).await;
+        let big = big.iter().find(|r| r.name.ends_with("-big")).expect("the refused row");
+        assert_eq!(big.state, NodePoolState::Error, "{big:?}");
+    }
+    assert_eq!(posts(), 1, "a refusal is not asked again while the policy stands");
+    assert_eq!(events(&env, "kubernetes.nodepool.error").await, 1);
+    assert_eq!(events(&env, "kubernetes.substrate.error").await, 1);
+
+    // Any change of the pool's policy asks again (here the refused flavor is untouched:
+    // the provider's answer may depend on what else the pool holds, e.g. its quota).
+    let grown =
+        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 2), flavor("big", "s-64vcpu-1tb", 1)]);
+    env.update_policy(&pool.pool_id, grown).await;
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    assert_eq!(posts(), 2, "asked once more at the new generation");
+    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Error);
+}
+
+#[tokio::test]
+async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change() {
+    let env = Env::start().await;
+    let (c, rows) = env
+        .create_cluster(
+            "alpha",
+            ClusterMode::Standard,
+            vec![
+                ("workers", NODE_SIZE, Scale::Count(1)),
+                ("huge", "s-64vcpu-1tb", Scale::Count(1)),
+            ],
+        )
+        .await;
+    let posts = || env.count("POST", routes::CLUSTERS);
+    let ok = env
+        .run_until(10, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Error
+        })
+        .await;
+    let refused = env.cluster(&c.cluster_id).await;
+    assert!(ok, "{refused:?}");
+    assert_eq!(posts(), 1);
+    for _ in 0..10 {
+        env.step(STEP).await;
+        assert_eq!(env.cluster(&c.cluster_id).await.status, refused.status, "no flapping");
+    }
+    assert_eq!(posts(), 1, "the refused create is not asked again while nothing changed");
+    assert_eq!(events(&env, "kubernetes.cluster.error").await, 1);
+
+    // The tenant removes the pool the provider refused: the create is asked again, without it.
+    let huge = rows.iter().find(|r| r.name == "huge").unwrap();
+    env.change_node_pool(&huge.node_pool_id, None, true).await;
+    let ok = env
+        .run_until(20, async |e: &Env| {
+            e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(ok, "{:?}", env.cluster(&c.cluster_id).await);
+    assert_eq!(posts(), 2);
+    assert_eq!(env.node_pool(&huge.node_pool_id).await.state, NodePoolState::Deleted);
+    let workers = rows.iter().find(|r| r.name == "workers").unwrap();
+    let ok = env
+        .run_until(20, async |e: &Env| {
+            e.node_pool(&workers.node_pool_id).await.state == NodePoolState::Ready
+        })
+        .await;
+    assert!(ok, "{:?}", env.node_pool(&workers.node_pool_id).await);
+}
+
+fn booking(env: &Env, pool: &PoolId, n: u128) -> Booking {
+    Booking {
+        booking_id: BookingId::generate(1, n),
+        tenant_id: env.tenant.clone(),
+        pool_id: pool.clone(),
+        node_name: None,
+        state: BookingState::Active,
+        created_at: env.clock.now(),
+        ends_at: None,
+        ended_at: None,
+    }
+}
+
+#[tokio::test]
+async fn a_refused_drain_upgrade_stops_refusing_bookings() {
+    let env = Env::start().await;
+    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
+    let b = booking(&env, &pool.pool_id, 1);
+    env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
+    env.sim
+        .state()
+        .model()
+        .refuse(&routes::key("POST", routes::UPGRADE), "the cluster cannot be upgraded now");
+    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    let draining =
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
+    assert!(draining, "the drain waits for the booking first");
+    let end = Write::EndBooking { booking_id: b.booking_id.clone(), at: env.clock.now() };
+    env.store.commit(UnitOfWork::new().write(end)).await.unwrap();
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    assert!(s.message.as_deref().unwrap_or_default().contains("cannot be upgraded now"), "{s:?}");
+    assert_eq!(s.upgrade, None, "the drain marker is cleared with the refusal");
+    env.store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&env, &pool.pool_id, 2))))
+        .await
+        .expect("bookings are taken again");
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    assert_eq!(env.count("POST", routes::UPGRADE), 1, "the refused upgrade is not asked again");
+    assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
+}
+
+#[tokio::test]
+async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
+    let env = Env::start().await;
+    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
+    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+    let cpu = flavor("cpu", NODE_SIZE, 1);
+    let policy = adopt_policy(&env.account.provider_account_id, &pid, vec![cpu.clone()]);
+    let pool = env.create_pool("web", policy.clone()).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let cluster = s.cluster_id.clone().unwrap();
+    let ready = env
+        .run_until(5, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(ready);
+    env.update_policy(
+        &pool.pool_id,
+        with_flavors(&policy, vec![cpu.clone(), flavor("big", "s-64vcpu-1tb", 1)]),
+    )
+    .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    let shown = env
+        .run_until(5, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Error
+        })
+        .await;
+    let c = env.cluster(&cluster).await;
+    assert!(shown, "the cluster follows its pools: {c:?}");
+    let m = c.status.message.unwrap_or_default();
+    assert!(m.contains(&format!("bc-{}-big", pool.pool_id.dashed())), "names the pool: {m}");
+    // The flavor is fixed: the pool converges and the cluster is ready again.
+    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![cpu, flavor("big", NODE_SIZE, 1)]))
+        .await;
+    env.until_substrate(&pool.pool_id, ResourceState::Ready, 30).await;
+    let back = env
+        .run_until(5, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(back, "{:?}", env.cluster(&cluster).await);
+}
+
+#[tokio::test]
+async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error() {
+    let env = Env::start().await;
+    let (c, _, pid) = env.ready_cluster("alpha").await;
+    // The provider is upgrading the cluster (DOKS answers node-pool changes with a 422
+    // meanwhile).
+    let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;
+    assert!(env.sim.state().model().force_cluster_state(&pid, upgrading, ""));
+    let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
+    for _ in 0..3 {
+        env.step(Duration::from_secs(60)).await;
+        let row = env.node_pool(&np.node_pool_id).await;
+        assert_eq!(row.state, NodePoolState::Pending, "busy is not a refusal: {row:?}");
+    }
+    assert!(env.count("POST", routes::NODE_POOLS) >= 2, "asked again while busy");
+    assert!(env.driver.failures() >= 2, "retried by the runtime");
+    let running = bc_sim::model::kubernetes::ClusterState::Running;
+    assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
+    let made = env
+        .run_until(20, async |e: &Env| {
+            e.node_pool(&np.node_pool_id).await.state == NodePoolState::Ready
+        })
+        .await;
+    assert!(made, "{:?}", env.node_pool(&np.node_pool_id).await);
+    assert_eq!(events(&env, "kubernetes.nodepool.error").await, 0);
+}

@@ -1,0 +1,114 @@
+//! Teardown (SPEC §6): what archiving a pool removes, what it leaves, and how it shows a
+//! teardown that cannot go on — stepped on a manual clock against the simulator.
+
+use std::time::Duration;
+
+use bc_domain::name::substrate_namespace;
+use bc_domain::ports::{Clock, LedgerRepo, ObjectKind, Preconditions};
+use bc_domain::{PoolId, ResourceState};
+use bc_reconcile::testing::Env;
+use bc_sim::kube::Resource;
+use serde_json::json;
+
+/// Longer than any wait a reconciler asks for.
+const STEP: Duration = Duration::from_secs(600);
+
+/// The pool's substrate events, by kind, in order.
+async fn substrate_events(env: &Env, pool: &PoolId) -> Vec<String> {
+    let subject = bc_domain::model::subjects::pool(pool);
+    let all = env.store.event_list(&env.tenant, Some(&subject), 0, 10_000).await.unwrap();
+    all.into_iter().map(|e| e.kind).filter(|k| k.starts_with("kubernetes.substrate.")).collect()
+}
+
+#[tokio::test]
+async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
+    let env = Env::start().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    // The tenant puts a Secret of their own where ours was: deleting our Namespace would
+    // take it along, so teardown stops there.
+    let ns = substrate_namespace(&pool.pool_id);
+    let kube = &env.sim.state().kube;
+    let now = env.clock.now();
+    kube.delete(&pid, Resource::Secret, Some(&ns), "bcd-join", &Preconditions::default(), now)
+        .unwrap();
+    let theirs = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"k": "v"}});
+    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    env.archive(&pool.pool_id).await;
+    let blocked = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    let before = substrate_events(&env, &pool.pool_id).await;
+    for _ in 0..10 {
+        env.step(STEP).await;
+        let s = env.substrate(&pool.pool_id).await;
+        assert_eq!((s.state, &s.message), (blocked.state, &blocked.message), "no flapping");
+    }
+    assert_eq!(
+        substrate_events(&env, &pool.pool_id).await,
+        before,
+        "no event while the cause stands"
+    );
+    let tail: Vec<&str> = before.iter().rev().take(2).rev().map(String::as_str).collect();
+    assert_eq!(tail, ["kubernetes.substrate.deleting", "kubernetes.substrate.error"]);
+
+    // The cause goes: teardown goes on, through deleting, to deleted.
+    kube.delete(
+        &pid,
+        Resource::Secret,
+        Some(&ns),
+        "bcd-join",
+        &Preconditions::default(),
+        env.clock.now(),
+    )
+    .unwrap();
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+    let after = substrate_events(&env, &pool.pool_id).await;
+    assert_eq!(
+        &after[before.len()..],
+        ["kubernetes.substrate.deleting", "kubernetes.substrate.deleted"],
+        "{after:?}"
+    );
+    assert!(env.sim.state().kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
+}
+
+#[tokio::test]
+async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind() {
+    let env = Env::start().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    let ns = substrate_namespace(&pool.pool_id);
+    let ours = |env: &Env| {
+        let kube = &env.sim.state().kube;
+        [
+            kube.get_object(&pid, ObjectKind::Namespace, None, &ns),
+            kube.get_object(&pid, ObjectKind::DaemonSet, Some(&ns), "bcd"),
+            kube.get_object(&pid, ObjectKind::Secret, Some(&ns), "bcd-join"),
+        ]
+        .iter()
+        .filter(|o| o.is_some())
+        .count()
+    };
+    assert_eq!(ours(&env), 3);
+    // The tenant's cluster is being upgraded by the provider when the pool is archived.
+    let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;
+    assert!(env.sim.state().model().force_cluster_state(&pid, upgrading, ""));
+    env.archive(&pool.pool_id).await;
+    for _ in 0..5 {
+        env.step(STEP).await;
+    }
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.state, ResourceState::Deleting, "it waits: {s:?}");
+    assert!(s.message.as_deref().unwrap_or_default().contains("waiting for cluster"), "{s:?}");
+    assert_eq!(ours(&env), 3, "nothing of ours removed yet, nothing forgotten");
+    let pools =
+        env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools.len();
+    assert_eq!(pools, 2, "our node pool stays while our objects do: it is what they run on");
+
+    let running = bc_sim::model::kubernetes::ClusterState::Running;
+    assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+    assert_eq!(ours(&env), 0, "our objects are gone");
+    let left = env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools;
+    let names: Vec<&str> = left.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["own"], "only the tenant's pool stays");
+}
