@@ -19,9 +19,9 @@ use crate::auth::Caller;
 use bc_domain::ports::ReadScope;
 
 use crate::authz::{has_grant_in, readable_scope};
+use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::registry::{Authorization, MethodInfo, ResourceType};
-use crate::service::Ctx;
+use crate::info::{Authorization, MethodInfo, ResourceType};
 
 /// What a call acts on: declared by its input ([`crate::registry::MethodInput::target`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use bc_domain::ErrorCode;
 use serde_json::{Map, Value, json};
 
-use crate::registry::{Authorization, Method, PHASE, Registry, Resource, STATUS};
+use crate::info::{Authorization, PHASE, Resource, STATUS, VERSION};
+use crate::registry::{Method, Registry};
 
 /// Every generated file under `docs/reference/`, as (relative path, contents): one page
 /// per resource in `api/`, and `openapi.json`.
@@ -38,11 +39,7 @@ pub fn resource_page(registry: &Registry, resource: &Resource) -> String {
     let methods: Vec<&Method> = registry.of(resource).collect();
     let mut out = String::new();
     out.push_str(&format!("# {}\n\n{}\n\n", resource.name, resource.description));
-    out.push_str(&format!(
-        "All {} methods are served by bc-api {}.\n\n",
-        methods.len(),
-        crate::VERSION
-    ));
+    out.push_str(&format!("All {} methods are served by bc-api {}.\n\n", methods.len(), VERSION));
     out.push_str("| Method | Kind | Authorization | Phase | Status |\n|---|---|---|---|---|\n");
     for m in &methods {
         out.push_str(&format!(
@@ -395,8 +392,7 @@ fn reference(name: &str) -> Value {
 /// `GET /api/compute/events/stream` (Server-Sent Events; not a registry method, as it is
 /// not a JSON call): its facts come from the stream's own declaration.
 fn stream_operation(error_response: &Value) -> Value {
-    use crate::methods::events::{SUBJECT_MAX, SUBJECT_PATTERN};
-    use crate::stream::{LAST_EVENT_ID, STREAM};
+    use crate::stream::{LAST_EVENT_ID, STREAM, SUBJECT_MAX, SUBJECT_PATTERN};
     json!({ "get": {
         "operationId": operation_id(STREAM.resource.name, STREAM.name),
         "tags": [STREAM.resource.name],
@@ -490,7 +486,7 @@ pub fn openapi(registry: &Registry) -> Value {
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "info": {
             "title": "Better Compute: Kubernetes and provider resources",
-            "version": crate::VERSION,
+            "version": VERSION,
             "description": "Every method is POST /api/compute/<resource>/<method> with a JSON object in and out. Generated from bc-api's method registry."
         },
         "tags": tags,

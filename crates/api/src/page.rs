@@ -14,7 +14,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::ApiError;
-use crate::registry::MethodId;
+use crate::info::MethodId;
 
 /// Most characters of a page token.
 const MAX_TOKEN_LEN: usize = 512;

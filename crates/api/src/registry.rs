@@ -1,7 +1,8 @@
-//! The method registry: every method of the contract declared once — name, kind,
-//! authorization, module, phase, status, description, input and output types, handler —
-//! and everything else derived from that declaration: routing, authentication, input
-//! checks, authorization, OpenAPI and the reference docs.
+//! The method framework: how a method is declared — its facts ([`crate::info`]), its input
+//! and output types, its handler — and the pipeline every call of it runs (parse, check,
+//! authorize, replay a `requestId`, handle, serialize); a [`Registry`] of declared
+//! methods, from which routing, OpenAPI and the reference docs are derived. The
+//! contract's own registry is [`crate::methods::registry`], above this framework.
 //!
 //! Invariants: a method is one [`Method::declare`] call; its input and output JSON Schemas
 //! are derived from its types, and the input schema is both what the docs print and what
@@ -11,9 +12,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use bc_domain::ports::Permission;
 use bc_domain::{Error as DomainError, FieldViolation, RequestId};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -22,204 +22,16 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::access::{self, Access, Target};
-use crate::auth::{Authentication, Caller};
+use crate::auth::Caller;
 use crate::check::Checker;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
+use crate::idempotency::{Before, Idempotency, before_create};
+// The facts are declared beside the framework's users by these paths too.
+pub use crate::info::{
+    Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType, STATUS,
+};
 use crate::schema;
-use crate::service::Ctx;
-use crate::write::{Before, Idempotency, before_create};
-
-/// The phase every method of this contract belongs to.
-pub const PHASE: &str = "v1.0";
-/// The status every declared method has.
-pub const STATUS: &str = "registered";
-
-/// Whether a method changes state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// Reads only.
-    Read,
-    /// Records desired state (and returns at once).
-    Write,
-}
-
-impl Kind {
-    /// `read` or `write`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Read => "read",
-            Kind::Write => "write",
-        }
-    }
-}
-
-/// The scope types of SPEC §3: what a permission is checked on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ResourceType {
-    /// `compute-system`.
-    ComputeSystem,
-    /// `compute-tenant`.
-    ComputeTenant,
-    /// `pool`.
-    Pool,
-    /// `provider-account`.
-    ProviderAccount,
-    /// `kubernetes-cluster`.
-    KubernetesCluster,
-    /// `kubernetes-node-pool`.
-    KubernetesNodePool,
-    /// `provider-load-balancer`.
-    ProviderLoadBalancer,
-}
-
-impl ResourceType {
-    /// The textual form, e.g. `compute-tenant`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResourceType::ComputeSystem => "compute-system",
-            ResourceType::ComputeTenant => "compute-tenant",
-            ResourceType::Pool => "pool",
-            ResourceType::ProviderAccount => "provider-account",
-            ResourceType::KubernetesCluster => "kubernetes-cluster",
-            ResourceType::KubernetesNodePool => "kubernetes-node-pool",
-            ResourceType::ProviderLoadBalancer => "provider-load-balancer",
-        }
-    }
-
-    /// The type of a scope.
-    pub fn of(scope: &bc_domain::model::Scope) -> Self {
-        use bc_domain::model::Scope;
-        match scope {
-            Scope::System => ResourceType::ComputeSystem,
-            Scope::Tenant(_) => ResourceType::ComputeTenant,
-            Scope::Pool(_) => ResourceType::Pool,
-            Scope::ProviderAccount(_) => ResourceType::ProviderAccount,
-            Scope::KubernetesCluster(_) => ResourceType::KubernetesCluster,
-            Scope::KubernetesNodePool(_) => ResourceType::KubernetesNodePool,
-            Scope::LoadBalancer(_) => ResourceType::ProviderLoadBalancer,
-        }
-    }
-}
-
-/// Who may call a method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Authorization {
-    /// An API token whose grants allow `permission` on the method's resource of type `on`.
-    Permission {
-        /// The permission.
-        permission: Permission,
-        /// The type of the resource it is checked on.
-        on: ResourceType,
-    },
-    /// The join token in the body (`agents.join`).
-    JoinToken,
-    /// A node credential (`agents.heartbeat`).
-    NodeCredential,
-}
-
-impl Authorization {
-    /// `permission @ resource-type`.
-    pub const fn on(permission: Permission, on: ResourceType) -> Self {
-        Authorization::Permission { permission, on }
-    }
-
-    /// How the caller authenticates.
-    pub fn authentication(self) -> Authentication {
-        match self {
-            Authorization::Permission { .. } => Authentication::ApiToken,
-            Authorization::JoinToken => Authentication::JoinToken,
-            Authorization::NodeCredential => Authentication::NodeCredential,
-        }
-    }
-}
-
-impl fmt::Display for Authorization {
-    /// `compute:kubernetes:read @ compute-tenant`, `join token`, `node credential`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Authorization::Permission { permission, on } => {
-                write!(f, "{} @ {}", permission.as_str(), on.as_str())
-            }
-            Authorization::JoinToken => f.write_str("join token"),
-            Authorization::NodeCredential => f.write_str("node credential"),
-        }
-    }
-}
-
-/// A resource of the API: one path segment, one reference page.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Resource {
-    /// The path segment and list key, e.g. `kubernetesSubstrates`.
-    pub name: &'static str,
-    /// The reference page's file name, e.g. `kubernetes-substrates`.
-    pub page: &'static str,
-    /// The module its methods belong to, e.g. `kubernetes`.
-    pub module: &'static str,
-    /// What it is, in the reference docs' voice (Markdown).
-    pub description: &'static str,
-}
-
-impl Resource {
-    /// The facts of a method of this resource, checked as `permission @ on`.
-    pub const fn method(
-        &'static self,
-        name: &'static str,
-        kind: Kind,
-        permission: Permission,
-        on: ResourceType,
-        description: &'static str,
-    ) -> MethodInfo {
-        MethodInfo {
-            resource: self,
-            name,
-            kind,
-            authorization: Authorization::on(permission, on),
-            description,
-        }
-    }
-}
-
-/// A method's declared facts.
-#[derive(Debug, Clone, Copy)]
-pub struct MethodInfo {
-    /// Its resource.
-    pub resource: &'static Resource,
-    /// Its name, e.g. `get`.
-    pub name: &'static str,
-    /// Read or write.
-    pub kind: Kind,
-    /// Who may call it.
-    pub authorization: Authorization,
-    /// What it does, in the reference docs' voice.
-    pub description: &'static str,
-}
-
-impl MethodInfo {
-    /// `POST` path: `/api/compute/<resource>/<method>`.
-    pub fn path(&self) -> String {
-        format!("/api/compute/{}/{}", self.resource.name, self.name)
-    }
-
-    /// The method's id, e.g. `pools.create`.
-    pub fn id(&self) -> MethodId {
-        MethodId { resource: self.resource.name, name: self.name }
-    }
-}
-
-/// A method's id, `<resource>.<method>` (metrics label, idempotency key, page tokens).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MethodId {
-    /// The resource, e.g. `pools`.
-    pub resource: &'static str,
-    /// The method, e.g. `create`.
-    pub name: &'static str,
-}
-
-impl fmt::Display for MethodId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.resource, self.name)
-    }
-}
 
 /// A method's input: a serde type (with `deny_unknown_fields`) whose JSON Schema states
 /// its field constraints, plus what the schema cannot say.
@@ -504,10 +316,4 @@ impl Registry {
     pub fn of(&self, resource: &Resource) -> impl Iterator<Item = &Method> {
         self.methods.iter().filter(move |m| m.info.resource.name == resource.name)
     }
-}
-
-/// The registry of this contract (SPEC §4–§12).
-pub fn registry() -> &'static Registry {
-    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::new(crate::methods::all()));
-    &REGISTRY
 }

@@ -29,10 +29,10 @@ use tokio::sync::Notify;
 
 use crate::access::{self, Target};
 use crate::auth::authenticate;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::methods::events::{EVENTS, SUBJECT_MAX, SUBJECT_PATTERN};
-use crate::registry::{Kind, MethodInfo, ResourceType};
-use crate::service::{AppState, MethodLabel};
+use crate::info::{Kind, MethodInfo, Resource, ResourceType};
+use crate::metrics::MethodLabel;
 
 /// The stream's path.
 pub const STREAM_PATH: &str = "/api/compute/events/stream";
@@ -44,6 +44,19 @@ pub const POLL: Duration = Duration::from_secs(1);
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Events read (and held) per batch.
 pub const BATCH: u32 = 100;
+
+/// The rule of event subjects: dot-separated tokens (`compute.pools.<poolId>`).
+pub const SUBJECT_PATTERN: &str = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$";
+/// Most characters of a subject.
+pub const SUBJECT_MAX: usize = 256;
+
+/// The events resource: `events.list` and this stream.
+pub(crate) static EVENTS: Resource = Resource {
+    name: "events",
+    page: "events",
+    module: "events",
+    description: "Events say what the reconcilers did (`vps.load-balancer.ready`, `kubernetes.nodepool.error`, …). Each is written in the same transaction as the state change it reports and carries `{eventId, seq, tenantId, subject, type, time, data}`, `seq` increasing in commit order. Subjects are `compute.pools.<poolId>`, `compute.kubernetes.clusters.<clusterId>` and `compute.load-balancers.<id>`. `GET /api/compute/events/stream?tenantId=…&subject=…` streams them as Server-Sent Events, resumable with `Last-Event-ID` set to the last `seq` seen; with `--nats-url` they are also published to NATS JetStream, the event id being the message id.",
+};
 
 /// The stream's facts: read like `events.list`, decided on the tenant.
 pub(crate) static STREAM: MethodInfo = EVENTS.method(
@@ -139,16 +152,14 @@ fn check_subject(subject: Option<&str>) -> Result<(), ApiError> {
 }
 
 /// `GET /api/compute/events/stream`.
-pub(crate) async fn serve(State(state): State<AppState>, req: Request) -> Response {
+pub(crate) async fn serve(State(ctx): State<Ctx>, req: Request) -> Response {
     // The body is not `Sync`, and a GET has none: keep only the head across the awaits.
     let (req, _) = req.into_parts();
     let result = async {
-        let ctx = &state.ctx;
+        let ctx = &ctx;
         let how = STREAM.authorization.authentication();
         let caller = authenticate(ctx.store.as_ref(), how, &req.headers).await?;
-        if let (Some(limiter), Some(key)) = (&state.limiter, caller.rate_key()) {
-            limiter.check(&key)?;
-        }
+        ctx.rate_limit(caller.rate_key())?;
         let Query(query) = Query::<StreamQuery>::try_from_uri(&req.uri)
             .map_err(|e| ApiError::invalid_body(format!("the query string: {}", e.body_text())))?;
         check_subject(query.subject.as_deref())?;

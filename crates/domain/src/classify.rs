@@ -7,8 +7,8 @@
 //! so a test on the simulator's direct face sees the class production sees; no message
 //! built here carries the secret it was asked to scrub, and none is longer than the cap.
 
-use crate::error::ProviderError;
 use crate::ports::cluster::{ClusterError, ObjectError};
+use crate::ports::provider::ProviderError;
 use crate::time::Timestamp;
 
 /// The longest provider text a message quotes (an HTML error page must not flood logs).

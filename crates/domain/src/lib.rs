@@ -20,8 +20,9 @@ pub mod state;
 pub mod time;
 pub mod token;
 
-pub use error::{Error, ErrorCode, FieldViolation, ProviderError, StoreError};
+pub use error::{Error, ErrorCode, FieldViolation};
 pub use id::*;
 pub use name::*;
+pub use ports::{ProviderError, StoreError};
 pub use state::{NodePoolState, ResourceState};
 pub use time::Timestamp;

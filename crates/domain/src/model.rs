@@ -20,51 +20,8 @@ use crate::policy::{PoolPolicy, Scale, Taint};
 use crate::state::{NodePoolState, ResourceState};
 use crate::time::Timestamp;
 
-/// A secret held in memory: `Debug` and `Display` never print it, and `==` takes the
-/// same time wherever two secrets differ ([`crate::token::ct_eq`]).
-#[derive(Clone)]
-pub struct SecretString(String);
-
-impl PartialEq for SecretString {
-    fn eq(&self, other: &Self) -> bool {
-        crate::token::ct_eq(self.0.as_bytes(), other.0.as_bytes())
-    }
-}
-impl Eq for SecretString {}
-
-impl SecretString {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Self(s.into())
-    }
-    /// The secret itself; call only where it must be used (a request header, a Secret).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-impl fmt::Debug for SecretString {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-/// Reading a secret in (a request body, an opened credentials document) is safe; writing
-/// one out is not, so there is no `Serialize`: a document that must carry the secret
-/// names [`SecretString::serialize_exposed`] on that one field.
-impl<'de> Deserialize<'de> for SecretString {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(SecretString)
-    }
-}
-impl SecretString {
-    /// Serializes the secret itself, for `#[serde(serialize_with = …)]` on the few
-    /// documents that must carry it (a join request, a sealed credentials document).
-    pub fn serialize_exposed<S: serde::Serializer>(
-        s: &SecretString,
-        ser: S,
-    ) -> Result<S::Ok, S::Error> {
-        ser.serialize_str(&s.0)
-    }
-}
+// The in-memory secret type is the token module's, named here by its old path too.
+pub use crate::token::SecretString;
 
 /// AEAD ciphertext of a secret, as produced by the `SecretBox` port.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]

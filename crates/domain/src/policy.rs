@@ -3,11 +3,17 @@
 //!
 //! Invariant: deserializing accepts any well-typed document (unknown fields refused);
 //! the constraints are checked by [`crate::rules::policy::validate_policy`], which reports
-//! every violation with its JSON path instead of stopping at the first.
+//! every violation with its JSON path instead of stopping at the first. The bounds are
+//! declared here, beside the fields they bound, for the validator and the schema alike.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+/// Most flavors a pool may have.
+pub const MAX_FLAVORS: usize = 16;
+/// Most nodes of a fixed-count flavor, and the autoscale bounds' cap.
+pub const MAX_NODES: u32 = 512;
 
 /// A pool's policy.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -19,7 +25,7 @@ pub struct PoolPolicy {
     pub substrate: Option<SubstratePolicy>,
     /// The pool's flavors (1–16 when a substrate is set).
     #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(length(max = crate::rules::policy::MAX_FLAVORS)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_FLAVORS)))]
     pub flavors: Vec<Flavor>,
     /// How upgrades treat active bookings.
     #[serde(default)]
@@ -116,7 +122,7 @@ pub struct Flavor {
     pub size: String,
     /// Fixed node count (1–512); exclusive with `autoScale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = crate::rules::policy::MAX_NODES)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_NODES)))]
     pub count: Option<u32>,
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,10 +145,10 @@ pub struct Flavor {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoScale {
     /// Fewest nodes (0–512).
-    #[cfg_attr(feature = "schema", schemars(range(max = crate::rules::policy::MAX_NODES)))]
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_NODES)))]
     pub min: u32,
     /// Most nodes (1–512, ≥ min).
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = crate::rules::policy::MAX_NODES)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_NODES)))]
     pub max: u32,
 }
 

@@ -1186,10 +1186,8 @@ async fn events_and_idempotency(s: S) {
             .write(Write::PutIdempotency(rec("r2", t(100)))),
     )
     .await;
-    assert!(matches!(
-        s.commit(one(Write::PutIdempotency(rec("r1", t(5))))).await,
-        Err(StoreError::RequestReplayed(_))
-    ));
+    let replayed = s.commit(one(Write::PutIdempotency(rec("r1", t(5))))).await.unwrap();
+    assert_eq!(replayed.replayed.as_deref(), Some(&rec("r1", t(0))));
     assert_eq!(
         s.idempotency_get(&acme, "pools.create", "r1", t(5)).await.unwrap(),
         Some(rec("r1", t(0)))
@@ -1218,12 +1216,20 @@ async fn idempotency_window_and_distinct_errors(s: S) {
     assert_eq!(get(t(DAY - 1)).await.unwrap(), Some(rec("first", t(0))));
     assert_eq!(get(t(DAY)).await.unwrap(), None, "24 h later the record no longer answers");
 
-    // Within the window: the same body is a replay carrying the first response; another
-    // body is `RequestIdReused` (ALREADY_EXISTS), distinct from a taken name.
-    match s.commit(one(Write::PutIdempotency(rec("first", t(10))))).await {
-        Err(StoreError::RequestReplayed(first)) => assert_eq!(*first, rec("first", t(0))),
-        other => panic!("{other:?}"),
-    }
+    // Within the window: the same body is a replay — an `Ok` outcome carrying the first
+    // response, with nothing applied; another body is `RequestIdReused` (ALREADY_EXISTS),
+    // distinct from a taken name.
+    let first = s.commit(one(Write::PutIdempotency(rec("first", t(10))))).await.unwrap();
+    assert_eq!(
+        first,
+        Committed { event_seqs: vec![], replayed: Some(Box::new(rec("first", t(0)))) }
+    );
+    let twin = pool(&acme, "twin");
+    let uow = UnitOfWork::new()
+        .write(Write::InsertPool(twin.clone()))
+        .write(Write::PutIdempotency(rec("first", t(11))));
+    assert!(s.commit(uow).await.unwrap().replayed.is_some());
+    assert_eq!(s.pool_get(&acme, &twin.pool_id).await.unwrap(), None, "a replay applies nothing");
     let e = s.commit(one(Write::PutIdempotency(rec("second", t(10))))).await.unwrap_err();
     let StoreError::RequestIdReused(m) = &e else { panic!("{e:?}") };
     assert!(m.contains("req-1") && m.contains("different body"), "{m}");

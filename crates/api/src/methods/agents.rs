@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 use crate::access::Target;
 use crate::auth::{Caller, agent_secret_lookup_hash};
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Authorization, Call, Kind, Method, MethodInfo, MethodInput, Resource};
-use crate::service::Ctx;
 
 pub(crate) static AGENTS: Resource = Resource {
     name: "agents",

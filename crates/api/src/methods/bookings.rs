@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::{list_input, list_output, object_ref};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
-use crate::service::Ctx;
 use crate::write::Created;
 
 pub(crate) static BOOKINGS: Resource = Resource {

@@ -20,9 +20,9 @@ use super::examples as ex;
 use super::node_pools::NodePoolSpec;
 use super::{check_generation, list_input, list_output, object_ref, shown_state};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
-use crate::service::Ctx;
 use crate::write::Created;
 
 pub(crate) static KUBERNETES_CLUSTERS: Resource = Resource {

@@ -9,21 +9,10 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
-use crate::service::Ctx;
-
-/// The rule of event subjects: dot-separated tokens (`compute.pools.<poolId>`).
-pub const SUBJECT_PATTERN: &str = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$";
-/// Most characters of a subject.
-pub const SUBJECT_MAX: usize = 256;
-
-pub(crate) static EVENTS: Resource = Resource {
-    name: "events",
-    page: "events",
-    module: "events",
-    description: "Events say what the reconcilers did (`vps.load-balancer.ready`, `kubernetes.nodepool.error`, …). Each is written in the same transaction as the state change it reports and carries `{eventId, seq, tenantId, subject, type, time, data}`, `seq` increasing in commit order. Subjects are `compute.pools.<poolId>`, `compute.kubernetes.clusters.<clusterId>` and `compute.load-balancers.<id>`. `GET /api/compute/events/stream?tenantId=…&subject=…` streams them as Server-Sent Events, resumable with `Last-Event-ID` set to the last `seq` seen; with `--nats-url` they are also published to NATS JetStream, the event id being the message id.",
-};
+use crate::registry::{Call, Kind, Method, MethodInput, ResourceType};
+use crate::stream::{EVENTS, SUBJECT_MAX, SUBJECT_PATTERN};
 
 /// Input of `events.list`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::{check_generation, list_input, list_output, object_ref, shown_state};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
-use crate::service::Ctx;
 use crate::write::Created;
 
 pub(crate) static LOAD_BALANCERS: Resource = Resource {

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::{check_generation, list_input, list_output, object_ref};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::example_token;
 use crate::registry::{Call, Kind, Method, MethodId, MethodInput, Resource, ResourceType};
-use crate::service::Ctx;
 use crate::write::Created;
 
 pub(crate) static POOLS: Resource = Resource {

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
-use crate::service::Ctx;
 
 pub(crate) static KUBERNETES_SUBSTRATES: Resource = Resource {
     name: "kubernetesSubstrates",

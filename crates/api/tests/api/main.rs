@@ -15,6 +15,7 @@ mod docs;
 mod errors;
 mod hostile;
 mod kubernetes;
+mod layers;
 mod ledger;
 mod load_balancers;
 mod pipeline;

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ProviderError;
 use crate::model::SecretString;
+use crate::ports::provider::ProviderError;
 use crate::ports::provider::ProviderImpl;
 
 /// The kinds of object we manage in clusters.

@@ -1,7 +1,8 @@
 //! The provider ports: `ProviderImpl` with `kubernetes()` and `load_balancers()`, and the
 //! `ProviderRegistry` that maps an account to its implementation.
 //!
-//! Invariant: adapters classify every failure once into [`ProviderError`]; the types here
+//! Invariant: adapters classify every failure once into [`ProviderError`] (the port's own
+//! error, defined here); the types here
 //! are provider-neutral (DigitalOcean is the first provider), and unknown provider states
 //! parse into `Unknown(..)` rather than failing.
 
@@ -11,13 +12,61 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ProviderError;
 use crate::model::{
     ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancerType,
     ProviderAccount, SecretString, StickySessions,
 };
 use crate::policy::Taint;
 use crate::time::Timestamp;
+
+/// The provider error classes of DESIGN.md, decided once, in the adapter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The object does not exist (or no longer does).
+    #[error("not found at the provider")]
+    NotFound,
+    /// A 4xx that retrying cannot fix, with the provider's message.
+    #[error("refused by the provider: {message}")]
+    Refused {
+        /// The provider's message.
+        message: String,
+    },
+    /// Throttled: try again after this many milliseconds.
+    #[error("rate limited by the provider; retry in {retry_after_ms} ms")]
+    RateLimited {
+        /// How long to wait, in milliseconds.
+        retry_after_ms: u64,
+    },
+    /// Not sent: the account's provider-call budget (this control plane's own, shared
+    /// by its replicas) has no call to spare for this many milliseconds. Unlike a
+    /// failure, retrying after the wait is all there is to do.
+    #[error("over the account's provider-call budget; retry in {retry_after_ms} ms")]
+    OverBudget {
+        /// How long until the budget frees a call, in milliseconds.
+        retry_after_ms: u64,
+    },
+    /// The account's credentials were refused.
+    #[error("the provider refused the account's credentials")]
+    Unauthorized,
+    /// Worth retrying: 5xx, timeouts, connection errors, "busy" answers.
+    #[error("transient provider error: {message}")]
+    Transient {
+        /// What happened (no secrets).
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether a later retry of the same request may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::OverBudget { .. }
+                | ProviderError::Transient { .. }
+        )
+    }
+}
 
 /// Result alias of the provider ports.
 pub type ProviderResult<T> = Result<T, ProviderError>;

@@ -18,10 +18,8 @@ use crate::policy::{
     AutoScale, ClusterPolicy, Flavor, PoolPolicy, SLUG_PATTERN, SubstratePolicy, VERSION_LATEST,
 };
 
-/// Most flavors a pool may have.
-pub const MAX_FLAVORS: usize = 16;
-/// Most nodes of a fixed-count flavor, and the autoscale bounds' cap.
-pub const MAX_NODES: u32 = 512;
+// The policy's bounds are declared with its types; named here by their old paths too.
+pub use crate::policy::{MAX_FLAVORS, MAX_NODES};
 /// The label-key prefix the system sets itself (`better-compute.dev/substrate-pool`,
 /// `better-compute.dev/flavor`); flavors may not set keys under it, or under any
 /// subdomain of `better-compute.dev`, so a tenant label can never forge pool ownership.
