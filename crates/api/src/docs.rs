@@ -67,8 +67,16 @@ fn compact_authorization(a: Authorization) -> String {
 
 fn method_section(m: &Method) -> String {
     let info = &m.info;
+    let also = m.also_authorization().map_or(String::new(), |a| {
+        format!(
+            "\n- Also: {}@{}, on the object named by `{}` when it is set",
+            a.permission.as_str(),
+            a.on.as_str(),
+            a.field
+        )
+    });
     let mut out = format!(
-        "\n## {}\n\n`POST {}`\n\n{}\n\n- Kind: {}\n- Authorization: {}\n- Module: {}\n- Phase: {PHASE} ({STATUS})\n\n### Input\n\n",
+        "\n## {}\n\n`POST {}`\n\n{}\n\n- Kind: {}\n- Authorization: {}{also}\n- Module: {}\n- Phase: {PHASE} ({STATUS})\n\n### Input\n\n",
         info.name,
         info.path(),
         info.description,
@@ -438,7 +446,7 @@ pub fn openapi(registry: &Registry) -> Value {
             Authorization::JoinToken => json!([]),
             Authorization::NodeCredential => json!([{ "nodeCredential": [] }]),
         };
-        let operation = json!({
+        let mut operation = json!({
             "operationId": operation_id(info.resource.name, info.name),
             "tags": [info.resource.name],
             "summary": info.id().to_string(),
@@ -461,6 +469,9 @@ pub fn openapi(registry: &Registry) -> Value {
                 "default": error_response.clone()
             }
         });
+        if let Some(also) = m.also_authorization() {
+            operation["x-also-authorization"] = json!(also.to_string());
+        }
         paths.insert(info.path(), json!({ "post": operation }));
     }
     let plain = |summary: &str, content: &str| {

@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::access::{self, Access, Target};
+use crate::access::{self, Access, Resolved, Target};
 use crate::auth::Caller;
 use crate::check::Checker;
 use crate::ctx::Ctx;
@@ -29,7 +29,8 @@ use crate::error::ApiError;
 use crate::idempotency::{Before, Idempotency, before_create};
 // The facts are declared beside the framework's users by these paths too.
 pub use crate::info::{
-    Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType, STATUS,
+    AlsoAuthorization, Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType,
+    STATUS,
 };
 use crate::schema;
 
@@ -55,6 +56,17 @@ pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
     fn request_id(&self) -> Option<&RequestId> {
         None
     }
+
+    /// The second authorization calls of this input may need, declared once for the
+    /// docs and the pipeline (SPEC §3); `None` for most methods.
+    const ALSO: Option<AlsoAuthorization> = None;
+
+    /// The object this call also acts on, when [`MethodInput::ALSO`] applies to it (a
+    /// pool's policy with a substrate names its account): authorized as `ALSO` says
+    /// after the method's own authorization, before the handler ([`Call::also`]).
+    fn also(&self) -> Option<Target> {
+        None
+    }
 }
 
 /// A method's output: serialized as the answer, with its schema in OpenAPI.
@@ -71,6 +83,9 @@ pub struct Call<I> {
     pub caller: Caller,
     /// What the caller was allowed, with the records looked up to decide it.
     pub access: Access,
+    /// The object the call also acts on ([`MethodInput::also`]), looked up and
+    /// authorized.
+    pub also: Option<Resolved>,
     /// The method called.
     pub method: MethodId,
     /// For a create with a `requestId` not seen before: the key its answer is stored
@@ -145,6 +160,7 @@ pub struct Method {
     input: Arc<Checker>,
     output_schema: Value,
     example: Value,
+    also: Option<AlsoAuthorization>,
     run: Run,
     target: TargetOf,
     fields: FieldsOf,
@@ -173,6 +189,12 @@ impl Method {
                 let target = input.target();
                 let tenant = target.tenant().cloned();
                 let access = access::authorize(&ctx, &info, &caller, target).await?;
+                let also = match (I::ALSO, input.also()) {
+                    (Some(rule), Some(object)) => {
+                        Some(access::authorize_also(&ctx, &info, &caller, rule, object).await?)
+                    }
+                    _ => None,
+                };
                 let mut idempotency = None;
                 if let (Some(request_id), Some(tenant)) = (input.request_id().cloned(), tenant) {
                     match before_create(&ctx, tenant, info.id(), request_id, &body).await? {
@@ -180,7 +202,7 @@ impl Method {
                         Before::Run(key) => idempotency = Some(key),
                     }
                 }
-                let call = Call { input, caller, access, method: info.id(), idempotency };
+                let call = Call { input, caller, access, also, method: info.id(), idempotency };
                 let output = handler.call(ctx, call).await?;
                 answer(info.id(), &output)
             })
@@ -198,6 +220,7 @@ impl Method {
             input,
             output_schema: schema::output_schema::<O>(),
             example: I::example(),
+            also: I::ALSO,
             run,
             target,
             fields,
@@ -261,6 +284,11 @@ impl Method {
     /// A valid example input.
     pub fn example(&self) -> &Value {
         &self.example
+    }
+
+    /// The second authorization its calls may need ([`MethodInput::ALSO`]).
+    pub fn also_authorization(&self) -> Option<AlsoAuthorization> {
+        self.also
     }
 }
 

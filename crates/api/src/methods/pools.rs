@@ -14,11 +14,13 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::{check_generation, list_input, list_output, object_ref};
-use crate::access::Target;
+use crate::access::{Resolved, Target};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::example_token;
-use crate::registry::{Call, Kind, Method, MethodId, MethodInput, Resource, ResourceType};
+use crate::registry::{
+    AlsoAuthorization, Call, Kind, Method, MethodId, MethodInput, Resource, ResourceType,
+};
 use crate::write::Created;
 
 pub(crate) static POOLS: Resource = Resource {
@@ -59,9 +61,27 @@ fn example_policy() -> Value {
     })
 }
 
+/// SPEC §3: a policy's substrate acts on its provider account.
+const SUBSTRATE_ACCOUNT: AlsoAuthorization = AlsoAuthorization {
+    permission: Permission::KubernetesManage,
+    on: ResourceType::ProviderAccount,
+    field: "policy.substrate.account",
+};
+
+/// The provider account a policy's substrate names, as a target in `tenant`.
+fn substrate_target(tenant: &TenantId, policy: &PoolPolicy) -> Option<Target> {
+    let account = ProviderAccountId::parse(&policy.substrate.as_ref()?.account).ok()?;
+    Some(Target::ProviderAccount(tenant.clone(), account))
+}
+
 impl MethodInput for PoolsCreateInput {
+    const ALSO: Option<AlsoAuthorization> = Some(SUBSTRATE_ACCOUNT);
+
     fn target(&self) -> Target {
         Target::Tenant(self.tenant_id.clone())
+    }
+    fn also(&self) -> Option<Target> {
+        substrate_target(&self.tenant_id, &self.policy)
     }
     fn validate(&self) -> Vec<FieldViolation> {
         validate_policy(&self.policy, "policy")
@@ -120,8 +140,13 @@ pub struct PoolsUpdateInput {
 }
 
 impl MethodInput for PoolsUpdateInput {
+    const ALSO: Option<AlsoAuthorization> = Some(SUBSTRATE_ACCOUNT);
+
     fn target(&self) -> Target {
         Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
+    }
+    fn also(&self) -> Option<Target> {
+        substrate_target(&self.tenant_id, &self.policy)
     }
     fn validate(&self) -> Vec<FieldViolation> {
         validate_policy(&self.policy, "policy")
@@ -141,7 +166,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 Kind::Write,
                 PoolsManage,
                 ComputeTenant,
-                "Creates a pool owned by tenantId with the given name and policy, and returns it: state active, generation 1. The name must be unique among the tenant's active pools (ALREADY_EXISTS otherwise). The policy is checked whole and every violation is named with its JSON path, e.g. policy.flavors[1].name; a substrate's account must be a provider account of the same tenant. With a substrate, the kubernetes.substrates reconciler starts making it at once: follow it with kubernetesSubstrates.get. A repeat with the same requestId and the same body within 24 hours returns the first pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:pools:manage on the tenant.",
+                "Creates a pool owned by tenantId with the given name and policy, and returns it: state active, generation 1. The name must be unique among the tenant's active pools (ALREADY_EXISTS otherwise). The policy is checked whole and every violation is named with its JSON path, e.g. policy.flavors[1].name; a substrate's account must be a provider account of the same tenant, on which the caller also needs compute:kubernetes:manage (the substrate makes or adopts clusters there). With a substrate, the kubernetes.substrates reconciler starts making it at once: follow it with kubernetesSubstrates.get. A repeat with the same requestId and the same body within 24 hours returns the first pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:pools:manage on the tenant and, with a substrate, compute:kubernetes:manage on its provider account.",
             ),
             create,
         ),
@@ -171,7 +196,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 Kind::Write,
                 PoolsManage,
                 OnPool,
-                "Replaces the pool's policy and returns the pool with its generation bumped; the substrate converges to it. With expectedGeneration, a pool changed since is ABORTED and nothing is written. An archived pool is FAILED_PRECONDITION. Changes no provider can make to a live cluster (another substrate.account, create to adopt or back, another adopted providerClusterId, another region or cluster name, turning highAvailability off) are FAILED_PRECONDITION: remove the substrate first. Flavors, the version and upgrades change in place. Decided as compute:pools:manage on the pool.",
+                "Replaces the pool's policy and returns the pool with its generation bumped; the substrate converges to it. With expectedGeneration, a pool changed since is ABORTED and nothing is written. An archived pool is FAILED_PRECONDITION. Changes no provider can make to a live cluster (another substrate.account, create to adopt or back, another adopted providerClusterId, another region or cluster name, turning highAvailability off) are FAILED_PRECONDITION: remove the substrate first. Flavors, the version and upgrades change in place. Decided as compute:pools:manage on the pool and, while the policy has a substrate, compute:kubernetes:manage on its provider account.",
             ),
             update,
         ),
@@ -220,20 +245,13 @@ fn add_substrate(
     )
 }
 
-/// The live provider account a policy's substrate names, of the pool's own tenant
-/// (another tenant's account is as absent as a missing one).
-async fn substrate_account(
-    ctx: &Ctx,
-    tenant: &TenantId,
-    substrate: &SubstratePolicy,
-) -> Result<ProviderAccount, ApiError> {
-    let id = ProviderAccountId::parse(&substrate.account)
-        .map_err(|e| ApiError::invalid("policy.substrate.account", e.to_string()))?;
-    ctx.store.account_get(tenant, &id).await?.filter(|a| a.deleted_at.is_none()).ok_or_else(|| {
-        ApiError::not_found(format!(
-            "provider account {id} (policy.substrate.account) not found in tenant {tenant}"
-        ))
-    })
+/// The provider account the call's substrate names, as authorized with the call
+/// (`compute:kubernetes:manage` on it, SPEC §3).
+fn substrate_account<I>(call: &Call<I>) -> Result<&ProviderAccount, ApiError> {
+    match &call.also {
+        Some(Resolved::ProviderAccount(a)) => Ok(a),
+        _ => Err(ApiError::internal("a substrate without its authorized account")),
+    }
 }
 
 async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>, ApiError> {
@@ -255,8 +273,8 @@ async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>,
         uow = uow.write(Write::SetQuota { pool_id: pool.pool_id.clone(), resource, limit });
     }
     if let Some(substrate) = &pool.policy.substrate {
-        let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
-        uow = add_substrate(&ctx, uow, &pool, &account, substrate, now);
+        let account = substrate_account(&call)?;
+        uow = add_substrate(&ctx, uow, &pool, account, substrate, now);
     }
     ctx.commit_create(&call, uow, pool).await
 }
@@ -302,7 +320,7 @@ async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError
         .write(Write::UpdatePool { pool: updated.clone(), expected_generation: pool.generation });
     match (&pool.policy.substrate, &updated.policy.substrate) {
         (None, Some(substrate)) => {
-            let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
+            let account = substrate_account(&call)?;
             let previous = ctx.store.substrate_get(&pool.tenant_id, &pool.pool_id).await?;
             if let Some(p) = previous.filter(|p| p.state != ResourceState::Deleted) {
                 return Err(ApiError::failed_precondition(format!(
@@ -311,7 +329,7 @@ async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError
                     p.state.as_str()
                 )));
             }
-            uow = add_substrate(&ctx, uow, &updated, &account, substrate, now);
+            uow = add_substrate(&ctx, uow, &updated, account, substrate, now);
         }
         // Changed or removed: the reconciler converges or tears it down.
         (Some(_), _) => uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now),
