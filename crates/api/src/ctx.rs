@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use crate::body::BODY_LIMIT;
 use crate::error::ApiError;
 use crate::ids::IdSource;
-use crate::ratelimit::{RateLimit, RateLimiter};
+use crate::ratelimit::{Concurrency, RateLimit, RateLimiter};
 
 /// Server settings the handlers need (flags of SPEC §13).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +72,8 @@ pub struct Services {
     pub(crate) ids: IdSource,
     /// The per-caller rate limiter of [`Settings::rate_limit`], built when the router is.
     pub(crate) limiter: Option<RateLimiter>,
+    /// The event streams each token holds open.
+    pub(crate) streams: Concurrency,
 }
 
 /// A handler's view of the services: cheap to clone, shared by every request.

@@ -400,12 +400,14 @@ fn reference(name: &str) -> Value {
 /// `GET /api/compute/events/stream` (Server-Sent Events; not a registry method, as it is
 /// not a JSON call): its facts come from the stream's own declaration.
 fn stream_operation(error_response: &Value) -> Value {
-    use crate::stream::{LAST_EVENT_ID, STREAM, SUBJECT_MAX, SUBJECT_PATTERN};
+    use crate::stream::{
+        LAST_EVENT_ID, MAX_STREAMS_PER_TOKEN, RECHECK, STREAM, SUBJECT_MAX, SUBJECT_PATTERN,
+    };
     json!({ "get": {
         "operationId": operation_id(STREAM.resource.name, STREAM.name),
         "tags": [STREAM.resource.name],
         "summary": STREAM.id().to_string(),
-        "description": format!("{} Each event is sent as `id: <seq>` and `data: <the event's JSON>` ({{eventId, seq, tenantId, subject, type, time, data}}), in seq order, with keep-alive comments while idle. Reconnect with Last-Event-ID set to the last seq seen to resume after it.", STREAM.description),
+        "description": format!("{} Each event is sent as `id: <seq>` and `data: <the event's JSON>` ({{eventId, seq, tenantId, subject, type, time, data}}), in seq order, with keep-alive comments while idle. Reconnect with Last-Event-ID set to the last seq seen to resume after it. The token is checked again at least every {} s: the stream ends once it is revoked or its grants no longer allow compute:events:read on the tenant. A token holds at most {MAX_STREAMS_PER_TOKEN} open streams; one more is RESOURCE_EXHAUSTED.", STREAM.description, RECHECK.as_secs()),
         "x-kind": STREAM.kind.as_str(),
         "x-authorization": STREAM.authorization.to_string(),
         "x-module": STREAM.resource.module,

@@ -1,11 +1,16 @@
-//! The per-caller rate limit (SPEC §2): a keyed GCRA limiter (governor) counting each API
-//! token or node by its id, answering `RESOURCE_EXHAUSTED` with `Retry-After`.
+//! Per-caller limits (SPEC §2, §12): a keyed GCRA rate limiter (governor) counting each
+//! API token or node by its id, answering `RESOURCE_EXHAUSTED` with `Retry-After`; and a
+//! keyed count of things a caller holds open at once ([`Concurrency`], the event streams
+//! of a token).
 //!
 //! Invariant: the key is the caller's id, never its secret; idle keys are dropped now and
-//! then, so memory follows the active callers, not every caller ever seen.
+//! then, so memory follows the active callers, not every caller ever seen; a count held
+//! open is given back when its [`Slot`] is dropped, however the holder ends.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use governor::clock::Clock as _;
@@ -68,9 +73,64 @@ impl RateLimiter {
     }
 }
 
+/// How many things each key holds open at once (in this process).
+#[derive(Debug, Clone, Default)]
+pub struct Concurrency {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One of a key's open things; dropping it gives it back.
+#[derive(Debug)]
+pub struct Slot {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    key: String,
+}
+
+impl Concurrency {
+    /// A slot for `key` if it holds fewer than `max`, else `None`.
+    pub fn try_open(&self, key: &str, max: usize) -> Option<Slot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(key.to_owned()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Slot { open: self.open.clone(), key: key.to_owned() })
+    }
+
+    /// How many `key` holds open now.
+    pub fn open(&self, key: &str) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_counted_per_key_and_given_back_on_drop() {
+        let c = Concurrency::default();
+        let a: Vec<Slot> = (0..2).map(|_| c.try_open("tok_a", 2).expect("a slot")).collect();
+        assert!(c.try_open("tok_a", 2).is_none(), "the third is refused");
+        let b = c.try_open("tok_b", 2);
+        assert!(b.is_some(), "another key has its own count");
+        drop(a);
+        assert_eq!(c.open("tok_a"), 0);
+        assert!(c.try_open("tok_a", 2).is_some());
+    }
 
     #[test]
     fn limits_each_key_on_its_own() {

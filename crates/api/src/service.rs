@@ -31,7 +31,7 @@ use crate::error::{ApiError, Code};
 use crate::ids::IdSource;
 use crate::methods::registry;
 use crate::metrics::{self, MethodLabel, Metrics};
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{Concurrency, RateLimiter};
 use crate::registry::Registry;
 
 /// The ports the API works on: every one a bc-domain trait, so a service embeds the API
@@ -76,6 +76,7 @@ impl Api {
                 events_notify: None,
                 ids: IdSource::default(),
                 limiter: None,
+                streams: Concurrency::default(),
             },
             registry: registry(),
         }
