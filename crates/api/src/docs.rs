@@ -296,6 +296,12 @@ fn constraints(schema: &Value) -> String {
         (None, Some(b)) => parts.push(format!("at most {} items", number(b))),
         _ => {}
     }
+    match (schema.get("minProperties"), schema.get("maxProperties")) {
+        (Some(a), Some(b)) => parts.push(format!("{} to {} keys", number(a), number(b))),
+        (Some(a), None) => parts.push(format!("at least {} keys", number(a))),
+        (None, Some(b)) => parts.push(format!("at most {} keys", number(b))),
+        _ => {}
+    }
     if let Some(p) = schema.get("patternProperties").and_then(Value::as_object) {
         for (key_pattern, value) in p {
             parts.push(format!("keys match {}", code(key_pattern)));
@@ -421,7 +427,7 @@ fn stream_operation(error_response: &Value) -> Value {
               "schema": { "type": "string", "maxLength": SUBJECT_MAX, "pattern": SUBJECT_PATTERN } },
             { "name": LAST_EVENT_ID, "in": "header", "required": false,
               "description": "The seq of the last event seen.",
-              "schema": { "type": "integer", "minimum": 0 } }
+              "schema": { "type": "integer", "minimum": 0, "maximum": bc_domain::model::INTEGER_MAX } }
         ],
         "responses": {
             "200": { "description": "An endless stream of events.", "content": { "text/event-stream": { "schema": { "type": "string" } } } },

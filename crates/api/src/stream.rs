@@ -22,7 +22,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use bc_domain::model::Event;
+use bc_domain::model::{Event, INTEGER_MAX};
 use bc_domain::ports::Permission;
 use bc_domain::{ErrorCode, StoreError, TenantId, TokenId};
 use futures::Stream;
@@ -163,12 +163,21 @@ fn frame(event: &Event) -> SseEvent {
     SseEvent::default().id(event.seq.to_string()).data(data)
 }
 
-/// The `Last-Event-ID` a reconnecting client sent: the `seq` to resume after.
+/// The `Last-Event-ID` a reconnecting client sent: the `seq` to resume after, a whole
+/// number up to [`INTEGER_MAX`] (the bound `events.list` declares for `afterSeq`).
 fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
     let Some(value) = headers.get(LAST_EVENT_ID) else { return Ok(0) };
-    value.to_str().ok().and_then(|v| v.trim().parse().ok()).ok_or_else(|| {
-        ApiError::invalid("Last-Event-ID", "must be the seq of an event (a whole number)")
-    })
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|seq| *seq <= INTEGER_MAX)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "Last-Event-ID",
+                format!("must be the seq of an event: a whole number from 0 to {INTEGER_MAX}"),
+            )
+        })
 }
 
 /// Checks `subject` as `events.list` documents it.

@@ -14,6 +14,12 @@ use serde::{Deserialize, Serialize};
 pub const MAX_FLAVORS: usize = 16;
 /// Most nodes of a fixed-count flavor, and the autoscale bounds' cap.
 pub const MAX_NODES: u32 = 512;
+/// Most node pools a cluster is created with (as many as a pool has flavors).
+pub const MAX_NODE_POOLS: usize = MAX_FLAVORS;
+/// Most labels of a flavor or a node pool (SPEC §2).
+pub const MAX_LABELS: usize = 64;
+/// Most taints of a flavor or a node pool (SPEC §2).
+pub const MAX_TAINTS: usize = 32;
 
 /// A pool's policy.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -72,11 +78,14 @@ pub enum ClusterPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterPolicy {
     /// Provider region slug (required).
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::ProviderSlug"))]
     pub region: String,
     /// An exact provider version slug, or `latest`.
     #[serde(default = "latest")]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::name::ProviderSlug", extend("default" = VERSION_LATEST))
+    )]
     pub version: String,
     /// High-availability control plane.
     #[serde(default)]
@@ -94,10 +103,9 @@ fn latest() -> String {
 /// The version keyword that means the provider's newest.
 pub const VERSION_LATEST: &str = "latest";
 
-/// The rule of provider slugs and ids (regions, sizes, versions, provider cluster ids): not
-/// empty, no whitespace or control characters (no provider's has them, and they would
-/// corrupt URLs). The validator matches it and the API docs print it.
-pub const SLUG_PATTERN: &str = r"^[^\s\p{Cc}]+$";
+// The provider slug rule is the identifier table's, declared with the other names; named
+// here by its old path too.
+pub use crate::name::{SLUG_MAX, SLUG_PATTERN};
 
 /// `cluster.adopt`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -105,7 +113,7 @@ pub const SLUG_PATTERN: &str = r"^[^\s\p{Cc}]+$";
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdoptClusterPolicy {
     /// The provider's id of the cluster to adopt.
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::ProviderSlug"))]
     pub provider_cluster_id: String,
 }
 
@@ -118,7 +126,7 @@ pub struct Flavor {
     /// Flavor name, unique in the pool (1–20 characters).
     pub name: String,
     /// Provider size slug.
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::ProviderSlug"))]
     pub size: String,
     /// Fixed node count (1–512); exclusive with `autoScale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,15 +135,19 @@ pub struct Flavor {
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_scale: Option<AutoScale>,
-    /// Node labels added to the pool's own.
+    /// Node labels added to the pool's own (at most 64).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(
         feature = "schema",
-        schemars(with = "BTreeMap<crate::name::LabelKey, crate::name::LabelValue>")
+        schemars(
+            with = "BTreeMap<crate::name::LabelKey, crate::name::LabelValue>",
+            extend("maxProperties" = MAX_LABELS)
+        )
     )]
     pub labels: BTreeMap<String, String>,
-    /// Node taints.
+    /// Node taints (at most 32).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_TAINTS)))]
     pub taints: Vec<Taint>,
 }
 

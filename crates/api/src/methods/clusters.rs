@@ -4,8 +4,11 @@ use std::collections::BTreeSet;
 
 use std::cmp::Ordering;
 
-use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster, ObservedStatus};
-use bc_domain::policy::{SLUG_PATTERN, VERSION_LATEST};
+use bc_domain::model::{
+    ClusterMode, ClusterOrigin, INTEGER_MAX, KubernetesCluster, ObservedStatus,
+};
+use bc_domain::name::ProviderSlug;
+use bc_domain::policy::{MAX_NODE_POOLS, VERSION_LATEST};
 use bc_domain::ports::{ClusterFilter, Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::drain::compare_versions;
 use bc_domain::{
@@ -43,19 +46,20 @@ pub struct KubernetesClustersCreateInput {
     /// Unique among the account's live clusters; also the provider-side name.
     pub name: ObjectName,
     /// Provider region slug, e.g. nyc1.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub region: String,
     /// An exact provider version slug, or `latest`.
     #[serde(default)]
-    #[schemars(regex(pattern = SLUG_PATTERN), extend("default" = "latest"))]
+    #[schemars(with = "Option<ProviderSlug>", extend("default" = VERSION_LATEST))]
     pub version: Option<String>,
     /// `standard` (with node pools) or `autopilot` (none).
     pub mode: ClusterMode,
     /// A highly available control plane.
     #[serde(default)]
     pub high_availability: bool,
-    /// The first node pools: at least one for standard, none for autopilot.
+    /// The first node pools: at least one for standard, none for autopilot (at most 16).
     #[serde(default)]
+    #[schemars(length(max = MAX_NODE_POOLS))]
     pub node_pools: Vec<NodePoolSpec>,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default)]
@@ -144,10 +148,11 @@ pub struct KubernetesClustersUpgradeInput {
     /// The cluster.
     pub cluster_id: ClusterId,
     /// The provider version slug to run.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub version: String,
     /// Refuse (ABORTED) unless the cluster's generation is this.
     #[serde(default)]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

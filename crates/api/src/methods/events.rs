@@ -1,7 +1,7 @@
 //! `events.list` (SPEC §12): the outbox, read by tenant and subject.
 
 use bc_domain::TenantId;
-use bc_domain::model::Event;
+use bc_domain::model::{Event, INTEGER_MAX};
 use bc_domain::ports::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Permission};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,7 @@ pub struct EventsListInput {
     pub subject: Option<String>,
     /// Only events after this seq.
     #[serde(default)]
+    #[schemars(range(max = INTEGER_MAX))]
     pub after_seq: Option<u64>,
     /// Most events to return.
     #[serde(default)]

@@ -1,10 +1,11 @@
 //! `loadBalancers.*` (SPEC §11): regional and global load balancers on provider accounts.
 
 use bc_domain::model::{
-    Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancer, LoadBalancerSpec,
-    LoadBalancerType, ObservedStatus, PoolState, QuotaResource, StickySessions, Targets,
+    Domain, ForwardingRule, GlobalSettings, HealthCheck, INTEGER_MAX, LoadBalancer,
+    LoadBalancerSpec, LoadBalancerType, MAX_DOMAINS, ObservedStatus, PoolState, QuotaResource,
+    StickySessions, Targets,
 };
-use bc_domain::policy::SLUG_PATTERN;
+use bc_domain::name::ProviderSlug;
 use bc_domain::ports::{LoadBalancerFilter, Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::load_balancer::validate_load_balancer;
 use bc_domain::{
@@ -47,7 +48,7 @@ pub struct LoadBalancersCreateInput {
     pub kind: LoadBalancerType,
     /// Region slug (regional only; fixed).
     #[serde(default)]
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "Option<ProviderSlug>")]
     pub region: Option<String>,
     /// Forwarding rules (regional only).
     #[serde(default)]
@@ -71,9 +72,9 @@ pub struct LoadBalancersCreateInput {
     /// Global settings (global only).
     #[serde(default)]
     pub global_settings: Option<GlobalSettings>,
-    /// Domains (global only).
+    /// Domains (global only; 1–10).
     #[serde(default)]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = MAX_DOMAINS))]
     pub domains: Option<Vec<Domain>>,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default)]
@@ -186,12 +187,13 @@ pub struct LoadBalancersUpdateInput {
     /// New global settings (global).
     #[serde(default)]
     pub global_settings: Option<GlobalSettings>,
-    /// New domains (global).
+    /// New domains (global; 1–10).
     #[serde(default)]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = MAX_DOMAINS))]
     pub domains: Option<Vec<Domain>>,
     /// Refuse (ABORTED) unless the load balancer's generation is this.
     #[serde(default)]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

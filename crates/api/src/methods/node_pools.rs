@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use bc_domain::model::{ClusterMode, KubernetesCluster, NodePool, NodePoolOrigin};
-use bc_domain::policy::{AutoScale, SLUG_PATTERN, Scale, Taint};
+use bc_domain::model::{ClusterMode, INTEGER_MAX, KubernetesCluster, NodePool, NodePoolOrigin};
+use bc_domain::name::ProviderSlug;
+use bc_domain::policy::{AutoScale, MAX_LABELS, MAX_TAINTS, Scale, Taint};
 use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::policy::{is_reserved_label_key, validate_scale};
 use bc_domain::{
@@ -37,7 +38,7 @@ pub struct NodePoolSpec {
     /// Unique in the cluster; also the provider-side name. `bc-` is reserved.
     pub name: ObjectName,
     /// Provider size slug, e.g. s-2vcpu-4gb.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub size: String,
     /// Fixed node count; exclusive with `autoScale`.
     #[serde(default)]
@@ -46,11 +47,13 @@ pub struct NodePoolSpec {
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default)]
     pub auto_scale: Option<AutoScale>,
-    /// Node labels.
+    /// Node labels (at most 64).
     #[serde(default)]
+    #[schemars(extend("maxProperties" = MAX_LABELS))]
     pub labels: BTreeMap<LabelKey, LabelValue>,
-    /// Node taints.
+    /// Node taints (at most 32).
     #[serde(default)]
+    #[schemars(length(max = MAX_TAINTS))]
     pub taints: Vec<Taint>,
 }
 
@@ -134,7 +137,7 @@ pub struct KubernetesNodePoolsCreateInput {
     /// Unique in the cluster; also the provider-side name. `bc-` is reserved.
     pub name: ObjectName,
     /// Provider size slug, e.g. s-2vcpu-4gb.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub size: String,
     /// Fixed node count; exclusive with `autoScale`.
     #[serde(default)]
@@ -143,11 +146,13 @@ pub struct KubernetesNodePoolsCreateInput {
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default)]
     pub auto_scale: Option<AutoScale>,
-    /// Node labels.
+    /// Node labels (at most 64).
     #[serde(default)]
+    #[schemars(extend("maxProperties" = MAX_LABELS))]
     pub labels: BTreeMap<LabelKey, LabelValue>,
-    /// Node taints.
+    /// Node taints (at most 32).
     #[serde(default)]
+    #[schemars(length(max = MAX_TAINTS))]
     pub taints: Vec<Taint>,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default)]
@@ -233,6 +238,7 @@ pub struct KubernetesNodePoolsResizeInput {
     pub auto_scale: Option<AutoScale>,
     /// Refuse (ABORTED) unless the node pool's generation is this.
     #[serde(default)]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

@@ -1,6 +1,8 @@
 //! `pools.*` (SPEC §4): a tenant's pools and their policies.
 
-use bc_domain::model::{NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects};
+use bc_domain::model::{
+    INTEGER_MAX, NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects,
+};
 use bc_domain::policy::{PoolPolicy, SubstratePolicy};
 use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::policy::{check_policy_change, validate_policy};
@@ -136,6 +138,7 @@ pub struct PoolsUpdateInput {
     pub policy: PoolPolicy,
     /// Refuse (ABORTED) unless the pool's generation is this.
     #[serde(default)]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

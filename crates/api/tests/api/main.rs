@@ -9,6 +9,7 @@ mod accounts;
 mod agents;
 mod authn;
 mod authz_matrix;
+mod bounds;
 mod common;
 mod contract;
 mod docs;

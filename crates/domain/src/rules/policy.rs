@@ -7,15 +7,12 @@
 //! high availability), so an accepted policy is always reachable from the current one.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
-
-use regex::Regex;
 
 use crate::error::{Error, FieldViolation};
 use crate::id::ProviderAccountId;
-use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName};
+use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName, ProviderSlug};
 use crate::policy::{
-    AutoScale, ClusterPolicy, Flavor, PoolPolicy, SLUG_PATTERN, SubstratePolicy, VERSION_LATEST,
+    AutoScale, ClusterPolicy, Flavor, PoolPolicy, SubstratePolicy, VERSION_LATEST,
 };
 
 // The policy's bounds are declared with its types; named here by their old paths too.
@@ -118,17 +115,10 @@ fn validate_substrate(s: &SubstratePolicy, path: &str, out: &mut Vec<FieldViolat
     }
 }
 
-/// Why `s` cannot be a provider slug or id: empty, or with whitespace or control
-/// characters (no provider's slug or id has them, and they would corrupt URLs).
-pub(crate) fn slug_problem(s: &str) -> Option<&'static str> {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    if s.is_empty() {
-        Some("must not be empty")
-    } else if !RE.get_or_init(|| Regex::new(SLUG_PATTERN).expect("static regex")).is_match(s) {
-        Some("must not contain spaces or control characters")
-    } else {
-        None
-    }
+/// Why `s` cannot be a provider slug or id ([`ProviderSlug`]'s rule: SPEC §2's identifier
+/// table), or `None` when it can be one.
+pub(crate) fn slug_problem(s: &str) -> Option<String> {
+    ProviderSlug::parse(s).err().map(|e| e.0)
 }
 
 fn validate_flavor(f: &Flavor, path: &str, out: &mut Vec<FieldViolation>) {
