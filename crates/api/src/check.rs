@@ -55,7 +55,12 @@ impl Checker {
         out: &mut Vec<FieldViolation>,
     ) {
         let Some(schema) = schema.as_object() else { return };
-        if let Some(branches) = schema.get("anyOf").or_else(|| schema.get("oneOf")) {
+        // A union of shapes (an enum's variants, `T` or `null`) says which schema the value
+        // is held to. Beside an object's own `properties`, a `oneOf` states a rule across
+        // them (exactly one of `count`, `autoScale`) for the document's readers: the
+        // input's own cross-field validation enforces it, naming the field in its words.
+        let union = schema.get("anyOf").or_else(|| schema.get("oneOf"));
+        if let Some(branches) = union.filter(|_| !schema.contains_key("properties")) {
             if let Some(branch) = pick_branch(branches, value) {
                 self.walk(branch, value, path, out);
             }

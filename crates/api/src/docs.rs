@@ -100,7 +100,23 @@ fn method_section(m: &Method) -> String {
             row.constraints
         ));
     }
+    if let Some(keys) = exactly_one(m.input_schema()) {
+        out.push_str(&format!("\nExactly one of {} is set.\n", keys.join(", ")));
+    }
     out
+}
+
+/// The keys of an object's "exactly one of" rule across its fields (a `oneOf` whose every
+/// branch requires one key and states no type), as code.
+fn exactly_one(schema: &Value) -> Option<Vec<String>> {
+    let branches = schema.get("oneOf")?.as_array()?;
+    branches
+        .iter()
+        .map(|b| match b.get("required")?.as_array()?.as_slice() {
+            [key] if b.get("type").is_none() => key.as_str().map(code),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One row of an input table.
@@ -258,6 +274,9 @@ fn constraints(schema: &Value) -> String {
             values.iter().map(|v| code(v)).collect::<Vec<_>>().join(", ")
         ));
     }
+    if let Some(keys) = exactly_one(schema) {
+        parts.push(format!("exactly one of {} is set", keys.join(", ")));
+    }
     let variants = tagged_variants(schema);
     if !variants.is_empty() {
         let keys: Vec<String> = variants
@@ -313,7 +332,9 @@ fn constraints(schema: &Value) -> String {
     }
     if let Some(items) = schema.get("items") {
         let item = unwrap_nullable(items);
-        if !is_object_with_fields(item) {
+        if let Some(keys) = exactly_one(item) {
+            parts.push(format!("each: exactly one of {} is set", keys.join(", ")));
+        } else if !is_object_with_fields(item) {
             let each = constraints(item);
             if !each.is_empty() {
                 parts.push(format!("each: {each}"));
@@ -436,6 +457,48 @@ fn stream_operation(error_response: &Value) -> Value {
     }})
 }
 
+/// The OpenAPI links of a create's answer: to every other method of its resource that
+/// names one object and takes nothing the answer lacks (its get, update, delete, …), with
+/// a request body whose fields are read from the answer (`$response.body#/poolId`), so a
+/// tool can follow a create with calls on what it made.
+fn links(registry: &Registry, create: &Method) -> Map<String, Value> {
+    let mut out = Map::new();
+    if create.info.name != "create" {
+        return out;
+    }
+    let Some(made) = create.output_schema().get("properties").and_then(Value::as_object) else {
+        return out;
+    };
+    for m in registry.of(create.info.resource) {
+        if m.info.name == "create" || m.info.name == "list" {
+            continue;
+        }
+        let input = m.input_schema();
+        let required = input.get("required").and_then(Value::as_array);
+        let names_one = required.into_iter().flatten().filter_map(Value::as_str);
+        let takes: Vec<&str> = names_one.collect();
+        if takes.is_empty() || !takes.iter().all(|f| made.contains_key(*f)) {
+            continue;
+        }
+        let fields = input.get("properties").and_then(Value::as_object);
+        let body: Map<String, Value> = fields
+            .into_iter()
+            .flat_map(|f| f.keys())
+            .filter(|f| made.contains_key(*f))
+            .map(|f| (f.clone(), json!(format!("$response.body#/{f}"))))
+            .collect();
+        out.insert(
+            m.info.name.to_owned(),
+            json!({
+                "operationId": operation_id(m.info.resource.name, m.info.name),
+                "description": format!("{} on what this call made.", m.info.id()),
+                "requestBody": body,
+            }),
+        );
+    }
+    out
+}
+
 /// The OpenAPI 3.1 document of the registry, served at `GET /api/openapi.json`.
 pub fn openapi(registry: &Registry) -> Value {
     let mut components = BTreeMap::new();
@@ -479,6 +542,10 @@ pub fn openapi(registry: &Registry) -> Value {
         });
         if let Some(also) = m.also_authorization() {
             operation["x-also-authorization"] = json!(also.to_string());
+        }
+        let links = links(registry, m);
+        if !links.is_empty() {
+            operation["responses"]["200"]["links"] = Value::Object(links);
         }
         paths.insert(info.path(), json!({ "post": operation }));
     }

@@ -11,6 +11,8 @@ pub mod error;
 pub mod id;
 pub mod model;
 pub mod name;
+#[cfg(feature = "schema")]
+pub mod one_of;
 pub mod policy;
 pub mod ports;
 pub mod rules;

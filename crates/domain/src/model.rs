@@ -568,6 +568,7 @@ pub struct StickySessions {
 
 /// Load balancer targets: exactly one kind.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = crate::one_of::one_kind_of_targets))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Targets {

@@ -119,6 +119,7 @@ pub struct AdoptClusterPolicy {
 
 /// One flavor: a node size and its scale.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = crate::one_of::count_or_auto_scale))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Flavor {

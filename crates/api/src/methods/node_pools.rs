@@ -33,6 +33,7 @@ pub(crate) static KUBERNETES_NODE_POOLS: Resource = Resource {
 /// What a node pool is made of (also the items of `kubernetesClusters.create`'s
 /// `nodePools`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(transform = bc_domain::one_of::count_or_auto_scale)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePoolSpec {
     /// Unique in the cluster; also the provider-side name. `bc-` is reserved.
@@ -128,6 +129,7 @@ fn reserved_labels(labels: &BTreeMap<LabelKey, LabelValue>, path: &str) -> Vec<F
 
 /// Input of `kubernetesNodePools.create`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = bc_domain::one_of::count_or_auto_scale)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubernetesNodePoolsCreateInput {
     /// The cluster's tenant.
@@ -223,6 +225,7 @@ impl MethodInput for KubernetesNodePoolsListInput {
 
 /// Input of `kubernetesNodePools.resize`.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = bc_domain::one_of::count_or_auto_scale)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubernetesNodePoolsResizeInput {
     /// The node pool's tenant.

@@ -19,6 +19,7 @@ mod kubernetes;
 mod layers;
 mod ledger;
 mod load_balancers;
+mod openapi;
 mod pipeline;
 mod pools;
 mod properties;

@@ -540,9 +540,10 @@ pub trait ProviderImpl: Send + Sync {
 
 /// Most characters of a provider API token.
 pub const PROVIDER_TOKEN_MAX: usize = 1024;
-/// The rule of a provider API token, as [`ProviderCredentials::new`] applies it: no
-/// whitespace and no control characters (it travels in an HTTP header).
-pub const PROVIDER_TOKEN_PATTERN: &str = r"^[^\s\p{Cc}]+$";
+/// The rule of a provider API token, as [`ProviderCredentials::new`] applies it: visible
+/// ASCII only — no whitespace, control or format characters — since it travels in an HTTP
+/// header (and a portable pattern: it means the same to every regex engine).
+pub const PROVIDER_TOKEN_PATTERN: &str = "^[!-~]+$";
 
 /// The credentials document of a provider account (SPEC §5 `credentials: {token}`): what
 /// `providerAccounts.create` takes in and seals with the `SecretBox`, and what a
@@ -576,10 +577,10 @@ pub enum CredentialsError {
     /// Not the JSON object `{"token": "…"}`.
     #[error("credentials must be the JSON object {{\"token\": \"…\"}}")]
     Shape,
-    /// The token is empty, too long, or holds whitespace or control characters (it
-    /// travels in an HTTP header).
+    /// The token is empty, too long, or holds anything but visible ASCII (it travels in
+    /// an HTTP header).
     #[error(
-        "credentials.token must be a token of 1 to 1024 characters without spaces or control characters"
+        "credentials.token must be a token of 1 to 1024 visible ASCII characters (no spaces, control or format characters)"
     )]
     Token,
 }
@@ -588,8 +589,8 @@ impl ProviderCredentials {
     /// Credentials of `token`, checked as [`ProviderCredentials::open`] checks them.
     pub fn new(token: SecretString) -> Result<Self, CredentialsError> {
         let t = token.expose();
-        let bad_char = t.chars().any(|c| c.is_whitespace() || c.is_control());
-        if t.is_empty() || t.chars().count() > PROVIDER_TOKEN_MAX || bad_char {
+        let visible_ascii = t.bytes().all(|b| b.is_ascii_graphic());
+        if t.is_empty() || t.len() > PROVIDER_TOKEN_MAX || !visible_ascii {
             return Err(CredentialsError::Token);
         }
         Ok(Self { token })
@@ -667,7 +668,9 @@ mod tests {
         }
         // The documented pattern is the rule `new` applies.
         let re = regex::Regex::new(PROVIDER_TOKEN_PATTERN).unwrap();
-        for t in ["dop_v1_abc", "a b", "a\tb", "a\u{7}", "é\u{a0}x", "x\u{2028}"] {
+        for t in
+            ["dop_v1_abc", "a b", "a\tb", "a\u{7}", "é\u{a0}x", "x\u{2028}", "a\u{200b}b", "!~"]
+        {
             assert_eq!(
                 re.is_match(t),
                 ProviderCredentials::new(SecretString::new(t)).is_ok(),
