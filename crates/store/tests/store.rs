@@ -38,6 +38,7 @@ store_suite!(
     load_balancers_filters_and_status,
     nodes_and_tokens,
     rejoin_keeps_the_node_id,
+    a_deleted_substrate_ends_its_nodes,
     bookings_count_active,
     bookings_are_refused_while_a_drain_waits,
     billing_intervals_are_idempotent,
@@ -81,14 +82,13 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migration (8, provider budgets) rolls back and applies again on both
-    // backends.
+    // The newest migration (9, node ends) rolls back and applies again on both backends.
     Migrator::down(s.connection(), Some(1)).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
-    // So do 7 (Kubernetes intents) and 6, under it.
-    Migrator::down(s.connection(), Some(3)).await.unwrap();
-    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "three pending");
+    // So do 8 (provider budgets), 7 (Kubernetes intents) and 6, under it.
+    Migrator::down(s.connection(), Some(4)).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "four pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(
@@ -992,6 +992,44 @@ async fn rejoin_keeps_the_node_id(s: S) {
     assert_eq!(s.node_get(&again.node_id).await.unwrap(), None);
     assert_eq!(s.node_find_by_credential_hash(&first.credential_hash).await.unwrap(), None);
     assert_eq!(s.node_find_by_credential_hash(&again.credential_hash).await.unwrap(), Some(got));
+}
+
+/// Issue 20, item 4: node credentials end with their substrate (SPEC §9). The row written
+/// `deleted` ends the pool's nodes in its transaction: their credentials no longer find
+/// them and they are no longer the pool's joined nodes; the rows stay, and a join of a
+/// new substrate under the same name makes the node live again.
+async fn a_deleted_substrate_ends_its_nodes(s: S) {
+    let acme = tenant("acme");
+    let a = account(&acme, "main");
+    let p = pool(&acme, "web");
+    let other = pool(&acme, "other");
+    let uow = UnitOfWork::new()
+        .write(Write::InsertAccount(a.clone()))
+        .write(Write::InsertPool(p.clone()))
+        .write(Write::InsertPool(other.clone()));
+    ok(&s, uow).await;
+    let n = node(&p.pool_id, "node-a");
+    let theirs = node(&other.pool_id, "node-a");
+    let uow =
+        UnitOfWork::new().write(Write::PutNode(n.clone())).write(Write::PutNode(theirs.clone()));
+    ok(&s, uow).await;
+    let mut row = substrate(&p, &a, None);
+    row.state = ResourceState::Deleting;
+    ok(&s, one(Write::PutSubstrate(row.clone()))).await;
+    assert!(s.node_find_by_credential_hash(&n.credential_hash).await.unwrap().is_some());
+    row.state = ResourceState::Deleted;
+    ok(&s, one(Write::PutSubstrate(row))).await;
+    assert_eq!(s.node_find_by_credential_hash(&n.credential_hash).await.unwrap(), None);
+    let listed = s.node_list_by_pool(&p.pool_id, &PageRequest::first(10)).await.unwrap();
+    assert!(listed.items.is_empty(), "{:?}", listed.items);
+    assert!(s.node_get(&n.node_id).await.unwrap().is_some(), "the row is kept");
+    let still = s.node_find_by_credential_hash(&theirs.credential_hash).await.unwrap();
+    assert_eq!(still, Some(theirs), "another pool's nodes are untouched");
+    // A new substrate's join under the same name: live again, with the new credential.
+    let again = node(&p.pool_id, "node-a");
+    ok(&s, one(Write::PutNode(again.clone()))).await;
+    let live = s.node_find_by_credential_hash(&again.credential_hash).await.unwrap();
+    assert_eq!(live.map(|l| l.node_id), Some(n.node_id));
 }
 
 async fn bookings_count_active(s: S) {

@@ -5,19 +5,22 @@
 //! Invariants: a join token is looked up by its hash only, and a node joins only when
 //! its pool's cluster lists it with the pool label *now* (read live through the
 //! cluster's API, not from a record); the node credential exists in plaintext only in
-//! the join answer — its hash is what is stored.
+//! the join answer — its hash is what is stored; once the teardown of a pool's substrate
+//! begins, none of its nodes joins or heartbeats (SPEC §9).
 
+use bc_domain::PoolId;
 use bc_domain::agent::{
     HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, new_node_credential,
 };
-use bc_domain::model::{JoinToken, Node};
+use bc_domain::model::{JoinToken, Node, Substrate};
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::ports::{ClusterClient, ClusterError, ClusterSession, UnitOfWork, WorkKind, Write};
+use bc_domain::rules::join::teardown_begun;
 use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
 
 use crate::access::Target;
-use crate::auth::{Caller, agent_secret_lookup_hash};
+use crate::auth::{Caller, agent_secret_lookup_hash, refused};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Authorization, Call, Kind, Method, MethodInfo, MethodInput, Resource};
@@ -60,7 +63,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 name: "join",
                 kind: Kind::Write,
                 authorization: Authorization::JoinToken,
-                description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION. Joining again with the same node name keeps the node's nodeId and replaces its credential. Authenticated by the join token in the body, not by an API token.",
+                description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION, and so is any join once the pool's substrate is being torn down (the pool archived, or its policy without a substrate). Joining again with the same node name keeps the node's nodeId and replaces its credential. Authenticated by the join token in the body, not by an API token.",
             },
             join,
         ),
@@ -70,7 +73,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 name: "heartbeat",
                 kind: Kind::Write,
                 authorization: Authorization::NodeCredential,
-                description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED. Authenticated by Authorization: Bearer <nodeCredential>.",
+                description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED, and so is every credential of a pool whose substrate is being torn down: node credentials end with their substrate. Authenticated by Authorization: Bearer <nodeCredential>.",
             },
             heartbeat,
         ),
@@ -88,11 +91,23 @@ fn not_ready(pool: &JoinToken, what: &str) -> ApiError {
     ApiError::failed_precondition(format!("pool {}: {what}; bcd retries until it is", pool.pool_id))
 }
 
+/// Whether the teardown of the pool's substrate began (or the pool is gone): from then
+/// on its nodes neither join nor heartbeat (SPEC §9). Returns the substrate row read.
+async fn torn_down(ctx: &Ctx, pool_id: &PoolId) -> Result<(bool, Option<Substrate>), ApiError> {
+    let pool = ctx.store.pool_get_any(pool_id).await?;
+    let substrate = ctx.store.substrate_get_any(pool_id).await?;
+    let ended = pool.is_none_or(|p| teardown_begun(&p, substrate.as_ref()));
+    Ok((ended, substrate))
+}
+
 /// The names of the Nodes the pool's cluster lists with the pool's label, read now
 /// through the cluster's API with the credentials its provider hands out.
-async fn listed_nodes(ctx: &Ctx, token: &JoinToken) -> Result<Vec<String>, ApiError> {
+async fn listed_nodes(
+    ctx: &Ctx,
+    token: &JoinToken,
+    substrate: Option<Substrate>,
+) -> Result<Vec<String>, ApiError> {
     let pool_id = &token.pool_id;
-    let substrate = ctx.store.substrate_get_any(pool_id).await?;
     let cluster_id = substrate
         .and_then(|s| s.cluster_id)
         .ok_or_else(|| not_ready(token, "its cluster is not recorded yet"))?;
@@ -130,7 +145,14 @@ async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiErro
     let input = &call.input;
     let hash = agent_secret_lookup_hash(input.join_token.expose()).ok_or_else(bad_join_token)?;
     let token = ctx.store.join_token_find(&hash).await?.ok_or_else(bad_join_token)?;
-    if !listed_nodes(&ctx, &token).await?.contains(&input.node_name) {
+    let (ended, substrate) = torn_down(&ctx, &token.pool_id).await?;
+    if ended {
+        return Err(ApiError::failed_precondition(format!(
+            "the substrate of pool {} is being torn down (the pool is archived or its policy has no substrate): its nodes no longer join",
+            token.pool_id
+        )));
+    }
+    if !listed_nodes(&ctx, &token, substrate).await?.contains(&input.node_name) {
         return Err(ApiError::failed_precondition(format!(
             "node {} is not listed by the cluster of pool {} with the label {LABEL_SUBSTRATE_POOL}={}",
             input.node_name, token.pool_id, token.pool_id
@@ -172,6 +194,11 @@ async fn heartbeat(ctx: Ctx, call: Call<HeartbeatRequest>) -> Result<HeartbeatRe
     let Caller::Node(node) = &call.caller else {
         return Err(ApiError::internal("agents.heartbeat without a node caller"));
     };
+    // A credential ends with its substrate: once the teardown began it is refused like
+    // any other that is no longer valid.
+    if torn_down(&ctx, &node.pool_id).await?.0 {
+        return Err(refused());
+    }
     let write = Write::Heartbeat { node_id: node.node_id.clone(), at: ctx.now() };
     ctx.commit(UnitOfWork::new().write(write)).await?;
     Ok(HeartbeatResponse { heartbeat_seconds: ctx.settings.heartbeat_seconds })

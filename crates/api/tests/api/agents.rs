@@ -13,12 +13,14 @@ use bc_store::testing as rows;
 use serde_json::{Value, json};
 
 use crate::common::repos::*;
-use crate::common::{Harness, S, id};
+use crate::common::{Harness, S, example, id, without};
 
 bc_store::store_suite!(
     a_listed_node_joins_and_heartbeats,
     joining_again_keeps_the_node_and_replaces_its_credential,
     unlisted_nodes_and_bad_tokens_are_refused,
+    node_credentials_end_with_their_substrate,
+    nodes_no_longer_join_a_substrate_that_was_removed,
 );
 
 /// A running simulated cluster behind the example pool's substrate, with `nodes` labelled
@@ -141,4 +143,49 @@ async fn unlisted_nodes_and_bad_tokens_are_refused(s: S) {
     let revoked = h.call("agents.join", None, &join_body(&token, &ours[0])).await;
     let unknown = h.call("agents.join", None, &join_body("bcj_unknown", &ours[0])).await;
     assert_eq!((revoked.status.as_u16(), revoked.text.clone()), (401, unknown.text.clone()));
+}
+
+/// Issue 20, item 4 (SPEC §9): once the pool is archived, its substrate's teardown has
+/// begun: a join with the still-live join token is FAILED_PRECONDITION (before any call
+/// to the cluster) and the heartbeat of a node that joined is UNAUTHENTICATED; when the
+/// reconciler records the substrate `deleted`, the node rows are ended, not live for ever.
+async fn node_credentials_end_with_their_substrate(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let (token, ours, _) = substrate_cluster(&h, 2).await;
+    let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
+    h.capture.secret(&credential);
+    h.call("agents.heartbeat", Some(&credential), &json!({})).await.ok();
+    let pool = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
+    h.call("pools.archive", Some(&t), &pool).await.ok();
+    let beat = h.call("agents.heartbeat", Some(&credential), &json!({})).await;
+    assert_eq!((beat.status.as_u16(), beat.code()), (401, "UNAUTHENTICATED"), "{}", beat.text);
+    let m =
+        h.call("agents.join", None, &join_body(&token, &ours[1])).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("torn down"), "{m}");
+    // The reconciler ends the teardown: the node's row is ended with the substrate.
+    let mut substrate = h.store.substrate_get_any(&id(ex::POOL)).await.unwrap().unwrap();
+    substrate.state = ResourceState::Deleted;
+    h.store.commit(UnitOfWork::new().write(Write::PutSubstrate(substrate))).await.unwrap();
+    let hash = sha256_hex(credential.as_bytes());
+    assert_eq!(h.store.node_find_by_credential_hash(&hash).await.unwrap(), None);
+}
+
+/// Issue 20, item 4: a policy without its substrate starts the teardown as archiving does.
+async fn nodes_no_longer_join_a_substrate_that_was_removed(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let (token, ours, _) = substrate_cluster(&h, 1).await;
+    let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
+    h.capture.secret(&credential);
+    let mut update = without(&example("pools.update"), "expectedGeneration");
+    update["policy"].as_object_mut().unwrap().remove("substrate");
+    h.call("pools.update", Some(&t), &update).await.ok();
+    let m =
+        h.call("agents.join", None, &join_body(&token, &ours[0])).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("torn down"), "{m}");
+    let beat = h.call("agents.heartbeat", Some(&credential), &json!({})).await;
+    assert_eq!(beat.status, 401, "{}", beat.text);
 }

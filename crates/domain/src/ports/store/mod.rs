@@ -292,9 +292,10 @@ pub trait AgentRepo: Send + Sync {
         pool_id: &PoolId,
         node_name: &str,
     ) -> StoreResult<Option<Node>>;
-    /// A node by its credential hash.
+    /// A node by its credential hash, while its credential is live: not ended by its
+    /// substrate's teardown (SPEC §9; see `Write::PutSubstrate`).
     async fn node_find_by_credential_hash(&self, hash: &str) -> StoreResult<Option<Node>>;
-    /// A pool's joined nodes.
+    /// A pool's joined nodes that are live (not ended by a teardown).
     async fn node_list_by_pool(
         &self,
         pool_id: &PoolId,

@@ -66,7 +66,8 @@ pub enum Write {
         /// When.
         at: Timestamp,
     },
-    /// Insert or replace a pool's substrate row.
+    /// Insert or replace a pool's substrate row. A row written `deleted` also ends the
+    /// pool's joined nodes (their credentials stop authenticating; SPEC §9).
     PutSubstrate(Substrate),
     /// Insert a cluster row; `AlreadyExists` on a live name in the account.
     InsertCluster(KubernetesCluster),
