@@ -8,6 +8,7 @@
 //! work or wrote events.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use tokio::sync::Notify;
 use crate::body::BODY_LIMIT;
 use crate::error::ApiError;
 use crate::ids::IdSource;
-use crate::ratelimit::{Concurrency, RateLimit, RateLimiter};
+use crate::ratelimit::{Concurrency, JoinRateLimit, RateLimit, RateLimiter, Recent};
 
 /// Server settings the handlers need (flags of SPEC §13).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,9 @@ pub struct Settings {
     pub heartbeat_seconds: u32,
     /// The quota rows every new pool gets (`--default-pool-quota loadBalancers=N`).
     pub default_pool_quotas: BTreeMap<QuotaResource, u32>,
+    /// The limits of `agents.join` per join token and per client address; `None` turns
+    /// them off.
+    pub join_rate_limit: Option<JoinRateLimit>,
 }
 
 impl Default for Settings {
@@ -44,6 +48,7 @@ impl Default for Settings {
             rate_limit: Some(RateLimit::default()),
             heartbeat_seconds: 30,
             default_pool_quotas: BTreeMap::new(),
+            join_rate_limit: Some(JoinRateLimit::default()),
         }
     }
 }
@@ -74,6 +79,11 @@ pub struct Services {
     pub(crate) limiter: Option<RateLimiter>,
     /// The event streams each token holds open.
     pub(crate) streams: Concurrency,
+    /// The limiters of [`Settings::join_rate_limit`] (per join token, per address), built
+    /// when the router is.
+    pub(crate) join_limiters: Option<(RateLimiter, RateLimiter)>,
+    /// Each substrate's Node listing, reused for a few seconds by every join.
+    pub(crate) node_listings: Recent<Result<Vec<String>, ApiError>>,
 }
 
 /// A handler's view of the services: cheap to clone, shared by every request.
@@ -101,6 +111,22 @@ impl Ctx {
         match (&self.limiter, key) {
             (Some(limiter), Some(key)) => limiter.check(&key),
             _ => Ok(()),
+        }
+    }
+
+    /// Counts one `agents.join` from the client address `ip` (SPEC §9).
+    pub(crate) fn limit_join_address(&self, ip: IpAddr) -> Result<(), ApiError> {
+        match &self.join_limiters {
+            Some((_, per_address)) => per_address.check(&ip.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one `agents.join` with the join token whose hash is `hash` (SPEC §9).
+    pub(crate) fn limit_join_token(&self, hash: &str) -> Result<(), ApiError> {
+        match &self.join_limiters {
+            Some((per_token, _)) => per_token.check(hash),
+            None => Ok(()),
         }
     }
 

@@ -8,12 +8,13 @@
 //! method → verb → authentication → rate limit → body → input checks → authorization →
 //! handler, so nothing is read from the body of a caller that did not authenticate.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{FromRef, Request, State};
+use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method as Verb, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -29,9 +30,10 @@ use crate::body::{parse_object, read_limited};
 pub use crate::ctx::{Ctx, Services, Settings};
 use crate::error::{ApiError, Code};
 use crate::ids::IdSource;
+use crate::methods::agents::NODE_LISTING_TTL;
 use crate::methods::registry;
 use crate::metrics::{self, MethodLabel, Metrics};
-use crate::ratelimit::{Concurrency, RateLimiter};
+use crate::ratelimit::{Concurrency, RateLimiter, Recent};
 use crate::registry::Registry;
 
 /// The ports the API works on: every one a bc-domain trait, so a service embeds the API
@@ -77,6 +79,8 @@ impl Api {
                 ids: IdSource::default(),
                 limiter: None,
                 streams: Concurrency::default(),
+                join_limiters: None,
+                node_listings: Recent::new(NODE_LISTING_TTL),
             },
             registry: registry(),
         }
@@ -119,6 +123,10 @@ impl Api {
     /// `/readyz`, `/metrics`.
     pub fn router(mut self) -> Router {
         self.services.limiter = self.services.settings.rate_limit.map(RateLimiter::new);
+        self.services.join_limiters = self.services.settings.join_rate_limit.map(|l| {
+            let per_token = RateLimiter::of("this join token", l.per_token);
+            (per_token, RateLimiter::of("this address", l.per_address))
+        });
         let openapi = serde_json::to_vec_pretty(&crate::docs::openapi(self.registry))
             .expect("the OpenAPI document serializes");
         let state = AppState {
@@ -228,7 +236,16 @@ async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
             &parts.headers,
         )
         .await?;
-        state.ctx.rate_limit(caller.rate_key())?;
+        match caller.rate_key() {
+            Some(key) => state.ctx.rate_limit(Some(key))?,
+            // A caller without a credential yet (`agents.join`) is counted by its address,
+            // before a byte of its body is read (SPEC §9).
+            None => {
+                if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+                    state.ctx.limit_join_address(peer.ip())?;
+                }
+            }
+        }
         let bytes = read_limited(body, state.ctx.settings.body_limit).await?;
         let value = parse_object(&bytes)?;
         method.run(state.ctx.clone(), caller, value).await

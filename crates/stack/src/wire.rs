@@ -255,7 +255,9 @@ impl Served {
         let cancel = self.cancel.clone();
         self.tasks.spawn(async move {
             let shutdown = async move { cancel.cancelled().await };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+            // The peer's address rides along: agents.join is limited per client address.
+            let app = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
                 tracing::error!(error = %e, "the HTTP server stopped");
             }
         });

@@ -3,10 +3,16 @@
 //! shared with bcd, the simulator's bcd and the substrate reconciler.
 //!
 //! Invariants: a join token is looked up by its hash only, and a node joins only when
-//! its pool's cluster lists it with the pool label *now* (read live through the
-//! cluster's API, not from a record); the node credential exists in plaintext only in
-//! the join answer — its hash is what is stored; once the teardown of a pool's substrate
-//! begins, none of its nodes joins or heartbeats (SPEC §9).
+//! its pool's cluster lists it with the pool label (read live through the cluster's API,
+//! not from a record, within the last [`NODE_LISTING_TTL`]); the node credential exists
+//! in plaintext only in the join answer — its hash is what is stored; once the teardown
+//! of a pool's substrate begins, none of its nodes joins or heartbeats (SPEC §9); joins
+//! are limited per join token (here, before the lookup: a bad token costs a hash) and
+//! per client address (in the dispatch, before the body is read), and a substrate's
+//! cluster is asked for its Nodes at most once per [`NODE_LISTING_TTL`], however many
+//! join.
+
+use std::time::{Duration, Instant};
 
 use bc_domain::PoolId;
 use bc_domain::agent::{
@@ -63,7 +69,7 @@ pub(crate) fn methods() -> Vec<Method> {
                 name: "join",
                 kind: Kind::Write,
                 authorization: Authorization::JoinToken,
-                description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION, and so is any join once the pool's substrate is being torn down (the pool archived, or its policy without a substrate). Joining again with the same node name keeps the node's nodeId and replaces its credential. Authenticated by the join token in the body, not by an API token.",
+                description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION, and so is any join once the pool's substrate is being torn down (the pool archived, or its policy without a substrate). Joining again with the same node name keeps the node's nodeId and replaces its credential. Joins are rate-limited per join token and per client address: RESOURCE_EXHAUSTED with Retry-After. The cluster's Nodes are read at most once per 5 seconds per substrate, so a Node added since may be refused once and join on bcd's next attempt. Authenticated by the join token in the body, not by an API token.",
             },
             join,
         ),
@@ -79,6 +85,11 @@ pub(crate) fn methods() -> Vec<Method> {
         ),
     ]
 }
+
+/// How long a substrate's Node listing answers every join (SPEC §9: a good join token
+/// lists the cluster's Nodes at most once per few seconds per substrate). A Node the
+/// cluster added since is found by bcd's next attempt.
+pub const NODE_LISTING_TTL: Duration = Duration::from_secs(5);
 
 /// The one answer for a join token that does not open a pool (as for API tokens: no
 /// failure tells another apart).
@@ -100,8 +111,9 @@ async fn torn_down(ctx: &Ctx, pool_id: &PoolId) -> Result<(bool, Option<Substrat
     Ok((ended, substrate))
 }
 
-/// The names of the Nodes the pool's cluster lists with the pool's label, read now
-/// through the cluster's API with the credentials its provider hands out.
+/// The names of the Nodes the pool's cluster lists with the pool's label, read through
+/// the cluster's API with the credentials its provider hands out — at most once per
+/// [`NODE_LISTING_TTL`] for a substrate (the answer, or the failure, is shared meanwhile).
 async fn listed_nodes(
     ctx: &Ctx,
     token: &JoinToken,
@@ -126,24 +138,33 @@ async fn listed_nodes(
         .await?
         .filter(|a| a.deleted_at.is_none())
         .ok_or_else(|| not_ready(token, "its provider account is gone"))?;
-    let what = "listing the cluster's nodes";
-    let provider =
-        ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
-    let session = ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id);
-    let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
-    let nodes = session.list_nodes(&selector).await.map_err(|e| match e {
-        ClusterError::Provider(p) => ApiError::provider(what, &p),
-        other => {
-            tracing::info!(error = %other, "{what}");
-            ApiError::unavailable(format!("{what}: the cluster's API did not answer; try again"))
-        }
-    })?;
-    Ok(nodes.into_iter().map(|n| n.name).collect())
+    // Every join of the substrate within a few seconds reads the one listing: a burst of
+    // joins (a DaemonSet starting) makes one call to the cluster, not one each.
+    let key = format!("{pool_id}/{provider_cluster_id}");
+    let list = || async move {
+        let what = "listing the cluster's nodes";
+        let provider =
+            ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
+        let session = ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id);
+        let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
+        let nodes = session.list_nodes(&selector).await.map_err(|e| match e {
+            ClusterError::Provider(p) => ApiError::provider(what, &p),
+            other => {
+                tracing::info!(error = %other, "{what}");
+                ApiError::unavailable(format!(
+                    "{what}: the cluster's API did not answer; try again"
+                ))
+            }
+        })?;
+        Ok(nodes.into_iter().map(|n| n.name).collect())
+    };
+    ctx.node_listings.get_or(&key, Instant::now(), list).await
 }
 
 async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiError> {
     let input = &call.input;
     let hash = agent_secret_lookup_hash(input.join_token.expose()).ok_or_else(bad_join_token)?;
+    ctx.limit_join_token(&hash)?;
     let token = ctx.store.join_token_find(&hash).await?.ok_or_else(bad_join_token)?;
     let (ended, substrate) = torn_down(&ctx, &token.pool_id).await?;
     if ended {
