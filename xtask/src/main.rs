@@ -1,9 +1,14 @@
 //! Project tasks, run as `cargo xtask <task>`: the test command (with throwaway PostgreSQL
-//! and NATS), the CI gate, the benchmarks and their report, and the generated reference
-//! docs. Std-only so that it builds in seconds: the docs are written by a bc-api example
-//! it runs, and the report's JSON is read and written by [`json`].
+//! and NATS), the CI gate, the benchmarks and their report, the generated reference docs,
+//! the generated Kubernetes field table ([`kube_wire`]) and the container images. Nearly
+//! std-only so that it builds in seconds: the docs are written by a bc-api example it
+//! runs, the report's JSON is read and written by [`json`], and the images need only a
+//! hash and gzip (`sha2`, pure-Rust `flate2`).
 
+mod image;
+mod image_check;
 mod json;
+mod kube_wire;
 mod report;
 mod services;
 
@@ -27,18 +32,33 @@ tasks:
       (BC_REQUIRE_SERVICES=1) that skipping is a failure.
       --soak: tell the tests (BC_SOAK=1) to run their long fault variants (hundreds of
       process kills instead of tens); minutes, not seconds.
-      Package selection in the extra args (-p NAME) replaces --workspace.
+      Package selection in the extra args (-p NAME) replaces --workspace; without one,
+      the run ends with `image --check` (a release build of the three binaries).
   ci [--soak] [-- <args for the test runner>]
       cargo fmt --check, cargo clippy -D warnings, then test --require-services.
   docs
       Write the API reference generated from bc-api's method registry:
       docs/reference/api/<resource>.md and docs/reference/openapi.json.
+  image [--check] [--no-build]
+      Build bc-api, bc-reconciler and bcd in release mode and write an OCI image of each,
+      target/image/<name>.oci.tar (no container daemon needed; the same inputs give the
+      same digest). Publish one with
+      skopeo copy oci-archive:target/image/bcd.oci.tar docker://REGISTRY/bcd:TAG
+      --check: also build each again to compare the bytes, read it with skopeo, unpack
+      it with umoci and run its binary with --version from its own root as its user
+      (needs root, skopeo and umoci).
+      --no-build: pack the release binaries already in target/release as they are.
   bench [--quick] [NAME...] [-- <args for the benchmark>]
       Build the named benchmarks (all that exist when none is named) in release mode,
       run each with a throwaway PostgreSQL (BC_TEST_POSTGRES_URL) when available and
       BC_BENCH_JSON=target/bench/figures.jsonl, then write target/bench/report.md and
       report.json (median, spread, reference and ratio of every figure).
       --quick: each benchmark's short version (the whole suite in about a minute).
+  kube-wire --api <DIR> --apimachinery <DIR> --tag <TAG> [--out <FILE>]
+      Generate crates/domain/src/kube_wire/table.rs, the JSON field rules (name,
+      omitempty, pointer, slice/map/struct/scalar, +default) of the Kubernetes types the
+      simulated API server serves, from checkouts (bare or not) of kubernetes/api and
+      kubernetes/apimachinery at TAG (e.g. v0.33.1, the newest minor the simulator serves).
   help
       Print this text.";
 
@@ -71,7 +91,7 @@ struct Bench {
     package: &'static str,
     /// Directory of the crate under `crates/`.
     dir: &'static str,
-    /// Packages whose binaries the benchmark runs as processes: built in the same release
+    /// Packages whose binaries the benchmark runs as processes: built by the images' release
     /// build, so building them never counts in the benchmark's wall time.
     runs: &'static [&'static str],
 }
@@ -117,6 +137,15 @@ enum Task {
     },
     /// `cargo xtask docs`.
     Docs,
+    /// `cargo xtask image`.
+    Image {
+        /// `--check`: verify the images after writing them.
+        check: bool,
+        /// `--no-build`: pack the release binaries as they are.
+        build: bool,
+    },
+    /// `cargo xtask kube-wire`.
+    KubeWire(kube_wire::Args),
     /// `cargo xtask help`.
     Help,
 }
@@ -173,6 +202,19 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             None if extra.is_empty() => Ok(Task::Docs),
             _ => Err("`docs` takes no arguments".into()),
         },
+        "image" if extra.is_empty() => {
+            let (mut check, mut build) = (false, true);
+            for arg in own {
+                match arg.as_str() {
+                    "--check" => check = true,
+                    "--no-build" => build = false,
+                    other => return Err(format!("unknown argument `{other}` for `image`")),
+                }
+            }
+            Ok(Task::Image { check, build })
+        }
+        "image" => Err("`image` takes only `--check` and `--no-build`".into()),
+        "kube-wire" if extra.is_empty() => Ok(Task::KubeWire(kube_wire::Args::parse(own)?)),
         "help" | "--help" | "-h" => Ok(Task::Help),
         other => Err(format!("unknown task `{other}`")),
     }
@@ -393,6 +435,21 @@ fn run_tests(args: &TestArgs) -> u8 {
     let summary = std::mem::take(&mut services.summary);
     services.stop();
     drop(services);
+    if !selects_packages(&args.extra) {
+        let started = Instant::now();
+        let (c, lines) = match image_step(true, args.require_services, true) {
+            Ok(lines) => (0, lines),
+            Err(e) => {
+                eprintln!("xtask: image check: {e}");
+                (1, vec![format!("FAILED: {e}")])
+            }
+        };
+        results.push(format!("image check ({:.0} s):", started.elapsed().as_secs_f64()));
+        results.extend(lines.into_iter().map(|l| format!("  {l}")));
+        if code == 0 {
+            code = c;
+        }
+    }
     eprintln!("xtask: summary");
     for line in summary.iter().chain(&results) {
         eprintln!("  {line}");
@@ -459,12 +516,14 @@ fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
         );
         return 0;
     }
-    // One build for all of them, so that each one's wall time is its run alone.
+    // Every build before any run, so that each one's wall time is its run alone.
     let build_started = Instant::now();
-    let code = run_cargo(&build_command(&chosen), None);
-    if code != 0 {
-        eprintln!("xtask: building the benchmarks failed (exit code {code})");
-        return code;
+    for cmd in build_commands(&chosen) {
+        let code = run_cargo(&cmd, None);
+        if code != 0 {
+            eprintln!("xtask: building the benchmarks failed (exit code {code})");
+            return code;
+        }
     }
     let build_secs = build_started.elapsed().as_secs_f64();
     let target = target_dir(&root);
@@ -561,8 +620,12 @@ fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
     code
 }
 
-/// The one `cargo build` that builds every chosen benchmark in release mode.
-fn build_command(chosen: &[Bench]) -> Vec<String> {
+/// The release builds of the chosen benchmarks: one of their examples, then, when one
+/// runs binaries as processes, the images' build of the three binaries. Apart, because a
+/// build with an example turns on its crate's dev-dependency features (bc-stack's and
+/// bc-sim's `testing`) in every crate it builds: the processes measured are the binaries
+/// `cargo xtask image` packs, and an image build after a benchmark compiles nothing.
+fn build_commands(chosen: &[Bench]) -> Vec<Vec<String>> {
     let mut cmd: Vec<String> = vec!["build".into(), "--release".into()];
     let mut packages: Vec<&str> = chosen.iter().map(|b| b.package).collect();
     packages.dedup();
@@ -572,16 +635,11 @@ fn build_command(chosen: &[Bench]) -> Vec<String> {
     for b in chosen {
         cmd.extend(["--example".into(), b.example()]);
     }
-    let runs: Vec<&str> = chosen.iter().flat_map(|b| b.runs.iter().copied()).collect();
-    if !runs.is_empty() {
-        for p in runs {
-            cmd.extend(["-p".into(), p.to_string()]);
-        }
-        // `--bins` selects the binaries of every chosen package (bc-sim's too, when
-        // chosen: small, and the same release build).
-        cmd.push("--bins".into());
+    let mut cmds = vec![cmd];
+    if chosen.iter().any(|b| !b.runs.is_empty()) {
+        cmds.push(image_build_command());
     }
-    cmd
+    cmds
 }
 
 /// The arguments each benchmark gets: `--quick` first when asked, then the user's.
@@ -620,6 +678,92 @@ fn git_commit(root: &Path) -> String {
     if dirty { format!("{commit}+dirty") } else { commit }
 }
 
+/// The one `cargo build` of the images' binaries, in release mode.
+fn image_build_command() -> Vec<String> {
+    let mut cmd: Vec<String> = vec!["build".into(), "--release".into()];
+    for i in image::IMAGES {
+        cmd.extend(["-p".into(), i.package.to_string()]);
+    }
+    cmd.push("--bins".into());
+    cmd
+}
+
+/// `n` bytes in MiB with one decimal.
+fn mib(n: u64) -> String {
+    format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+}
+
+/// Builds the binaries (unless not `build`) and writes the images to `target/image`;
+/// with `check`, builds each again to compare the bytes and runs [`image_check::check`]
+/// on it. Returns one line per image. Without the check's tools, `required` makes that
+/// an error, else the step is skipped (before the release build) with a line saying why.
+fn image_step(check: bool, required: bool, build: bool) -> Result<Vec<String>, String> {
+    let tools = match check.then(image_check::tools) {
+        None => None,
+        Some(Ok(tools)) => Some(tools),
+        Some(Err(e)) if required => return Err(e),
+        Some(Err(e)) => return Ok(vec![format!("skipped: {e}")]),
+    };
+    let epoch = image::source_date_epoch(env::var("SOURCE_DATE_EPOCH").ok().as_deref())?;
+    let code = if build { run_cargo(&image_build_command(), None) } else { 0 };
+    if code != 0 {
+        return Err(format!("the release build failed (exit code {code})"));
+    }
+    let root = workspace_root();
+    let target = target_dir(&root);
+    let out_dir = target.join("image");
+    let mut lines = Vec::new();
+    for spec in image::IMAGES {
+        let binary = target.join("release").join(spec.binary);
+        let built = image::build(spec, &binary, &out_dir, epoch)?;
+        let mut line = format!(
+            "{}: {} {} — layer {} (gzip), root filesystem {}",
+            spec.name,
+            built.archive.strip_prefix(&root).unwrap_or(&built.archive).display(),
+            built.digest,
+            mib(built.layer_size),
+            mib(built.rootfs_size),
+        );
+        if let Some(tools) = &tools {
+            let inputs = image::Inputs::read(&binary)?;
+            let (again, _) = image::archive(spec, &inputs, epoch)?;
+            let written = std::fs::read(&built.archive)
+                .map_err(|e| format!("{}: {e}", built.archive.display()))?;
+            if again != written {
+                return Err(format!("{}: a second build from the same inputs differs", spec.name));
+            }
+            let version = image_check::check(&built, tools)?;
+            line.push_str(&format!("; reproducible; runs as {}: {version}", image::USER_ID));
+        }
+        eprintln!("xtask: image {line}");
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
+/// `cargo xtask image [--check] [--no-build]`.
+fn run_image(check: bool, build: bool) -> u8 {
+    match image_step(check, true, build) {
+        Ok(_) => {
+            let root = workspace_root();
+            let dir = target_dir(&root).join("image");
+            let dir = dir.strip_prefix(&root).unwrap_or(&dir).display().to_string();
+            for i in image::IMAGES {
+                eprintln!(
+                    "xtask: publish with: skopeo copy oci-archive:{dir}/{0}.oci.tar docker://REGISTRY/{0}:{1}",
+                    i.name,
+                    image::TAG
+                );
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("xtask: image: {e}");
+            1
+        }
+    }
+}
+
 /// `cargo xtask docs`: run bc-api's `gen_docs` example into `docs/reference`.
 fn run_docs() -> u8 {
     let dir = workspace_root().join(DOCS_DIR);
@@ -639,6 +783,17 @@ fn main() -> ExitCode {
         Ok(Task::Ci(test)) => run_ci(&test),
         Ok(Task::Bench { names, quick, args }) => run_benches(&names, quick, &args),
         Ok(Task::Docs) => run_docs(),
+        Ok(Task::Image { check, build }) => run_image(check, build),
+        Ok(Task::KubeWire(a)) => match kube_wire::run(&a, &workspace_root()) {
+            Ok(out) => {
+                println!("wrote {}", out.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("xtask kube-wire: {e}");
+                1
+            }
+        },
         Ok(Task::Help) => {
             println!("{USAGE}");
             0
@@ -693,6 +848,41 @@ mod tests {
         assert_eq!(parse_args(&args(&["docs"])), Ok(Task::Docs));
         assert!(parse_args(&args(&["docs", "x"])).is_err());
         assert!(parse_args(&args(&["docs", "--", "x"])).is_err());
+    }
+
+    #[test]
+    fn parses_image() {
+        assert_eq!(parse_args(&args(&["image"])), Ok(Task::Image { check: false, build: true }));
+        assert_eq!(
+            parse_args(&args(&["image", "--no-build", "--check"])),
+            Ok(Task::Image { check: true, build: false })
+        );
+        assert!(parse_args(&args(&["image", "--fast"])).is_err());
+        assert!(parse_args(&args(&["image", "--", "x"])).is_err());
+        // One release build for the three binaries.
+        assert_eq!(
+            image_build_command(),
+            args(&[
+                "build",
+                "--release",
+                "-p",
+                "bc-api-bin",
+                "-p",
+                "bc-reconciler",
+                "-p",
+                "bcd",
+                "--bins"
+            ])
+        );
+    }
+
+    #[test]
+    fn parses_kube_wire() {
+        let a =
+            parse_args(&args(&["kube-wire", "--api", "a", "--apimachinery", "m", "--tag", "t"]));
+        let Ok(Task::KubeWire(k)) = a else { panic!("{a:?}") };
+        assert_eq!((k.api.to_str(), k.tag.as_str(), k.out), (Some("a"), "t", None));
+        assert!(parse_args(&args(&["kube-wire", "--api", "a"])).is_err());
     }
 
     #[test]
@@ -788,8 +978,8 @@ mod tests {
         let chosen: Vec<Bench> =
             BENCHES.iter().copied().filter(|b| b.name == "authz" || b.name == "api").collect();
         assert_eq!(
-            build_command(&chosen),
-            args(&[
+            build_commands(&chosen),
+            vec![args(&[
                 "build",
                 "--release",
                 "-p",
@@ -798,14 +988,17 @@ mod tests {
                 "authz_bench",
                 "--example",
                 "api_bench"
-            ])
+            ])]
         );
-        // The memory benchmark runs bc-api and bc-reconciler: built in the same build.
+        // The memory benchmark runs bc-api and bc-reconciler: the images' binaries, built
+        // apart from the example (whose dev-dependency features would change them).
         let memory: Vec<Bench> = BENCHES.iter().copied().filter(|b| b.name == "memory").collect();
-        let cmd = build_command(&memory);
-        assert_eq!(cmd.last().map(String::as_str), Some("--bins"));
-        for p in ["bc-stack", "bc-api-bin", "bc-reconciler"] {
-            assert!(cmd.windows(2).any(|w| w[0] == "-p" && w[1] == p), "{p} in {cmd:?}");
+        let cmds = build_commands(&memory);
+        assert_eq!(cmds.len(), 2);
+        assert_eq!(cmds[1], image_build_command());
+        assert!(!cmds[0].contains(&"--bins".to_string()), "{cmds:?}");
+        for p in memory[0].runs {
+            assert!(image::IMAGES.iter().any(|i| i.package == *p), "{p} is an image's package");
         }
         assert_eq!(bench_args(true, &args(&["--x"])), args(&["--quick", "--x"]));
         assert_eq!(bench_args(false, &[]), Vec::<String>::new());

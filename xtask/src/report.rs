@@ -437,6 +437,12 @@ pub fn json_report(
 /// `secs` since the Unix epoch as `YYYY-MM-DD HH:MM UTC` (civil calendar, no time zone
 /// database needed).
 pub fn utc_date(secs: u64) -> String {
+    let (year, month, day, hour, minute, _) = utc_parts(secs);
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
+}
+
+/// Year, month, day, hour, minute and second (UTC) of `secs` since the Unix epoch.
+pub fn utc_parts(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's days-to-civil.
@@ -449,7 +455,7 @@ pub fn utc_date(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]

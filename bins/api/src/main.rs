@@ -45,7 +45,7 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "BC_LISTEN", default_value = bc_stack::config::DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
-        /// The state directory (database, key, token, simulator.json).
+        /// The state directory (database, key, token, the simulated cloud, simulator.json).
         #[arg(long, env = "BC_DEV_DIR", default_value = ".bc-dev")]
         dir: PathBuf,
         /// Start over: remove the state directory first.

@@ -170,31 +170,19 @@ fn tokens_made_by_the_cli_work_until_revoked_and_serve_stops_on_sigterm() {
     );
     let base = format!("http://{listen}");
     assert!(wait_healthy(&format!("{base}/healthz")), "serve answers");
+    // pools.list through bc-client (no retries): the status the server answered.
     let list = |token: &str| {
-        let out = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &format!("{base}/api/compute/pools/list"),
-            ])
-            .args([
-                "-H",
-                &format!("authorization: Bearer {token}"),
-                "-H",
-                "content-type: application/json",
-            ])
-            .args(["-d", r#"{"tenantId":"acme"}"#])
-            .output()
-            .expect("curl");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let client = bc_stack::testing::client(&base, token, Duration::from_secs(10));
+            let body = serde_json::json!({ "tenantId": "acme" });
+            bc_stack::testing::post(&client, "pools.list", &body).await.expect("an answer").0
+        })
     };
-    assert_eq!(list(&token), "200");
+    assert_eq!(list(&token), 200);
     let revoked = bc_api(&dir, &["token", "revoke", "--database-url", &url, &id]);
     assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
-    assert_eq!(list(&token), "401");
+    assert_eq!(list(&token), 401);
     // `token list` names the token, its state and grant, and never prints the secret.
     let listed = bc_api(&dir, &["token", "list", "--database-url", &url]);
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));

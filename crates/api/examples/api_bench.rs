@@ -27,9 +27,7 @@ use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{ApiToken, Grant, QuotaResource, Role, Scope};
 use bc_domain::ports::{Store, SystemClock, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
-use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
-use bc_sim::{Sim, SimConfig};
+use bc_sim::testing::Cloud;
 use bc_store::testing::{self as rows, Backend};
 use bc_store::{AeadSecretBox, SqlStore};
 use bc_testkit::bench::{self, Against, Better, Figure, Reference};
@@ -265,13 +263,14 @@ impl Fixture {
 
     /// The API on loopback, with the rate limit off (it would measure the limiter).
     async fn serve(&self) -> Server {
-        let sim = Sim::new(SimConfig::default(), Arc::new(SystemClock));
+        // The production adapters on a simulated cloud (no measured method calls one).
+        let cloud = Cloud::start().await;
         let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let ports = Ports {
             store: self.store.clone(),
             clock: Arc::new(SystemClock),
-            providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
-            clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
+            providers: cloud.providers(secrets.clone()),
+            clusters: cloud.clusters(),
             secrets,
         };
         let settings = Settings { rate_limit: None, ..Settings::default() };
@@ -281,24 +280,15 @@ impl Fixture {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
-        let clients = (0..CLIENTS)
-            .map(|_| {
-                reqwest::Client::builder()
-                    .pool_max_idle_per_host(1)
-                    .timeout(REQUEST_TIMEOUT)
-                    .build()
-                    .expect("a client")
-            })
-            .collect();
-        Server { addr, task, clients }
+        Server { addr, task, _cloud: cloud }
     }
 }
 
-/// A running API server and the keep-alive clients that call it.
+/// A running API server.
 struct Server {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
-    clients: Vec<reqwest::Client>,
+    _cloud: Cloud,
 }
 
 impl Server {
@@ -423,12 +413,19 @@ async fn measure_all(
 /// completed within it, per second, and their p99. A request still in flight at the end
 /// is neither counted nor an error.
 async fn window(server: &Server, token: &str, path: &str, body: &Body, length: Duration) -> Window {
-    let url = format!("http://{}{path}", server.addr);
+    let method = path.trim_start_matches("/api/compute/").replacen('/', ".", 1);
     let until = Instant::now() + length;
     let mut tasks = Vec::with_capacity(CLIENTS);
-    for client in &server.clients {
-        let (client, url, body) = (client.clone(), url.clone(), body.clone());
-        let bearer = format!("Bearer {token}");
+    for _ in 0..CLIENTS {
+        // One keep-alive client each, calling back to back; no retry, so every answer
+        // other than 200 counts as an error.
+        let client = bc_client::Client::builder(&format!("http://{}", server.addr))
+            .token(token)
+            .timeout(REQUEST_TIMEOUT)
+            .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
+            .build()
+            .expect("a client");
+        let (method, body) = (method.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
             let (mut latencies, mut errors) = (Vec::new(), 0u64);
             loop {
@@ -436,17 +433,8 @@ async fn window(server: &Server, token: &str, path: &str, body: &Body, length: D
                 if sent >= until {
                     break;
                 }
-                let resp = client
-                    .post(&url)
-                    .header("authorization", &bearer)
-                    .header("content-type", "application/json")
-                    .body(body())
-                    .send()
-                    .await;
-                let ok = match resp {
-                    Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                };
+                let input = serde_json::from_str(&body()).expect("a JSON body");
+                let ok = client.call_method(&method, input).await.is_ok();
                 let done = Instant::now();
                 match (ok, done <= until) {
                     (true, true) => latencies.push(done - sent),

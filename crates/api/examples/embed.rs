@@ -1,8 +1,10 @@
 //! Embedding: another Rust service mounts the bc-api router under its own axum app (at
 //! `/compute`) and runs the reconcilers in a tokio runtime of its own on a store handle
 //! of its own — both on one SQLite file, both woken by one work notify. The provider and
-//! cluster ports are the simulator's direct face here; a real service passes the
-//! DigitalOcean and kube adapters of `bc-providers` instead (as `bc_stack::wire` does).
+//! cluster ports are the DigitalOcean and kube adapters of `bc-providers`, pointed here at
+//! a simulated cloud on its stepped clock (`bc_sim::testing::Cloud`, the entry for tests
+//! with mocked providers); a real service points them at DigitalOcean on the wall clock
+//! (as `bc_stack::wire` does).
 //!
 //! Run it: `cargo run -p bc-api --example embed` (it makes a token, answers one call of
 //! each app through the combined router, then shuts both down). Nothing is global: the
@@ -16,16 +18,14 @@ use axum::http::Request;
 use axum::routing::get;
 use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{ApiToken, Grant, Role, Scope};
-use bc_domain::ports::{Clock, Store, SystemClock, UnitOfWork, Write};
+use bc_domain::ports::{Clock, Store, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
 use bc_reconcile::clusters::ClusterReconciler;
 use bc_reconcile::node_pools::NodePoolReconciler;
 use bc_reconcile::shared::OsEntropy;
 use bc_reconcile::substrates::SubstrateReconciler;
-use bc_reconcile::{Deps, DirectObserver, LoadBalancers, Reconciler, Runtime, RuntimeConfig};
-use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
-use bc_sim::{Sim, SimConfig};
+use bc_reconcile::{Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, UnsharedObserver};
+use bc_sim::testing::Cloud;
 use bc_store::{AeadSecretBox, SqlStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -37,12 +37,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let url = format!("sqlite://{}?mode=rwc", dir.join("bc.db").display());
 
-    // The service's own wiring: one clock, one key, one simulated cloud.
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // The service's own wiring: one key, one simulated cloud and its clock.
+    let cloud = Cloud::start().await;
+    let clock: Arc<dyn Clock> = cloud.clock.clone();
     let secrets = Arc::new(AeadSecretBox::new(&[42u8; 32])?);
-    let sim = Sim::new(SimConfig::default(), clock.clone());
-    let providers = Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone()));
-    let clusters = Arc::new(DirectClusterApi::new(sim.state().clone()));
+    let providers = cloud.providers(secrets.clone());
+    let clusters = cloud.clusters();
     let work = Arc::new(Notify::new());
 
     // The API on its store handle, mounted under /compute beside the service's routes.
@@ -71,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Arc::new(SqlStore::connect(&url).await.map_err(|e| e.to_string())?);
                 let deps = Deps {
                     store,
-                    observer: Arc::new(DirectObserver::new(providers, clock.clone())),
+                    observer: Arc::new(UnsharedObserver::new(providers, clock.clone())),
                     clusters,
                     clock,
                     settings: bc_reconcile::Settings {

@@ -22,7 +22,7 @@ use crate::auth::Caller;
 use crate::authz::{has_grant_in, readable_scope};
 use crate::ctx::Ctx;
 use crate::error::{ApiError, Code};
-use crate::info::{AlsoAuthorization, Authorization, MethodInfo, ResourceType};
+use bc_api_types::meta::{AlsoAuthorization, Authorization, MethodInfo, ResourceType};
 
 /// What a call acts on: declared by its input ([`crate::registry::MethodInput::target`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,16 +15,7 @@ use bc_domain::token::{ApiTokenSecret, sha256_hex};
 
 use crate::error::ApiError;
 
-/// How a method authenticates its caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Authentication {
-    /// `Authorization: Bearer <api token>` (every tenant method).
-    ApiToken,
-    /// The join token in the body (`agents.join`); the handler checks it.
-    JoinToken,
-    /// `Authorization: Bearer <node credential>` (`agents.heartbeat`).
-    NodeCredential,
-}
+pub use bc_api_types::meta::Authentication;
 
 /// Who is calling, once authenticated.
 #[derive(Debug, Clone)]

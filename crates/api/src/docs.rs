@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use bc_domain::ErrorCode;
 use serde_json::{Map, Value, json};
 
-use crate::info::{Authorization, PHASE, Resource, STATUS, VERSION};
+use crate::VERSION;
 use crate::registry::{Method, Registry};
+use bc_api_types::meta::{Authorization, PHASE, Resource, STATUS};
 
 /// Every generated file under `docs/reference/`, as (relative path, contents): one page
 /// per resource in `api/`, and `openapi.json`.
@@ -427,9 +428,8 @@ fn reference(name: &str) -> Value {
 /// `GET /api/compute/events/stream` (Server-Sent Events; not a registry method, as it is
 /// not a JSON call): its facts come from the stream's own declaration.
 fn stream_operation(error_response: &Value) -> Value {
-    use crate::stream::{
-        LAST_EVENT_ID, MAX_STREAMS_PER_TOKEN, RECHECK, STREAM, SUBJECT_MAX, SUBJECT_PATTERN,
-    };
+    use crate::stream::{MAX_STREAMS_PER_TOKEN, RECHECK};
+    use bc_api_types::events::{LAST_EVENT_ID, STREAM, SUBJECT_MAX, SUBJECT_PATTERN};
     json!({ "get": {
         "operationId": operation_id(STREAM.resource.name, STREAM.name),
         "tags": [STREAM.resource.name],

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::info::MethodId;
+use bc_api_types::MethodId;
 
 /// The idempotency key of a create carrying a `requestId`, with the hash of its body.
 #[derive(Debug, Clone, PartialEq, Eq)]

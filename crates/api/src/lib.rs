@@ -1,7 +1,7 @@
 //! bc-api: the HTTP API of SPEC §2–§12 on the store, provider and authorization ports.
 //!
 //! Every method is declared once in the contract's registry ([`methods::registry`], with
-//! the method framework of [`registry`] and the facts of [`info`]); routing,
+//! the method framework of [`registry`] and the facts of bc-api-types); routing,
 //! authentication ([`auth`]), input checks ([`check`]), authorization ([`access`],
 //! [`authz`]), the OpenAPI document and the reference docs ([`docs`]) all come from that
 //! declaration. Handlers work with the services of [`ctx`].
@@ -22,24 +22,26 @@ pub mod docs;
 pub mod error;
 mod idempotency;
 mod ids;
-pub mod info;
 pub mod methods;
 pub mod metrics;
 pub mod page;
 pub mod ratelimit;
 pub mod registry;
-mod schema;
 pub mod service;
 pub mod stream;
 pub mod write;
+
+use bc_api_types::schema;
 
 pub use access::{Access, Resolved, Target};
 pub use auth::Caller;
 pub use authz::CedarAuthorizer;
 pub use ctx::{Ctx, Services, Settings};
 pub use error::ApiError;
-pub use info::{MethodInfo, VERSION};
 pub use methods::registry;
-pub use registry::{Call, Method, MethodInput};
+pub use registry::{Call, Method, MethodInfo, MethodInput};
 pub use service::{Api, Ports};
 pub use write::Created;
+
+/// The version the reference docs name ("served by bc-api <version>").
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

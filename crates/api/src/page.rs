@@ -7,88 +7,35 @@
 //! `INVALID_ARGUMENT` naming `pageToken`, never a wrong page or a 500. This module only
 //! documents the wire shape and hands the method's id to that encoding.
 
-use std::borrow::Cow;
+use bc_domain::ports::{CursorKey, Page, PageRequest};
 
-use bc_domain::ports::{CursorKey, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Page, PageRequest};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::{Deserialize, Deserializer, Serialize};
+pub use bc_api_types::page::{ListInput, ListOutput, PageSize, PageToken};
 
 use crate::error::ApiError;
-use crate::info::MethodId;
+use bc_api_types::MethodId;
 
-/// Most characters of a page token.
-const MAX_TOKEN_LEN: usize = 512;
-/// The rule of a page token's text (base64url without padding).
-const TOKEN_PATTERN: &str = "^[A-Za-z0-9_-]+$";
-
-/// A page size, 1 to 500.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PageSize(u32);
-
-impl<'de> Deserialize<'de> for PageSize {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = u32::deserialize(d)?;
-        if (1..=PAGE_SIZE_MAX).contains(&n) {
-            Ok(PageSize(n))
-        } else {
-            Err(serde::de::Error::custom(format!("must be 1 to {PAGE_SIZE_MAX}, not {n}")))
-        }
+/// The store page a list method's input asks for.
+pub trait AskedPage: ListInput {
+    /// The store page this call of `method` asks for.
+    fn page<K: CursorKey>(&self, method: MethodId) -> Result<PageRequest<K>, ApiError> {
+        page_request(method, self.page_size(), self.page_token())
     }
 }
+impl<T: ListInput> AskedPage for T {}
 
-impl JsonSchema for PageSize {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        Cow::Borrowed("PageSize")
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "integer",
-            "minimum": 1,
-            "maximum": PAGE_SIZE_MAX,
-            "default": PAGE_SIZE_DEFAULT,
-        })
+/// A list method's answer made from a store page.
+pub trait AnswerPage: ListOutput + Sized {
+    /// The answer of `method` for a store page, each item shown by `show`.
+    fn of<T, K: CursorKey>(
+        method: MethodId,
+        page: Page<T, K>,
+        show: impl Fn(T) -> Self::Item,
+    ) -> Self {
+        let next = next_token(method, &page);
+        Self::from_page(page.items.into_iter().map(show).collect(), next)
     }
 }
-
-/// An opaque page token, as received or issued.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PageToken(String);
-
-impl PageToken {
-    /// The token's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for PageToken {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        let shaped = !s.is_empty()
-            && s.len() <= MAX_TOKEN_LEN
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if shaped {
-            Ok(PageToken(s))
-        } else {
-            Err(serde::de::Error::custom("must be a nextPageToken from a previous page"))
-        }
-    }
-}
-
-impl JsonSchema for PageToken {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        Cow::Borrowed("PageToken")
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "string", "maxLength": MAX_TOKEN_LEN, "pattern": TOKEN_PATTERN })
-    }
-}
+impl<T: ListOutput> AnswerPage for T {}
 
 /// The store page a list call of `method` asks for.
 pub fn page_request<K: CursorKey>(
@@ -97,12 +44,12 @@ pub fn page_request<K: CursorKey>(
     token: Option<&PageToken>,
 ) -> Result<PageRequest<K>, ApiError> {
     let list = method.to_string();
-    Ok(PageRequest::from_api(&list, size.map(|s| s.0), token.map(PageToken::as_str))?)
+    Ok(PageRequest::from_api(&list, size.map(PageSize::get), token.map(PageToken::as_str))?)
 }
 
 /// The `nextPageToken` of `page`, issued by `method`.
 pub fn next_token<T, K: CursorKey>(method: MethodId, page: &Page<T, K>) -> Option<PageToken> {
-    page.next_page_token(&method.to_string()).map(PageToken)
+    page.next_page_token(&method.to_string()).map(PageToken::issued)
 }
 
 /// An example `pageToken` of `method` (for the method examples).

@@ -1,8 +1,9 @@
-//! The method framework: how a method is declared — its facts ([`crate::info`]), its input
-//! and output types, its handler — and the pipeline every call of it runs (parse, check,
-//! authorize, replay a `requestId`, handle, serialize); a [`Registry`] of declared
-//! methods, from which routing, OpenAPI and the reference docs are derived. The
-//! contract's own registry is [`crate::methods::registry`], above this framework.
+//! The method framework: how a method is declared — its endpoint (bc-api-types: name,
+//! kind, authorization, module, phase, status, description, input and output types) and
+//! its handler — and the pipeline every call of it runs (parse, check, authorize, replay a
+//! `requestId`, handle, serialize); a [`Registry`] of declared methods, from which
+//! routing, OpenAPI and the reference docs are derived. The contract's own registry is
+//! [`crate::methods::registry`], above this framework.
 //!
 //! Invariants: a method is one [`Method::declare`] call; its input and output JSON Schemas
 //! are derived from its types, and the input schema is both what the docs print and what
@@ -14,11 +15,15 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use bc_domain::{Error as DomainError, FieldViolation, RequestId};
+pub use bc_api_types::endpoint::{Endpoint, Input};
+pub use bc_api_types::meta::{
+    AlsoAuthorization, Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType,
+    STATUS,
+};
+use bc_domain::{Error as DomainError, FieldViolation};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::access::{self, Access, Resolved, Target};
@@ -27,16 +32,12 @@ use crate::check::Checker;
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::idempotency::{Before, Idempotency, before_create};
-// The facts are declared beside the framework's users by these paths too.
-pub use crate::info::{
-    AlsoAuthorization, Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType,
-    STATUS,
-};
 use crate::schema;
 
-/// A method's input: a serde type (with `deny_unknown_fields`) whose JSON Schema states
-/// its field constraints, plus what the schema cannot say.
-pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
+/// A method's input as the server holds it: a bc-api-types [`Input`] (a serde type with
+/// `deny_unknown_fields` whose JSON Schema states its field constraints, and a create's
+/// `requestId`), plus what the schema cannot say.
+pub trait MethodInput: Input {
     /// What the call acts on, for authorization (SPEC §3): the tenant, an object of it,
     /// or a list in it.
     fn target(&self) -> Target;
@@ -51,12 +52,6 @@ pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
     /// shown in OpenAPI and sent by the registry-wide tests.
     fn example() -> Value;
 
-    /// A create's `requestId`, if it carries one: the pipeline then answers a repeat
-    /// with the first answer (SPEC §2) before the handler runs.
-    fn request_id(&self) -> Option<&RequestId> {
-        None
-    }
-
     /// The second authorization calls of this input may need, declared once for the
     /// docs and the pipeline (SPEC §3); `None` for most methods.
     const ALSO: Option<AlsoAuthorization> = None;
@@ -69,9 +64,12 @@ pub trait MethodInput: DeserializeOwned + JsonSchema + Send + 'static {
     }
 }
 
-/// A method's output: serialized as the answer, with its schema in OpenAPI.
-pub trait MethodOutput: Serialize + JsonSchema + Send + 'static {}
-impl<T: Serialize + JsonSchema + Send + 'static> MethodOutput for T {}
+/// What a handler of a method with output `O` answers: `O` itself, or for a create
+/// [`Created`](crate::write::Created) of it (the object made now, or the first answer to
+/// the same request; that implementation is beside the type, so the framework does not
+/// import the write path).
+pub trait Answer<O>: Serialize + Send + 'static {}
+impl<O: Serialize + Send + 'static> Answer<O> for O {}
 
 /// What a handler gets besides the services: the parsed input, who called, and what the
 /// authorization found (the object looked up, or a list's readable scope).
@@ -173,10 +171,23 @@ impl fmt::Debug for Method {
 }
 
 impl Method {
-    /// Declares a method: its facts, its types and its handler.
-    pub fn declare<I: MethodInput, O: MethodOutput>(
+    /// Declares a method: its endpoint (facts and types, bc-api-types') and its handler,
+    /// which answers the endpoint's output (or, for a create,
+    /// [`Created`](crate::write::Created) of it).
+    pub fn declare<E, R>(_: E, handler: impl Handler<E::Input, R>) -> Self
+    where
+        E: Endpoint,
+        E::Input: MethodInput,
+        R: Answer<E::Output>,
+    {
+        Self::declare_custom::<E::Input, E::Output, R>(E::INFO, handler)
+    }
+
+    /// Declares a method that is no endpoint of the catalogue (a service's own registry,
+    /// the tests' probes): its facts, input `I`, output `O`, and the handler's answer `R`.
+    pub fn declare_custom<I: MethodInput, O: JsonSchema, R: Answer<O>>(
         info: MethodInfo,
-        handler: impl Handler<I, O>,
+        handler: impl Handler<I, R>,
     ) -> Self {
         let input = Arc::new(Checker::new(schema::input_schema::<I>()));
         let checker = input.clone();
@@ -343,5 +354,38 @@ impl Registry {
     /// The methods of one resource.
     pub fn of(&self, resource: &Resource) -> impl Iterator<Item = &Method> {
         self.methods.iter().filter(move |m| m.info.resource.name == resource.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::methods::registry;
+
+    /// Every endpoint bc-api-types declares is served, in the same order, and nothing
+    /// else is: a method added to the catalogue without a handler (or the reverse) fails
+    /// here, so the client and the CLI, which call the catalogue, reach exactly the server.
+    #[test]
+    fn the_registry_serves_exactly_the_catalogue() {
+        let served: Vec<String> =
+            registry().methods().iter().map(|m| m.info.id().to_string()).collect();
+        let declared: Vec<String> =
+            bc_api_types::catalogue().iter().map(|e| e.info.id().to_string()).collect();
+        assert_eq!(served, declared);
+    }
+
+    /// What a client sends is what the server accepts: each method's example, read into
+    /// its input type and serialized again (unset options left out, not `null`), passes
+    /// every input rule of the method.
+    #[test]
+    fn every_input_serialized_by_a_client_is_accepted() {
+        for method in registry().methods() {
+            let id = method.info.id().to_string();
+            let entry = bc_api_types::find(&id).expect("in the catalogue");
+            let sent = entry.reserialize(method.example()).expect("the example reads");
+            assert!(!sent.to_string().contains("null"), "{id}: {sent}");
+            if let Err(e) = method.check(&sent) {
+                panic!("{id}: {sent} is refused: {e:?}");
+            }
+        }
     }
 }

@@ -37,7 +37,7 @@ use crate::ratelimit::{Concurrency, RateLimiter, Recent};
 use crate::registry::Registry;
 
 /// The ports the API works on: every one a bc-domain trait, so a service embeds the API
-/// on adapters of its choosing (the real ones, or the simulator's direct face in tests).
+/// on adapters of its choosing (pointed at the providers, or at the simulator in tests).
 #[derive(Clone)]
 pub struct Ports {
     /// The store.

@@ -23,11 +23,9 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bc_domain::model::{Event, INTEGER_MAX};
-use bc_domain::ports::Permission;
 use bc_domain::{ErrorCode, StoreError, TenantId, TokenId};
 use futures::Stream;
 use regex::Regex;
-use serde::Deserialize;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -35,14 +33,12 @@ use crate::access::{self, Target};
 use crate::auth::{Caller, authenticate};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::info::{Kind, MethodInfo, Resource, ResourceType};
 use crate::metrics::MethodLabel;
 use crate::ratelimit::Slot;
+use bc_api_types::events::{EVENTS, STREAM, SUBJECT_MAX, SUBJECT_PATTERN, StreamQuery};
 
-/// The stream's path.
-pub const STREAM_PATH: &str = "/api/compute/events/stream";
-/// The header a reconnecting client sends with the last `seq` it saw.
-pub const LAST_EVENT_ID: &str = "last-event-id";
+pub use bc_api_types::events::{LAST_EVENT_ID, STREAM_PATH};
+
 /// The longest wait between two reads of the outbox.
 pub const POLL: Duration = Duration::from_secs(1);
 /// How often an idle connection gets a keep-alive comment.
@@ -54,37 +50,6 @@ pub const RECHECK: Duration = Duration::from_secs(5);
 pub const MAX_STREAMS_PER_TOKEN: usize = 8;
 /// Events read (and held) per batch.
 pub const BATCH: u32 = 100;
-
-/// The rule of event subjects: dot-separated tokens (`compute.pools.<poolId>`).
-pub const SUBJECT_PATTERN: &str = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$";
-/// Most characters of a subject.
-pub const SUBJECT_MAX: usize = 256;
-
-/// The events resource: `events.list` and this stream.
-pub(crate) static EVENTS: Resource = Resource {
-    name: "events",
-    page: "events",
-    module: "events",
-    description: "Events say what the reconcilers did (`vps.load-balancer.ready`, `kubernetes.nodepool.error`, …). Each is written in the same transaction as the state change it reports and carries `{eventId, seq, tenantId, subject, type, time, data}`, `seq` increasing in commit order. Subjects are `compute.pools.<poolId>`, `compute.kubernetes.clusters.<clusterId>` and `compute.load-balancers.<id>`. `GET /api/compute/events/stream?tenantId=…&subject=…` streams them as Server-Sent Events, resumable with `Last-Event-ID` set to the last `seq` seen; with `--nats-url` they are also published to NATS JetStream, the event id being the message id.",
-};
-
-/// The stream's facts: read like `events.list`, decided on the tenant.
-pub(crate) static STREAM: MethodInfo = EVENTS.method(
-    "stream",
-    Kind::Read,
-    Permission::EventsRead,
-    ResourceType::ComputeTenant,
-    "Streams the tenant's events as Server-Sent Events.",
-);
-
-/// The query string.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StreamQuery {
-    tenant_id: TenantId,
-    #[serde(default)]
-    subject: Option<String>,
-}
 
 /// Where a connection is: what it has read and not yet sent, where to read next, and
 /// whose token it runs on.

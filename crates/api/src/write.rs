@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 pub use crate::idempotency::Idempotency;
-use crate::registry::Call;
+use crate::registry::{Answer, Call};
 
 /// A create's answer: the object made now, or the first answer to the same request
 /// (SPEC §2: the same `requestId` and body within 24 hours makes nothing). Both serialize
@@ -30,6 +30,8 @@ pub enum Created<O> {
     /// The answer a previous call with the same `requestId` and body got.
     Replayed(Value),
 }
+
+impl<O: Serialize + Send + 'static> Answer<O> for Created<O> {}
 
 impl<O: Serialize> Serialize for Created<O> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

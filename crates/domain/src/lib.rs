@@ -6,9 +6,9 @@
 //! [`ports::Clock`].
 
 pub mod agent;
-pub mod classify;
 pub mod error;
 pub mod id;
+pub mod kube_wire;
 pub mod model;
 pub mod name;
 #[cfg(feature = "schema")]

@@ -1,30 +1,39 @@
 //! The cluster access adapter: `ClusterApi` over the `kube` crate, for any cluster a
-//! kubeconfig names (DigitalOcean's, the simulator's under `/k8s/<id>`). It implements
-//! the primitive `ClusterOps`; the ownership rule on top of them is bc-domain's
-//! (`ports::cluster`), shared with the simulator's direct face.
+//! kubeconfig names (DigitalOcean's, the simulator's). It implements the primitive
+//! `ClusterOps`; the ownership rule on top of them is bc-domain's (`ports::cluster`).
+//! A cluster is reached over the network, or, for the clusters an [`InProcessClusters`]
+//! knows (the simulator's, in tests), through a service in this process with the same
+//! client and the same requests.
 //!
-//! Invariant: every Status error is classified by `bc_domain::classify::kubernetes`, so
-//! this adapter and the simulator's direct face agree on every class; transport failures
-//! are classified here; no message carries the token or the kubeconfig.
+//! Invariant: every Status error is classified by [`crate::classify::kubernetes`];
+//! transport failures are classified here; no message carries the token or the
+//! kubeconfig.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bc_domain::classify::kubernetes::classify_status;
 use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
     ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, ObjectError,
     ObjectKind, ObjectMeta, ObjectRef, Preconditions,
 };
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body_util::combinators::UnsyncBoxBody;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
+use kube::client::ConfigExt as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use tower::BoxError;
+use tower::util::BoxCloneService;
+
+use crate::classify::kubernetes::classify_status;
 
 /// Timeouts of the cluster client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +50,38 @@ impl Default for KubeTimeouts {
     }
 }
 
+/// The body of an in-process cluster API's answers.
+pub type InProcessBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A cluster API answered in this process: a tower service taking the requests the
+/// `kube` client makes (URI, headers, body as it sends them over the network) and
+/// answering as the cluster's API server does over HTTP.
+pub type InProcessService =
+    BoxCloneService<Request<kube::client::Body>, Response<InProcessBody>, BoxError>;
+
+/// The cluster APIs this process answers itself, by their kubeconfig `server` URL: the
+/// seam through which tests reach simulated clusters with the production client and
+/// encoding but without a socket, a TLS listener or a handshake per cluster.
+pub trait InProcessClusters: Send + Sync {
+    /// The service answering for `server` (a kubeconfig's cluster URL), or `None` when
+    /// it is not one of them (the client then goes over the network).
+    fn route(&self, server: &Uri) -> Option<InProcessService>;
+}
+
 /// `ClusterApi` over the `kube` client.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct KubeClusterApi {
     timeouts: KubeTimeouts,
+    in_process: Option<Arc<dyn InProcessClusters>>,
+}
+
+impl std::fmt::Debug for KubeClusterApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClusterApi")
+            .field("timeouts", &self.timeouts)
+            .field("in_process", &self.in_process.is_some())
+            .finish()
+    }
 }
 
 impl KubeClusterApi {
@@ -55,8 +92,31 @@ impl KubeClusterApi {
 
     /// An adapter with other timeouts.
     pub fn with_timeouts(timeouts: KubeTimeouts) -> Self {
-        Self { timeouts }
+        Self { timeouts, in_process: None }
     }
+
+    /// An adapter that sends the requests of the clusters `routes` knows to their
+    /// in-process services (the rest over the network). The client is the same `kube`
+    /// client with the same layers (base URI, bearer token, extra headers; no built-in
+    /// retry); only the hyper connection is replaced, so no timeout applies in process.
+    pub fn in_process(routes: Arc<dyn InProcessClusters>) -> Self {
+        Self { timeouts: KubeTimeouts::default(), in_process: Some(routes) }
+    }
+}
+
+/// A `kube` client over `service`, with the layers of the network client that shape a
+/// request: the kubeconfig's server as base URI, its credentials, its extra headers.
+fn in_process_client(config: Config, service: InProcessService) -> Result<Client, ClusterError> {
+    let refused =
+        || ClusterError::Credentials("the kubeconfig's credentials cannot be used".into());
+    let auth = config.auth_layer().map_err(|_| refused())?;
+    let headers = config.extra_headers_layer().map_err(|_| refused())?;
+    let stack = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(auth)
+        .layer(headers)
+        .service(service);
+    Ok(Client::new(stack, config.default_namespace))
 }
 
 #[async_trait]
@@ -85,9 +145,13 @@ impl ClusterApi for KubeClusterApi {
         // The reconcilers retry with their own backoff; kube's built-in retry of 503
         // would hold a reconciler for minutes.
         config.default_retry = false;
-        let client = Client::try_from(config).map_err(|_| {
-            ClusterError::Credentials("the kubeconfig's cluster settings cannot be used".into())
-        })?;
+        let route = self.in_process.as_ref().and_then(|r| r.route(&config.cluster_url));
+        let client = match route {
+            Some(service) => in_process_client(config, service)?,
+            None => Client::try_from(config).map_err(|_| {
+                ClusterError::Credentials("the kubeconfig's cluster settings cannot be used".into())
+            })?,
+        };
         Ok(Arc::new(KubeClusterClient { client }))
     }
 }
@@ -115,8 +179,8 @@ fn api_resource(kind: ObjectKind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, plural)
 }
 
-/// Classifies a kube error: a Status answer as `bc_domain::classify::kubernetes` says
-/// (the one rule of every face); a refused kubeconfig as `Credentials`; transport
+/// Classifies a kube error: a Status answer as [`crate::classify::kubernetes`] says;
+/// a refused kubeconfig as `Credentials`; transport
 /// failures and unusable answers as `Unreachable`. Only the server's message and reason,
 /// or the error class, are kept.
 pub fn classify(e: &kube::Error) -> ObjectError {

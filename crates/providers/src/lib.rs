@@ -5,6 +5,7 @@
 //! into `bc_domain::ProviderError`; no secret (token, kubeconfig) reaches a log line or
 //! an error message.
 
+pub mod classify;
 pub mod digitalocean;
 pub mod kube;
 

@@ -8,10 +8,11 @@
 //! per-route counters, never by timing).
 
 use bc_domain::ProviderError;
+use bc_domain::policy::{Taint, TaintEffect};
 use bc_domain::ports::{
     CreateClusterRequest, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    NodePoolRequest, ProviderClusterState, ProviderLoadBalancerStatus, ProviderNodeState,
-    ProviderTargets,
+    MaintenanceWindow, NodePoolRequest, ProviderClusterState, ProviderLoadBalancerStatus,
+    ProviderNodeState, ProviderTargets, UpdateClusterRequest,
 };
 use bc_providers::digitalocean::DigitalOceanConfig;
 use bc_sim::SimConfig;
@@ -396,4 +397,81 @@ async fn a_list_that_changes_between_pages_is_walked_again() {
         matches!(&e, ProviderError::Transient { message } if message.contains("changed")),
         "{e:?}"
     );
+}
+
+/// What the adapter reads back of the catalogue and of a pool's taints.
+#[tokio::test]
+async fn options_and_taints_read_back() {
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
+    let opts = a.options().await.unwrap();
+    assert_eq!(opts.versions[0].slug, "1.33.1-do.0", "newest first");
+    assert_eq!(opts.regions.len(), 10);
+    assert!(opts.sizes.contains(&"gpu-h100x1-80gb".to_owned()));
+    let tainted = NodePoolRequest {
+        taints: vec![Taint { key: "bc".into(), value: "x".into(), effect: TaintEffect::NoExecute }],
+        ..pool("t", 1)
+    };
+    let c = a.create_cluster(&testing::cluster_request("bc-t", vec![tainted.clone()])).await;
+    let pool = c.unwrap().node_pools.remove(0);
+    assert_eq!((pool.taints, pool.labels), (tainted.taints, tainted.labels));
+}
+
+/// Research §1: a 403 is retryable only when it is the load balancer's "busy" answer; a
+/// scope refusal is `Refused`, and its message does not carry the token.
+#[tokio::test]
+async fn only_the_busy_403_is_transient() {
+    let w = Served::start(SimConfig::default()).await;
+    w.sim.state().model().add_scoped_token("dop_v1_reader", &["kubernetes:read"]);
+    let reader = adapter_with(&w, config(&w), "dop_v1_reader");
+    let e = reader.create_cluster(&cluster_request("bc-r")).await.unwrap_err();
+    let ProviderError::Refused { message } = &e else { panic!("{e:?}") };
+    assert!(message.contains("403") && !message.contains("dop_v1_reader"), "{message}");
+    assert!(!e.is_retryable());
+    assert!(reader.list_clusters().await.is_ok(), "reading is in its scope");
+
+    let a = adapter(&w);
+    let lb = a.create(&testing::lb_request("web")).await.unwrap();
+    let busy = a.update(&lb.id, &testing::lb_request("web")).await.unwrap_err();
+    assert!(matches!(busy, ProviderError::Transient { .. }), "{busy:?}");
+}
+
+/// Research §4.4: PUT changes name and tags, and high availability only false → true.
+#[tokio::test]
+async fn cluster_update_changes_name_tags_and_ha_only_upwards() {
+    let w = Served::start(SimConfig::default()).await;
+    let a = adapter(&w);
+    let c = a.create_cluster(&cluster_request("bc-a")).await.unwrap();
+    w.step(5);
+    let c = a.get_cluster(&c.id).await.unwrap();
+    assert!(!c.high_availability);
+    let up = UpdateClusterRequest {
+        name: "bc-b".into(),
+        tags: vec!["bc".into(), "team".into()],
+        high_availability: Some(true),
+        surge_upgrade: Some(true),
+        maintenance_window: Some(MaintenanceWindow {
+            start_time: "03:00".into(),
+            day: "sunday".into(),
+        }),
+        ..UpdateClusterRequest::keeping(&c)
+    };
+    let changed = a.update_cluster(&c.id, &up).await.unwrap();
+    assert_eq!((changed.name.as_str(), changed.high_availability), ("bc-b", true));
+    assert_eq!(changed.tags, vec!["bc", "team"], "server tags stay stripped");
+    assert!(changed.surge_upgrade && !changed.auto_upgrade);
+    assert_eq!(changed.maintenance_window, up.maintenance_window);
+    assert_eq!(a.get_cluster(&c.id).await.unwrap(), changed, "it stuck");
+
+    let down = UpdateClusterRequest {
+        high_availability: Some(false),
+        ..UpdateClusterRequest::keeping(&changed)
+    };
+    let e = a.update_cluster(&c.id, &down).await.unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::Refused { message } if message.contains("high availability")),
+        "{e:?}"
+    );
+    assert!(a.get_cluster(&c.id).await.unwrap().high_availability);
+    assert_eq!(a.update_cluster("nope", &down).await.unwrap_err(), ProviderError::NotFound);
 }

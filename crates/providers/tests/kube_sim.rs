@@ -1,7 +1,9 @@
-//! `KubeClusterApi` (the real `kube` 5 client) against the simulator's Kubernetes face,
-//! connected with the kubeconfig the simulated DigitalOcean serves, on both faces: the
-//! cluster's own TLS address (verified against the simulator's CA, as with DOKS) and the
-//! plain-http `/k8s/<cluster id>` path prefix.
+//! `KubeClusterApi` (the real `kube` 5 client) against the simulator's Kubernetes API,
+//! connected with the kubeconfig the simulated DigitalOcean serves, on every way there:
+//! the cluster's own TLS address (verified against the simulator's CA, as with DOKS),
+//! the plain-http `/k8s/<cluster id>` path prefix, and in process (the seam the
+//! reconcilers' tests use: the same client and layers, the cluster's router as the
+//! service).
 
 use std::sync::Arc;
 
@@ -22,8 +24,8 @@ use serde_json::json;
 
 mod common;
 
-/// Every scenario runs on both faces.
-macro_rules! on_both_faces {
+/// Every scenario runs on every face.
+macro_rules! on_every_face {
     ($($name:ident),* $(,)?) => {
         mod tls {
             $(#[tokio::test]
@@ -37,10 +39,16 @@ macro_rules! on_both_faces {
                 super::$name(super::Face::PathPrefixed).await
             })*
         }
+        mod in_process {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Face::InProcess).await
+            })*
+        }
     };
 }
 
-on_both_faces!(
+on_every_face!(
     apply_create_then_no_op_then_change,
     foreign_objects_are_reported_and_never_touched,
     unforced_apply_against_another_manager_is_a_conflict,
@@ -60,9 +68,28 @@ async fn setup() -> ClusterEnv {
     env
 }
 
+/// The adapter that reaches the cluster on `face`.
+fn api(env: &ClusterEnv, face: Face) -> KubeClusterApi {
+    match face {
+        Face::InProcess => {
+            KubeClusterApi::in_process(testing::cluster_routes(env.sim.state().clone()))
+        }
+        Face::Tls | Face::PathPrefixed => KubeClusterApi::new(),
+    }
+}
+
+/// Where a raw `kube` client (built as research/kube-wire.md says, without the seam)
+/// reaches the cluster when the adapter is on `face`: the same way, or over TLS.
+fn networked(face: Face) -> Face {
+    match face {
+        Face::InProcess => Face::Tls,
+        other => other,
+    }
+}
+
 async fn client(env: &ClusterEnv, face: Face) -> Arc<dyn ClusterClient> {
     let kubeconfig = SecretString::new(env.kubeconfig_on(face));
-    bounded(KubeClusterApi::new().connect(&kubeconfig)).await.unwrap()
+    bounded(api(env, face).connect(&kubeconfig)).await.unwrap()
 }
 
 fn rv_of(env: &ClusterEnv, kind: ObjectKind, ns: Option<&str>, name: &str) -> String {
@@ -123,7 +150,7 @@ async fn apply_create_then_no_op_then_change(face: Face) {
     );
     assert_ne!(rv_of(&env, ObjectKind::DaemonSet, Some("bc-p1"), "bcd"), rv, "a change bumps it");
 
-    let raw = testing::kube_client(&env.kubeconfig_on(face)).await;
+    let raw = testing::kube_client(&env.kubeconfig_on(networked(face))).await;
     let typed: DaemonSet =
         bounded(Api::<DaemonSet>::namespaced(raw.clone(), "bc-p1").get("bcd")).await.unwrap();
     let image = typed.spec.template.spec.unwrap().containers[0].image.clone();
@@ -220,7 +247,7 @@ async fn unforced_apply_against_another_manager_is_a_conflict(face: Face) {
     )
     .unwrap();
     kube.apply_manifest(&env.id, "kubectl", &json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eA=="}}), false, now).unwrap();
-    let raw = testing::kube_client(&env.kubeconfig_on(face)).await;
+    let raw = testing::kube_client(&env.kubeconfig_on(networked(face))).await;
     let api = Api::<Secret>::namespaced(raw, "n");
     let patch = json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"k":"eQ=="}});
     let err = bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch)))
@@ -275,14 +302,14 @@ async fn errors_are_classified_without_leaking_credentials(face: Face) {
     let token = env.sim.state().model().cluster_api_token(&env.id).unwrap();
     // Wrong (expired, revoked) token: 401 Unauthorized → Credentials (mint new ones).
     let bad = SecretString::new(env.kubeconfig_on(face).replace(&token, "wrong-token"));
-    let c = bounded(KubeClusterApi::new().connect(&bad)).await.unwrap();
+    let c = bounded(api(&env, face).connect(&bad)).await.unwrap();
     let err = bounded(c.list_nodes("")).await.unwrap_err();
     assert!(matches!(err, ClusterError::Credentials(_)), "{err:?}");
     assert!(!err.to_string().contains("wrong-token"));
 
     // Not a kubeconfig: Credentials, without quoting it.
     let junk = SecretString::new(format!("{token}: [unbalanced"));
-    let err = bounded(KubeClusterApi::new().connect(&junk)).await.err().unwrap();
+    let err = bounded(api(&env, face).connect(&junk)).await.err().unwrap();
     assert!(matches!(err, ClusterError::Credentials(_)));
     assert!(!err.to_string().contains(&token));
 
@@ -294,18 +321,19 @@ async fn errors_are_classified_without_leaking_credentials(face: Face) {
         .replace(&env.server(face), &env.server_of(face, &c2))
         .replace(&token, &tok2);
     let kc2 = SecretString::new(kc2);
-    let c = bounded(KubeClusterApi::new().connect(&kc2)).await.unwrap();
+    let c = bounded(api(&env, face).connect(&kc2)).await.unwrap();
     let err = bounded(c.get_labels(&obj(ObjectKind::Namespace, None, "x"))).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
     assert!(!err.to_string().contains(&tok2));
 
-    // Nothing listening: Unreachable.
+    // Nothing listening (and, in process, not a simulated cluster: over the network):
+    // Unreachable.
     let nowhere = match face {
-        Face::Tls => "https://127.0.0.1:9",
+        Face::Tls | Face::InProcess => "https://127.0.0.1:9",
         Face::PathPrefixed => "http://127.0.0.1:9",
     };
     let dead = SecretString::new(env.kubeconfig_on(face).replace(&env.server(face), nowhere));
-    let c = bounded(KubeClusterApi::new().connect(&dead)).await.unwrap();
+    let c = bounded(api(&env, face).connect(&dead)).await.unwrap();
     let err = bounded(c.list_nodes("")).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable(_)), "{err:?}");
     assert!(!err.to_string().contains(&token));
@@ -336,8 +364,8 @@ async fn the_tls_face_is_verified_against_the_kubeconfigs_ca() {
     assert_eq!(bounded(client(&env, Face::Tls).await.list_nodes("")).await.unwrap().len(), 3);
 }
 
-/// SPEC §6 under races, through the kube adapter over HTTP (the same scenario as the
-/// direct face's, bc_sim::testing::check_ownership_races).
+/// SPEC §6 under races, through the kube adapter over TLS
+/// (bc_sim::testing::check_ownership_races).
 #[tokio::test]
 async fn ownership_holds_when_the_tenant_acts_between_read_and_write() {
     let env = setup().await;

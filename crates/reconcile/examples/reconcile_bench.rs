@@ -1,5 +1,7 @@
-//! `cargo xtask bench reconcile`: the reconcilers at scale against the simulator's direct
-//! face (zero delays) and the real store, every figure emitted through
+//! `cargo xtask bench reconcile`: the reconcilers at scale against the simulator (zero
+//! delays) through the production adapters — DigitalOcean over HTTP on loopback, each
+//! cluster's API through the kube client in process — and the real store, every figure
+//! emitted through
 //! `bc_testkit::bench` with what it is judged against (issue 12, item 1).
 //!
 //! Each run is a child process of its own, so its peak RSS (`VmHWM`) is its own and a
@@ -111,10 +113,7 @@ async fn world(store: Arc<SqlStore>) -> World {
     let wide = BudgetConfig::per_minute_and_hour(u32::MAX / 4, u32::MAX / 2);
     let budget = Arc::new(StoreBudget::new(env.store.clone(), wide));
     let observer = Arc::new(SharedObserver::new(
-        Arc::new(bc_sim::direct::DirectRegistry::new(
-            env.sim.state().clone(),
-            env.secret_box.clone(),
-        )),
+        env.cloud.providers(env.secret_box.clone()),
         budget,
         env.clock.clone(),
     ));

@@ -22,7 +22,7 @@ pub mod substrates;
 pub mod testing;
 
 pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
-pub use observe::{DirectObserver, Listing, Observer, SharedObserver};
+pub use observe::{Listing, Observer, SharedObserver, UnsharedObserver};
 pub use provider_resources::LoadBalancers;
 pub use reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler, Settings};
 pub use relay::{BroadcastPublisher, Relay, RelayConfig};

@@ -72,15 +72,15 @@ pub trait Observer: Send + Sync {
     }
 }
 
-/// The simplest observer: every listing is taken fresh from the provider (no sharing).
-/// Correct, but it spends one list call per question; the runtime's shared observer
-/// replaces it where calls are budgeted.
-pub struct DirectObserver {
+/// The simplest observer: every listing is taken fresh from the registry's provider (no
+/// sharing, no budget). Correct, but it spends one list call per question; the runtime's
+/// shared observer replaces it where calls are budgeted.
+pub struct UnsharedObserver {
     registry: Arc<dyn ProviderRegistry>,
     clock: Arc<dyn Clock>,
 }
 
-impl DirectObserver {
+impl UnsharedObserver {
     /// An observer over `registry`.
     pub fn new(registry: Arc<dyn ProviderRegistry>, clock: Arc<dyn Clock>) -> Self {
         Self { registry, clock }
@@ -88,7 +88,7 @@ impl DirectObserver {
 }
 
 #[async_trait]
-impl Observer for DirectObserver {
+impl Observer for UnsharedObserver {
     async fn provider(
         &self,
         account: &ProviderAccount,

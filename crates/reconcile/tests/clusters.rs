@@ -1,5 +1,5 @@
-//! `kubernetes.clusters` and `kubernetes.nodepools` against the simulator's direct face
-//! and the real SQLite store, stepped on a manual clock: create with the first pools,
+//! `kubernetes.clusters` and `kubernetes.nodepools` against the simulator through the
+//! production adapters and the real SQLite store, stepped on a manual clock: create with the first pools,
 //! add, resize, delete pools, refusals and their recovery, retried faults, upgrade, HA,
 //! delete, the provider's own pools, autopilot.
 
@@ -10,15 +10,14 @@ use bc_domain::policy::{AutoScale, Scale};
 use bc_domain::ports::*;
 use bc_domain::{ClusterId, NodePoolState, ResourceState};
 use bc_reconcile::testing::Env;
-use bc_sim::SimConfig;
-use bc_sim::direct::DirectProvider;
 use bc_sim::model::routes;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
 
 const STEP: Duration = Duration::from_secs(600);
 
-fn provider(env: &Env) -> DirectProvider {
-    DirectProvider::new(env.sim.state().clone(), TEST_TOKEN)
+/// The test account's DigitalOcean adapter (a new instance: its calls are counted).
+fn provider(env: &Env) -> std::sync::Arc<impl KubernetesProvider + use<>> {
+    env.cloud.provider(TEST_TOKEN)
 }
 
 async fn until_cluster(
@@ -329,9 +328,12 @@ async fn the_providers_own_pools_are_recorded_read_only() {
 
 #[tokio::test]
 async fn autopilot_clusters_have_no_node_pools() {
-    let env = Env::with_config(SimConfig { offer_autopilot: true, ..SimConfig::default() }).await;
+    // DigitalOcean offers no autopilot, so the cluster itself ends in `error` (see the
+    // next test); a node pool added to an autopilot cluster is refused either way,
+    // before any provider call.
+    let env = Env::start().await;
     let (c, _) = env.create_cluster("auto", ClusterMode::Autopilot, vec![]).await;
-    until_cluster(&env, &c.cluster_id, ResourceState::Ready, 30).await;
+    until_cluster(&env, &c.cluster_id, ResourceState::Error, 10).await;
     let np = env.create_node_pool(&c.cluster_id, "nope", NODE_SIZE, Scale::Count(1)).await;
     let ok = env
         .run_until(5, async |e: &Env| {

@@ -20,8 +20,7 @@ use bc_domain::{LoadBalancerId, Timestamp};
 use bc_reconcile::service::reconciler_of;
 use bc_reconcile::testing::{Env, Stepper, create_policy, flavor};
 use bc_reconcile::{Deps, Entropy, Listing, Observer, Runtime, RuntimeConfig};
-use bc_sim::direct::DirectProvider;
-use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+use bc_sim::testing::NODE_SIZE;
 use bc_store::testing::lb_spec;
 use proptest::prelude::*;
 
@@ -434,8 +433,8 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
         w.env.substrate(&pool.pool_id).await,
         w.env.cluster(&c.cluster_id).await
     );
-    let provider = DirectProvider::new(w.env.sim.state().clone(), TEST_TOKEN);
-    let clusters = provider.list_clusters().await.unwrap();
+    let provider = w.env.provider();
+    let clusters = provider.kubernetes().list_clusters().await.unwrap();
     let mut names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
     names.sort();
     let d = pool.pool_id.dashed();
@@ -488,9 +487,9 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
         w.step().await;
     }
     assert!(
-        provider.list_clusters().await.unwrap().is_empty(),
+        provider.kubernetes().list_clusters().await.unwrap().is_empty(),
         "{:?}",
-        provider.list_clusters().await
+        provider.kubernetes().list_clusters().await
     );
     let sub_cluster = w.env.substrate(&pool.pool_id).await.cluster_id.unwrap();
     for cid in [&sub_cluster, &c.cluster_id] {

@@ -129,8 +129,8 @@ async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_st
     let pid = cluster.provider_cluster_id.clone().unwrap();
 
     // What the simulator shows now: the reads the mocks will answer with.
-    let real =
-        bc_sim::direct::DirectProvider::new(env.sim.state().clone(), bc_sim::testing::TEST_TOKEN);
+    let provider = env.provider();
+    let real = provider.kubernetes();
     let listing = real.list_clusters().await.unwrap();
     let creds = real.credentials(&pid).await.unwrap();
     let offered = real.available_upgrades(&pid).await.unwrap();

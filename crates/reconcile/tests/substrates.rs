@@ -1,7 +1,8 @@
-//! `kubernetes.substrates` against the simulator's direct faces and the real SQLite
-//! store, stepped on a manual clock (no sleeps): create and adopt modes, ownership,
+//! `kubernetes.substrates` against the simulator through the production adapters and
+//! the real SQLite store, stepped on a manual clock (no sleeps): create and adopt modes, ownership,
 //! join tokens and accounting, flavor changes, upgrades, teardown.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bc_domain::model::{Booking, BookingState, KubernetesCluster, Substrate};
@@ -11,15 +12,15 @@ use bc_domain::ports::*;
 use bc_domain::token::sha256_hex;
 use bc_domain::{BookingId, PoolId, ResourceState, StoreError};
 use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
-use bc_sim::direct::DirectProvider;
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
 
 const STEP: Duration = Duration::from_secs(600);
 
-fn provider(env: &Env) -> DirectProvider {
-    DirectProvider::new(env.sim.state().clone(), TEST_TOKEN)
+/// The test account's DigitalOcean adapter (a new instance: its calls are counted).
+fn provider(env: &Env) -> Arc<impl KubernetesProvider + LoadBalancerProvider + use<>> {
+    env.cloud.provider(TEST_TOKEN)
 }
 
 async fn cluster_of(env: &Env, s: &Substrate) -> (KubernetesCluster, String) {
@@ -156,6 +157,21 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
         ds["spec"]["template"]["spec"]["tolerations"][0]["key"], "gpu",
         "tolerates the gpu taint: its node joined"
     );
+    // As read back, the pod template passes the Pod Security Standards' `restricted`
+    // profile (tenant clusters may enforce it), keeps a read-only root filesystem, runs
+    // the image as built (its entrypoint, its non-root user) and asks small resources.
+    let template = &ds["spec"]["template"];
+    let violations =
+        bc_sim::kube::pod_security::restricted(&template["metadata"], &template["spec"]);
+    assert!(violations.is_empty(), "restricted profile: {violations:#?}");
+    let bcd = &template["spec"]["containers"][0];
+    assert_eq!(bcd["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(bcd.get("command").is_none() && bcd.get("args").is_none(), "{bcd}");
+    assert!(template["spec"]["securityContext"].get("runAsUser").is_none());
+    assert_eq!(
+        bcd["resources"],
+        json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
+    );
     // Rows: one per flavor, managed by the pool, ready.
     let rows = env
         .store
@@ -185,6 +201,56 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
     assert!(!all.contains(&token), "no join token in events");
     let s2 = format!("{:?}", env.substrate(&pool.pool_id).await);
     assert!(!s2.contains(&token));
+}
+
+/// A real API server leaves out empty `omitempty` fields: the DaemonSet's
+/// `tolerations: []` (no flavor has a taint) and a toleration's `value: ""` (a taint with
+/// no value) never come back. Substrates in both cases still reach `ready`, and once there
+/// make no write to their cluster's API (no create, update, patch, apply or delete) over a
+/// simulated hour of resyncs.
+#[tokio::test]
+async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_write_nothing_at_steady_state()
+ {
+    let env = Env::start().await;
+    let mut tainted = flavor("gpu", NODE_SIZE, 1);
+    tainted.taints.push(Taint {
+        key: "gpu".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let account = env.account.provider_account_id.clone();
+    let untainted = env
+        .create_pool("plain", create_policy(&account, "latest", vec![flavor("cpu", NODE_SIZE, 1)]))
+        .await;
+    let tainted =
+        env.create_pool("tainted", create_policy(&account, "latest", vec![tainted])).await;
+    let mut clusters = Vec::new();
+    for pool in [&untainted, &tainted] {
+        let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+        assert_eq!((s.nodes_listed, s.nodes_joined), (1, 1), "{s:?}");
+        let (_, pid) = cluster_of(&env, &s).await;
+        // What the server answers carries neither field.
+        let ns = substrate_namespace(&pool.pool_id);
+        let ds = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
+        let pod = &ds["spec"]["template"]["spec"];
+        assert!(pod.get("tolerations").is_none_or(|t| t[0].get("value").is_none()), "{pod}");
+        clusters.push((pool.pool_id.clone(), pid));
+    }
+    let kube = &env.sim.state().kube;
+    let before: Vec<_> = clusters.iter().map(|(_, c)| kube.write_counts(c)).collect();
+    let end = env.clock.now() + time::Duration::hours(1);
+    for _ in 0..100 {
+        if env.clock.now() >= end {
+            break;
+        }
+        env.step(STEP).await;
+    }
+    assert!(env.clock.now() >= end, "an hour went by");
+    for ((pool, cluster), was) in clusters.iter().zip(before) {
+        let s = env.substrate(pool).await;
+        assert_eq!(s.state, ResourceState::Ready, "{s:?}");
+        assert_eq!(kube.write_counts(cluster), was, "writes to cluster {cluster} at steady state");
+    }
 }
 
 #[tokio::test]
@@ -482,8 +548,8 @@ async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_na
     let lbs = provider(&env);
     let mut svc = bc_sim::testing::lb_request("svc-lb");
     svc.tags = vec![format!("k8s:{pid}")];
-    let svc = LoadBalancerProvider::create(&lbs, &svc).await.unwrap();
-    let other = LoadBalancerProvider::create(&lbs, &bc_sim::testing::lb_request("tenant-lb"))
+    let svc = LoadBalancerProvider::create(&*lbs, &svc).await.unwrap();
+    let other = LoadBalancerProvider::create(&*lbs, &bc_sim::testing::lb_request("tenant-lb"))
         .await
         .unwrap();
     let vol = env.sim.state().model().inject_volume(TEST_TOKEN, &pid, "pvc-data").unwrap();
@@ -495,12 +561,12 @@ async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_na
     ));
     assert!(
         matches!(
-            LoadBalancerProvider::get(&lbs, &svc.id).await,
+            LoadBalancerProvider::get(&*lbs, &svc.id).await,
             Err(bc_domain::ProviderError::NotFound)
         ),
         "the associated LB goes"
     );
-    assert!(LoadBalancerProvider::get(&lbs, &other.id).await.is_ok(), "an unrelated LB stays");
+    assert!(LoadBalancerProvider::get(&*lbs, &other.id).await.is_ok(), "an unrelated LB stays");
     let events = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap();
     let kept = events
         .iter()
@@ -561,15 +627,9 @@ async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
     let (_, pid) = cluster_of(&env, &s).await;
     let d = pool.pool_id.dashed();
     let pools = |env: &Env| {
-        let env = env.sim.clone();
+        let provider = provider(env);
         let pid = pid.clone();
-        async move {
-            DirectProvider::new(env.state().clone(), TEST_TOKEN)
-                .get_cluster(&pid)
-                .await
-                .unwrap()
-                .node_pools
-        }
+        async move { provider.get_cluster(&pid).await.unwrap().node_pools }
     };
     // Add a flavor.
     env.update_policy(

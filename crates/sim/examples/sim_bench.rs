@@ -1,7 +1,9 @@
 //! `cargo xtask bench sim`: throughput of the simulated cloud — HTTP face requests per
-//! second over loopback, creating and paging through load balancers, direct-face calls,
-//! and the Kubernetes direct face as the substrate reconciler uses it — so end-to-end
-//! tests and reconciler benchmarks know what the simulator itself costs. The HTTP face is
+//! second over loopback, creating and paging through load balancers, the DigitalOcean
+//! adapter's calls over loopback, and a cluster's Kubernetes API through the kube adapter
+//! in process as the substrate reconciler uses it (`bc_sim::testing::Cloud`, what the
+//! reconcilers' tests and benchmark run on) — so end-to-end tests and reconciler
+//! benchmarks know what the simulator and the wire cost. The HTTP face is
 //! set against DigitalOcean's own limit of 250 requests per minute per token
 //! (research/peers.md §4): the simulator must never be what a budgeted client waits on.
 //! `--quick`: three smaller runs instead of five.
@@ -13,11 +15,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bc_domain::ports::SystemClock;
 use bc_domain::ports::{KubernetesProvider, LoadBalancerProvider};
-use bc_sim::Sim;
 use bc_sim::config::{RateLimits, SimConfig};
-use bc_sim::direct::DirectProvider;
+use bc_sim::testing::Cloud;
 use bc_testkit::bench::{self, Against, Better, Figure, Reference};
 use serde_json::json;
 
@@ -33,11 +33,11 @@ const DO_PER_SECOND: f64 = 250.0 / 60.0;
 /// Counts per run.
 struct Plan {
     runs: usize,
-    /// HTTP GETs and direct `options()` calls per run.
+    /// HTTP GETs and adapter `options()` calls per run.
     requests: usize,
     /// Load balancers created over HTTP per run.
     load_balancers: usize,
-    /// Direct listings of every load balancer per run.
+    /// Adapter listings of every load balancer per run.
     listings: usize,
     /// Pools whose four substrate objects are applied per run.
     kube_pools: usize,
@@ -61,12 +61,11 @@ async fn main() {
         rate_limits: RateLimits { per_hour: u32::MAX, per_minute: u32::MAX },
         ..SimConfig::default()
     };
-    let sim = Sim::new(config, Arc::new(SystemClock));
-    let server = sim.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
+    let cloud = Cloud::with_config(config).await;
     let http = reqwest::Client::new();
-    let base = server.url();
-    let direct = DirectProvider::new(sim.state().clone(), T);
-    let kube = Kube::new().await;
+    let base = cloud.server.url();
+    let adapter = cloud.provider(T);
+    let kube = Kube::new(&cloud).await;
 
     let mut samples: [Vec<f64>; 7] = Default::default();
     let mut created = 0;
@@ -129,15 +128,15 @@ async fn main() {
         }
         samples[2].push(rate(pages, started));
 
-        // The direct face.
+        // The DigitalOcean adapter (every page of a list, decoded).
         let started = Instant::now();
         for _ in 0..plan.listings {
-            let _ = direct.list().await.expect("list");
+            let _ = adapter.list().await.expect("list");
         }
         samples[3].push(rate(plan.listings, started));
         let started = Instant::now();
         for _ in 0..plan.requests {
-            let _ = direct.options().await.expect("options");
+            let _ = adapter.options().await.expect("options");
         }
         samples[4].push(rate(plan.requests, started));
 
@@ -165,38 +164,35 @@ async fn main() {
         pages,
     ));
     bench::emit(&figure(
-        &format!("direct list of every load balancer (up to {lbs})"),
+        &format!("DigitalOcean adapter list of every load balancer (up to {lbs})"),
         "lists/s",
         listings,
     ));
-    bench::emit(&figure("direct options()", "calls/s", options));
-    bench::emit(&figure("direct kube apply_owned, creating", "objects/s", create.clone()));
-    bench::emit(&figure("direct kube apply_owned, no-op", "objects/s", no_op).against(Against {
+    bench::emit(&figure("DigitalOcean adapter options()", "calls/s", options));
+    bench::emit(&figure("kube adapter apply_owned, creating", "objects/s", create.clone()));
+    bench::emit(&figure("kube adapter apply_owned, no-op", "objects/s", no_op).against(Against {
         reference: Reference::Baseline,
         name: "apply_owned creating (same runs)".into(),
         samples: create,
     }));
 }
 
-/// A simulated cluster's Kubernetes API through the direct face.
+/// A simulated cluster's Kubernetes API through the kube adapter, in process.
 struct Kube {
     client: Arc<dyn bc_domain::ports::ClusterClient>,
-    _sim: bc_sim::Sim,
 }
 
 impl Kube {
-    /// A running simulated cluster and a client connected to it.
-    async fn new() -> Self {
+    /// A running cluster of `cloud` and a client connected to it.
+    async fn new(cloud: &Cloud) -> Self {
         use bc_domain::model::SecretString;
         use bc_domain::ports::ClusterApi;
         use bc_sim::testing;
-        let (sim, clock) = testing::sim(SimConfig::default());
-        let id = testing::create_cluster(&sim, "bench", testing::standard_pools());
-        testing::run_until_running(&sim, &clock, &id);
-        let api = bc_sim::kube::direct::DirectClusterApi::new(sim.state().clone());
-        let kubeconfig = SecretString::new(testing::kubeconfig(&sim, &id));
-        let client = api.connect(&kubeconfig).await.expect("connect");
-        Kube { client, _sim: sim }
+        let id = testing::create_cluster(&cloud.sim, "bench", testing::standard_pools());
+        testing::run_until_running(&cloud.sim, &cloud.clock, &id);
+        let kubeconfig = SecretString::new(testing::kubeconfig(&cloud.sim, &id));
+        let client = cloud.clusters().connect(&kubeconfig).await.expect("connect");
+        Kube { client }
     }
 
     /// Per pool `first..first + pools` the Namespace, the join Secret, the bcd

@@ -29,7 +29,7 @@ use crate::{SimNode, SimState};
 pub const BCD_VERSION: &str = "sim";
 
 /// What one node's simulated bcd did so far.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct JoinOutcome {
     /// The DaemonSet (`namespace/name`) whose pod this is.
     pub daemonset: String,
@@ -67,6 +67,17 @@ impl Agents {
     /// Whether the bcd on `node` of `cluster` has joined with the current token.
     pub fn joined(&self, cluster: &str, node: &str) -> bool {
         self.joins_mut().get(&(cluster.to_owned(), node.to_owned())).is_some_and(|o| o.joined)
+    }
+
+    /// Every outcome, to keep across a restart (crate::persist): a node that joined does
+    /// not join again until its Secret's token changes.
+    pub(crate) fn saved(&self) -> Vec<(String, String, JoinOutcome)> {
+        self.joins_mut().iter().map(|((c, n), o)| (c.clone(), n.clone(), o.clone())).collect()
+    }
+
+    /// Takes back what [`Self::saved`] kept.
+    pub(crate) fn restore(&self, saved: Vec<(String, String, JoinOutcome)>) {
+        self.joins_mut().extend(saved.into_iter().map(|(c, n, o)| ((c, n), o)));
     }
 
     /// A fingerprint of what the agents of `cluster` have reached (which joined, why the

@@ -80,8 +80,6 @@ pub struct SimConfig {
     pub tokens: Vec<String>,
     /// Whether simulated bcd agents may reach the server named in the join Secret.
     pub bcd_reaches_server: bool,
-    /// Whether the direct face offers `autopilot` clusters (a provider flag).
-    pub offer_autopilot: bool,
     /// Seeded random faults on every authenticated call (`None`: off).
     pub chaos: Option<Chaos>,
 }
@@ -89,7 +87,7 @@ pub struct SimConfig {
 /// A seeded random fault mode (research §9 chaos knobs): a share of calls answers 5xx,
 /// and in recurring windows every call answers 429 with `retry-after` — what a
 /// flaky, overloaded DigitalOcean looks like. Applied where requests are admitted
-/// ([`crate::model::Model::admit`]), so the HTTP and direct faces fail alike.
+/// ([`crate::model::Model::admit`]), so every route fails alike.
 ///
 /// Reproducible: the 5xx draws are one seeded sequence over the calls in arrival order,
 /// and the throttle windows are a pure function of the seed and the clock (one window at
@@ -129,7 +127,6 @@ impl Default for SimConfig {
             rate_limits: RateLimits::default(),
             tokens: vec![DEFAULT_TOKEN.to_owned()],
             bcd_reaches_server: true,
-            offer_autopilot: false,
             chaos: None,
         }
     }

@@ -1,6 +1,6 @@
 //! Other actors at chosen moments: one-shot actions the simulator runs at a point of a
 //! request's handling — between a client's read and its write, between the pages of a
-//! list — so tests can reproduce races deterministically, on either face.
+//! list — so tests can reproduce races deterministically, whatever client is racing.
 //!
 //! Invariant: an action runs once, at the first moment that matches, with no lock of the
 //! simulator held (it may use the model and the Kubernetes store freely).

@@ -1,30 +1,32 @@
 //! bc-sim: one simulated cloud — a DigitalOcean API, a Kubernetes API per simulated
-//! cluster, and nodes running a simulated bcd — over one model with two faces: HTTP on
-//! loopback (`do_api` under `/v2`; each cluster's `kube` API over TLS at the root of its
-//! own address, with the simulator's CA in its kubeconfig, as DOKS serves it) and a
-//! direct, in-memory face (`direct`) implementing the bc-domain provider and cluster
-//! ports.
+//! cluster, and nodes running a simulated bcd — over one model, answered over HTTP:
+//! `do_api` under `/v2` on loopback, and each cluster's `kube` API over TLS at the root
+//! of its own address, with the simulator's CA in its kubeconfig, as DOKS serves it (or,
+//! for tests at scale, in process: `testing::Cloud`). There is no other way in: tests,
+//! benchmarks and `bc-api dev` reach it through the production adapters of
+//! `bc-providers`, so what they run is the production wire.
 //!
 //! Races are reproduced with `interleave` (another actor's action at a chosen moment of
-//! a request); the shared test fixtures are `testing`, behind the `testing` feature.
+//! a request); a cloud is kept across restarts with `persist`; the shared test fixtures
+//! are `testing`, behind the `testing` feature.
 //!
-//! Invariant: there is one model. Both faces read and change the same [`SimState`], so a
-//! test that drives the direct face sees exactly what the HTTP face would serve; time
-//! comes from an injectable clock, so tests step it instead of sleeping.
+//! Invariant: there is one model. Every route reads and changes the same [`SimState`];
+//! time comes from an injectable clock, so tests step it instead of sleeping.
 
 pub mod bcd;
 pub mod config;
-pub mod direct;
 pub mod do_api;
 pub mod interleave;
 pub mod kube;
 pub mod model;
+pub mod persist;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bc_domain::ports::Clock;
 
@@ -74,7 +76,7 @@ pub struct SimNode {
     pub kubelet_version: String,
 }
 
-/// The shared state behind every face.
+/// The shared state behind every route.
 pub struct SimState {
     /// The cloud model (clusters, node pools, nodes, load balancers, rate limits…).
     pub model: Mutex<model::Model>,
@@ -90,10 +92,11 @@ pub struct SimState {
     pub config: SimConfig,
     /// Where the HTTP faces listen, once started (used to build endpoints/kubeconfigs).
     pub base_url: Mutex<Option<String>>,
-    /// The simulator's CA and serving certificate (made on first use).
+    /// The simulator's CA and serving certificate (made on first use, or restored).
     pub tls: Arc<tls::SimTls>,
-    /// The per-cluster API listeners started by [`Sim::serve`] (stopped with it).
-    listeners: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// The per-cluster API listeners started by [`Sim::serve`] and their addresses
+    /// (stopped with it).
+    listeners: Arc<Mutex<Vec<(tokio::task::AbortHandle, SocketAddr)>>>,
 }
 
 impl SimState {
@@ -117,8 +120,12 @@ pub struct Sim {
 impl Sim {
     /// A new simulated cloud with its own model.
     pub fn new(config: SimConfig, clock: Arc<dyn Clock>) -> Self {
+        Self::with_tls(config, clock, Arc::new(tls::SimTls::default()))
+    }
+
+    /// A new simulated cloud serving with `tls` (a restored CA, see [`persist`]).
+    fn with_tls(config: SimConfig, clock: Arc<dyn Clock>, tls: Arc<tls::SimTls>) -> Self {
         let mut model = model::Model::new(&config);
-        let tls = Arc::new(tls::SimTls::default());
         model.tls = tls.clone();
         Self {
             state: Arc::new(SimState {
@@ -140,8 +147,8 @@ impl Sim {
         &self.state
     }
 
-    /// The HTTP router of both faces: DigitalOcean under `/v2`, Kubernetes under
-    /// `/k8s/{cluster_id}`.
+    /// The HTTP router of the DigitalOcean API under `/v2` and of every cluster's
+    /// Kubernetes API under `/k8s/{cluster_id}`.
     pub fn router(&self) -> axum::Router {
         axum::Router::new()
             .merge(do_api::router(self.state.clone()))
@@ -184,8 +191,10 @@ impl Sim {
         };
         let mut model = self.state.model();
         model.set_base_url(Some(url.clone()));
-        model.set_endpoint_allocator(Some(self.endpoint_allocator()));
-        model.allocate_endpoints();
+        if !options.in_process_clusters {
+            model.set_endpoint_allocator(Some(self.endpoint_allocator()));
+            model.allocate_endpoints();
+        }
         drop(model);
         Ok(SimServer { addr: local, url, task, state: self.state.clone() })
     }
@@ -196,9 +205,19 @@ impl Sim {
         let weak = Arc::downgrade(&self.state);
         let runtime = tokio::runtime::Handle::current();
         let listeners = self.state.listeners.clone();
-        model::EndpointAllocator(Arc::new(move |cluster_id: &str| {
+        model::EndpointAllocator(Arc::new(move |cluster_id: &str, previous: Option<&str>| {
             let state = weak.upgrade()?;
-            let socket = std::net::TcpListener::bind(("127.0.0.1", 0)).ok()?;
+            // The address it had before a restart (kubeconfigs handed out name it), if
+            // it is still free; else any.
+            let again = previous
+                .and_then(|url| url.strip_prefix("https://"))
+                .and_then(|addr| addr.parse::<SocketAddr>().ok())
+                .filter(|addr| addr.ip().is_loopback())
+                .and_then(|addr| std::net::TcpListener::bind(addr).ok());
+            let socket = match again {
+                Some(socket) => socket,
+                None => std::net::TcpListener::bind(("127.0.0.1", 0)).ok()?,
+            };
             let addr = socket.local_addr().ok()?;
             let _in_runtime = runtime.enter();
             let tls = state.tls.listen(socket).ok()?;
@@ -206,7 +225,8 @@ impl Sim {
             let task = runtime.spawn(async move {
                 let _ = axum::serve(tls, router).await;
             });
-            listeners.lock().unwrap_or_else(|e| e.into_inner()).push(task.abort_handle());
+            let mut listeners = listeners.lock().unwrap_or_else(|e| e.into_inner());
+            listeners.push((task.abort_handle(), addr));
             Some(format!("https://{addr}"))
         }))
     }
@@ -218,6 +238,11 @@ pub struct ServeOptions {
     /// Serve the DigitalOcean face over https (with the simulator's CA) rather than
     /// plain http.
     pub https: bool,
+    /// Start no listener per cluster: kubeconfigs name the address DigitalOcean would
+    /// give (`https://<id>.k8s.ondigitalocean.com`), which only a client routed in
+    /// process reaches (`testing::Cloud`'s kube adapter). A listener per cluster costs a
+    /// port, a file descriptor and a task, which ten thousand clusters run out of.
+    pub in_process_clusters: bool,
 }
 
 /// A running HTTP server of the simulator; aborts on drop.
@@ -236,13 +261,45 @@ impl SimServer {
     }
 }
 
-impl Drop for SimServer {
-    fn drop(&mut self) {
+impl SimServer {
+    /// Stops serving and returns once every address it listened on (the DigitalOcean
+    /// face's and each cluster API's) can be bound again — so a simulator restored in
+    /// the same process gets them back — or after a bound wait.
+    pub async fn shutdown(self) {
+        let mut addrs = vec![self.addr];
+        addrs.extend(self.stop());
+        for addr in addrs {
+            // Aborted tasks drop their sockets when the runtime next polls them.
+            for _ in 0..RELEASE_POLLS {
+                if std::net::TcpListener::bind(addr).is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    /// Aborts every task; the cluster listeners' addresses.
+    fn stop(&self) -> Vec<SocketAddr> {
         self.task.abort();
         // No new cluster listeners, and the running ones stop with the server.
         self.state.model().set_endpoint_allocator(None);
-        for l in self.state.listeners.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            l.abort();
-        }
+        let mut listeners = self.state.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        listeners
+            .drain(..)
+            .map(|(l, addr)| {
+                l.abort();
+                addr
+            })
+            .collect()
+    }
+}
+
+/// How many times [`SimServer::shutdown`] checks (every 10 ms) that an address is free.
+const RELEASE_POLLS: usize = 200;
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

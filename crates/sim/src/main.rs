@@ -89,7 +89,7 @@ async fn main() -> std::io::Result<()> {
     }
     let tokens = config.tokens.clone();
     let sim = Sim::new(config, Arc::new(SystemClock));
-    let options = bc_sim::ServeOptions { https: args.https };
+    let options = bc_sim::ServeOptions { https: args.https, ..Default::default() };
     let server = sim.serve_with(args.listen, options).await?;
     let _bcd = bc_sim::bcd::spawn(sim.state().clone(), Duration::from_millis(500));
     std::fs::write(&args.ca_file, sim.state().tls.ca_pem())?;

@@ -39,6 +39,9 @@ use crate::{Sim, SimConfig, SimServer};
 
 pub use crate::config::DEFAULT_TOKEN as TEST_TOKEN;
 pub use crate::install_crypto;
+pub use cloud::{Cloud, adapter_config, cluster_routes};
+
+mod cloud;
 
 /// Where [`clock`] starts (RFC 3339).
 pub const START: &str = "2026-12-02T12:00:00Z";
@@ -410,7 +413,7 @@ impl Served {
         self.call(Method::GET, path, None).await
     }
 
-    /// Requests the DigitalOcean face received on `method template` (both faces count).
+    /// Requests the DigitalOcean face received on `method template`.
     pub fn count(&self, method: &str, template: &str) -> u64 {
         self.sim.state().model().request_count(&routes::key(method, template))
     }
@@ -446,6 +449,9 @@ pub enum Face {
     /// The plain-http path `http://127.0.0.1:PORT/k8s/<id>` on the DigitalOcean listener
     /// (a `server` with a path prefix).
     PathPrefixed,
+    /// The address DigitalOcean would give it, `https://<id>.k8s.ondigitalocean.com`,
+    /// reached in process ([`Cloud::clusters`]: no socket).
+    InProcess,
 }
 
 /// The pools of [`ClusterEnv::start`]: `bc-p1` (2 nodes, the [`POOL`] label, `gpu=true`,
@@ -499,6 +505,7 @@ impl ClusterEnv {
         match face {
             Face::Tls => self.sim.state().model().cluster_endpoint(id),
             Face::PathPrefixed => format!("{}/k8s/{id}", self.server.url()),
+            Face::InProcess => format!("https://{id}.k8s.ondigitalocean.com"),
         }
     }
 
@@ -872,7 +879,7 @@ impl JoinServer {
 // ----- scenarios every cluster face must pass --------------------------------------------
 
 /// The ownership rule under races (SPEC §6: an object we did not make is never taken
-/// over or deleted), through `api` — the kube adapter over HTTP, or the direct face — on
+/// over or deleted), through `api` — the kube adapter, over TLS or in process — on
 /// `env`'s cluster, with the tenant acting between the client's read and its write:
 /// - the tenant creates the object we are about to create: it stays theirs, unlabelled,
 ///   and we report it `Foreign`;

@@ -1,5 +1,5 @@
 //! The simulator's TLS, as DOKS serves its cluster APIs: one CA per simulator, made when
-//! it is first needed (rcgen on ring), a serving certificate for the loopback addresses
+//! it is first needed (rcgen on ring) or restored from an earlier run, a serving certificate for the loopback addresses
 //! signed by it, and an acceptor that axum serves through ([`TlsListener`]). Kubeconfigs
 //! carry the CA as `certificate-authority-data`, so kubectl, kube-rs and the Python
 //! client verify the server as they would a real cluster.
@@ -16,6 +16,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
 };
+use rustls::pki_types::pem::PemObject as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -23,12 +24,32 @@ use tokio_rustls::server::TlsStream;
 
 /// The simulator's certificate authority and the server identity it signed.
 struct Generated {
-    ca_pem: String,
+    ca: CaMaterial,
     acceptor: TlsAcceptor,
 }
 
-/// The TLS material of one simulator, generated on first use and shared by every
-/// listener (and every clone of the model).
+/// The simulator's CA as it is kept across restarts (crate::persist): its name, its
+/// certificate and its private key, all PEM. Kubeconfigs handed out before a restart
+/// trust this certificate, so a simulator restored with it serves them again.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CaMaterial {
+    /// The CA's common name (its distinguished name, which signed certificates name).
+    pub name: String,
+    /// The CA certificate (PEM).
+    pub cert_pem: String,
+    /// The CA's private key (PKCS#8 PEM): a secret, kept only in the private state file.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for CaMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("CaMaterial").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// The TLS material of one simulator, generated on first use (or restored) and shared
+/// by every listener (and every clone of the model).
 #[derive(Default)]
 pub struct SimTls {
     generated: OnceLock<Result<Generated, String>>,
@@ -51,15 +72,15 @@ fn validity(params: &mut CertificateParams) {
     params.not_after = now + VALIDITY;
 }
 
-fn generate() -> Result<Generated, String> {
-    crate::install_crypto();
-    let fail = |what: &str, e: rcgen::Error| format!("{what}: {e}");
-    // The CA: a distinct name per simulator, so two simulators' CAs never vouch for
-    // each other's servers.
-    let ca_key = KeyPair::generate().map_err(|e| fail("CA key", e))?;
+fn fail(what: &str, e: rcgen::Error) -> String {
+    format!("{what}: {e}")
+}
+
+/// The CA's parameters: its name, and what it may sign.
+fn ca_params(name: &str) -> CertificateParams {
     let mut ca = CertificateParams::default();
     let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, format!("bc-sim cluster CA {}", ulid::Ulid::generate()));
+    dn.push(DnType::CommonName, name);
     dn.push(DnType::OrganizationName, "bc-sim");
     ca.distinguished_name = dn;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -68,12 +89,30 @@ fn generate() -> Result<Generated, String> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
+    ca
+}
+
+fn generate() -> Result<Generated, String> {
+    crate::install_crypto();
+    // A distinct name per simulator, so two simulators' CAs never vouch for each other's
+    // servers.
+    let name = format!("bc-sim cluster CA {}", ulid::Ulid::generate());
+    let ca_key = KeyPair::generate().map_err(|e| fail("CA key", e))?;
+    let mut ca = ca_params(&name);
     validity(&mut ca);
     let ca_cert = ca.self_signed(&ca_key).map_err(|e| fail("CA certificate", e))?;
-    let issuer = rcgen::Issuer::new(ca, ca_key);
+    serve_with(CaMaterial { name, cert_pem: ca_cert.pem(), key_pem: ca_key.serialize_pem() })
+}
 
-    // The server: what every simulated cluster API (and the https DigitalOcean face)
-    // presents.
+/// The server identity every simulated cluster API (and the https DigitalOcean face)
+/// presents, signed by `ca`.
+fn serve_with(ca: CaMaterial) -> Result<Generated, String> {
+    crate::install_crypto();
+    let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(|e| fail("CA key", e))?;
+    let ca_der = rustls::pki_types::CertificateDer::from_pem_slice(ca.cert_pem.as_bytes())
+        .map_err(|e| format!("CA certificate: {e}"))?;
+    let issuer = rcgen::Issuer::new(ca_params(&ca.name), ca_key);
+
     let key = KeyPair::generate().map_err(|e| fail("server key", e))?;
     let mut server = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -89,7 +128,7 @@ fn generate() -> Result<Generated, String> {
     validity(&mut server);
     let cert = server.signed_by(&key, &issuer).map_err(|e| fail("server certificate", e))?;
 
-    let chain = vec![cert.der().clone(), ca_cert.der().clone()];
+    let chain = vec![cert.der().clone(), ca_der];
     let private = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
         .map_err(|e| format!("server key: {e}"))?;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -102,7 +141,7 @@ fn generate() -> Result<Generated, String> {
     .map_err(|e| format!("TLS server config: {e}"))?;
     // HTTP/1.1 only: watches stream as chunked responses, as every client expects.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Generated { ca_pem: ca_cert.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) })
+    Ok(Generated { ca, acceptor: TlsAcceptor::from(Arc::new(config)) })
 }
 
 impl SimTls {
@@ -115,10 +154,23 @@ impl SimTls {
         }
     }
 
+    /// TLS that serves with the CA `ca` (kept from an earlier run) instead of a new one;
+    /// an error names what of it does not parse.
+    pub fn with_ca(ca: CaMaterial) -> Result<Self, String> {
+        let tls = Self::default();
+        let _ = tls.generated.set(Ok(serve_with(ca)?));
+        Ok(tls)
+    }
+
+    /// The CA, to keep (its private key included).
+    pub fn ca(&self) -> &CaMaterial {
+        &self.generated().ca
+    }
+
     /// The CA certificate (PEM) that kubeconfigs carry as `certificate-authority-data`
     /// (base64 of this text) and clients trust.
     pub fn ca_pem(&self) -> &str {
-        &self.generated().ca_pem
+        &self.generated().ca.cert_pem
     }
 
     /// The CA as `certificate-authority-data`: base64 of the PEM.

@@ -1,16 +1,18 @@
-//! The seeded chaos mode and the lost-answer fault, on both faces: the same seed fails
-//! the same calls whichever face takes them (one admission rule), a throttle window
-//! answers 429 with `retry-after` to every call, and each token's call log counts every
-//! call — answered or not — so a client's budget can be checked from outside.
+//! The seeded chaos mode and the lost-answer fault, over raw HTTP and through the
+//! DigitalOcean adapter: the same seed fails the same calls whoever makes them (one
+//! admission rule), a throttle window answers 429 with `retry-after` to every call, and
+//! each token's call log counts every call — answered or not — so a client's budget can
+//! be checked from outside.
 
 use std::time::Duration;
 
 use bc_domain::ProviderError;
+use bc_domain::model::SecretString;
 use bc_domain::ports::{Clock as _, ProviderImpl};
+use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig};
 use bc_sim::config::{Chaos, SimConfig};
-use bc_sim::direct::DirectProvider;
 use bc_sim::model::routes;
-use bc_sim::testing::{self, Served, TEST_TOKEN};
+use bc_sim::testing::{self, Cloud, Served, TEST_TOKEN};
 use reqwest::{Method, StatusCode};
 
 fn chaotic(chaos: Chaos) -> SimConfig {
@@ -18,7 +20,7 @@ fn chaotic(chaos: Chaos) -> SimConfig {
 }
 
 #[tokio::test]
-async fn the_same_seed_fails_the_same_calls_on_either_face() {
+async fn the_same_seed_fails_the_same_calls_whoever_makes_them() {
     let calls = 200; // inside the burst limit of 250 a minute: the clock stands still
     let served = Served::start(chaotic(Chaos::server_errors(0.2, 42))).await;
     let mut http = Vec::new();
@@ -39,11 +41,11 @@ async fn the_same_seed_fails_the_same_calls_on_either_face() {
     assert!((20..=60).contains(&failed), "{failed} of {calls} near 20 %");
     assert_eq!(served.sim.state().model().chaos_counts().server_errors, failed as u64);
 
-    let (sim, _clock) = testing::sim(chaotic(Chaos::server_errors(0.2, 42)));
-    let direct = DirectProvider::new(sim.state().clone(), TEST_TOKEN);
+    let cloud = Cloud::with_config(chaotic(Chaos::server_errors(0.2, 42))).await;
+    let adapter = cloud.provider(TEST_TOKEN);
     let mut seen = Vec::new();
     for _ in 0..calls {
-        match direct.load_balancers().list().await {
+        match adapter.load_balancers().list().await {
             Ok(_) => seen.push(true),
             Err(ProviderError::Transient { message }) => {
                 assert!(message.contains("500"), "a 500 classified as transient: {message}");
@@ -60,7 +62,7 @@ async fn a_throttle_window_answers_429_with_retry_after_to_every_call() {
     // A window as long as its period: always throttled.
     let chaos = Chaos::server_errors(0.0, 9)
         .with_throttle_bursts(Duration::from_secs(30), Duration::from_secs(30));
-    let served = Served::start(chaotic(chaos)).await;
+    let served = Cloud::with_config(chaotic(chaos)).await;
     for _ in 0..5 {
         let r = served.call(Method::POST, routes::LOAD_BALANCERS, None).await;
         assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
@@ -68,8 +70,8 @@ async fn a_throttle_window_answers_429_with_retry_after_to_every_call() {
         let retry: u64 = r.header("retry-after").expect("retry-after").parse().expect("seconds");
         assert!((1..=30).contains(&retry), "retry-after {retry} within the window");
     }
-    let direct = DirectProvider::new(served.sim.state().clone(), TEST_TOKEN);
-    let e = direct.load_balancers().list().await.unwrap_err();
+    let adapter = served.provider(TEST_TOKEN);
+    let e = adapter.load_balancers().list().await.unwrap_err();
     assert!(matches!(e, ProviderError::RateLimited { .. }), "{e:?}");
     let mut model = served.sim.state().model();
     assert_eq!(model.chaos_counts().throttled, 6);
@@ -94,7 +96,7 @@ async fn chaos_turns_off_and_is_off_by_default() {
 
 #[tokio::test]
 async fn a_lost_answer_makes_the_change_and_says_nothing() {
-    let served = Served::start(SimConfig::default()).await;
+    let served = Cloud::start().await;
     let key = routes::key("POST", routes::LOAD_BALANCERS);
     served.sim.state().model().lose_answers(&key, 1);
     let body = serde_json::json!({"name": "lost-1", "region": "nyc1",
@@ -118,14 +120,23 @@ async fn a_lost_answer_makes_the_change_and_says_nothing() {
         .collect();
     assert_eq!(names, ["lost-1"], "the create took effect");
 
-    // The direct face: the change made, a transient error, then answers again.
-    let direct = DirectProvider::new(served.sim.state().clone(), TEST_TOKEN);
+    // Through the adapter (its request timeout cut to the client's above): the change
+    // made, a transient error, then answers again.
+    let config = DigitalOceanConfig {
+        request_timeout: Duration::from_millis(500),
+        ..served.adapter_config()
+    };
+    let token = SecretString::new(TEST_TOKEN);
+    let adapter = DigitalOcean::new(config, &token, served.clock.clone()).expect("adapter");
     served.sim.state().model().lose_answers(&key, 1);
-    let e = direct.load_balancers().create(&testing::lb_request("lost-2")).await.unwrap_err();
-    assert!(matches!(e, ProviderError::Transient { .. }), "{e:?}");
-    let made = direct.load_balancers().create(&testing::lb_request("kept-3")).await;
+    let e = adapter.load_balancers().create(&testing::lb_request("lost-2")).await.unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::Transient { message } if message.contains("timed out")),
+        "{e:?}"
+    );
+    let made = adapter.load_balancers().create(&testing::lb_request("kept-3")).await;
     assert!(made.is_ok(), "one answer lost, not more: {made:?}");
     let names: Vec<String> =
-        direct.load_balancers().list().await.unwrap().into_iter().map(|l| l.spec.name).collect();
+        adapter.load_balancers().list().await.unwrap().into_iter().map(|l| l.spec.name).collect();
     assert_eq!(names, ["lost-1", "lost-2", "kept-3"]);
 }

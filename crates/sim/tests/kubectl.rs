@@ -257,6 +257,98 @@ async fn apply_get_label_and_delete_the_substrate_objects() {
     assert_eq!(r.stdout.trim(), "");
 }
 
+/// A DaemonSet with no pod to run (its node selector matches no node, so its status
+/// settles at once), tolerating `tolerations`, asking for `0.1` CPU and `1024Mi`.
+fn idle_daemonset(name: &str, tolerations: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "default", "annotations": {}},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"nodeSelector": {"example.com/none": "x"}, "tolerations": tolerations,
+                    "hostNetwork": false, "automountServiceAccountToken": false,
+                    "containers": [{"name": "c", "image": "busybox:1.36", "args": [],
+                        "resources": {"requests": {"cpu": "0.1", "memory": "1024Mi"}}}]}}}})
+}
+
+/// Objects come back as a Kubernetes API server writes them with Go's `encoding/json`
+/// (the `omitempty` rules of `k8s.io/api` v0.33) and with the API server's defaults:
+/// `kubectl apply --server-side` of a DaemonSet with `tolerations: []`, or with a
+/// toleration whose `value` is `""`, reads back (`kubectl get -o json`) without
+/// `tolerations` or `value` (nor the empty `annotations`, `args`, `hostNetwork: false`),
+/// with `automountServiceAccountToken: false` kept (a pointer), quantities canonical and
+/// `SetDefaults_DaemonSet`/`_PodSpec`/`_Container` filled in. Applying it again changes
+/// nothing: same resourceVersion and managedFields, and a watch from that version (`get
+/// --raw …?watch=true`) sees only the next real change.
+#[tokio::test]
+async fn applied_objects_read_back_as_go_encodes_them_and_a_no_op_apply_changes_nothing() {
+    let Some((_env, k)) = setup().await else { return };
+    let tainted = json!([{"key": "gpu", "operator": "Equal", "value": "", "effect": "NoSchedule"}]);
+    for (name, tolerations) in [("untainted", json!([])), ("tainted", tainted)] {
+        let body = idle_daemonset(name, tolerations).to_string();
+        let apply = ["apply", "--server-side", "--field-manager=bc", "-f", "-", "-o", "json"];
+        let r = k.run_with(&apply, Some(&body)).await;
+        ok(&r, "apply --server-side");
+        let r = k.run(&["get", "daemonset", name, "-n", "default", "-o", "json"]).await;
+        ok(&r, "get -o json");
+        let ds: Value = serde_json::from_str(&r.stdout).expect("JSON");
+        let pod = &ds["spec"]["template"]["spec"];
+        match name {
+            "untainted" => assert!(pod.get("tolerations").is_none(), "{pod}"),
+            _ => assert_eq!(
+                pod["tolerations"],
+                json!([{"key": "gpu", "operator": "Equal", "effect": "NoSchedule"}])
+            ),
+        }
+        assert!(ds["metadata"].get("annotations").is_none(), "{}", ds["metadata"]);
+        assert!(pod.get("hostNetwork").is_none(), "{pod}");
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        let c = &pod["containers"][0];
+        assert!(c.get("args").is_none(), "{c}");
+        assert_eq!(c["resources"], json!({"requests": {"cpu": "100m", "memory": "1Gi"}}));
+        for (field, want) in [
+            ("imagePullPolicy", json!("IfNotPresent")),
+            ("terminationMessagePath", json!("/dev/termination-log")),
+            ("terminationMessagePolicy", json!("File")),
+        ] {
+            assert_eq!(c[field], want, "{field}");
+        }
+        for (field, want) in [
+            ("restartPolicy", json!("Always")),
+            ("dnsPolicy", json!("ClusterFirst")),
+            ("schedulerName", json!("default-scheduler")),
+            ("terminationGracePeriodSeconds", json!(30)),
+            ("securityContext", json!({})),
+        ] {
+            assert_eq!(pod[field], want, "{field}");
+        }
+        assert_eq!(
+            ds["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        );
+        assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(ds["spec"]["template"]["metadata"]["creationTimestamp"], Value::Null);
+
+        let rv = ds["metadata"]["resourceVersion"].as_str().expect("rv").to_owned();
+        let r = k.run_with(&apply, Some(&body)).await;
+        ok(&r, "apply again");
+        let again: Value = serde_json::from_str(&r.stdout).expect("JSON");
+        assert_eq!(again["metadata"]["resourceVersion"], rv.as_str(), "a no-op apply");
+        assert_eq!(again["metadata"]["managedFields"], ds["metadata"]["managedFields"]);
+        let r = k.run(&["label", "daemonset", name, "-n", "default", "changed=yes"]).await;
+        ok(&r, "label");
+        let url = format!(
+            "/apis/apps/v1/namespaces/default/daemonsets?watch=true&resourceVersion={rv}&timeoutSeconds=1&fieldSelector=metadata.name%3D{name}"
+        );
+        let r = k.run(&["get", "--raw", &url]).await;
+        ok(&r, "watch");
+        let events: Vec<Value> =
+            r.stdout.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
+        assert_eq!(events.len(), 1, "only the label's change: {events:#?}");
+        assert_eq!(events[0]["type"], "MODIFIED");
+        assert_eq!(events[0]["object"]["metadata"]["labels"]["changed"], "yes");
+    }
+}
+
 /// What a real API server refuses, kubectl reports as it would from DOKS: a DaemonSet
 /// whose selector does not match its template (here: none) is 422 Invalid, client- and
 /// server-side; an unknown field fails kubectl's strict validation (400); a bad name is

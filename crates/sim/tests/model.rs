@@ -497,7 +497,7 @@ fn global_load_balancer_rules() {
         .unwrap();
     assert_eq!(g.region, None);
     assert!(g.forwarding_rules.is_empty());
-    assert_eq!(g.glb_settings.as_ref().unwrap().target_protocol, "HTTP");
+    assert_eq!(g.glb_settings.as_ref().unwrap().target_protocol, "http");
     assert_eq!(g.domains[0].status, "CREATING");
     assert_eq!(g.target_load_balancer_ids, vec![r.id.clone()]);
     // A global load balancer cannot target another global one.

@@ -26,14 +26,14 @@ use bc_sim::config::Delays;
 use bc_stack::dev::{DEV_TENANT, DevStack};
 use bc_stack::testing::{self, Backend, Scratch};
 use bc_testkit::bench::{Better, Figure, emit};
-use futures::StreamExt as _;
-use serde_json::{Value, json};
+use futures::{StreamExt as _, TryStreamExt as _};
+use serde_json::json;
 
 /// Load balancers per simulated account (under the budget's burst of 40 calls).
 const PER_ACCOUNT: usize = 25;
 /// API calls in flight while making the load balancers.
 const IN_FLIGHT: usize = 16;
-/// How many times one call is retried after a 429.
+/// How many times one call is tried while it is answered 429.
 const RATE_LIMITED_TRIES: u32 = 60;
 /// Polls of the converge wait (at [`POLL`] each): ten minutes at most.
 const POLLS: u32 = 1_200;
@@ -99,58 +99,20 @@ fn zero_delays() -> Delays {
     }
 }
 
-/// A client of the `bc-api` process.
-struct Api {
-    http: reqwest::Client,
-    url: String,
-    token: String,
-}
-
-impl Api {
-    /// Calls `method`; a 429 (the API's per-token rate limit, 100/s: 1,000 creates 16 at
-    /// a time outrun it) is waited out as its `Retry-After` says and retried, a bounded
-    /// number of times, as a well-behaved client does (a refused call stored nothing).
-    async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
-        let url = format!("{}/api/compute/{}", self.url, method.replacen('.', "/", 1));
-        for _ in 0..RATE_LIMITED_TRIES {
-            let resp = self.http.post(&url).bearer_auth(&self.token).json(&body).send().await?;
-            let status = resp.status();
-            if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-                let secs = resp
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-                    .unwrap_or(1);
-                tokio::time::sleep(Duration::from_secs(secs.clamp(1, 10))).await;
-                continue;
-            }
-            let value: Value = resp.json().await.unwrap_or(Value::Null);
-            anyhow::ensure!(status.is_success(), "{method}: {status}: {value}");
-            return Ok(value);
-        }
-        anyhow::bail!("{method}: still rate-limited after {RATE_LIMITED_TRIES} tries")
-    }
-
-    /// How many of the tenant's load balancers are `ready`, and how many there are.
-    async fn ready(&self) -> anyhow::Result<(usize, usize)> {
-        let (mut ready, mut all) = (0, 0);
-        let mut token: Option<String> = None;
-        for _ in 0..100_000 {
-            let mut body = json!({"tenantId": DEV_TENANT, "pageSize": 100});
-            if let Some(t) = &token {
-                body["pageToken"] = json!(t);
-            }
-            let page = self.call("loadBalancers.list", body).await?;
-            let items = page["loadBalancers"].as_array().cloned().unwrap_or_default();
-            all += items.len();
-            ready += items.iter().filter(|l| l["state"] == "ready").count();
-            match page["nextPageToken"].as_str() {
-                Some(t) => token = Some(t.to_owned()),
-                None => break,
-            }
-        }
-        Ok((ready, all))
-    }
+/// How many of the tenant's load balancers are `ready`, and how many there are: every
+/// page of `loadBalancers.list`, through the client.
+async fn ready(api: &bc_client::Client) -> anyhow::Result<(usize, usize)> {
+    use bc_client::api::load_balancers::{self, LoadBalancersListInput};
+    let input = LoadBalancersListInput {
+        tenant_id: DEV_TENANT.parse()?,
+        pool_id: None,
+        provider_account_id: None,
+        page_size: bc_client::api::PageSize::new(100),
+        page_token: None,
+    };
+    let all: Vec<_> = api.list(load_balancers::List, input).try_collect().await?;
+    let ready = all.iter().filter(|l| l.state == bc_domain::ResourceState::Ready).count();
+    Ok((ready, all.len()))
 }
 
 /// A free loopback port (bound, read, released: `bc-api` binds it next).
@@ -201,12 +163,20 @@ async fn run_once(n: usize, bins: &(PathBuf, PathBuf)) -> anyhow::Result<Run> {
             .stderr(Stdio::from(std::fs::File::create(&api_log)?))
             .spawn()?,
     );
-    let api =
-        Api { http: reqwest::Client::new(), url: api_url.clone(), token: stack.token.clone() };
+    // A 429 (the API's per-token rate limit, 100/s: 1,000 creates 16 at a time outrun
+    // it) is waited out as its `Retry-After` says and retried, a bounded number of times,
+    // as the client does for every caller (a refused call stored nothing).
+    let retry = bc_client::Retry {
+        attempts: RATE_LIMITED_TRIES,
+        max_wait: Duration::from_secs(10),
+        default_wait: Duration::from_secs(1),
+    };
+    let api = bc_client::Client::builder(&api_url).token(&stack.token).retry(retry).build()?;
+    let http = reqwest::Client::new();
     let mut up = false;
     for _ in 0..200 {
         api_proc.alive("bc-api", &api_log)?;
-        if let Ok(r) = api.http.get(format!("{api_url}/readyz")).send().await
+        if let Ok(r) = http.get(format!("{api_url}/readyz")).send().await
             && r.status().is_success()
         {
             up = true;
@@ -227,7 +197,7 @@ async fn run_once(n: usize, bins: &(PathBuf, PathBuf)) -> anyhow::Result<Run> {
     let mut account_ids = vec![stack.account_id.clone()];
     for (i, t) in tokens.iter().enumerate() {
         let made = api
-            .call(
+            .call_method(
                 "providerAccounts.create",
                 json!({"tenantId": DEV_TENANT, "provider": "digitalocean",
                        "name": format!("memory-{i}"), "credentials": {"token": t}}),
@@ -237,7 +207,10 @@ async fn run_once(n: usize, bins: &(PathBuf, PathBuf)) -> anyhow::Result<Run> {
         account_ids.push(id);
     }
     let pool = api
-        .call("pools.create", json!({"tenantId": DEV_TENANT, "name": "memory", "policy": {}}))
+        .call_method(
+            "pools.create",
+            json!({"tenantId": DEV_TENANT, "name": "memory", "policy": {}}),
+        )
         .await?;
     let pool_id = pool["poolId"].as_str().unwrap_or_default().to_owned();
 
@@ -251,19 +224,19 @@ async fn run_once(n: usize, bins: &(PathBuf, PathBuf)) -> anyhow::Result<Run> {
                                      "targetProtocol": "http", "targetPort": 8080}],
                 "targets": {"tag": "web"}});
             let api = &api;
-            async move { api.call("loadBalancers.create", body).await }
+            async move { api.call_method("loadBalancers.create", body).await }
         })
         .buffer_unordered(IN_FLIGHT)
         .collect::<Vec<_>>()
         .await;
     if let Some(Err(e)) = creates.into_iter().find(Result::is_err) {
-        return Err(e);
+        return Err(e.into());
     }
     let mut last = (0, 0);
     for _ in 0..POLLS {
         api_proc.alive("bc-api", &api_log)?;
         rec_proc.alive("bc-reconciler", &rec_log)?;
-        last = api.ready().await?;
+        last = ready(&api).await?;
         if last.0 >= n {
             break;
         }

@@ -34,7 +34,9 @@ pub struct SharedArgs {
     /// The public URL bcd calls (written into each cluster's join Secret).
     #[arg(long, env = "BC_PUBLIC_URL", global = true)]
     pub public_url: Option<String>,
-    /// The bcd container image the DaemonSet runs.
+    /// The bcd container image the DaemonSet runs, as published from `cargo xtask image`:
+    /// `skopeo copy oci-archive:target/image/bcd.oci.tar docker://REGISTRY/bcd:TAG`, then
+    /// REGISTRY/bcd:TAG here (nothing is published under the default).
     #[arg(long, env = "BC_BCD_IMAGE", default_value = DEFAULT_BCD_IMAGE, global = true)]
     pub bcd_image: String,
     /// DigitalOcean's API base URL.

@@ -5,10 +5,13 @@
 //! process, the tenant `dev` with an operator token, a simulated DigitalOcean account,
 //! `loadBalancers=5` for new pools, and simulated nodes whose bcd joins this server.
 //!
-//! Invariants: a second start on the same directory keeps the database, the key and the
-//! token (the simulator's cloud is in memory and starts empty each time); every address
-//! is loopback; [`DevStack::tour`] is the list of shell commands the banner prints, so the
-//! test that runs them runs exactly what a user copies.
+//! Invariants: a second start on the same directory keeps the database, the key, the
+//! token and the simulated cloud (its clusters, node pools, load balancers, cluster
+//! objects and CA, saved in [`SIM_STATE`] on change and at shutdown; the simulator's
+//! and each cluster API's address too, when they are free), so what was made before —
+//! and kubeconfigs handed out — carry on; every address is loopback;
+//! [`DevStack::tour`] is the list of shell commands the banner prints, so the test that
+//! runs them runs exactly what a user copies.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,6 +26,7 @@ use bc_domain::model::{Grant, QuotaResource, Role, Scope};
 use bc_domain::ports::{Clock, SystemClock};
 use bc_reconcile::provider_resources::plan::Timing;
 use bc_sim::config::{DEFAULT_TOKEN, Delays};
+use bc_sim::persist::Keeper;
 use bc_sim::{Sim, SimConfig, SimServer};
 use bc_store::AeadSecretBox;
 use serde_json::{Value, json};
@@ -36,6 +40,10 @@ pub const DEV_TENANT: &str = "dev";
 pub const DEV_ACCOUNT_NAME: &str = "simulated";
 /// The default quota of load balancers per pool.
 pub const DEV_LOAD_BALANCERS: u32 = 5;
+/// The file in the state directory that keeps the simulated cloud.
+pub const SIM_STATE: &str = "sim-state.json";
+/// How often the simulated cloud is checked for changes to save.
+const SIM_SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// What a dev stack looks like.
 #[derive(Clone)]
@@ -122,8 +130,9 @@ pub struct DevStack {
     /// The secret key (base64), for other processes on the same database.
     pub secret_key: String,
     served: Served,
-    _sim_server: SimServer,
-    _bcd: bc_sim::bcd::Background,
+    sim_server: SimServer,
+    bcd: bc_sim::bcd::Background,
+    keeper: Keeper,
 }
 
 impl DevStack {
@@ -155,13 +164,14 @@ impl DevStack {
             ..SimConfig::default()
         };
         let clock: Arc<dyn Clock> = options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        let sim = Sim::new(sim_config, clock.clone());
-        let sim_server = sim
-            .serve("127.0.0.1:0".parse().expect("loopback"))
-            .await
-            .context("starting the simulator")?;
+        let kept = dir.join(SIM_STATE);
+        let sim = Sim::open(sim_config, clock.clone(), &kept).with_context(|| {
+            format!("the simulated cloud kept in {} (--fresh starts over)", dir.display())
+        })?;
+        let sim_server = serve_sim(&sim, &dir).await?;
         let sim_url = sim_server.url();
         write_private(&dir.join("sim-ca.pem"), sim.state().tls.ca_pem())?;
+        let keeper = sim.keep_in(kept, SIM_SAVE_EVERY);
         let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
 
         let adapters = Adapters::real_with_clock(store, &key, &sim_url, clock)?;
@@ -202,11 +212,17 @@ impl DevStack {
             work,
             secret_key: key,
             served,
-            _sim_server: sim_server,
-            _bcd: bcd,
+            sim_server,
+            bcd,
+            keeper,
         };
         stack.token = stack.operator_token().await?;
         stack.account_id = stack.simulated_account().await?;
+        // What `bc` reads in a directory holding `.bc-dev/` (the token is in `token`).
+        write_private(
+            &dir.join("bc.toml"),
+            &format!("api_url = \"{}\"\ntenant = \"{DEV_TENANT}\"\n", stack.api_url),
+        )?;
         write_private(
             &dir.join("simulator.json"),
             &serde_json::to_string_pretty(
@@ -261,23 +277,15 @@ impl DevStack {
             .context("providerAccounts.create answered without an id")
     }
 
-    /// Calls method `method` (`pools.create`) of this stack's API as the operator.
+    /// A client of this stack's API as the operator (retrying `429`/`503` as they say).
+    pub fn client(&self) -> anyhow::Result<bc_client::Client> {
+        Ok(bc_client::Client::new(&self.api_url, &self.token)?)
+    }
+
+    /// Calls method `method` (`pools.create`) of this stack's API as the operator, with
+    /// the JSON body `body` (a create gets a `requestId` unless it has one).
     pub async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
-        bc_providers::install_crypto_provider();
-        let url = format!("{}/api/compute/{}", self.api_url, method.replacen('.', "/", 1));
-        let resp = reqwest::Client::new()
-            .post(&url)
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-            .await
-            .with_context(|| format!("calling {method}"))?;
-        let status = resp.status();
-        let value: Value = resp.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            anyhow::bail!("{method}: {status}: {value}");
-        }
-        Ok(value)
+        Ok(self.client()?.call_method(method, body).await?)
     }
 
     /// The tenant.
@@ -303,9 +311,13 @@ impl DevStack {
             self.sim_url, self.sim_token
         ));
         out.push_str(&format!(
-            "  data           {dir}/bc.db (kept across runs; --fresh starts over)\n\n"
+            "  data           {dir}/bc.db and {dir}/{SIM_STATE} (kept across runs; --fresh starts over)\n\n"
         ));
-        out.push_str("Try it (copy-paste, in this directory; jq not needed):\n\n");
+        out.push_str("Try it with bc (`cargo install --path bins/bc`; in this directory it needs no configuration):\n\n");
+        for (what, cmd) in self.bc_tour() {
+            out.push_str(&format!("# {what}\n{cmd}\n\n"));
+        }
+        out.push_str("Or with curl (copy-paste, in this directory; jq not needed):\n\n");
         for (what, cmd) in self.tour() {
             out.push_str(&format!("# {what}\n{cmd}\n\n"));
         }
@@ -354,14 +366,14 @@ impl DevStack {
                 ),
             ),
             (
-                "a cluster of your own, made directly in the simulated DigitalOcean",
+                OWN_CLUSTER,
                 format!(
                     r#"CLUSTER=$(curl -sf $DO/v2/kubernetes/clusters -H "authorization: Bearer $DOTOKEN" -H 'content-type: application/json' -d '{{"name":"mine-'$RANDOM'","region":"nyc1","version":"latest","node_pools":[{{"name":"workers","size":"s-2vcpu-4gb","count":2}}]}}' | {}) && echo $CLUSTER"#,
                     first("id")
                 ),
             ),
             (
-                "look inside it with kubectl (once it is running, a few seconds)",
+                LOOK_INSIDE,
                 format!(
                     r#"curl -sf $DO/v2/kubernetes/clusters/$CLUSTER/kubeconfig -H "authorization: Bearer $DOTOKEN" > {dir}/mine.kubeconfig && kubectl --kubeconfig {dir}/mine.kubeconfig get nodes -o wide"#
                 ),
@@ -388,16 +400,101 @@ impl DevStack {
         ]
     }
 
-    /// Stops everything (in-flight requests and activations finish).
-    pub async fn stop(self) {
-        self.served.shutdown().await;
+    /// The tour with `bc`: the same steps as [`DevStack::tour`], each a shell command run
+    /// in the directory holding `.bc-dev/` (so `bc` finds the server, token and tenant).
+    pub fn bc_tour(&self) -> Vec<(&'static str, String)> {
+        // The simulator is reached with curl in both tours: the same two steps.
+        let own_cluster: Vec<_> = self
+            .tour()
+            .into_iter()
+            .filter(|(what, _)| *what == OWN_CLUSTER || *what == LOOK_INSIDE)
+            .collect();
+        let mut steps = vec![
+            (
+                "the simulated account (bc reads the API URL, token and tenant from .bc-dev/)",
+                format!(
+                    "ACCOUNT=$(bc accounts list -o id) DO={} DOTOKEN={} && echo $ACCOUNT",
+                    self.sim_url, self.sim_token
+                ),
+            ),
+            (
+                "a pool with a Kubernetes substrate: a cluster of two flavors is made for it",
+                r#"POOL=$(bc pools create --name demo-$RANDOM --policy '{"substrate":{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{"create":{"region":"nyc1"}}},"flavors":[{"name":"cpu","size":"s-2vcpu-4gb","count":2},{"name":"big","size":"s-4vcpu-8gb","count":1}]}' -o id) && echo $POOL"#.to_owned(),
+            ),
+            (
+                "its substrate going pending, provisioning, then ready with its nodes joined",
+                "bc wait substrate $POOL --for state=ready --timeout 10m".to_owned(),
+            ),
+            (
+                "a load balancer for the pool (the pool has a quota of 5)",
+                r#"LB=$(bc lb create --pool $POOL --account $ACCOUNT --name web --type regional --region nyc1 --forwarding-rules '[{"entryProtocol":"http","entryPort":80,"targetProtocol":"http","targetPort":8080}]' --targets '{"tag":"web"}' -o id) && echo $LB"#.to_owned(),
+            ),
+            ("the load balancer, once ready", "bc wait lb $LB --timeout 5m".to_owned()),
+        ];
+        steps.extend(own_cluster);
+        steps.extend([
+            (
+                "adopt it: a second pool whose substrate is that cluster",
+                r#"ADOPTED=$(bc pools create --name adopted-$RANDOM --policy '{"substrate":{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{"adopt":{"providerClusterId":"'$CLUSTER'"}}},"flavors":[{"name":"cpu","size":"s-2vcpu-4gb","count":1}]}' -o id) && echo $ADOPTED"#.to_owned(),
+            ),
+            ("the adopted substrate", "bc substrates get $ADOPTED".to_owned()),
+            ("what happened to the first pool", "bc events list --subject compute.pools.$POOL".to_owned()),
+            (
+                "the billing usage so far",
+                "bc billing usage --from 2026-01-01T00:00:00.000Z --to 2100-01-01T00:00:00.000Z".to_owned(),
+            ),
+        ]);
+        steps
     }
 
-    /// Runs until SIGINT/SIGTERM, then stops.
+    /// Stops everything (in-flight requests and activations finish), then saves the
+    /// simulated cloud a last time (a failure to is logged: the last periodic save
+    /// stands).
+    pub async fn stop(self) {
+        let Self { served, sim_server, bcd, keeper, .. } = self;
+        served.shutdown().await;
+        stop_sim(sim_server, bcd, keeper).await
+    }
+
+    /// Runs until SIGINT/SIGTERM, then stops (as [`Self::stop`]).
     pub async fn until_signal(self) {
-        self.served.until_signal().await;
+        let Self { served, sim_server, bcd, keeper, .. } = self;
+        served.until_signal().await;
+        stop_sim(sim_server, bcd, keeper).await
     }
 }
+
+/// Serves the simulator where the last run of this directory did (`simulator.json`),
+/// so the URL a user copied keeps working, or on any free port when that one is taken.
+async fn serve_sim(sim: &Sim, dir: &Path) -> anyhow::Result<SimServer> {
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("loopback");
+    let before = std::fs::read_to_string(dir.join("simulator.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v["digitaloceanApiUrl"].as_str().map(str::to_owned))
+        .and_then(|url| url.strip_prefix("http://")?.parse::<SocketAddr>().ok())
+        .filter(|addr| addr.ip().is_loopback());
+    if let Some(addr) = before
+        && let Ok(server) = sim.serve(addr).await
+    {
+        return Ok(server);
+    }
+    sim.serve(any).await.context("starting the simulator")
+}
+
+/// Stops the simulated agents and the simulator, then saves the cloud a last time.
+async fn stop_sim(sim_server: SimServer, bcd: bc_sim::bcd::Background, keeper: Keeper) {
+    drop(bcd);
+    sim_server.shutdown().await;
+    if let Err(e) = keeper.finish().await {
+        tracing::error!(error = %e, "could not save the simulated cloud at shutdown");
+    }
+}
+
+/// The tours' step that makes a cluster in the simulator (the same in both tours).
+const OWN_CLUSTER: &str = "a cluster of your own, made directly in the simulated DigitalOcean";
+/// The tours' step that looks inside it with kubectl.
+const LOOK_INSIDE: &str = "look inside it with kubectl (once it is running, a few seconds)";
 
 /// Load balancer polling for the simulator's seconds-scale delays.
 fn quick_load_balancers() -> Timing {

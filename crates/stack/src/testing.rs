@@ -147,19 +147,109 @@ pub async fn sim_call(
     req.send().await.expect("simulator answers").json().await.unwrap_or(Value::Null)
 }
 
-/// One call of API method `method` (`pools.create`) at `api_url` as `token`, with the
-/// client's own timeout: the status and the JSON answer (`Null` when not JSON), or the
+/// A bc-client of `api_url` as `token` that never retries and gives up after `timeout`,
+/// so a test sees every answer as the server gave it (a 429 or a 503 included).
+pub fn client(api_url: &str, token: &str, timeout: Duration) -> bc_client::Client {
+    bc_client::Client::builder(api_url)
+        .token(token)
+        .timeout(timeout)
+        .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
+        .build()
+        .expect("a loopback URL")
+}
+
+/// One call of API method `method` (`pools.create`) through `client` (see [`client`]):
+/// the status and the JSON answer — an error answer as the server's error body — or the
 /// transport error (a timeout included) for the caller to judge.
 pub async fn post(
-    client: &reqwest::Client,
-    api_url: &str,
-    token: &str,
+    client: &bc_client::Client,
     method: &str,
     body: &Value,
-) -> Result<(u16, Value), reqwest::Error> {
-    bc_providers::install_crypto_provider();
-    let url = format!("{api_url}/api/compute/{}", method.replacen('.', "/", 1));
-    let resp = client.post(url).bearer_auth(token).json(body).send().await?;
-    let status = resp.status().as_u16();
-    Ok((status, resp.json().await.unwrap_or(Value::Null)))
+) -> Result<(u16, Value), bc_client::Error> {
+    match client.call_method(method, body.clone()).await {
+        Ok(v) => Ok((200, v)),
+        Err(bc_client::Error::Api(e)) => {
+            let mut error = serde_json::json!({ "code": e.code.as_str(), "message": e.message });
+            if let Some(f) = e.field {
+                error["field"] = Value::String(f);
+            }
+            Ok((e.status, serde_json::json!({ "error": error })))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `tool` is on `PATH` (with services required, it must be: `.ci/run` installs
+/// it).
+pub fn have(tool: &str) -> bool {
+    use std::process::Command;
+    let found = Command::new(tool).arg("--help").output().is_ok()
+        || Command::new(tool).arg("version").arg("--client").output().is_ok();
+    assert!(found || !bc_testkit::services_required(), "{tool} is required (.ci/run installs it)");
+    found
+}
+
+/// Runs a printed tour of `stack` (in `stack`'s parent directory, where `.bc-dev/` is)
+/// as [`run_tour`] does, after checking the banner prints each step as is; wants it to
+/// succeed and kubectl to have listed Ready nodes. Returns the ids it made: the pool,
+/// the adopted pool and the load balancer.
+pub async fn run_printed_tour(
+    stack: &DevStack,
+    steps: &[(&'static str, String)],
+    path: Option<&Path>,
+) -> (String, String, String) {
+    let banner = stack.banner();
+    for (i, (_, cmd)) in steps.iter().enumerate() {
+        // The banner prints each command verbatim after its comment line.
+        assert!(banner.contains(cmd.as_str()), "the banner prints step {i} as is");
+    }
+    let dir = stack.dir.parent().expect("the directory holding .bc-dev");
+    let out = run_tour(dir, steps, path).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "tour failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" Ready "), "kubectl listed Ready nodes:\n{stdout}");
+    let last = stdout.lines().find(|l| l.starts_with("POOLS ")).expect("the ids");
+    let ids: Vec<&str> = last.split_whitespace().collect();
+    let (pool, adopted, lb) = (ids[1].to_owned(), ids[2].to_owned(), ids[4].to_owned());
+    assert!(
+        pool.starts_with("pool_") && adopted.starts_with("pool_") && lb.starts_with("lb_"),
+        "{last}"
+    );
+    (pool, adopted, lb)
+}
+
+/// Runs a printed tour's steps (`(what, shell command)`, as [`DevStack::tour`] and
+/// [`DevStack::bc_tour`] give them) with bash in `dir`, in order, each retried (a state
+/// may not be reached yet) at most 150 times 0.2 s apart, with `path` put first on `PATH`;
+/// the last line prints `$POOL $ADOPTED $LB`. Returns bash's output.
+pub async fn run_tour(
+    dir: &Path,
+    steps: &[(&'static str, String)],
+    path: Option<&Path>,
+) -> std::process::Output {
+    let mut driver = String::from("set -o pipefail\n");
+    if let Some(p) = path {
+        driver.push_str(&format!("export PATH='{}':\"$PATH\"\n", p.display()));
+    }
+    for (i, (_, cmd)) in steps.iter().enumerate() {
+        let file = dir.join(format!("step{i}.sh"));
+        std::fs::write(&file, format!("{cmd}\n")).expect("step file");
+        driver.push_str(&format!(
+            "ok=; for n in $(seq 150); do if . '{}'; then echo; ok=1; break; fi; sleep 0.2; done; [ -n \"$ok\" ] || {{ echo 'step {i} failed' >&2; exit 1; }}\n",
+            file.display()
+        ));
+    }
+    driver.push_str("echo \"POOLS $POOL $ADOPTED LB $LB\"\n");
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(driver)
+            .current_dir(dir)
+            .output()
+            .expect("bash")
+    })
+    .await
+    .expect("join")
 }

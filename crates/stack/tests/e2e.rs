@@ -9,7 +9,6 @@
 //! database and ports, and stops its stack.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use bc_stack::dev::{DEV_TENANT, DevStack};
 use bc_stack::testing::{self, Backend, Scratch, sim_get, substrate_in, wait_for};
@@ -24,35 +23,25 @@ async fn sse_until(
     subject_part: String,
     until: &'static str,
 ) -> Vec<Value> {
-    let resp = reqwest::Client::new()
-        .get(format!("{api}/api/compute/events/stream?tenantId={DEV_TENANT}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .expect("stream opens");
-    assert!(resp.status().is_success(), "stream: {}", resp.status());
-    let mut resp = resp;
-    let (mut text, mut events) = (String::new(), Vec::new());
+    let client = bc_client::Client::new(&api, &token).expect("client");
+    let query = bc_client::api::events::StreamQuery {
+        tenant_id: DEV_TENANT.parse().expect("a tenant id"),
+        subject: None,
+    };
+    let mut stream = client.events(query, None);
+    let mut events = Vec::new();
     for _ in 0..10_000 {
-        let Ok(Ok(Some(chunk))) =
-            tokio::time::timeout(std::time::Duration::from_secs(120), resp.chunk()).await
+        let Ok(Some(event)) =
+            tokio::time::timeout(std::time::Duration::from_secs(120), stream.next()).await
         else {
             break;
         };
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
-            let frame: String = text.drain(..end + 2).collect();
-            for line in frame.lines() {
-                if let Some(data) = line.strip_prefix("data:") {
-                    let v: Value = serde_json::from_str(data.trim()).expect("event json");
-                    let done = v["type"] == until
-                        && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
-                    events.push(v);
-                    if done {
-                        return events;
-                    }
-                }
-            }
+        let v = serde_json::to_value(event.expect("the stream delivers")).expect("event json");
+        let done =
+            v["type"] == until && v["subject"].as_str().is_some_and(|s| s.contains(&subject_part));
+        events.push(v);
+        if done {
+            return events;
         }
     }
     events
@@ -299,57 +288,20 @@ async fn create_mode_on_postgres_with_nats() {
     create_mode(Backend::Postgres).await;
 }
 
-/// Whether `tool` runs here; when services are required (CI) its absence fails.
-fn have(tool: &str) -> bool {
-    let found = Command::new(tool).arg("--help").output().is_ok()
-        || Command::new(tool).arg("version").arg("--client").output().is_ok();
-    assert!(found || !bc_testkit::services_required(), "{tool} is required (.ci/run installs it)");
-    found
-}
-
 /// Every command of the banner's tour, run by bash exactly as printed (each retried a
 /// bounded number of times while what it shows is still on its way), in order; then the
 /// two pools it made reach `ready` and the load balancer too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_tour_works_as_printed() {
-    if !(have("curl") && have("kubectl") && have("bash")) {
+    if !(testing::have("curl") && testing::have("kubectl") && testing::have("bash")) {
         return;
     }
     let scratch = Scratch::new("bc-e2e-tour");
     let options = testing::options(Backend::Sqlite, scratch.path()).await.expect("sqlite");
     let stack = DevStack::start(options).await.expect("dev stack");
-    let banner = stack.banner();
-    let mut driver = String::from("set -o pipefail\n");
-    for (i, (_, cmd)) in stack.tour().iter().enumerate() {
-        // The banner prints each command verbatim after its comment line.
-        assert!(banner.contains(cmd.as_str()), "the banner prints step {i} as is");
-        let file = scratch.path().join(format!("step{i}.sh"));
-        std::fs::write(&file, format!("{cmd}\n")).expect("step file");
-        driver.push_str(&format!(
-            "ok=; for n in $(seq 150); do if . '{}'; then echo; ok=1; break; fi; sleep 0.2; done; [ -n \"$ok\" ] || {{ echo 'step {i} failed' >&2; exit 1; }}\n",
-            file.display()
-        ));
-    }
-    driver.push_str("echo \"POOLS $POOL $ADOPTED LB $LB\"\n");
-    let out = tokio::task::spawn_blocking({
-        let dir = scratch.path().to_owned();
-        move || Command::new("bash").arg("-c").arg(driver).current_dir(dir).output().expect("bash")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "tour failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains(" Ready "), "kubectl listed Ready nodes:\n{stdout}");
-    let last = stdout.lines().find(|l| l.starts_with("POOLS ")).expect("the ids");
-    let ids: Vec<&str> = last.split_whitespace().collect();
-    let (pool, adopted, lb) = (ids[1], ids[2], ids[4]);
-    assert!(
-        pool.starts_with("pool_") && adopted.starts_with("pool_") && lb.starts_with("lb_"),
-        "{last}"
-    );
-    substrate_in(&stack, pool, "ready").await;
-    substrate_in(&stack, adopted, "ready").await;
+    let (pool, adopted, lb) = testing::run_printed_tour(&stack, &stack.tour(), None).await;
+    substrate_in(&stack, &pool, "ready").await;
+    substrate_in(&stack, &adopted, "ready").await;
     wait_for(
         &stack,
         "lb ready",

@@ -159,7 +159,6 @@ async fn client(
     lbs: Arc<Mutex<BTreeMap<String, Vec<String>>>>,
     requests: usize,
 ) -> Tally {
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
     let mut m = Mix(SEED ^ (k as u64).wrapping_mul(0x1000_0001));
     let mut tally = Tally::default();
     for _ in 0..requests {
@@ -168,7 +167,8 @@ async fn client(
         let known = lbs.lock().expect("lbs")[&t.id].clone();
         let (method, body) = pick(&mut m, t, &known);
         let started = Instant::now();
-        let (status, v) = post(&http, &api, &token, method, &body)
+        let client = testing::client(&api, &token, Duration::from_secs(30));
+        let (status, v) = post(&client, method, &body)
             .await
             .unwrap_or_else(|e| panic!("{method}: no answer: {e}"));
         tally.latencies.push(started.elapsed());

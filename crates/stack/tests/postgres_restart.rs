@@ -80,19 +80,13 @@ fn create_body(name: &str, request_id: &str) -> Value {
            "policy": {"flavors": [{"name": "cpu", "size": "s-1vcpu-1gb", "count": 1}]}})
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().timeout(CLIENT_TIMEOUT).build().expect("client")
+fn http(api: &str, token: &str) -> bc_client::Client {
+    testing::client(api, token, CLIENT_TIMEOUT)
 }
 
 /// Calls, failing the test when no answer comes within [`CLIENT_TIMEOUT`].
-async fn call(
-    c: &reqwest::Client,
-    api: &str,
-    token: &str,
-    method: &str,
-    body: &Value,
-) -> (u16, Value) {
-    post(c, api, token, method, body)
+async fn call(c: &bc_client::Client, method: &str, body: &Value) -> (u16, Value) {
+    post(c, method, body)
         .await
         .unwrap_or_else(|e| panic!("{method} got no answer within {CLIENT_TIMEOUT:?}: {e}"))
 }
@@ -106,7 +100,7 @@ async fn client(
     stop: Arc<AtomicBool>,
     acks: Arc<AtomicUsize>,
 ) -> Seen {
-    let c = http();
+    let c = http(&api, &token);
     let mut seen = Seen::default();
     let mut last: Option<String> = None;
     for i in 0..MAX_ITERATIONS {
@@ -114,8 +108,7 @@ async fn client(
             break;
         }
         let (name, request_id) = (format!("c{k}-{i}"), format!("rid-c{k}-{i}"));
-        let (status, v) =
-            call(&c, &api, &token, "pools.create", &create_body(&name, &request_id)).await;
+        let (status, v) = call(&c, "pools.create", &create_body(&name, &request_id)).await;
         seen.judge(&format!("pools.create {name}"), status, &v);
         let mut create = Create { request_id, name, pool_id: None };
         if status == 200 {
@@ -128,13 +121,11 @@ async fn client(
         }
         if let Some(id) = &last {
             let (status, v) =
-                call(&c, &api, &token, "pools.get", &json!({"tenantId": DEV_TENANT, "poolId": id}))
-                    .await;
+                call(&c, "pools.get", &json!({"tenantId": DEV_TENANT, "poolId": id})).await;
             seen.judge("pools.get", status, &v);
         }
         let (status, v) =
-            call(&c, &api, &token, "pools.list", &json!({"tenantId": DEV_TENANT, "pageSize": 5}))
-                .await;
+            call(&c, "pools.list", &json!({"tenantId": DEV_TENANT, "pageSize": 5})).await;
         seen.judge("pools.list", status, &v);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -143,14 +134,14 @@ async fn client(
 
 /// Every pool of the tenant, through the paged list.
 async fn all_pools(api: &str, token: &str) -> Vec<Value> {
-    let c = http();
+    let c = http(api, token);
     let (mut out, mut page) = (Vec::new(), None::<String>);
     for _ in 0..1_000 {
         let mut body = json!({"tenantId": DEV_TENANT, "pageSize": 500});
         if let Some(p) = &page {
             body["pageToken"] = json!(p);
         }
-        let (status, v) = call(&c, api, token, "pools.list", &body).await;
+        let (status, v) = call(&c, "pools.list", &body).await;
         assert_eq!(status, 200, "pools.list: {v}");
         out.extend(v["pools"].as_array().cloned().unwrap_or_default());
         match v["nextPageToken"].as_str() {
@@ -215,11 +206,10 @@ async fn postgres_restart_under_api_load() {
     let calls = (0..PROBES).map(|j| {
         let (api, token) = (api.clone(), stack.token.clone());
         async move {
-            let c = http();
+            let c = http(&api, &token);
             let (name, rid) = (format!("probe-{j}"), format!("rid-probe-{j}"));
-            let created = call(&c, &api, &token, "pools.create", &create_body(&name, &rid)).await;
-            let listed =
-                call(&c, &api, &token, "pools.list", &json!({"tenantId": DEV_TENANT})).await;
+            let created = call(&c, "pools.create", &create_body(&name, &rid)).await;
+            let listed = call(&c, "pools.list", &json!({"tenantId": DEV_TENANT})).await;
             (Create { request_id: rid, name, pool_id: None }, created, listed)
         }
     });
@@ -235,11 +225,10 @@ async fn postgres_restart_under_api_load() {
     tokio::task::block_in_place(|| pg.start_again()).expect("restart PostgreSQL");
     let acks_at_restart = acks.load(Ordering::SeqCst);
     // Full service again, by itself: the pool drops dead connections and makes new ones.
-    let c = http();
+    let c = http(&api, &stack.token);
     let mut back = false;
     for _ in 0..POLLS {
-        let (status, _) =
-            call(&c, &api, &stack.token, "pools.list", &json!({"tenantId": DEV_TENANT})).await;
+        let (status, _) = call(&c, "pools.list", &json!({"tenantId": DEV_TENANT})).await;
         if status == 200 {
             back = true;
             break;
@@ -272,9 +261,7 @@ async fn postgres_restart_under_api_load() {
     let refused: Vec<Create> = seen.iter().flat_map(|s| s.refused.clone()).collect();
     assert!(refused.len() >= PROBES, "the outage refused writes");
     for mut r in refused {
-        let (status, v) =
-            call(&c, &api, &stack.token, "pools.create", &create_body(&r.name, &r.request_id))
-                .await;
+        let (status, v) = call(&c, "pools.create", &create_body(&r.name, &r.request_id)).await;
         assert_eq!(status, 200, "retrying {} with its requestId: {v}", r.name);
         r.pool_id = v["poolId"].as_str().map(str::to_owned);
         acked.push(r);

@@ -33,15 +33,8 @@ async fn trap() -> (String, Arc<AtomicUsize>) {
 }
 
 async fn post(stack: &DevStack, method: &str, body: &Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(format!("{}/api/compute/{}", stack.api_url, method.replacen('.', "/", 1)))
-        .bearer_auth(&stack.token)
-        .json(body)
-        .send()
-        .await
-        .expect("the API answers");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    let client = testing::client(&stack.api_url, &stack.token, std::time::Duration::from_secs(30));
+    testing::post(&client, method, body).await.expect("the API answers")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

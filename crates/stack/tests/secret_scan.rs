@@ -118,16 +118,13 @@ fn secret_value(secret: &Value, key: &str) -> Option<String> {
 }
 
 async fn post(stack: &DevStack, method: &str, bearer: Option<&str>, body: &Value) -> Value {
-    let mut req = reqwest::Client::new()
-        .post(format!("{}/api/compute/{}", stack.api_url, method.replacen('.', "/", 1)))
-        .json(body);
-    if let Some(b) = bearer {
-        req = req.bearer_auth(b);
-    }
-    let resp = req.send().await.expect("the API answers");
-    let status = resp.status();
-    let v: Value = resp.json().await.unwrap_or(Value::Null);
-    assert!(status.is_success(), "{method}: {status} {v}");
+    let client = match bearer {
+        Some(b) => testing::client(&stack.api_url, b, std::time::Duration::from_secs(30)),
+        // `agents.join` authenticates with the join token in its body.
+        None => bc_client::Client::builder(&stack.api_url).build().expect("client"),
+    };
+    let (status, v) = testing::post(&client, method, body).await.expect("the API answers");
+    assert_eq!(status, 200, "{method}: {status} {v}");
     v
 }
 

@@ -66,11 +66,8 @@ async fn serve_with(adapters: Adapters, token: Option<String>) -> Served1 {
 }
 
 async fn call(s: &Served1, method: &str, body: &Value) -> (u16, Value) {
-    let c = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(10))
-        .build()
-        .expect("client");
-    post(&c, &s.api, &s.token, method, body).await.expect("an answer")
+    let c = bc_stack::testing::client(&s.api, &s.token, std::time::Duration::from_secs(10));
+    post(&c, method, body).await.expect("an answer")
 }
 
 fn create_body(name: &str) -> Value {

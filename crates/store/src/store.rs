@@ -21,6 +21,7 @@ use sea_orm_migration::MigratorTrait;
 
 use crate::error::{TxError, to_store_error, with_retry};
 use crate::migration::Migrator;
+use crate::migration::lock::MigrationLock;
 use crate::sql::{self, SqlKey};
 
 /// How long a SQLite connection waits for another writer before reporting busy.
@@ -129,9 +130,14 @@ impl SqlStore {
         Ok(SqlStore { db, backend, write_gate, plan_check: Arc::new(AtomicBool::new(false)) })
     }
 
-    /// Applies every pending migration (idempotent).
+    /// Applies every pending migration (idempotent), holding the migration lock
+    /// (`migration::lock`) so that processes starting together on one database apply
+    /// each migration once.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        Migrator::up(&self.db, None).await.map_err(to_store_error)
+        let lock = MigrationLock::acquire(&self.db).await?;
+        let result = Migrator::up(&self.db, None).await.map_err(to_store_error);
+        lock.release().await;
+        result
     }
 
     /// The backend in use.

@@ -14,6 +14,8 @@
 
 use std::time::{Duration, Instant};
 
+use bc_api_types::agents as api;
+pub use bc_api_types::agents::*;
 use bc_domain::PoolId;
 use bc_domain::agent::{
     HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, new_node_credential,
@@ -29,14 +31,7 @@ use crate::access::Target;
 use crate::auth::{Caller, agent_secret_lookup_hash, refused};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::registry::{Authorization, Call, Kind, Method, MethodInfo, MethodInput, Resource};
-
-pub(crate) static AGENTS: Resource = Resource {
-    name: "agents",
-    page: "agents",
-    module: "kubernetes",
-    description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable.",
-};
+use crate::registry::{Call, Method, MethodInput};
 
 impl MethodInput for JoinRequest {
     fn target(&self) -> Target {
@@ -62,28 +57,7 @@ impl MethodInput for HeartbeatRequest {
 }
 
 pub(crate) fn methods() -> Vec<Method> {
-    vec![
-        Method::declare::<JoinRequest, JoinResponse>(
-            MethodInfo {
-                resource: &AGENTS,
-                name: "join",
-                kind: Kind::Write,
-                authorization: Authorization::JoinToken,
-                description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION, and so is any join once the pool's substrate is being torn down (the pool archived, or its policy without a substrate). Joining again with the same node name keeps the node's nodeId and replaces its credential. Joins are rate-limited per join token and per client address: RESOURCE_EXHAUSTED with Retry-After. The cluster's Nodes are read at most once per 5 seconds per substrate, so a Node added since may be refused once and join on bcd's next attempt. Authenticated by the join token in the body, not by an API token.",
-            },
-            join,
-        ),
-        Method::declare::<HeartbeatRequest, HeartbeatResponse>(
-            MethodInfo {
-                resource: &AGENTS,
-                name: "heartbeat",
-                kind: Kind::Write,
-                authorization: Authorization::NodeCredential,
-                description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED, and so is every credential of a pool whose substrate is being torn down: node credentials end with their substrate. Authenticated by Authorization: Bearer <nodeCredential>.",
-            },
-            heartbeat,
-        ),
-    ]
+    vec![Method::declare(api::Join, join), Method::declare(api::Heartbeat, heartbeat)]
 }
 
 /// How long a substrate's Node listing answers every join (SPEC §9: a good join token

@@ -1,40 +1,18 @@
 //! `billing.usage` (SPEC §12): what a tenant is billed for, exact to the second.
 
-use bc_domain::ports::{PAGE_SIZE_MAX, PageRequest, Permission};
-use bc_domain::rules::billing::{UsageLine, usage as usage_lines};
-use bc_domain::{FieldViolation, TenantId, Timestamp};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use bc_api_types::billing as api;
+pub use bc_api_types::billing::*;
+
+use bc_domain::FieldViolation;
+use bc_domain::ports::{PAGE_SIZE_MAX, PageRequest};
+use bc_domain::rules::billing::usage as usage_lines;
 use serde_json::{Value, json};
 
 use super::examples as ex;
 use crate::access::Target;
 use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::registry::{Call, Kind, Method, MethodInput, Resource, ResourceType};
-
-pub(crate) static BILLING: Resource = Resource {
-    name: "billing",
-    page: "billing",
-    module: "billing",
-    description: "Usage a tenant is billed for, computed from the intervals the reconcilers record as resources change state: a load balancer bills `vps.load-balancer.hours` from the first time it is `ready` until it is deleted. Quantities are hours as a decimal, exact to the second.",
-};
-
-/// Input of `billing.usage`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BillingUsageInput {
-    /// The tenant.
-    pub tenant_id: TenantId,
-    /// Start of the window (inclusive).
-    pub from: Timestamp,
-    /// End of the window (exclusive).
-    pub to: Timestamp,
-    /// Only this meter, e.g. vps.load-balancer.hours.
-    #[serde(default)]
-    #[schemars(length(max = 128), regex(pattern = r"^[a-z0-9][a-z0-9.-]*$"))]
-    pub meter: Option<String>,
-}
+use crate::registry::{Call, Method, MethodInput};
 
 impl MethodInput for BillingUsageInput {
     fn target(&self) -> Target {
@@ -57,19 +35,8 @@ impl MethodInput for BillingUsageInput {
     }
 }
 
-/// Output of `billing.usage`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BillingUsageOutput {
-    /// One line per resource and meter in use within the window.
-    pub lines: Vec<UsageLine>,
-}
-
 pub(crate) fn methods() -> Vec<Method> {
-    vec![Method::declare::<BillingUsageInput, BillingUsageOutput>(
-        BILLING.method("usage", Kind::Read, Permission::BillingRead, ResourceType::ComputeTenant, "Returns lines: [{ meter, resource, poolId, quantity, from, to }], one for each resource and meter in use within the window [from, to): quantity is the hours of use within the window, as a decimal with 6 digits, exact to the second, and from and to are that use clipped to the window. With meter, only that meter's, e.g. vps.load-balancer.hours. from must be before to. Decided as compute:billing:read on the tenant."),
-        usage,
-    )]
+    vec![Method::declare(api::Usage, usage)]
 }
 
 async fn usage(ctx: Ctx, call: Call<BillingUsageInput>) -> Result<BillingUsageOutput, ApiError> {

@@ -1,6 +1,7 @@
-//! The methods of the contract (SPEC §4–§12), one file per resource: its description, its
-//! wire types (camelCase, unknown fields refused, optional outputs omitted, times RFC 3339
-//! in UTC with milliseconds) and one [`Method::declare`] per method.
+//! The methods of the contract (SPEC §4–§12), one file per resource: what each input acts
+//! on and the rules its schema cannot say ([`crate::registry::MethodInput`]), its example,
+//! and one [`Method::declare`] per method binding a handler to a bc-api-types endpoint
+//! (the resource's description and wire types are there, re-exported here).
 //!
 //! The contract's registry instance ([`registry`]) is here, above both the method
 //! framework ([`crate::registry`]) and the services ([`crate::ctx`]) the methods use.
@@ -23,7 +24,7 @@ pub mod substrates;
 use std::fmt::Display;
 use std::sync::LazyLock;
 
-use bc_domain::ResourceState;
+pub(crate) use bc_api_types::shown_state;
 
 pub use billing::BillingUsageOutput;
 pub use clusters::KubernetesClusterView;
@@ -75,16 +76,6 @@ pub(crate) fn check_generation(
     }
 }
 
-/// The state an object shows: `deleting` from the moment its deletion is asked for
-/// (desired state) until a reconciler records it `deleted`.
-pub(crate) fn shown_state(delete_requested: bool, observed: ResourceState) -> ResourceState {
-    if delete_requested && observed != ResourceState::Deleted {
-        ResourceState::Deleting
-    } else {
-        observed
-    }
-}
-
 /// The example tenant and objects the method examples name (OpenAPI examples, and the
 /// registry-wide tests, which store objects with exactly these ids).
 pub mod examples {
@@ -104,49 +95,10 @@ pub mod examples {
     pub const BOOKING: &str = "booking_01jq3k5v9x8y7z6w5v4t3s2r1k";
 }
 
-/// A list answer: `{"<key>": [...], "nextPageToken"?}` (SPEC §2), the key being the
-/// resource's path segment.
-macro_rules! list_output {
-    ($(#[$doc:meta])* $name:ident, $field:ident, $item:ty) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-        #[serde(rename_all = "camelCase")]
-        pub struct $name {
-            /// One page of items, by id.
-            pub $field: Vec<$item>,
-            /// Pass as `pageToken` for the next page; present while more remain.
-            #[serde(skip_serializing_if = "Option::is_none")]
-            pub next_page_token: Option<crate::page::PageToken>,
-        }
-
-        impl $name {
-            /// The answer of `method` for a store page, each item shown by `show`.
-            pub fn of<T, K: bc_domain::ports::CursorKey>(
-                method: crate::registry::MethodId,
-                page: bc_domain::ports::Page<T, K>,
-                show: impl Fn(T) -> $item,
-            ) -> Self {
-                let next_page_token = crate::page::next_token(method, &page);
-                Self { $field: page.items.into_iter().map(show).collect(), next_page_token }
-            }
-        }
-    };
-}
-pub(crate) use list_output;
-
-/// An input naming one object of a tenant, `{tenantId, <id>}`, acting on that object.
+/// The `MethodInput` of an input naming one object of a tenant (`{tenantId, <id>}`, the
+/// struct declared by bc-api-types), acting on that object.
 macro_rules! object_ref {
-    ($(#[$doc:meta])* $name:ident, $field:ident: $id:ty, $target:ident, $key:literal = $example:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        pub struct $name {
-            /// The object's tenant.
-            pub tenant_id: bc_domain::TenantId,
-            /// The object.
-            pub $field: $id,
-        }
-
+    ($name:ident, $field:ident: $id:ty, $target:ident, $key:literal = $example:expr) => {
         impl crate::registry::MethodInput for $name {
             fn target(&self) -> crate::access::Target {
                 crate::access::Target::$target(self.tenant_id.clone(), self.$field.clone())
@@ -158,34 +110,3 @@ macro_rules! object_ref {
     };
 }
 pub(crate) use object_ref;
-
-/// A list input (SPEC §2): `tenantId`, the list's own filters, `pageSize`, `pageToken`.
-macro_rules! list_input {
-    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty,)* }) => {
-        $(#[$doc])*
-        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        pub struct $name {
-            /// The tenant.
-            pub tenant_id: bc_domain::TenantId,
-            $($(#[$fdoc])* pub $field: $ty,)*
-            /// Items per page.
-            #[serde(default)]
-            pub page_size: Option<crate::page::PageSize>,
-            /// `nextPageToken` of the previous page.
-            #[serde(default)]
-            pub page_token: Option<crate::page::PageToken>,
-        }
-
-        impl $name {
-            /// The store page this call of `method` asks for.
-            pub fn page<K: bc_domain::ports::CursorKey>(
-                &self,
-                method: crate::registry::MethodId,
-            ) -> Result<bc_domain::ports::PageRequest<K>, crate::error::ApiError> {
-                crate::page::page_request(method, self.page_size, self.page_token.as_ref())
-            }
-        }
-    };
-}
-pub(crate) use list_input;

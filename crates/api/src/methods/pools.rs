@@ -1,51 +1,25 @@
 //! `pools.*` (SPEC §4): a tenant's pools and their policies.
 
-use bc_domain::model::{
-    INTEGER_MAX, NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects,
-};
+use bc_api_types::pools as api;
+pub use bc_api_types::pools::*;
+
+use bc_domain::model::{NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects};
 use bc_domain::policy::{PoolPolicy, SubstratePolicy};
 use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::policy::{check_policy_change, validate_policy};
-use bc_domain::{
-    FieldViolation, ObjectName, PoolId, ProviderAccountId, RequestId, ResourceState, TenantId,
-    Timestamp,
-};
-use schemars::JsonSchema;
-use serde::Deserialize;
+use bc_domain::{FieldViolation, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
 use serde_json::{Value, json};
 
 use super::examples as ex;
-use super::{check_generation, list_input, list_output, object_ref};
+use super::{check_generation, object_ref};
 use crate::access::{Resolved, Target};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
+use crate::page::AnswerPage;
+use crate::page::AskedPage;
 use crate::page::example_token;
-use crate::registry::{
-    AlsoAuthorization, Call, Kind, Method, MethodId, MethodInput, Resource, ResourceType,
-};
+use crate::registry::{AlsoAuthorization, Call, Method, MethodId, MethodInput, ResourceType};
 use crate::write::Created;
-
-pub(crate) static POOLS: Resource = Resource {
-    name: "pools",
-    page: "pools",
-    module: "pools",
-    description: "A pool is a tenant's group of compute, described by its `policy`: the `flavors` of node it is made of (each a provider size and a fixed `count` or `autoScale` bounds, with optional labels and taints) and, when it has a `substrate`, the managed Kubernetes cluster behind it ([kubernetesSubstrates](/docs/reference/api/kubernetes-substrates)). Every call records what the tenant wants and returns at once; the `kubernetes.substrates` reconciler converges the substrate to the policy. A pool's name is unique among the tenant's active pools; archiving a pool frees its name and tears its substrate down. Every accepted change bumps the pool's `generation`.",
-};
-
-/// Input of `pools.create`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolsCreateInput {
-    /// The tenant that will own the pool.
-    pub tenant_id: TenantId,
-    /// Unique among the tenant's active pools.
-    pub name: ObjectName,
-    /// Flavors, and the substrate if any.
-    pub policy: PoolPolicy,
-    /// Idempotency key: a repeat within 24 h returns the first result.
-    #[serde(default)]
-    pub request_id: Option<RequestId>,
-}
 
 /// A policy for the examples: one substrate on the example account, two flavors.
 fn example_policy() -> Value {
@@ -91,23 +65,10 @@ impl MethodInput for PoolsCreateInput {
     fn example() -> Value {
         json!({ "tenantId": ex::TENANT, "name": "web", "policy": example_policy(), "requestId": "create-web-1" })
     }
-    fn request_id(&self) -> Option<&RequestId> {
-        self.request_id.as_ref()
-    }
 }
 
 object_ref!(
-    /// Input of `pools.get`, `pools.archive` and `quotas.list`.
     PoolRef, pool_id: PoolId, Pool, "poolId" = ex::POOL
-);
-
-list_input!(
-    /// Input of `pools.list`.
-    PoolsListInput {
-        /// Include archived pools.
-        #[serde(default)]
-        include_archived: bool,
-    }
 );
 
 impl MethodInput for PoolsListInput {
@@ -119,27 +80,6 @@ impl MethodInput for PoolsListInput {
         let next = example_token(MethodId { resource: "pools", name: "list" }, pool);
         json!({ "tenantId": ex::TENANT, "pageSize": 50, "pageToken": next })
     }
-}
-
-list_output!(
-    /// Output of `pools.list`.
-    PoolsListOutput, pools, Pool
-);
-
-/// Input of `pools.update`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolsUpdateInput {
-    /// The pool's tenant.
-    pub tenant_id: TenantId,
-    /// The pool.
-    pub pool_id: PoolId,
-    /// The whole new policy.
-    pub policy: PoolPolicy,
-    /// Refuse (ABORTED) unless the pool's generation is this.
-    #[serde(default)]
-    #[schemars(range(max = INTEGER_MAX))]
-    pub expected_generation: Option<u64>,
 }
 
 impl MethodInput for PoolsUpdateInput {
@@ -160,59 +100,12 @@ impl MethodInput for PoolsUpdateInput {
 }
 
 pub(crate) fn methods() -> Vec<Method> {
-    use Permission::{PoolsManage, PoolsRead};
-    use ResourceType::{ComputeTenant, Pool as OnPool};
     vec![
-        Method::declare::<PoolsCreateInput, Created<Pool>>(
-            POOLS.method(
-                "create",
-                Kind::Write,
-                PoolsManage,
-                ComputeTenant,
-                "Creates a pool owned by tenantId with the given name and policy, and returns it: state active, generation 1. The name must be unique among the tenant's active pools (ALREADY_EXISTS otherwise). The policy is checked whole and every violation is named with its JSON path, e.g. policy.flavors[1].name; a substrate's account must be a provider account of the same tenant, on which the caller also needs compute:kubernetes:manage (the substrate makes or adopts clusters there). With a substrate, the kubernetes.substrates reconciler starts making it at once: follow it with kubernetesSubstrates.get. A repeat with the same requestId and the same body within 24 hours returns the first pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:pools:manage on the tenant and, with a substrate, compute:kubernetes:manage on its provider account.",
-            ),
-            create,
-        ),
-        Method::declare::<PoolRef, Pool>(
-            POOLS.method(
-                "get",
-                Kind::Read,
-                PoolsRead,
-                OnPool,
-                "Returns the pool: poolId, tenantId, name, policy, state (active or archived), generation, createdAt, updatedAt and, once archived, archivedAt. A pool of another tenant is NOT_FOUND. Decided as compute:pools:read on the pool.",
-            ),
-            get,
-        ),
-        Method::declare::<PoolsListInput, PoolsListOutput>(
-            POOLS.method(
-                "list",
-                Kind::Read,
-                PoolsRead,
-                OnPool,
-                "Lists the tenant's pools that the caller may read, by id (that is, by creation), pageSize at a time (1–500, default 100), with nextPageToken while more remain: pass it back as pageToken for the next page. Archived pools are left out unless includeArchived is true. Decided as compute:pools:read on each pool, so a caller whose grants cover some pools only sees those.",
-            ),
-            list,
-        ),
-        Method::declare::<PoolsUpdateInput, Pool>(
-            POOLS.method(
-                "update",
-                Kind::Write,
-                PoolsManage,
-                OnPool,
-                "Replaces the pool's policy and returns the pool with its generation bumped; the substrate converges to it. With expectedGeneration, a pool changed since is ABORTED and nothing is written. An archived pool is FAILED_PRECONDITION. Changes no provider can make to a live cluster (another substrate.account, create to adopt or back, another adopted providerClusterId, another region or cluster name, turning highAvailability off) are FAILED_PRECONDITION: remove the substrate first. Flavors, the version and upgrades change in place. Decided as compute:pools:manage on the pool and, while the policy has a substrate, compute:kubernetes:manage on its provider account.",
-            ),
-            update,
-        ),
-        Method::declare::<PoolRef, Pool>(
-            POOLS.method(
-                "archive",
-                Kind::Write,
-                PoolsManage,
-                OnPool,
-                "Archives the pool and returns it: state archived, with archivedAt. Its name is free again, and its substrate, if any, is torn down: the DaemonSet, Secret, ServiceAccount and Namespace it applied, then its node pools (adopt mode) or the cluster it created (create mode); the tenant's own node pools and objects are never touched. Archiving an archived pool returns it unchanged. Decided as compute:pools:manage on the pool.",
-            ),
-            archive,
-        ),
+        Method::declare(api::Create, create),
+        Method::declare(api::Get, get),
+        Method::declare(api::List, list),
+        Method::declare(api::Update, update),
+        Method::declare(api::Archive, archive),
     ]
 }
 

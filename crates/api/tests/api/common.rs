@@ -1,5 +1,6 @@
 //! The harness of the API tests: the real router on a real store (each backend of
-//! `bc_store::testing`), the simulator's direct face as the provider and cluster ports,
+//! `bc_store::testing`), the simulator behind the production DigitalOcean and kube
+//! adapters as the provider and cluster ports,
 //! the example tenant's objects stored under exactly the ids the method examples name, a
 //! second tenant, and tokens made for any grants.
 //!
@@ -24,12 +25,12 @@ use bc_api::methods::load_balancers::LoadBalancersCreateInput;
 use bc_api::{Api, MethodInput, Ports, Settings};
 use bc_domain::model::*;
 use bc_domain::policy::PoolPolicy;
-use bc_domain::ports::{ManualClock, ProviderCredentials, SecretBox, Store, UnitOfWork, Write};
+use bc_domain::ports::{
+    ManualClock, ProviderCredentials, ProviderRegistry, SecretBox, Store, UnitOfWork, Write,
+};
 use bc_domain::token::{ApiTokenSecret, sha256_hex};
 use bc_domain::*;
-use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
-use bc_sim::testing::TEST_TOKEN;
+use bc_sim::testing::{Cloud, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::testing as rows;
 use bc_store::{AeadSecretBox, SqlStore};
@@ -145,7 +146,9 @@ pub struct Harness {
     pub store: S,
     /// The router.
     pub app: Router,
-    /// The simulated cloud behind the provider and cluster ports.
+    /// The simulated cloud behind the provider and cluster ports (and its adapters).
+    pub cloud: Cloud,
+    /// Its simulator.
     pub sim: Sim,
     /// The clock the API and the simulator share.
     pub clock: Arc<ManualClock>,
@@ -233,13 +236,24 @@ impl Harness {
     /// The API built by `build` from the contract's defaults, over a simulator with
     /// `config`, on `store` holding the fixture.
     pub async fn with(store: S, config: SimConfig, build: impl FnOnce(Api) -> Api) -> Self {
-        let (sim, clock) = bc_sim::testing::sim(config);
+        Self::with_providers(store, config, |r| r, build).await
+    }
+
+    /// [`Self::with`] with the provider registry `wrap` makes of the DigitalOcean one.
+    pub async fn with_providers(
+        store: S,
+        config: SimConfig,
+        wrap: impl FnOnce(Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
+        build: impl FnOnce(Api) -> Api,
+    ) -> Self {
+        let cloud = Cloud::with_config(config).await;
+        let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let ports = Ports {
             store: store.clone(),
             clock: clock.clone(),
-            providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
-            clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
+            providers: wrap(cloud.providers(secrets.clone())),
+            clusters: cloud.clusters(),
             secrets: secrets.clone(),
         };
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -252,7 +266,7 @@ impl Harness {
             .with_ansi(false)
             .finish();
         let dispatch = tracing::Dispatch::new(subscriber);
-        let h = Harness { store, app, sim, clock, secrets, work, events, capture, dispatch };
+        let h = Harness { store, app, cloud, sim, clock, secrets, work, events, capture, dispatch };
         // (The example's token is printed in the docs: public, so not scanned for.)
         h.capture.secret(TEST_TOKEN);
         h.store.commit(h.fixture()).await.expect("fixture");

@@ -2,11 +2,18 @@
 //! §6–§8): what is shown (exactly the seed's substrate fields), what is recorded, and the
 //! refusals that depend on the provider, the cluster's mode and who made a node pool.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use bc_api::methods::examples as ex;
-use bc_domain::model::{NodePoolOrigin, WaitingToJoin};
-use bc_domain::ports::{UnitOfWork, WorkKind, Write};
+use bc_domain::model::{
+    ClusterMode, NodePoolOrigin, ProviderAccount, ProviderKind, SecretString, WaitingToJoin,
+};
+use bc_domain::ports::{
+    KubernetesProvider, LoadBalancerProvider, ProviderCapabilities, ProviderImpl, ProviderRegistry,
+    ProviderResult, UnitOfWork, WorkKind, Write,
+};
 use bc_domain::{ClusterId, NodePoolId, PoolId, ResourceState};
-use bc_sim::SimConfig;
 use bc_store::testing as rows;
 use serde_json::{Value, json};
 
@@ -108,6 +115,48 @@ async fn clusters_are_recorded_with_their_first_node_pools(s: S) {
     assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some("nodePools[0].name")));
 }
 
+/// A registry whose providers declare autopilot clusters besides what the inner one's
+/// offer: the API's acceptance depends on the provider's capabilities alone.
+struct OffersAutopilot(Arc<dyn ProviderRegistry>);
+
+/// A provider declaring autopilot; everything else is the inner provider's.
+struct Autopilot(Arc<dyn ProviderImpl>);
+
+#[async_trait]
+impl ProviderImpl for Autopilot {
+    fn capabilities(&self) -> ProviderCapabilities {
+        let mut modes = self.0.capabilities().cluster_modes;
+        modes.push(ClusterMode::Autopilot);
+        ProviderCapabilities { cluster_modes: modes }
+    }
+    async fn check_credentials(&self) -> ProviderResult<()> {
+        self.0.check_credentials().await
+    }
+    fn kubernetes(&self) -> &dyn KubernetesProvider {
+        self.0.kubernetes()
+    }
+    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
+        self.0.load_balancers()
+    }
+}
+
+#[async_trait]
+impl ProviderRegistry for OffersAutopilot {
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(Arc::new(Autopilot(self.0.provider_for(account).await?)))
+    }
+    async fn provider_for_token(
+        &self,
+        provider: ProviderKind,
+        token: &SecretString,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(Arc::new(Autopilot(self.0.provider_for_token(provider, token).await?)))
+    }
+}
+
 fn autopilot_body() -> Value {
     let body = without(&example("kubernetesClusters.create"), "requestId");
     with(&with(&body, "mode", json!("autopilot")), "nodePools", json!([]))
@@ -123,9 +172,12 @@ async fn autopilot_is_refused_where_the_provider_lacks_it(s: S) {
 }
 
 async fn autopilot_is_accepted_where_the_provider_offers_it(s: S) {
-    // The simulator's direct face offers it behind a provider flag.
-    let config = SimConfig { offer_autopilot: true, ..sim_config() };
-    let h = Harness::with(s, config, |api| api.settings(test_settings())).await;
+    // No adapter offers autopilot (DigitalOcean has none): the provider here declares it.
+    let offers = |r: Arc<dyn ProviderRegistry>| -> Arc<dyn ProviderRegistry> {
+        Arc::new(OffersAutopilot(r))
+    };
+    let h =
+        Harness::with_providers(s, sim_config(), offers, |api| api.settings(test_settings())).await;
     let t = h.operator().await;
     let made = h.call("kubernetesClusters.create", Some(&t), &autopilot_body()).await.ok();
     assert_eq!(made["mode"], "autopilot");

@@ -3,7 +3,8 @@
 //! idempotency, generations), each resource's behaviour, the event stream, the error
 //! mapping, the service endpoints, secrets, and property tests of the input checks — in
 //! process, through the real router, on the real store (SQLite and PostgreSQL), with the
-//! simulator's direct face as the provider and the clusters.
+//! production DigitalOcean and kube adapters on the simulator as the provider and the
+//! clusters.
 
 mod accounts;
 mod agents;

@@ -57,19 +57,19 @@ const fn probe(name: &'static str, permission: Permission, on: ResourceType) -> 
 
 static PROBES: LazyLock<Registry> = LazyLock::new(|| {
     Registry::new(vec![
-        Method::declare::<PoolRef, Value>(
+        Method::declare_custom::<PoolRef, Value, _>(
             probe("pool", Permission::PoolsRead, ResourceType::Pool),
             echo,
         ),
-        Method::declare::<PoolsListInput, Value>(
+        Method::declare_custom::<PoolsListInput, Value, _>(
             probe("pools", Permission::PoolsRead, ResourceType::Pool),
             echo,
         ),
-        Method::declare::<KubernetesNodePoolsListInput, Value>(
+        Method::declare_custom::<KubernetesNodePoolsListInput, Value, _>(
             probe("nodePools", Permission::KubernetesRead, ResourceType::KubernetesNodePool),
             echo,
         ),
-        Method::declare::<LoadBalancerRef, Value>(
+        Method::declare_custom::<LoadBalancerRef, Value, _>(
             probe(
                 "loadBalancer",
                 Permission::LoadBalancersRead,
@@ -77,13 +77,13 @@ static PROBES: LazyLock<Registry> = LazyLock::new(|| {
             ),
             echo,
         ),
-        Method::declare::<PoolRef, Value>(
+        Method::declare_custom::<PoolRef, Value, _>(
             probe("stale", Permission::PoolsRead, ResourceType::Pool),
             |_: Ctx, _: Call<PoolRef>| async {
                 Err::<Value, _>(ApiError::from(StoreError::Stale(format!("pool {}", ex::POOL))))
             },
         ),
-        Method::declare::<PoolRef, Value>(
+        Method::declare_custom::<PoolRef, Value, _>(
             probe("broken", Permission::PoolsRead, ResourceType::Pool),
             |_: Ctx, _: Call<PoolRef>| async {
                 Err::<Value, _>(ApiError::from(StoreError::internal("SELECT secret FROM accounts")))

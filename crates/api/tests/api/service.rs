@@ -11,8 +11,6 @@ use bc_api::methods::examples as ex;
 use bc_api::ratelimit::RateLimit;
 use bc_api::{Api, Ports, Settings};
 use bc_domain::model::{Role, Scope};
-use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
 use bc_store::{AeadSecretBox, SqlStore};
 use serde_json::json;
 use tower::ServiceExt;
@@ -40,13 +38,13 @@ async fn health_readiness_and_the_openapi_document(s: S) {
 #[tokio::test]
 async fn readyz_is_503_json_while_migrations_are_not_current() {
     let store = Arc::new(SqlStore::connect_unmigrated("sqlite::memory:").await.expect("store"));
-    let (sim, clock) = bc_sim::testing::sim(sim_config());
+    let cloud = bc_sim::testing::Cloud::with_config(sim_config()).await;
     let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
     let app = Api::new(Ports {
         store,
-        clock,
-        providers: Arc::new(DirectRegistry::new(sim.state().clone(), secrets.clone())),
-        clusters: Arc::new(DirectClusterApi::new(sim.state().clone())),
+        clock: cloud.clock.clone(),
+        providers: cloud.providers(secrets.clone()),
+        clusters: cloud.clusters(),
         secrets,
     })
     .router();

@@ -181,7 +181,7 @@ pub enum ClusterError {
 }
 
 /// A failed primitive operation (see [`ClusterOps`]), as
-/// `classify::kubernetes::classify_status` reads a Status.
+/// `bc_providers::classify::kubernetes::classify_status` reads a Status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ObjectError {
     /// The object (or its namespace) does not exist.
@@ -314,6 +314,24 @@ pub fn manifest_in_place(desired: &serde_json::Value, observed: &serde_json::Val
     }
 }
 
+/// Whether an object of `kind` is in place: every field `desired` sets is in `observed`
+/// as a Kubernetes API server writes it. `desired` is first normalised by the Go field
+/// rules of its type ([`crate::kube_wire::normalise`]): a real server never answers an
+/// empty `omitempty` field (`tolerations: []`, a toleration's `value: ""`) and writes
+/// quantities in canonical form (`"0.1"` → `"100m"`), so comparing the manifest as sent
+/// would find it missing forever. Every reconciler decides "apply or not" with this.
+pub fn object_in_place(
+    kind: ObjectKind,
+    desired: &serde_json::Value,
+    observed: &serde_json::Value,
+) -> bool {
+    let mut d = desired.clone();
+    if let Some(t) = crate::kube_wire::root(kind.api_version(), kind.kind()) {
+        crate::kube_wire::normalise(t, &mut d);
+    }
+    manifest_in_place(&d, observed)
+}
+
 /// Conditions a delete must meet (Kubernetes `DeleteOptions.preconditions`); the server
 /// answers 409 Conflict when the object is not that one any more.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -326,7 +344,8 @@ pub struct Preconditions {
 
 /// The primitive operations of a Kubernetes API that the ownership rule is built on.
 /// Each cluster adapter implements these over its transport, classifying failures with
-/// `classify::kubernetes::classify_status`; [`ClusterClient`] comes with them.
+/// `bc_providers::classify::kubernetes::classify_status`; [`ClusterClient`] comes with
+/// them.
 #[async_trait]
 pub trait ClusterOps: Send + Sync {
     /// GET one object (`NotFound` when absent).
@@ -697,6 +716,33 @@ mod tests {
         observed["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "sidecar"}));
         assert!(!manifest_in_place(&desired, &observed), "a list grown by someone else differs");
         assert!(!manifest_in_place(&desired, &json!(null)));
+    }
+
+    #[test]
+    fn an_object_is_in_place_as_a_server_answers_it() {
+        let desired = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"labels": {"a": "1"}, "annotations": {}},
+            "spec": {"template": {"spec": {"tolerations": [], "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": "0.1"}}}]}}}});
+        // What a real server answers: empty omitempty fields gone, the quantity canonical.
+        let observed = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"labels": {"a": "1"}, "uid": "u"},
+            "spec": {"template": {"metadata": {"creationTimestamp": null}, "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                "dnsPolicy": "ClusterFirst"}}}});
+        assert!(!manifest_in_place(&desired, &observed), "as sent, it never matches");
+        assert!(object_in_place(ObjectKind::DaemonSet, &desired, &observed));
+        let mut drifted = observed.clone();
+        drifted["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+            json!("200m");
+        assert!(!object_in_place(ObjectKind::DaemonSet, &desired, &drifted));
+        let taint = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "spec": {"template":
+            {"spec": {"tolerations": [{"key": "gpu", "operator": "Equal", "value": "",
+                "effect": "NoSchedule"}]}}}});
+        let answered = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "spec": {"template": {"spec": {"tolerations": [
+            {"key": "gpu", "operator": "Equal", "effect": "NoSchedule"}]}}}});
+        assert!(object_in_place(ObjectKind::DaemonSet, &taint, &answered));
     }
 
     #[test]

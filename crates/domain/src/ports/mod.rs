@@ -1,7 +1,7 @@
 //! The ports of DESIGN.md: traits the adapters implement and the core uses.
 //!
 //! Invariant: nothing here does I/O; every trait is object-safe so the composition root
-//! can hold `Arc<dyn …>` and tests can swap in the simulator's direct face.
+//! can hold `Arc<dyn …>` and tests can swap in mocks.
 
 pub mod authz;
 pub mod clock;
@@ -16,7 +16,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use cluster::{
     ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, ClusterSession,
     DeleteOutcome, KubeObject, ObjectError, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel,
-    Ownership, Preconditions, digest_secret_values, manifest_in_place,
+    Ownership, Preconditions, digest_secret_values, manifest_in_place, object_in_place,
 };
 pub use events::{EventPublisher, PublishError};
 pub use provider::*;

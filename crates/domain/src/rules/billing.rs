@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::id::PoolId;
 use crate::model::BillingInterval;
@@ -74,6 +74,52 @@ impl Serialize for UsageLine {
         }
         .serialize(s)
     }
+}
+
+/// [`UsageLineWire`] as read back by a client: `quantity` owned, to be parsed.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct UsageLineRead {
+    meter: String,
+    resource: String,
+    pool_id: PoolId,
+    quantity: String,
+    from: Timestamp,
+    to: Timestamp,
+}
+
+impl<'de> Deserialize<'de> for UsageLine {
+    /// The wire shape back into seconds: `quantity` is exact to the second, so rounding
+    /// its micro-hours to the nearest second gives the seconds it was made from.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = UsageLineRead::deserialize(d)?;
+        let seconds = seconds_of_hours(&w.quantity).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "quantity {:?} is not hours with 6 fractional digits",
+                w.quantity
+            ))
+        })?;
+        Ok(UsageLine {
+            meter: w.meter,
+            resource: w.resource,
+            pool_id: w.pool_id,
+            seconds,
+            from: w.from,
+            to: w.to,
+        })
+    }
+}
+
+/// The whole seconds of a [`hours_decimal`] string (`"1.000000"` → 3600); `None` unless
+/// it has exactly that shape.
+pub fn seconds_of_hours(text: &str) -> Option<u64> {
+    let (whole, frac) = text.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || frac.len() != 6 || !digits(frac) {
+        return None;
+    }
+    let micro = u128::from(whole.parse::<u64>().ok()?) * 1_000_000 + frac.parse::<u128>().ok()?;
+    u64::try_from((micro * 3_600 + 500_000) / 1_000_000).ok()
 }
 
 /// `seconds / 3600` as a decimal string with exactly 6 fractional digits, rounded half
@@ -221,6 +267,32 @@ mod tests {
         assert_eq!(hours_decimal(5), "0.001389");
         assert_eq!(hours_decimal(9), "0.002500");
         assert_eq!(hours_decimal(u64::MAX).split('.').nth(1).unwrap().len(), 6);
+    }
+
+    proptest! {
+        /// What a client reads back is what the server billed: the quantity's rounding
+        /// never loses or gains a second.
+        #[test]
+        fn a_line_reads_back_to_its_seconds(seconds in 0u64..(1u64 << 48)) {
+            let line = UsageLine {
+                meter: METER_LOAD_BALANCER_HOURS.into(),
+                resource: "lb_x".into(),
+                pool_id: pool(1),
+                seconds,
+                from: ts(0),
+                to: ts(1000),
+            };
+            let back: UsageLine = serde_json::from_value(serde_json::to_value(&line).unwrap()).unwrap();
+            prop_assert_eq!(back, line);
+        }
+    }
+
+    #[test]
+    fn a_quantity_of_another_shape_is_refused() {
+        for bad in ["1", "1.0", "1.0000000", "-1.000000", "a.000000", "1.00000x", ".000000"] {
+            assert_eq!(seconds_of_hours(bad), None, "{bad}");
+        }
+        assert_eq!(seconds_of_hours("1.000278"), Some(3601));
     }
 
     #[test]

@@ -11,7 +11,6 @@
 use async_trait::async_trait;
 use bc_domain::ProviderError;
 use bc_domain::Timestamp;
-use bc_domain::classify::digitalocean;
 use bc_domain::model::{ClusterMode, SecretString};
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
@@ -26,6 +25,7 @@ use super::wire::{
     ClusterEnvelope, CreateClusterOut, NodePoolEnvelope, NodePoolList, NodePoolOut,
     OptionsEnvelope, UpdateClusterOut, Upgrades, WireAssociated, WireCluster, WireNodePool,
 };
+use crate::classify::digitalocean;
 
 /// A cached kubeconfig and when its token expires.
 #[derive(Debug, Clone)]

@@ -1,8 +1,7 @@
 //! The HTTP transport of one DigitalOcean account: it takes a token from the account's
 //! bucket, sends the request with the bearer token, feeds the `ratelimit-*` headers back
 //! into the bucket, and hands every failed answer to the one classification of
-//! DigitalOcean answers, `bc_domain::classify::digitalocean` (which the simulator's
-//! direct face uses too).
+//! DigitalOcean answers, [`crate::classify::digitalocean`].
 //!
 //! Invariant: the token is only ever in the `Authorization` header (marked sensitive);
 //! no message built here formats a request or a header, and the classification scrubs
@@ -21,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::rate_limit::{Acquire, RateLimitConfig, TokenBucket};
-use bc_domain::classify::digitalocean::{self, Failure};
+use crate::classify::digitalocean::{self, Failure};
 use bc_domain::model::SecretString;
 use bc_domain::ports::ProviderResult;
 

@@ -848,7 +848,9 @@ impl WireLoadBalancer {
                 name: self.name,
                 kind,
                 region: if global { None } else { self.region.and_then(WireRegion::slug) },
-                forwarding_rules,
+                // A GLOBAL balancer's one rule is implied by its settings (the document
+                // requires at least one rule on every balancer, a request sends none).
+                forwarding_rules: if global { Vec::new() } else { forwarding_rules },
                 health_check: self.health_check.map(WireHealthCheck::into_port).unwrap_or_default(),
                 sticky_sessions,
                 targets,
@@ -1061,6 +1063,22 @@ mod tests {
         assert_eq!(body["glb_settings"]["cdn"], json!({"is_enabled": true}));
         assert_eq!(body["domains"][0]["name"], json!("x.example.com"));
         assert_eq!(body["target_load_balancer_ids"], json!(["lb1", "lb2"]));
+    }
+
+    #[test]
+    fn global_load_balancer_leaves_its_implied_rule_out() {
+        // As DigitalOcean's document shapes it: at least one rule on every balancer.
+        let lb: WireLoadBalancer = serde_json::from_value(json!({
+            "id": "g1", "name": "glb", "type": "GLOBAL", "status": "active",
+            "forwarding_rules": [{"entry_protocol": "http", "entry_port": 80,
+                                  "target_protocol": "http", "target_port": 80}],
+            "glb_settings": {"target_protocol": "http", "target_port": 80},
+            "target_load_balancer_ids": ["lb1"]
+        }))
+        .unwrap();
+        let lb = lb.into_port();
+        assert!(lb.spec.forwarding_rules.is_empty(), "{:?}", lb.spec.forwarding_rules);
+        assert!(load_balancer_body(&lb.spec).get("forwarding_rules").is_none());
     }
 
     #[test]

@@ -6,18 +6,16 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
-use std::time::Duration;
-
 use bc_domain::model::SecretString;
-use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig, RateLimitConfig};
+use bc_providers::digitalocean::{DigitalOcean, DigitalOceanConfig};
+use bc_sim::config::RateLimits;
 use bc_sim::testing::{Served, TEST_TOKEN};
 
-/// The adapter settings for a server at `base_url`, with a bucket that never waits.
+/// The adapter settings for a server at `base_url`: DigitalOcean's limits as the local
+/// budget (whatever the simulator enforces: the tests of its limits need the two to
+/// differ), with a bucket that never waits.
 pub fn config_for(base_url: &str) -> DigitalOceanConfig {
-    DigitalOceanConfig {
-        rate_limit: RateLimitConfig { max_wait: Duration::ZERO, ..RateLimitConfig::default() },
-        ..DigitalOceanConfig::with_base_url(base_url)
-    }
+    bc_sim::testing::adapter_config(base_url, &RateLimits::default())
 }
 
 /// The adapter settings for `served`.

@@ -911,9 +911,11 @@ impl Run<'_> {
                 ObjectKind::ServiceAccount => objects::service_account(&pool),
                 ObjectKind::DaemonSet => objects::daemonset(&pool, flavors, &settings.bcd_image),
             };
+            // Compared as a server answers it (never as sent: a real server leaves out
+            // empty `omitempty` fields such as `tolerations: []`).
             if kind != ObjectKind::Secret
                 && meta.as_ref().is_some_and(|m| {
-                    bc_domain::ports::manifest_in_place(&object.manifest, &m.content)
+                    bc_domain::ports::object_in_place(kind, &object.manifest, &m.content)
                 })
             {
                 continue;

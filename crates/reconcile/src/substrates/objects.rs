@@ -22,7 +22,7 @@ use bc_domain::name::{
 };
 use bc_domain::policy::{Flavor, Taint};
 use bc_domain::ports::{
-    KubeObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, manifest_in_place,
+    KubeObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, object_in_place,
 };
 use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
@@ -106,8 +106,33 @@ pub fn tolerations(flavors: &[Flavor]) -> Vec<Value> {
         .collect()
 }
 
+/// The pod's security context: the Pod Security Standards' `restricted` profile asks a
+/// non-root user and the runtime's default seccomp profile. No `runAsUser`: the image
+/// `cargo xtask image` builds names a numeric non-root user, which the kubelet checks
+/// against `runAsNonRoot` (an image that would run as root is refused, not run).
+fn pod_security_context() -> Value {
+    json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+}
+
+/// The container's security context (`restricted`, plus a read-only root filesystem:
+/// bcd writes no file).
+fn container_security_context() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+    })
+}
+
+/// bcd's requests and limits, in canonical quantities (what an API server stores, so the
+/// applied manifest reads back unchanged): it holds one connection and heartbeats.
+fn bcd_resources() -> Value {
+    json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
+}
+
 /// bcd's DaemonSet: on the pool's Nodes only, tolerating the flavors' taints, with the
-/// join Secret's keys and the node's name in its env.
+/// join Secret's keys and the node's name in its env, hardened to the Pod Security
+/// Standards' `restricted` profile with small resource requests and limits.
 pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
     let mut env: Vec<Value> = SECRET_ENV
         .iter()
@@ -132,7 +157,14 @@ pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
                     "automountServiceAccountToken": false,
                     "nodeSelector": {LABEL_SUBSTRATE_POOL: pool.as_str()},
                     "tolerations": tolerations(flavors),
-                    "containers": [{"name": BCD_NAME, "image": image, "env": env}],
+                    "securityContext": pod_security_context(),
+                    "containers": [{
+                        "name": BCD_NAME,
+                        "image": image,
+                        "env": env,
+                        "securityContext": container_security_context(),
+                        "resources": bcd_resources(),
+                    }],
                 },
             },
         }}),
@@ -151,7 +183,7 @@ pub fn secret_in_place(
     let want_labels = json!({"metadata": {"labels": labels(pool)}, "type": "Opaque"});
     live_token_hash.is_some_and(|h| digest(SECRET_KEY_JOIN_TOKEN) == Some(h))
         && digest(SECRET_KEY_SERVER_URL) == Some(sha256_hex(server_url.as_bytes()).as_str())
-        && manifest_in_place(&want_labels, &meta.content)
+        && object_in_place(ObjectKind::Secret, &want_labels, &meta.content)
 }
 
 /// The join token's digest as the Secret holds it (look it up as a live token's hash).
@@ -234,7 +266,10 @@ mod tests {
         let spec = &ds.manifest["spec"];
         let selector = &spec["selector"]["matchLabels"];
         let pod = &spec["template"]["metadata"]["labels"];
-        assert!(manifest_in_place(selector, pod), "the selector matches the template's labels");
+        assert!(
+            bc_domain::ports::manifest_in_place(selector, pod),
+            "the selector matches the template's labels"
+        );
         assert_eq!(
             spec["template"]["spec"]["nodeSelector"],
             json!({LABEL_SUBSTRATE_POOL: p.as_str()})

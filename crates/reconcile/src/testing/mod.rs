@@ -1,13 +1,16 @@
 //! Test support (feature `testing`): the stepped driver ([`Stepper`]) that runs
 //! runtimes' due work on a manual clock, and the environment the Kubernetes
-//! reconcilers' tests share — the real SQLite store, the simulator's direct faces
-//! (provider and clusters), a provider account with sealed credentials, and a stand-in
-//! for `agents.join` that records the joins the simulated bcd makes.
+//! reconcilers' tests share — the real SQLite store, the simulated cloud reached through
+//! the production adapters (`bc_sim::testing::Cloud`: DigitalOcean over HTTP on
+//! loopback, each cluster's API through the kube client in process), a provider account
+//! with sealed credentials, and a stand-in for `agents.join` that records the joins the
+//! simulated bcd makes.
 //!
 //! Invariants: nothing sleeps — time moves only when the driver jumps the clock to the
 //! next due item; every loop is bounded in rounds; items are claimed, run and settled
 //! by the production [`Runtime`] (its leases, fences, resync, converging waits and
-//! backoff), so a test means what a deployment does, minus the waiting.
+//! backoff), and every provider and cluster call goes over the production wire, so a
+//! test means what a deployment does, minus the waiting.
 
 mod stepper;
 
@@ -30,20 +33,19 @@ use bc_domain::policy::{
 };
 use bc_domain::ports::{
     AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
-    ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind, WorkQueue, Write,
+    ProviderImpl, ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind,
+    WorkQueue, Write,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
     ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
     ResourceState, TenantId,
 };
-use bc_sim::direct::DirectRegistry;
-use bc_sim::kube::direct::DirectClusterApi;
-use bc_sim::testing::{JoinServer, TEST_TOKEN};
+use bc_sim::testing::{Cloud, JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
-use crate::observe::{DirectObserver, Observer};
+use crate::observe::{Observer, UnsharedObserver};
 use crate::reconciler::{Deps, Reconciler, Settings};
 use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
 use crate::service::reconciler_of;
@@ -84,7 +86,9 @@ impl Entropy for SeqEntropy {
 pub struct Env {
     /// The store (SQLite in memory).
     pub store: Arc<SqlStore>,
-    /// The simulator.
+    /// The simulated cloud and the production adapters that reach it.
+    pub cloud: Cloud,
+    /// The simulator (the cloud's).
     pub sim: Sim,
     /// Its clock (also the reconcilers').
     pub clock: Arc<ManualClock>,
@@ -148,8 +152,8 @@ impl Env {
     /// An environment on `store` (any backend of `bc_store::testing`, migrated and
     /// empty), with the simulator configured by `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
-        let clock = bc_sim::testing::clock();
-        let sim = Sim::new(config, clock.clone());
+        let cloud = Cloud::with_config(config).await;
+        let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let tenant = TenantId::parse("acme").expect("tenant");
         let id = ProviderAccountId::generate(1, 42);
@@ -168,10 +172,9 @@ impl Env {
             .commit(UnitOfWork::new().write(Write::InsertAccount(account.clone())))
             .await
             .expect("account");
-        let registry: Arc<dyn ProviderRegistry> =
-            Arc::new(DirectRegistry::new(sim.state().clone(), secret_box.clone()));
-        let observer: Arc<dyn Observer> = Arc::new(DirectObserver::new(registry, clock.clone()));
-        let clusters: Arc<dyn ClusterApi> = Arc::new(DirectClusterApi::new(sim.state().clone()));
+        let registry: Arc<dyn ProviderRegistry> = cloud.providers(secret_box.clone());
+        let observer: Arc<dyn Observer> = Arc::new(UnsharedObserver::new(registry, clock.clone()));
+        let clusters: Arc<dyn ClusterApi> = cloud.clusters();
         let join = JoinServer::start().await;
         let deps = Deps {
             store: store.clone(),
@@ -182,7 +185,7 @@ impl Env {
         };
         let entropy = Arc::new(SeqEntropy::default());
         let driver = Stepper::new(kubernetes_runtime(&deps, &entropy), clock.clone());
-        Self { store, sim, clock, secret_box, deps, join, tenant, account, driver, entropy }
+        Self { store, cloud, sim, clock, secret_box, deps, join, tenant, account, driver, entropy }
     }
 
     /// `pools.create`'s writes (contracts.md): the pool, its pending substrate when the
@@ -574,7 +577,14 @@ impl Env {
 
     /// The provider requests made so far on `method template` (see `bc_sim::model::routes`).
     pub fn count(&self, method: &str, template: &str) -> u64 {
-        self.sim.state().model().request_count(&bc_sim::model::routes::key(method, template))
+        self.cloud.count(method, template)
+    }
+
+    /// A new DigitalOcean adapter of the test account (its own token bucket and
+    /// kubeconfig cache), for what a test reads from the provider; its calls are counted
+    /// like the reconcilers'.
+    pub fn provider(&self) -> Arc<dyn ProviderImpl> {
+        self.cloud.provider(TEST_TOKEN)
     }
 }
 

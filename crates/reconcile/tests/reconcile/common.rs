@@ -1,7 +1,7 @@
 //! The harness of the load balancer and runtime tests: `bc_reconcile::testing::Env`
 //! (the real store — SQLite in memory, or any store of `bc_store::testing` — the
-//! simulator's direct face on a stepped clock, one tenant and a provider account whose
-//! sealed token opens to the simulator's account) plus a pool with a load balancer
+//! simulator behind the production adapters on a stepped clock, one tenant and a
+//! provider account whose sealed token opens to the simulator's account) plus a pool with a load balancer
 //! quota, the load balancer writes the API makes (contracts.md: desired state + work
 //! item in one unit of work, due now), and production's budgeted observer.
 //!
@@ -28,7 +28,6 @@ use bc_reconcile::{
     Budget, Deps, LoadBalancers, Reconciler, Runtime, RuntimeConfig, SharedObserver, StoreBudget,
 };
 use bc_sim::SimConfig;
-use bc_sim::direct::DirectRegistry;
 use bc_sim::model::routes;
 use bc_sim::testing::TEST_TOKEN;
 use bc_store::SqlStore;
@@ -66,10 +65,10 @@ impl Env {
         Env { kube, pool }
     }
 
-    /// The registry production would use on the simulator: the direct face, opening
-    /// each account's sealed token.
+    /// The registry production uses, on the simulator: the DigitalOcean adapter, opening
+    /// each account's sealed token (a new registry: a process of its own).
     pub fn registry(&self) -> Arc<dyn ProviderRegistry> {
-        Arc::new(DirectRegistry::new(self.sim.state().clone(), self.secret_box.clone()))
+        self.cloud.providers(self.secret_box.clone())
     }
 
     /// The store-shared budget with the default limits.

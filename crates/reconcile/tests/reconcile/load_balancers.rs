@@ -1,5 +1,6 @@
 //! Every path of `vps.provider-resources` for load balancers (SPEC §11) against the
-//! simulator's direct face and the real SQLite store, on a stepped clock: create to
+//! simulator through the DigitalOcean adapter and the real SQLite store, on a stepped
+//! clock: create to
 //! ready with billing and events, updates converged whole, the busy answer retried, a
 //! refusal held until the desired state changes, delete with billing closed and the
 //! quota unit released once, a load balancer deleted behind our back made again only
@@ -404,11 +405,12 @@ async fn a_create_whose_answer_was_lost_is_found_by_its_tag_not_made_twice() {
         &intent_recorded.spec,
         bc_domain::ports::ProviderTargets::Tag("web".into()),
     );
-    let made = {
-        use bc_domain::ports::ProviderImpl;
-        let direct = bc_sim::direct::DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
-        direct.load_balancers().create(&request).await.expect("made behind the lost answer")
-    };
+    let made = env
+        .provider()
+        .load_balancers()
+        .create(&request)
+        .await
+        .expect("made behind the lost answer");
 
     env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
     let row = env.lb(&id).await;
@@ -423,11 +425,8 @@ async fn a_foreign_load_balancer_of_our_name_is_never_adopted() {
     let env = Env::start().await;
     let runtime = env.runtime("r1", env.deps());
     // The tenant made "web" at the console, without our tag.
-    let theirs = {
-        use bc_domain::ports::ProviderImpl;
-        let direct = bc_sim::direct::DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
-        direct.load_balancers().create(&bc_sim::testing::lb_request("web")).await.unwrap()
-    };
+    let theirs =
+        env.provider().load_balancers().create(&bc_sim::testing::lb_request("web")).await.unwrap();
     let id = env.create_lb("web").await.load_balancer_id;
     // Our first create is refused (the name is taken); the listing then names theirs.
     env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();

@@ -12,7 +12,6 @@ use bc_domain::ports::{
     ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind,
 };
 use bc_reconcile::runtime::ActivationResult;
-use bc_sim::testing::TEST_TOKEN;
 use mockall::mock;
 
 use crate::common::Env;
@@ -30,10 +29,10 @@ mock! {
 }
 
 /// An account whose load balancer half is the mock; its Kubernetes half is the
-/// simulator's (never called here).
+/// DigitalOcean adapter on the simulator (never called here).
 struct Mocked {
     lbs: MockLbs,
-    kubernetes: bc_sim::direct::DirectProvider,
+    kubernetes: Arc<dyn ProviderImpl>,
 }
 
 #[async_trait]
@@ -45,7 +44,7 @@ impl ProviderImpl for Mocked {
         Ok(())
     }
     fn kubernetes(&self) -> &dyn KubernetesProvider {
-        &self.kubernetes
+        self.kubernetes.kubernetes()
     }
     fn load_balancers(&self) -> &dyn LoadBalancerProvider {
         &self.lbs
@@ -74,10 +73,7 @@ async fn reconciling_a_ready_load_balancer_again_makes_no_provider_write() {
     let id = env.create_lb("web").await.load_balancer_id;
     env.stepper(env.runtime("r1", env.deps())).run_until_idle(100).await.unwrap();
     assert_eq!(env.lb(&id).await.status.state, ResourceState::Ready);
-    let listed = {
-        let direct = bc_sim::direct::DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
-        direct.load_balancers().list().await.unwrap()
-    };
+    let listed = env.provider().load_balancers().list().await.unwrap();
 
     // A fresh replica whose provider is the mock: it may list once, and must not write.
     let mut lbs = MockLbs::new();
@@ -86,7 +82,7 @@ async fn reconciling_a_ready_load_balancer_again_makes_no_provider_write() {
     lbs.expect_create().times(0);
     lbs.expect_update().times(0);
     lbs.expect_delete().times(0);
-    let kubernetes = bc_sim::direct::DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
+    let kubernetes = env.provider();
     let registry = Arc::new(OneAccount(Arc::new(Mocked { lbs, kubernetes })));
     let runtime = env.runtime("r2", env.deps_with(registry.clone(), env.budget()));
     let stepper = env.stepper(runtime);

@@ -30,8 +30,7 @@ use bc_reconcile::{
 };
 use bc_sim::SimConfig;
 use bc_sim::config::RateLimits;
-use bc_sim::direct::DirectProvider;
-use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+use bc_sim::testing::NODE_SIZE;
 use bc_store::testing::{Backend, run};
 
 use crate::common::Env;
@@ -160,8 +159,7 @@ async fn two_replicas_on_postgres_never_reconcile_one_object_at_once() {
         }
         // One provider cluster per row — 20 substrates' and 20 tenant clusters — each
         // with exactly its node pools.
-        let provider = DirectProvider::new(env.sim.state().clone(), TEST_TOKEN);
-        let made = provider.list_clusters().await.unwrap();
+        let made = env.provider().kubernetes().list_clusters().await.unwrap();
         let names: HashSet<&str> = made.iter().map(|c| c.name.as_str()).collect();
         assert_eq!((made.len(), names.len()), (40, 40), "no cluster made twice");
         let pools_made: usize = made.iter().map(|c| c.node_pools.len()).sum();

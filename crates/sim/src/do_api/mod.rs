@@ -405,7 +405,6 @@ async fn account(State(s): State<Shared>, Extension(Caller(t)): Extension<Caller
         json!({"account": {
             "droplet_limit": 25,
             "floating_ip_limit": 3,
-            "volume_limit": 100,
             "email": "sim@example.com",
             "uuid": uuid,
             "email_verified": true,

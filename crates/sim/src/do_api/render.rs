@@ -4,12 +4,14 @@
 //! Invariant: responses carry server-added tags, empty strings (not nulls) for
 //! not-yet-known `ipv4`/`endpoint`/node `name`/`droplet_id`, droplet ids as strings on
 //! nodes but integers on load balancers, a region slug on clusters and a region object on
-//! load balancers (none on GLOBAL ones).
+//! load balancers (none on GLOBAL ones) — and only fields DigitalOcean's OpenAPI document
+//! names for the response (crates/sim/tests/do_schema.rs checks every route), except a
+//! load balancer's `tags`, which DigitalOcean sends and its document leaves out.
 
 use bc_domain::Timestamp;
 use serde_json::{Value, json};
 
-use crate::model::{Cluster, LbType, LoadBalancer, Model, NodePool, catalog};
+use crate::model::{Cluster, HealthCheck, LbType, LoadBalancer, Model, NodePool, catalog};
 
 /// `2018-11-15T16:00:11Z` — DigitalOcean's usual second-precision UTC form.
 pub fn time(t: Timestamp) -> String {
@@ -80,7 +82,6 @@ pub fn cluster(c: &Cluster, m: &Model) -> Value {
         "updated_at": time(c.updated_at),
         "surge_upgrade": c.surge_upgrade,
         "registry_enabled": false,
-        "registries": null,
         "ha": c.ha,
         "isolated_workers": c.isolated_workers,
         "worker_subnet_uuid": c.worker_subnet_uuid,
@@ -102,6 +103,20 @@ pub fn region(slug: &str) -> Value {
     })
 }
 
+/// A health check, by the document's schema (which has no `proxy_protocol`: a request's
+/// is kept, not shown).
+fn health_check(h: &HealthCheck) -> Value {
+    json!({
+        "protocol": h.protocol,
+        "port": h.port,
+        "path": h.path,
+        "check_interval_seconds": h.check_interval_seconds,
+        "response_timeout_seconds": h.response_timeout_seconds,
+        "healthy_threshold": h.healthy_threshold,
+        "unhealthy_threshold": h.unhealthy_threshold,
+    })
+}
+
 /// A load balancer.
 pub fn load_balancer(l: &LoadBalancer) -> Value {
     let mut v = json!({
@@ -115,7 +130,7 @@ pub fn load_balancer(l: &LoadBalancer) -> Value {
         "status": l.status.as_str(),
         "created_at": time(l.created_at),
         "forwarding_rules": l.forwarding_rules,
-        "health_check": l.health_check,
+        "health_check": health_check(&l.health_check),
         "sticky_sessions": l.sticky_sessions,
         "tag": l.tag,
         "droplet_ids": l.droplet_ids,
@@ -139,9 +154,21 @@ pub fn load_balancer(l: &LoadBalancer) -> Value {
         v["ipv6"] = json!(l.ipv6);
     }
     if l.kind == LbType::Global {
-        v["domains"] = json!(l.domains);
+        v["domains"] = l
+            .domains
+            .iter()
+            .map(|d| json!({"name": d.name, "is_managed": d.is_managed, "certificate_id": d.certificate_id}))
+            .collect();
         v["glb_settings"] = json!(l.glb_settings);
         v["target_load_balancer_ids"] = json!(l.target_load_balancer_ids);
+        if let Some(g) = &l.glb_settings {
+            // The document requires at least one forwarding rule on every load balancer;
+            // a GLOBAL one has exactly one, implied by its settings.
+            v["forwarding_rules"] = json!([{
+                "entry_protocol": g.target_protocol, "entry_port": g.target_port,
+                "target_protocol": g.target_protocol, "target_port": g.target_port,
+            }]);
+        }
     }
     v
 }

@@ -4,10 +4,16 @@
 //! (what kubectl sends), reported as a warning under `Warn` (the default), and dropped
 //! from the stored object either way, as the real server drops it.
 //!
+//! What is kept is what the Go type holds, as `encoding/json` would write it without
+//! the fields that were not given (`bc_domain::kube_wire::normalise`): an empty
+//! `omitempty` field (`tolerations: []`, `value: ""`) is gone, a quantity is in its
+//! canonical form, a quantity or a time that Go cannot parse is a 400 BadRequest.
+//!
 //! Invariant: decoding never adds a field (the typed round trip only finds the unknown
-//! ones; the object kept is the body minus those), so a missing required field stays
-//! missing for validation to report as `Required value`.
+//! ones; the object kept is the body minus those, normalised), so a missing required
+//! field stays missing for validation to report as `Required value`.
 
+use bc_domain::kube_wire;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -68,20 +74,42 @@ pub fn decode(
         Resource::DaemonSet => round_trip::<apps::DaemonSet>(&body),
         Resource::Deployment => round_trip::<apps::Deployment>(&body),
     };
-    let known = typed.map_err(|e| {
+    known_fields_only(resource.kind(), resource.version(), Some(resource.wire()), body, typed, mode)
+}
+
+/// [`decode`] through the `k8s-openapi` type `T` of a kind the simulator does not serve
+/// (a PodDisruptionBudget, a Job), so a manifest of it is checked exactly as a served
+/// kind is: a wrong type is a 400, an unknown field is refused under `Strict`. The field
+/// table covers served kinds only, so the object is not normalised by it.
+pub fn decode_as<T>(body: Value, mode: FieldValidation) -> Result<Decoded, KubeError>
+where
+    T: DeserializeOwned + Serialize + k8s_openapi::Resource,
+{
+    let typed = round_trip::<T>(&body);
+    known_fields_only(T::KIND, T::VERSION, None, body, typed, mode)
+}
+
+/// The rest of [`decode`] once the body went through its type (`typed`): the unknown
+/// fields refused, warned about or dropped as `mode` says, and the object normalised by
+/// the Go field rules of `wire` (what the Go type would hold), when given.
+fn known_fields_only(
+    kind: &str,
+    version: &str,
+    wire: Option<kube_wire::Ty>,
+    body: Value,
+    typed: Result<Value, String>,
+    mode: FieldValidation,
+) -> Result<Decoded, KubeError> {
+    let cannot = |message: &str| {
         KubeError::bad_request(format!(
-            "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
-            kind = resource.kind(),
-            v = resource.version()
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {message}"
         ))
-    })?;
+    };
+    let known = typed.map_err(|e| cannot(&e))?;
     let mut unknown = Vec::new();
     find_unknown(&body, &known, &mut String::new(), &mut unknown);
-    if unknown.is_empty() {
-        return Ok(Decoded { object: body, warnings: Vec::new() });
-    }
     let messages: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
-    if mode == FieldValidation::Strict {
+    if mode == FieldValidation::Strict && !messages.is_empty() {
         let message = match messages.as_slice() {
             [one] => format!("strict decoding error: {one}"),
             many => format!("strict decoding error: {}", many.join(", ")),
@@ -89,7 +117,14 @@ pub fn decode(
         return Err(KubeError::bad_request(message));
     }
     let mut object = body;
-    drop_unknown(&mut object, &known);
+    if !unknown.is_empty() {
+        drop_unknown(&mut object, &known);
+    }
+    if let Some(wire) = wire
+        && let Some(p) = kube_wire::normalise(wire, &mut object).first()
+    {
+        return Err(cannot(&p.message));
+    }
     let warnings = if mode == FieldValidation::Warn { messages } else { Vec::new() };
     Ok(Decoded { object, warnings })
 }
@@ -194,6 +229,27 @@ mod tests {
             e.message.starts_with(
                 "Deployment in version \"v1\" cannot be handled as a Deployment: spec.replicas"
             ),
+            "{}",
+            e.message
+        );
+    }
+
+    /// What is kept is what the Go type holds: empty `omitempty` fields are gone, a
+    /// quantity is canonical, and one Go cannot parse is a 400 as the apiserver's.
+    #[test]
+    fn what_is_kept_is_what_the_go_type_holds() {
+        let body = ds(json!({"spec":{"template":{"spec":{"tolerations":[],"containers":[
+            {"name":"c","image":"i","resources":{"limits":{"cpu":"0.25"}}}]}}}}));
+        let d = decode(Resource::DaemonSet, body, FieldValidation::Strict).unwrap();
+        let pod = &d.object["spec"]["template"]["spec"];
+        assert!(pod.get("tolerations").is_none(), "{pod}");
+        assert_eq!(pod["containers"][0]["resources"]["limits"]["cpu"], "250m");
+        let bad = ds(json!({"spec":{"template":{"spec":{"containers":[
+            {"name":"c","image":"i","resources":{"limits":{"memory":"1 Gi"}}}]}}}}));
+        let e = decode(Resource::DaemonSet, bad, FieldValidation::Warn).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message.starts_with("DaemonSet in version \"v1\" cannot be handled as a DaemonSet: quantities must match"),
             "{}",
             e.message
         );

@@ -3,6 +3,7 @@
 //! Invariant: every error carries `reason` (kube 5 decides not-found and conflict on
 //! `reason` alone, research/kube-wire.md) and the HTTP status equals `code`.
 
+use bc_domain::kube_wire;
 use serde_json::{Value, json};
 
 use super::Resource;
@@ -187,6 +188,15 @@ impl KubeError {
         if !details.is_empty() {
             v["details"] = Value::Object(details);
         }
-        v
+        status_body(v)
     }
+}
+
+/// A metav1 Status body as the Go type writes it (`omitempty` fields empty left out, such
+/// as a core resource's `details.group`).
+pub fn status_body(mut v: Value) -> Value {
+    static STATUS: std::sync::OnceLock<kube_wire::Ty> = std::sync::OnceLock::new();
+    let t = *STATUS.get_or_init(|| kube_wire::ty("meta/v1.Status").expect("in the table"));
+    kube_wire::encode(t, &mut v);
+    v
 }

@@ -21,6 +21,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use bc_domain::kube_wire;
 use bc_domain::ports::Preconditions;
 use serde_json::{Value, json};
 
@@ -160,8 +161,11 @@ impl Call {
         self.query().ok().and_then(|q| q.get(name)).map(String::as_str).filter(|v| !v.is_empty())
     }
 
+    /// A boolean query parameter as apimachinery's `Convert_Slice_string_To_bool` reads
+    /// it: present and neither `0` nor `false` (any case) is true, so the Python client's
+    /// `watch=True` is a watch.
     fn flag(&self, name: &str) -> bool {
-        matches!(self.q(name), Some("true" | "1"))
+        self.q(name).is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
     }
 
     fn gate(&self, verb: Verb, resource: Resource) -> Result<super::ClusterView, KubeError> {
@@ -716,12 +720,17 @@ fn event_line(kind: &str, object: Value) -> Value {
     json!({"type": kind, "object": object})
 }
 
+/// A BOOKMARK event: an empty object of the kind with only the resourceVersion (and the
+/// end-of-initial-events annotation), written as Go writes that object — zero fields and
+/// all (`"spec":{"containers":null}`, `"creationTimestamp":null`).
 fn bookmark(resource: Resource, rv: u64, initial_end: bool) -> Value {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    json!({"type": "BOOKMARK", "object": {"kind": resource.kind(), "apiVersion": resource.api_version(), "metadata": metadata}})
+    let mut object = json!({"kind": resource.kind(), "apiVersion": resource.api_version(), "metadata": metadata});
+    kube_wire::encode(resource.wire(), &mut object);
+    json!({"type": "BOOKMARK", "object": object})
 }
 
 /// What a running watch needs to filter and shape events.
@@ -789,11 +798,16 @@ impl WatchCtx {
     }
 }
 
+/// A list: its items as the store renders them (each already as Go writes it), its
+/// `ListMeta` written by the generated field rules.
 fn list_body(resource: Resource, page: Page) -> Value {
     let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
     if let Some(c) = page.next {
         metadata["continue"] = json!(c);
         metadata["remainingItemCount"] = json!(page.remaining);
+    }
+    if let Some(t) = kube_wire::ty("meta/v1.ListMeta") {
+        kube_wire::encode(t, &mut metadata);
     }
     json!({
         "apiVersion": resource.api_version(),

@@ -1,26 +1,28 @@
 //! The Kubernetes API of every simulated cluster: an object store with the writes of an
 //! API server (`store`: create, replace, patches, server-side apply, delete), its
-//! decoding, defaults and validation (`decode`, `defaults`, `validate`), the controllers
+//! decoding, defaults and validation (`decode`, `defaults`, `validate`) and Go's encoding
+//! of every object it answers (by the field rules of `bc_domain::kube_wire`), the controllers
 //! that make a cluster look real (`controllers`: system namespaces, Nodes from the
 //! model, the DaemonSet controller whose pods run the simulated bcd), discovery and
-//! OpenAPI (`discovery`, `openapi`), Table output (`table`), the HTTP face (`http`,
-//! served over TLS per cluster, see `crate::Sim::serve`) and a direct face implementing
-//! the `ClusterApi` port without HTTP (`direct`).
+//! OpenAPI (`discovery`, `openapi`), Table output (`table`) and the HTTP routes (`http`,
+//! served over TLS per cluster, see `crate::Sim::serve`, or to a client in process, see
+//! `crate::testing::Cloud`).
 //!
-//! Invariant: both faces go through the same gate ([`KubeStore::gate`]: cluster present,
-//! bearer token right, cluster running, controllers caught up) and the same store, so they
-//! answer alike; every error is a metav1 Status with `reason` set (research/kube-wire.md).
+//! Invariant: every request goes through the one gate ([`KubeStore::gate`]: cluster
+//! present, bearer token right, cluster running, controllers caught up) and the one
+//! store, however it arrived; every error is a metav1 Status with `reason` set
+//! (research/kube-wire.md).
 
 pub mod controllers;
 pub mod decode;
 pub mod defaults;
-pub mod direct;
 pub mod discovery;
 pub mod error;
 pub mod fields;
 mod http;
 pub mod openapi;
 pub mod patch;
+pub mod pod_security;
 pub mod protobuf;
 pub mod resource;
 pub mod schema;
@@ -54,7 +56,7 @@ pub fn kube_time(t: Timestamp) -> String {
     format!("{}Z", &s[..19])
 }
 
-/// What a request does, for counters and fault injection: the same key on both faces.
+/// What a request does, for counters and fault injection (the counter keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
     /// GET of one object.
@@ -78,6 +80,19 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// Every verb.
+    pub const ALL: [Verb; 9] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Apply,
+        Verb::Delete,
+        Verb::DeleteCollection,
+    ];
+
     /// The Kubernetes audit verbs, with `apply` for server-side apply patches.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -192,11 +207,25 @@ impl KubeStore {
         *c.entry((cluster_id.to_owned(), op.to_owned())).or_default() += 1;
     }
 
-    /// Requests of `op` (e.g. `"apply secrets"`, `"list nodes"`) at `cluster_id`, over
-    /// both faces, whatever they were answered.
+    /// Requests of `op` (e.g. `"apply secrets"`, `"list nodes"`) at `cluster_id`, however
+    /// they arrived and whatever they were answered.
     pub fn request_count(&self, cluster_id: &str, op: &str) -> u64 {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         c.get(&(cluster_id.to_owned(), op.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// The write requests (create, update, patch, apply, delete) made at `cluster_id`
+    /// over both faces, per operation key, whatever they were answered.
+    pub fn write_counts(&self, cluster_id: &str) -> BTreeMap<String, u64> {
+        let writes = |op: &str| {
+            let verb = op.split(' ').next().unwrap_or_default();
+            Verb::ALL.iter().any(|v| v.writes() && v.as_str() == verb)
+        };
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        c.iter()
+            .filter(|((cluster, op), _)| cluster == cluster_id && writes(op))
+            .map(|((_, op), n)| (op.clone(), *n))
+            .collect()
     }
 
     /// Every counter: (cluster id, operation key) → requests.

@@ -5,8 +5,8 @@
 //! path per served operation, whose PATCH advertises `fieldValidation` so kubectl leaves
 //! validation to the server.
 //!
-//! Invariant: made once per process and Kubernetes version, when first asked for: the
-//! direct face and clients that never ask pay nothing; a document's `hash` is a
+//! Invariant: made once per process and Kubernetes version, when first asked for: clients
+//! that never ask pay nothing; a document's `hash` is a
 //! fingerprint of its bytes, so a client's cache key changes exactly when it does.
 
 use std::collections::BTreeMap;

@@ -6,6 +6,7 @@
 //! error messages (`daemonsets.apps "x" not found`) and the typed decoding of bodies all
 //! read it, so what discovery promises is what the routes serve.
 
+use bc_domain::kube_wire;
 use bc_domain::ports::ObjectKind;
 
 /// The resources the simulated API serves.
@@ -168,6 +169,27 @@ impl Resource {
         }
     }
 
+    /// The Go type of its objects in the generated field table (how its objects are
+    /// decoded, encoded and defaulted: `bc_domain::kube_wire`).
+    pub fn wire(self) -> kube_wire::Ty {
+        static WIRE: std::sync::OnceLock<Vec<(Resource, kube_wire::Ty)>> =
+            std::sync::OnceLock::new();
+        let all = WIRE.get_or_init(|| {
+            ALL.iter()
+                .map(|r| {
+                    let t = kube_wire::root(r.api_version(), r.kind());
+                    (*r, t.expect("every served kind is in the table"))
+                })
+                .collect()
+        });
+        all.iter().find(|(r, _)| *r == self).map(|(_, t)| *t).expect("every resource is in ALL")
+    }
+
+    /// The Go type of its `status`, if the kind has one.
+    pub fn status_wire(self) -> Option<kube_wire::Ty> {
+        self.wire().struct_of("status")
+    }
+
     /// The resource of a port object kind.
     pub fn of(kind: ObjectKind) -> Self {
         match kind {
@@ -210,6 +232,12 @@ mod tests {
         assert_eq!(Resource::from_type("v1", "Pod"), Some(Resource::Pod));
         for r in ALL {
             assert_eq!(Resource::from_type(r.api_version(), r.kind()), Some(*r));
+            assert_eq!(r.wire().name().rsplit('.').next(), Some(r.kind()));
         }
+        assert_eq!(Resource::Secret.status_wire(), None);
+        assert_eq!(
+            Resource::DaemonSet.status_wire().map(|t| t.name()),
+            Some("apps/v1.DaemonSetStatus")
+        );
     }
 }

@@ -2,20 +2,25 @@
 //! server's registry carries them out: create (POST), replace (PUT), JSON merge, JSON
 //! and strategic merge patch, server-side apply with per-field ownership, delete with
 //! preconditions and propagation; each write decoded through the kind's type, defaulted,
+//! encoded as the Go type writes it (`bc_domain::kube_wire`: what is stored is what a
+//! real API server would answer, so every answer — get, list, watch, write — is), then
 //! validated, recorded in `managedFields` and in the cluster's watch history.
 //!
 //! Invariants: an apply never takes a changed field from another field manager without
 //! `force` (409 Conflict naming each field); a write that changes nothing leaves the
-//! object — including its `resourceVersion` — exactly as it was and records no event; a
-//! create never touches an existing object (409 AlreadyExists); a replace or delete whose
-//! resourceVersion/uid precondition does not match leaves the object (409 Conflict);
-//! `status` is the server's (clients' writes never change it); resource versions only
-//! grow, and every change is one event in the history watches read.
+//! object — including its `resourceVersion` and `managedFields` times — exactly as it was
+//! and records no event (compared as encoded: `tolerations: []` over an object without
+//! them is no change); a create never touches an existing object (409 AlreadyExists); a
+//! replace or delete whose resourceVersion/uid precondition does not match leaves the
+//! object (409 Conflict); `status` is the server's (clients' writes never change it);
+//! resource versions only grow, and every change is one event in the history watches
+//! read.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use base64::Engine as _;
+use bc_domain::kube_wire;
 use bc_domain::ports::Preconditions;
 use bc_domain::time::Timestamp;
 use serde_json::{Map, Value, json};
@@ -26,6 +31,8 @@ use super::fields::{self, FieldPath, Leaf, Seg};
 use super::schema::Ty;
 use super::selector::Selector;
 use super::{Resource, defaults, kube_time, patch, validate};
+
+mod persist;
 
 /// Server-managed metadata: never taken from a request body.
 const SERVER_METADATA: &[&str] = &[
@@ -662,6 +669,7 @@ impl Objects {
         }
         let c = self.cluster_mut(cluster);
         defaults::apply(resource, &mut content, &mut || c.service_ip());
+        encode_content(resource, &mut content);
         let problems =
             validate::validate(resource, &content, existing.as_ref().map(|s| &s.content));
         if !problems.is_empty() {
@@ -701,7 +709,7 @@ impl Objects {
                 }
             }
             None => Stored {
-                status: initial_status(resource, &content),
+                status: encode_status(resource, initial_status(resource, &content)),
                 content,
                 managed,
                 uid: self.next_uid(),
@@ -729,11 +737,12 @@ impl Objects {
     /// Sets the status of an object (the server's own write: no validation, no
     /// ownership); a status that does not change is no write.
     pub(crate) fn set_status(&mut self, cluster: &str, key: &Key, status: Value) -> bool {
+        let status = encode_status(key.0, Some(status));
         self.modify(cluster, key, |s| {
-            if s.status.as_ref() == Some(&status) {
+            if s.status == status {
                 return false;
             }
-            s.status = Some(status);
+            s.status = status;
             true
         })
     }
@@ -854,13 +863,13 @@ impl Objects {
             // already gone for the next request.
             return Ok(Deleted::Object(removed));
         }
-        Ok(Deleted::Status(json!({
+        Ok(Deleted::Status(super::error::status_body(json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Success",
             "details": {"name": name, "group": resource.group(), "kind": resource.plural(), "uid": uid},
-        })))
+        }))))
     }
 
     /// Records an object's graceful deletion starting: `deletionTimestamp` set (and a
@@ -871,7 +880,7 @@ impl Objects {
             meta.insert("deletionTimestamp".into(), json!(kube_time(now)));
             meta.insert("deletionGracePeriodSeconds".into(), json!(0));
             if key.0 == Resource::Namespace {
-                s.status = Some(json!({"phase": "Terminating"}));
+                s.status = encode_status(key.0, Some(json!({"phase": "Terminating"})));
             }
             true
         });
@@ -961,17 +970,13 @@ fn owner_uids(content: &Value) -> impl Iterator<Item = &str> {
 }
 
 /// The status the API server gives a new object (the registry strategies'
-/// `PrepareForCreate`): a Pod starts `Pending` with its QoS class, whatever status the
-/// client sent.
+/// `PrepareForCreate`, which drop what the client sent): a Pod starts `Pending` with its
+/// QoS class, a Namespace `Active` (`SetDefaults_NamespaceStatus`); every other kind with
+/// a status starts with the zero one ([`encode_status`] writes it).
 fn initial_status(resource: Resource, content: &Value) -> Option<Value> {
     match resource {
         Resource::Pod => Some(json!({"phase": "Pending", "qosClass": qos_class(content)})),
         Resource::Namespace => Some(json!({"phase": "Active"})),
-        Resource::Service => Some(json!({"loadBalancer": {}})),
-        Resource::DaemonSet => Some(json!({
-            "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
-            "numberMisscheduled": 0, "numberReady": 0})),
-        Resource::Deployment => Some(json!({})),
         _ => None,
     }
 }
@@ -1076,6 +1081,33 @@ fn strip_for_ownership(content: &mut Value) {
     }
 }
 
+/// The content as the Go type holds it after defaulting, written as `encoding/json`
+/// writes it (`kube_wire::encode`: empty `omitempty` fields gone, every other field
+/// written), without what the store keeps apart: the server's metadata (rendered on
+/// read) and `status`.
+fn encode_content(resource: Resource, content: &mut Value) {
+    let problems = kube_wire::encode(resource.wire(), content);
+    // Decoding refused what does not parse; defaults only write valid values.
+    debug_assert!(problems.is_empty(), "{problems:?}");
+    strip_server_metadata(content);
+    if let Some(m) = content.as_object_mut() {
+        for k in ["apiVersion", "kind", "status"] {
+            m.remove(k);
+        }
+    }
+}
+
+/// A status, defaulted, as the Go type writes it; `None` for a kind without one (a kind
+/// with one always has one: Go never leaves a struct out).
+fn encode_status(resource: Resource, status: Option<Value>) -> Option<Value> {
+    let t = resource.status_wire()?;
+    let mut status = status.unwrap_or_else(|| json!({}));
+    defaults::status(resource, &mut status);
+    let problems = kube_wire::encode(t, &mut status);
+    debug_assert!(problems.is_empty(), "{problems:?}");
+    Some(status)
+}
+
 fn strip_server_metadata(content: &mut Value) {
     if let Some(m) = content.get_mut("metadata").and_then(Value::as_object_mut) {
         for f in SERVER_METADATA {
@@ -1160,7 +1192,7 @@ fn check_body(
     }
     obj.remove("status");
     if resource == Resource::Secret {
-        check_secret(&obj)?;
+        check_secret(&mut obj)?;
         fold_string_data(&mut obj);
     }
     let mut metadata = match obj.remove("metadata") {
@@ -1195,8 +1227,11 @@ fn check_body(
 
 /// Secret `data` values are base64 strings and `stringData` values strings; the
 /// apiserver refuses anything else with 400 when decoding the body
-/// (research/kube-wire.md gotcha 6: `data` is base64 both ways).
-fn check_secret(obj: &Map<String, Value>) -> Result<(), KubeError> {
+/// (research/kube-wire.md gotcha 6: `data` is base64 both ways). Go's base64 decoder,
+/// which decodes `[]byte` from JSON, skips `\r` and `\n`: a value wrapped over lines (as
+/// `kubectl kustomize` writes long ones) is taken, and stored as the bytes it holds, so
+/// it reads back unwrapped.
+fn check_secret(obj: &mut Map<String, Value>) -> Result<(), KubeError> {
     let bad = |why: String| {
         KubeError::bad_request(format!(
             "Secret in version \"v1\" cannot be handled as a Secret: {why}"
@@ -1208,12 +1243,26 @@ fn check_secret(obj: &Map<String, Value>) -> Result<(), KubeError> {
             Some(Value::Object(m)) => m,
             Some(_) => return Err(bad(format!("{field} must be an object"))),
         };
+        let mut unwrapped = Vec::new();
         for (k, v) in map {
             let Some(text) = v.as_str() else {
                 return Err(bad(format!("{field}.{k} must be a string")));
             };
-            if base64 && base64::engine::general_purpose::STANDARD.decode(text).is_err() {
+            if !base64 {
+                continue;
+            }
+            let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(&joined) else {
                 return Err(bad(format!("illegal base64 data in data.{k}")));
+            };
+            if joined.len() != text.len() {
+                let canonical = base64::engine::general_purpose::STANDARD.encode(bytes);
+                unwrapped.push((k.clone(), canonical));
+            }
+        }
+        if let Some(Value::Object(data)) = obj.get_mut(field) {
+            for (k, canonical) in unwrapped {
+                data.insert(k, json!(canonical));
             }
         }
     }
@@ -1505,6 +1554,122 @@ mod tests {
         }
     }
 
+    fn bcd_like_daemonset(tolerations: Value) -> Value {
+        json!({"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"d","namespace":"n",
+            "labels":{"a":"b"}},
+            "spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},
+                "spec":{"tolerations":tolerations,"automountServiceAccountToken":false,
+                    "containers":[{"name":"c","image":"i:1","args":[],
+                        "resources":{"requests":{"cpu":"0.1","memory":"1024Mi"}}}]}}}})
+    }
+
+    /// Every answer is what the Go types write: each served kind, as created, read, listed
+    /// and seen by a watch, is a fixed point of `kube_wire::encode`.
+    #[test]
+    fn every_answer_is_written_as_the_go_types_write_it() {
+        let mut o = Objects::default();
+        ns(&mut o, "n");
+        let objects = [
+            (Resource::Secret, json!({"metadata":{"name":"x","namespace":"n"},"data":{}})),
+            (
+                Resource::ServiceAccount,
+                json!({"metadata":{"name":"x","namespace":"n"},"secrets":[]}),
+            ),
+            (
+                Resource::ConfigMap,
+                json!({"metadata":{"name":"x","namespace":"n","annotations":{}}}),
+            ),
+            (
+                Resource::Service,
+                json!({"metadata":{"name":"x","namespace":"n"},"spec":{"ports":[{"port":80}]}}),
+            ),
+            (
+                Resource::Event,
+                json!({"metadata":{"name":"x","namespace":"n"},
+                "involvedObject":{"kind":"Pod","namespace":"n","name":"p"},"reason":"R"}),
+            ),
+            (
+                Resource::Pod,
+                json!({"metadata":{"name":"x","namespace":"n"},
+                "spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"0.5"}}}]}}),
+            ),
+            (Resource::DaemonSet, bcd_like_daemonset(json!([]))),
+            (
+                Resource::Deployment,
+                json!({"metadata":{"name":"x","namespace":"n"},
+                "spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},
+                    "spec":{"containers":[{"name":"c","image":"i"}]}}}}),
+            ),
+            (Resource::Node, json!({"metadata":{"name":"x"},"spec":{"taints":[]}})),
+        ];
+        for (r, body) in objects {
+            let name = body["metadata"]["name"].as_str().unwrap().to_owned();
+            let made = apply(&mut o, r, r.namespaced().then_some("n"), &name, body, "t", false)
+                .unwrap_or_else(|e| panic!("{r:?}: {e:?}"));
+            let read = o.get("c1", r, Some("n"), &name).unwrap();
+            assert_eq!(made.object, read);
+            let mut encoded = read.clone();
+            assert!(kube_wire::encode(r.wire(), &mut encoded).is_empty());
+            assert_eq!(encoded, read, "{r:?} as answered is as Go writes it");
+            assert_eq!(read["apiVersion"], r.api_version());
+        }
+        let pod = o.get("c1", Resource::Pod, Some("n"), "x").unwrap();
+        assert_eq!(pod["spec"]["containers"][0]["resources"]["limits"]["cpu"], "500m");
+        let ds = o.get("c1", Resource::DaemonSet, Some("n"), "d").unwrap();
+        let spec = &ds["spec"]["template"]["spec"];
+        assert!(spec.get("tolerations").is_none(), "{spec}");
+        assert_eq!(
+            spec["containers"][0]["resources"]["requests"],
+            json!({"cpu":"100m","memory":"1Gi"})
+        );
+        assert!(spec["containers"][0].get("args").is_none());
+        assert_eq!(spec["automountServiceAccountToken"], false);
+        assert_eq!(ds["spec"]["template"]["metadata"]["creationTimestamp"], Value::Null);
+        assert_eq!(ds["status"]["numberReady"], 0);
+        assert_eq!(o.get("c1", Resource::Secret, Some("n"), "x").unwrap()["type"], "Opaque");
+        for change in o.changes_since("c1", 0).unwrap() {
+            let mut encoded = (*change.object).clone();
+            kube_wire::encode(change.resource.wire(), &mut encoded);
+            assert_eq!(encoded, *change.object, "watch event of {:?}", change.resource);
+        }
+    }
+
+    /// A server-side apply that changes nothing changes nothing — including one whose body
+    /// carries empty `omitempty` fields (`tolerations: []`, a toleration's `value: ""`)
+    /// over an object stored without them: same resourceVersion, same managedFields time,
+    /// no watch event.
+    #[test]
+    fn a_no_op_apply_with_empty_omitempty_fields_changes_nothing() {
+        for tolerations in
+            [json!([]), json!([{"key":"gpu","operator":"Equal","value":"","effect":"NoSchedule"}])]
+        {
+            let mut o = Objects::default();
+            ns(&mut o, "n");
+            let body = bcd_like_daemonset(tolerations.clone());
+            let req = ApplyRequest {
+                resource: Resource::DaemonSet,
+                namespace: Some("n"),
+                name: "d",
+                body: &body,
+                manager: "bc",
+                force: true,
+            };
+            let at = |minutes| t() + time::Duration::minutes(minutes);
+            let first = o.create("c1", &req, FieldValidation::Strict, at(0)).unwrap();
+            let applied = o.apply("c1", &req, FieldValidation::Strict, at(5)).unwrap();
+            let rv = applied.object["metadata"]["resourceVersion"].clone();
+            let managed = applied.object["metadata"]["managedFields"].clone();
+            let history = o.changes_since("c1", 0).unwrap().len();
+            assert_ne!(first.object["metadata"]["resourceVersion"], rv, "the Apply manager is new");
+            for minutes in [10, 20] {
+                let again = o.apply("c1", &req, FieldValidation::Strict, at(minutes)).unwrap();
+                assert_eq!(again.object["metadata"]["resourceVersion"], rv, "{tolerations}");
+                assert_eq!(again.object["metadata"]["managedFields"], managed, "{tolerations}");
+                assert_eq!(o.changes_since("c1", 0).unwrap().len(), history, "no watch event");
+            }
+        }
+    }
+
     #[test]
     fn create_merge_noop_conflict_force() {
         let mut o = Objects::default();
@@ -1535,6 +1700,27 @@ mod tests {
         assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"kubectl\": .data.k");
         let f = apply(&mut o, Resource::Secret, Some("n"), "s", ours, "bc", true).unwrap();
         assert_eq!(f.object["data"]["k"], json!("eA=="));
+    }
+
+    /// A `data` value wrapped over lines, as `kubectl kustomize` writes a long one, is
+    /// taken (Go's base64 decoder skips line breaks) and reads back unwrapped; a value
+    /// that is not base64 once unwrapped is still a 400.
+    #[test]
+    fn a_secret_value_wrapped_over_lines_is_taken_and_stored_unwrapped() {
+        let mut o = Objects::default();
+        ns(&mut o, "n");
+        let wrapped = "cG9zdGdyZXM6Ly9iYzpjaGFuZ2UtbWVAcG9zdGdyZXMuYmV0dGVyLWNvbXB1dGUuc3ZjLm\nNsdXN0ZXIubG9jYWw6NTQzMi9iYw==\n";
+        let sec = |v: &str| json!({"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n"},"data":{"url":v,"k":"dg=="}});
+        let s = apply(&mut o, Resource::Secret, Some("n"), "s", sec(wrapped), "k", false).unwrap();
+        assert_eq!(
+            s.object["data"],
+            json!({"url": wrapped.replace('\n', ""), "k": "dg=="}),
+            "stored as the bytes it holds"
+        );
+        let e = apply(&mut o, Resource::Secret, Some("n"), "s", sec("no\tbase64\n"), "k", false)
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(e.message.contains("illegal base64 data in data.url"), "{}", e.message);
     }
 
     #[test]

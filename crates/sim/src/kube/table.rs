@@ -619,13 +619,19 @@ pub fn table(
     if let Some(c) = next {
         metadata["continue"] = json!(c);
     }
-    json!({
+    let mut t = json!({
         "kind": "Table",
         "apiVersion": format!("meta.k8s.io/{version}"),
         "metadata": metadata,
         "columnDefinitions": defs,
         "rows": rows,
-    })
+    });
+    // As the Go type writes it (v1beta1's Table has the same fields): a row without its
+    // object says `"object": null`, a column's empty format `""`.
+    if let Some(ty) = bc_domain::kube_wire::ty("meta/v1.Table") {
+        bc_domain::kube_wire::encode(ty, &mut t);
+    }
+    t
 }
 
 #[cfg(test)]

@@ -912,8 +912,22 @@ pub fn validate(resource: Resource, content: &Value, old: Option<&Value>) -> Vec
             }
         }
         Resource::Event => {
-            if content.get("involvedObject").is_none() {
-                c.push(Problem::required("involvedObject"));
+            // `legacyValidateEvent` (core/validation/events.go): the involved object's
+            // namespace is the event's, or empty for an event in `default` (an
+            // `involvedObject` is a struct: never absent, only empty).
+            let ns = content.pointer("/metadata/namespace").and_then(Value::as_str);
+            let involved =
+                content.pointer("/involvedObject/namespace").and_then(Value::as_str).unwrap_or("");
+            let ok = match involved {
+                "" => matches!(ns, None | Some("") | Some("default")),
+                other => ns == Some(other),
+            };
+            if !ok {
+                c.push(Problem::invalid(
+                    "involvedObject.namespace",
+                    &quote(involved),
+                    "does not match event.namespace",
+                ));
             }
         }
         Resource::Namespace | Resource::ServiceAccount => {}

@@ -21,7 +21,7 @@ use crate::SimNode;
 pub const DEFAULT_EXPIRY_SECONDS: u64 = 7 * 24 * 3600;
 
 /// A cluster's `status.state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ClusterState {
     /// Being made.
     Provisioning,
@@ -55,7 +55,7 @@ impl ClusterState {
 }
 
 /// A node's `status.state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NodeState {
     /// Droplet being made.
     Provisioning,
@@ -83,7 +83,7 @@ impl NodeState {
 }
 
 /// A worker node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     /// Id (uuid).
     pub id: String,
@@ -104,7 +104,7 @@ pub struct Node {
 }
 
 /// A node pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NodePool {
     /// Id (uuid).
     pub id: String,
@@ -135,7 +135,7 @@ pub struct NodePool {
 }
 
 /// Maintenance window.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct MaintenancePolicy {
     /// `HH:MM` UTC.
     #[serde(default = "default_start_time")]
@@ -163,7 +163,7 @@ impl Default for MaintenancePolicy {
 }
 
 /// A DOKS cluster.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Cluster {
     /// Id (uuid).
     pub id: String,
@@ -205,8 +205,6 @@ pub struct Cluster {
     pub provisioned: bool,
     /// The bearer token its kubeconfig carries.
     pub api_token: String,
-    /// An autopilot cluster (direct face only): nodes are the provider's, no pools needed.
-    pub autopilot: bool,
     /// The optional blocks ([`ADDONS`]: control-plane firewall, autoscaler, SSO,
     /// routing agent, plugins), each as rendered, defaults filled.
     pub addons: BTreeMap<String, serde_json::Value>,
@@ -328,9 +326,6 @@ pub struct ClusterCreate {
     /// The optional blocks ([`ADDONS`]) given (other keys are ignored).
     #[serde(flatten)]
     pub addons: BTreeMap<String, serde_json::Value>,
-    /// Autopilot (not part of the DigitalOcean API; only the direct face sets it).
-    #[serde(skip)]
-    pub autopilot: bool,
 }
 
 /// `PUT /v2/kubernetes/clusters/{id}` body.
@@ -830,7 +825,7 @@ impl Model {
             ))
         })?;
         let specs = req.node_pools.clone().unwrap_or_default();
-        if specs.is_empty() && !req.autopilot {
+        if specs.is_empty() {
             return Err(ApiError::unprocessable("a cluster needs at least one node pool"));
         }
         let tags = user_tags(&req.tags, &[])?;
@@ -852,7 +847,7 @@ impl Model {
             }
             pools.push(p);
         }
-        if !req.autopilot && pools.iter().map(|p| p.count).sum::<u32>() < 1 {
+        if pools.iter().map(|p| p.count).sum::<u32>() < 1 {
             return Err(ApiError::unprocessable("a cluster needs at least one node"));
         }
         if req.worker_subnet_uuid.as_deref().is_some_and(|w| !w.is_empty())
@@ -883,7 +878,6 @@ impl Model {
             updated_at: now,
             provisioned: false,
             api_token: format!("doks-sim-{}", ids.uuid().replace('-', "")),
-            autopilot: req.autopilot,
             addons,
             isolated_workers: req.isolated_workers.unwrap_or(false),
             worker_subnet_uuid: req

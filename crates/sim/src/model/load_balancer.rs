@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{Account, ApiError, Ids, Model, catalog};
 
 /// Load balancer type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LbType {
     /// HTTP(S) in one region (default).
     Regional,
@@ -46,7 +46,7 @@ impl LbType {
 }
 
 /// Load balancer status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LbStatus {
     /// Provisioning.
     New,
@@ -88,7 +88,7 @@ pub struct ForwardingRule {
 
 /// A health check (response shape; defaults healthy 5 / unhealthy 3 / interval 10 /
 /// timeout 5 / path `/` / port 80 / http).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthCheck {
     /// http, https, tcp.
     pub protocol: String,
@@ -189,7 +189,7 @@ pub struct Cdn {
 /// GLOBAL settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GlbSettings {
-    /// http, https, http2 (echoed upper-cased, as DigitalOcean does).
+    /// `http`, `https`, `http2` (any case in, lower-case out: the document's enum).
     pub target_protocol: String,
     /// 80 or 443.
     pub target_port: u32,
@@ -218,7 +218,7 @@ pub struct DomainSpec {
 }
 
 /// A GLOBAL domain as stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Domain {
     /// FQDN.
     pub name: String,
@@ -226,7 +226,8 @@ pub struct Domain {
     pub is_managed: bool,
     /// Certificate id.
     pub certificate_id: String,
-    /// `CREATING` until the load balancer is active, then `ACTIVE`.
+    /// `CREATING` until the load balancer is active, then `ACTIVE` (kept by the model;
+    /// the HTTP face does not show it, as DigitalOcean's document names no such field).
     pub status: String,
     /// Always empty here.
     pub verification_error_reasons: Vec<String>,
@@ -293,7 +294,7 @@ pub struct LoadBalancerSpec {
 }
 
 /// A load balancer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadBalancer {
     /// Id.
     pub id: String,
@@ -539,7 +540,8 @@ fn resolve(
             return Err(bad(format!("target load balancer {t} does not exist or is not regional")));
         }
     }
-    // Forwarding rules (regional only; GLOBAL has one implicit rule and shows []).
+    // Forwarding rules (regional only; GLOBAL has one, implied by its settings, which the
+    // HTTP face renders; any sent are ignored, as a GET→PUT round trip sends that one).
     let mut rules = Vec::new();
     if !global {
         let given = spec.forwarding_rules.clone().unwrap_or_default();
@@ -607,7 +609,7 @@ fn resolve(
         g.target_protocol = one_of(
             Some(&g.target_protocol),
             "",
-            &["HTTP", "HTTPS", "HTTP2"],
+            &["http", "https", "http2"],
             "glb_settings.target_protocol",
         )?;
         if !matches!(g.target_port, 80 | 443) {

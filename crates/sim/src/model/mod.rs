@@ -111,7 +111,7 @@ pub struct Admission {
 }
 
 /// A volume or volume snapshot, injected by tests as a cluster's associated resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Volume {
     /// Id.
     pub id: String,
@@ -122,7 +122,7 @@ pub struct Volume {
 }
 
 /// One account: what one token sees.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Account {
     /// Clusters, in creation order.
     pub clusters: Vec<Cluster>,
@@ -132,11 +132,15 @@ pub struct Account {
     pub volumes: Vec<Volume>,
     /// Volume snapshots.
     pub volume_snapshots: Vec<Volume>,
+    // Request bookkeeping, not the cloud: a restart starts it over.
+    #[serde(skip)]
     window: rate::RateWindow,
+    #[serde(skip)]
     calls: chaos::CallLog,
     /// Custom scopes (`kubernetes:read`, …); `None` = a full-access token.
     scopes: Option<std::collections::BTreeSet<String>>,
     /// What the last advance left due; [`Settled::Unknown`] again after any change.
+    #[serde(skip)]
     pub(crate) settled: Settled,
 }
 
@@ -168,8 +172,26 @@ impl Account {
     }
 }
 
+/// What of the model a restart keeps: every account with its objects (not its request
+/// bookkeeping), the id and address counters (so no id or address is handed out twice),
+/// and the API address of each cluster.
+#[derive(serde::Serialize)]
+pub(crate) struct SavedRef<'a> {
+    accounts: &'a BTreeMap<String, Account>,
+    ids: &'a Ids,
+    endpoints: BTreeMap<String, String>,
+}
+
+/// [`SavedRef`] read back.
+#[derive(serde::Deserialize)]
+pub(crate) struct Saved {
+    accounts: BTreeMap<String, Account>,
+    ids: Ids,
+    endpoints: BTreeMap<String, String>,
+}
+
 /// Id and address generators.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Ids {
     counter: u64,
     next_droplet: u64,
@@ -245,13 +267,14 @@ fn dur(d: std::time::Duration) -> time::Duration {
     time::Duration::milliseconds(i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2))
 }
 
-/// Makes a cluster's API endpoint: given the cluster id, binds its listener and answers
-/// its URL (`None`: no listener, the cluster gets DigitalOcean's URL).
+/// Makes a cluster's API endpoint: given the cluster id (and the URL it had before a
+/// restart, to bind again when it can), binds its listener and answers its URL (`None`:
+/// no listener, the cluster gets DigitalOcean's URL).
 #[derive(Clone)]
 pub struct EndpointAllocator(pub std::sync::Arc<AllocateEndpoint>);
 
 /// What an [`EndpointAllocator`] runs.
-pub type AllocateEndpoint = dyn Fn(&str) -> Option<String> + Send + Sync;
+pub type AllocateEndpoint = dyn Fn(&str, Option<&str>) -> Option<String> + Send + Sync;
 
 impl std::fmt::Debug for EndpointAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -273,6 +296,8 @@ pub struct Model {
     endpoint_allocator: Option<EndpointAllocator>,
     /// The API endpoint of each cluster that has its own listener.
     endpoints: BTreeMap<String, String>,
+    /// The endpoints clusters had before a restart, until they are bound again.
+    previous_endpoints: BTreeMap<String, String>,
     counters: BTreeMap<String, u64>,
     faults: BTreeMap<String, VecDeque<Fault>>,
     lost_answers: BTreeMap<String, usize>,
@@ -302,6 +327,7 @@ impl Model {
             tls: std::sync::Arc::default(),
             endpoint_allocator: None,
             endpoints: BTreeMap::new(),
+            previous_endpoints: BTreeMap::new(),
             counters: BTreeMap::new(),
             faults: BTreeMap::new(),
             lost_answers: BTreeMap::new(),
@@ -341,15 +367,18 @@ impl Model {
     }
 
     /// Gives every cluster without an endpoint one from the allocator (clusters made
-    /// before the simulator was served).
+    /// before the simulator was served, or restored: those at their old address when it
+    /// is free).
     pub fn allocate_endpoints(&mut self) {
         let Some(alloc) = self.endpoint_allocator.clone() else { return };
         let ids: Vec<String> =
             self.accounts.values().flat_map(|a| a.clusters.iter().map(|c| c.id.clone())).collect();
         for id in ids {
-            if !self.endpoints.contains_key(&id)
-                && let Some(url) = (alloc.0)(&id)
-            {
+            if self.endpoints.contains_key(&id) {
+                continue;
+            }
+            let previous = self.previous_endpoints.remove(&id);
+            if let Some(url) = (alloc.0)(&id, previous.as_deref()) {
                 self.endpoints.insert(id, url);
             }
         }
@@ -357,16 +386,32 @@ impl Model {
 
     pub(crate) fn allocate_endpoint(&mut self, cluster_id: &str) {
         if let Some(alloc) = &self.endpoint_allocator
-            && let Some(url) = (alloc.0)(cluster_id)
+            && let Some(url) = (alloc.0)(cluster_id, None)
         {
             self.endpoints.insert(cluster_id.to_owned(), url);
         }
     }
 
+    /// What of the model a restart keeps (crate::persist), to serialize.
+    pub(crate) fn saved(&self) -> SavedRef<'_> {
+        let mut endpoints = self.previous_endpoints.clone();
+        endpoints.extend(self.endpoints.iter().map(|(k, v)| (k.clone(), v.clone())));
+        SavedRef { accounts: &self.accounts, ids: &self.ids, endpoints }
+    }
+
+    /// Takes back what [`Self::saved`] kept: the accounts (replacing configured ones of
+    /// the same token), the id counters, and each cluster's old API address (bound
+    /// again by [`Self::allocate_endpoints`] when the simulator serves).
+    pub(crate) fn restore(&mut self, saved: Saved) {
+        self.accounts.extend(saved.accounts);
+        self.ids = saved.ids;
+        self.previous_endpoints = saved.endpoints;
+    }
+
     /// The API endpoint of a cluster (its kubeconfig `server`): its own TLS listener
     /// (`https://127.0.0.1:PORT`) when the simulator serves, else the URL DigitalOcean
-    /// would give it (`https://<id>.k8s.ondigitalocean.com`, which the direct face
-    /// understands).
+    /// would give it (`https://<id>.k8s.ondigitalocean.com`, which a client routed in
+    /// process reaches: `testing::Cloud`).
     pub fn cluster_endpoint(&self, cluster_id: &str) -> String {
         match self.endpoints.get(cluster_id) {
             Some(url) => url.clone(),
@@ -454,8 +499,7 @@ impl Model {
     /// The next `n` requests to `route_key` that succeed lose their answer: the change
     /// is made, and the caller never hears of it (what a crash or a dropped connection
     /// right after the provider acted looks like). The HTTP face withholds the response
-    /// for [`LOST_ANSWER_HOLD`] (a client times out first, or dies waiting); the direct
-    /// face answers a transient "no answer" error.
+    /// for [`LOST_ANSWER_HOLD`] (a client times out first, or dies waiting).
     pub fn lose_answers(&mut self, route_key: &str, n: usize) {
         *self.lost_answers.entry(route_key.to_owned()).or_default() += n;
     }

@@ -1,9 +1,9 @@
-//! Route templates of the DigitalOcean face, shared by the HTTP router, the direct face,
-//! the request counters and fault injection.
+//! Route templates of the DigitalOcean face, shared by the HTTP router, the request
+//! counters and fault injection.
 //!
 //! Invariant: a counter or fault key is always `"<METHOD> <template>"` built from these
-//! constants, so the HTTP face (which registers exactly these paths) and the direct face
-//! count and fail the same operation under the same key.
+//! constants, so the HTTP face (which registers exactly these paths) counts and fails an
+//! operation under the key a test names.
 
 /// `/v2/kubernetes/clusters`.
 pub const CLUSTERS: &str = "/v2/kubernetes/clusters";
@@ -54,6 +54,44 @@ pub const CLUSTER_USER: &str = "/v2/kubernetes/clusters/{cluster_id}/user";
 pub const STATUS_MESSAGES: &str = "/v2/kubernetes/clusters/{cluster_id}/status_messages";
 /// The account (a cheap authenticated read clients use to check a token).
 pub const ACCOUNT: &str = "/v2/account";
+/// Every `(method, template)` the HTTP face serves (the router registers exactly these):
+/// what the DigitalOcean response-schema extract covers and its test exercises.
+pub const SERVED: &[(&str, &str)] = &[
+    ("GET", CLUSTERS),
+    ("POST", CLUSTERS),
+    ("GET", CLUSTER),
+    ("PUT", CLUSTER),
+    ("DELETE", CLUSTER),
+    ("GET", ASSOCIATED),
+    ("DELETE", ASSOCIATED_SELECTIVE),
+    ("DELETE", ASSOCIATED_DANGEROUS),
+    ("GET", KUBECONFIG),
+    ("GET", CREDENTIALS),
+    ("GET", UPGRADES),
+    ("POST", UPGRADE),
+    ("GET", NODE_POOLS),
+    ("POST", NODE_POOLS),
+    ("GET", NODE_POOL),
+    ("PUT", NODE_POOL),
+    ("DELETE", NODE_POOL),
+    ("DELETE", NODE),
+    ("POST", NODE_POOL_RECYCLE),
+    ("GET", OPTIONS),
+    ("GET", CLUSTER_USER),
+    ("GET", STATUS_MESSAGES),
+    ("GET", ACCOUNT),
+    ("GET", LOAD_BALANCERS),
+    ("POST", LOAD_BALANCERS),
+    ("GET", LOAD_BALANCER),
+    ("PUT", LOAD_BALANCER),
+    ("DELETE", LOAD_BALANCER),
+    ("DELETE", LOAD_BALANCER_CACHE),
+    ("POST", LOAD_BALANCER_DROPLETS),
+    ("DELETE", LOAD_BALANCER_DROPLETS),
+    ("POST", LOAD_BALANCER_RULES),
+    ("DELETE", LOAD_BALANCER_RULES),
+];
+
 /// The key for requests no route matched.
 pub const UNMATCHED: &str = "(unmatched)";
 

@@ -15,6 +15,7 @@
 
 use sea_orm_migration::prelude::*;
 
+pub(crate) mod lock;
 mod m20261202_000001_tenancy;
 mod m20261202_000002_kubernetes;
 mod m20261202_000003_agents;

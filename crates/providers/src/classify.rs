@@ -2,14 +2,14 @@
 //! DigitalOcean answer means as a [`ProviderError`] (`digitalocean`), and what a
 //! Kubernetes `Status` means as an [`ObjectError`] / [`ClusterError`] (`kubernetes`).
 //!
-//! Invariant: every face that answers like DigitalOcean or Kubernetes — the reqwest and
-//! kube adapters, the simulator's in-process faces — classifies through these functions,
-//! so a test on the simulator's direct face sees the class production sees; no message
-//! built here carries the secret it was asked to scrub, and none is longer than the cap.
+//! Invariant: only the adapters classify — the reqwest and kube adapters, through these
+//! functions, whoever answers them (DigitalOcean, a cluster, the simulator in tests); no
+//! message built here carries the secret it was asked to scrub, and none is longer than
+//! the cap.
 
-use crate::ports::cluster::{ClusterError, ObjectError};
-use crate::ports::provider::ProviderError;
-use crate::time::Timestamp;
+use bc_domain::ProviderError;
+use bc_domain::Timestamp;
+use bc_domain::ports::{ClusterError, ObjectError};
 
 /// The longest provider text a message quotes (an HTML error page must not flood logs).
 pub const MESSAGE_CAP: usize = 200;

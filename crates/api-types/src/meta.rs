@@ -1,19 +1,12 @@
-//! A method's declared facts — its resource, name, kind and authorization, and the
-//! vocabulary they use (scope types, `permission @ resource-type`, method ids) — apart from
-//! everything that runs a method, so authorization, paging and the docs can name them
-//! without depending on the pipeline.
+//! A method's declared facts: its resource, name, kind, authorization and description
+//! (SPEC §2: every method is registered with this metadata).
 //!
-//! Invariant: these are plain values (`const`-constructible, no handler, no service): a
-//! method's facts can be declared in a `static` and read anywhere below the registry.
+//! Invariant: these are plain data, shared by the server (which routes, authorizes and
+//! documents from them), the client and the CLI; nothing here knows how a method runs.
 
 use std::fmt;
 
 use bc_domain::ports::Permission;
-
-use crate::auth::Authentication;
-
-/// The version the reference docs name ("served by bc-api <version>").
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The phase every method of this contract belongs to.
 pub const PHASE: &str = "v1.0";
@@ -87,6 +80,17 @@ impl ResourceType {
     }
 }
 
+/// How a method authenticates its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authentication {
+    /// `Authorization: Bearer <api token>` (every tenant method).
+    ApiToken,
+    /// The join token in the body (`agents.join`); the handler checks it.
+    JoinToken,
+    /// `Authorization: Bearer <node credential>` (`agents.heartbeat`).
+    NodeCredential,
+}
+
 /// Who may call a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Authorization {
@@ -135,8 +139,7 @@ impl fmt::Display for Authorization {
 /// A second authorization a call needs when its input names another object it acts on
 /// (SPEC §3: a pool's substrate acts on a provider account, so `pools.create` and
 /// `pools.update` with a substrate also need `compute:kubernetes:manage` there). Declared
-/// with the method's input ([`crate::registry::MethodInput::ALSO`]); the object is the
-/// input's ([`crate::registry::MethodInput::also`]).
+/// with the method's input (bc-api's `MethodInput::ALSO`), which names the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AlsoAuthorization {
     /// The permission needed on that object.
