@@ -27,4 +27,5 @@ mod properties;
 mod registry;
 mod secrets;
 mod service;
+mod slow_body;
 mod token_checks;
