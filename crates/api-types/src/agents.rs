@@ -13,7 +13,7 @@ pub static AGENTS: Resource = Resource {
     name: "agents",
     page: "agents",
     module: "kubernetes",
-    description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable.",
+    description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable. It refuses a plain `http://` server URL unless `BCD_INSECURE_HTTP=1` (the join token would travel in clear), which the DaemonSet sets, from the Secret's `insecureHttp` key, only when the server's `--public-url` is itself `http://`; `bc-api serve` warns at start when that URL is `http://` and not loopback.",
 };
 
 impl Input for JoinRequest {}
