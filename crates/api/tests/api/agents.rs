@@ -81,6 +81,15 @@ fn join_body(token: &str, node: &str) -> Value {
     json!({ "joinToken": token, "nodeName": node, "providerNodeId": "digitalocean://1", "bcdVersion": "0.1.0" })
 }
 
+/// Joins `node` with `token` (200 expected) and returns the node credential, marked as a
+/// secret no log or other answer may carry.
+async fn join(h: &Harness, token: &str, node: &str) -> String {
+    let joined = h.call("agents.join", None, &join_body(token, node)).await.ok();
+    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
+    h.capture.secret(&credential);
+    credential
+}
+
 async fn a_listed_node_joins_and_heartbeats(s: S) {
     let h = Harness::on(s).await;
     let (token, ours, _) = substrate_cluster(&h, 2).await;
@@ -157,9 +166,7 @@ async fn node_credentials_end_with_their_substrate(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
     let (token, ours, _) = substrate_cluster(&h, 2).await;
-    let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
-    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
-    h.capture.secret(&credential);
+    let credential = join(&h, &token, &ours[0]).await;
     h.call("agents.heartbeat", Some(&credential), &json!({})).await.ok();
     let pool = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
     h.call("pools.archive", Some(&t), &pool).await.ok();
@@ -181,9 +188,7 @@ async fn nodes_no_longer_join_a_substrate_that_was_removed(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
     let (token, ours, _) = substrate_cluster(&h, 1).await;
-    let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
-    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
-    h.capture.secret(&credential);
+    let credential = join(&h, &token, &ours[0]).await;
     let mut update = without(&example("pools.update"), "expectedGeneration");
     update["policy"].as_object_mut().unwrap().remove("substrate");
     h.call("pools.update", Some(&t), &update).await.ok();
@@ -212,8 +217,7 @@ async fn a_burst_of_joins_lists_the_cluster_once_and_bad_tokens_never(s: S) {
     }
     assert_eq!(node_listings(&h).await, 0, "a bad token makes no call to the cluster");
     for name in ours.iter().chain(ours.iter()) {
-        let joined = h.call("agents.join", None, &join_body(&token, name)).await.ok();
-        h.capture.secret(joined["nodeCredential"].as_str().unwrap());
+        join(&h, &token, name).await;
     }
     h.call("agents.join", None, &join_body(&token, &theirs[0])).await.err("FAILED_PRECONDITION");
     assert_eq!(node_listings(&h).await, 1, "7 joins within the listing's seconds, one listing");
@@ -243,8 +247,7 @@ async fn joins_are_limited_per_join_token_and_per_client_address(s: S) {
     let h = Harness::with(s, crate::common::sim_config(), |api| api.settings(settings)).await;
     let (token, ours, _) = substrate_cluster(&h, 1).await;
     for _ in 0..2 {
-        let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
-        h.capture.secret(joined["nodeCredential"].as_str().unwrap());
+        join(&h, &token, &ours[0]).await;
     }
     let third = h.call("agents.join", None, &join_body(&token, &ours[0])).await;
     assert!(third.err("RESOURCE_EXHAUSTED").contains("join token"), "{}", third.text);
