@@ -144,6 +144,9 @@ async fn serve(
     let store = Arc::new(bc_stack::db::open(database_url(&shared)?).await?);
     let adapters = Adapters::real(store, key, &shared.digitalocean_api_url)?;
     let public_url = shared.public_url.clone().unwrap_or_else(|| format!("http://{}", api.listen));
+    if let Some(warning) = bc_stack::config::public_url_warning(&public_url) {
+        tracing::warn!("{warning}");
+    }
     let settings = bc_api::Settings {
         default_pool_quotas: api.default_pool_quota.iter().copied().collect(),
         ..bc_api::Settings::default()

@@ -133,6 +133,35 @@ async fn migrate_applies_and_refuses_a_newer_schema() {
     }
 }
 
+/// Issue 20, item 8 (SPEC §9): `serve` warns at start when the public URL bcd calls is
+/// plain http:// and not loopback — and not when it is loopback (dev, tests).
+#[test]
+fn serve_warns_of_a_plain_http_public_url_off_loopback() {
+    let dir = Scratch::new("bc-cli-public-url");
+    let url = sqlite(&dir);
+    let warning = "is plain http:// and not loopback";
+    for (public, warned) in [(Some("http://203.0.113.5:8080"), true), (None, false)] {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let log = dir.path().join("serve-url.log");
+        let mut command = Command::new(BIN);
+        command
+            .env_clear()
+            .env("BC_DATABASE_URL", &url)
+            .env("BC_SECRET_KEY", KEY)
+            .env("BC_LISTEN", &listen)
+            .arg("serve")
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+        if let Some(public) = public {
+            command.env("BC_PUBLIC_URL", public);
+        }
+        let server = Running(command.spawn().expect("serve starts"));
+        assert!(wait_healthy(&format!("http://{listen}/healthz")), "serve answers");
+        drop(server);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(text.contains(warning), warned, "{public:?}: {text}");
+    }
+}
+
 #[test]
 fn tokens_made_by_the_cli_work_until_revoked_and_serve_stops_on_sigterm() {
     let dir = Scratch::new("bc-cli-token");

@@ -87,15 +87,17 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
         .kube
         .get(&provider_cluster, Resource::Secret, Some(&namespace), "bcd-join")
         .expect("the join Secret");
-    let token = match secret["stringData"]["joinToken"].as_str() {
-        Some(t) => t.to_owned(),
-        None => String::from_utf8(
-            base64::engine::general_purpose::STANDARD
-                .decode(secret["data"]["joinToken"].as_str().expect("joinToken"))
-                .expect("base64"),
-        )
-        .expect("utf-8"),
+    let value = |key: &str| match secret["stringData"][key].as_str() {
+        Some(t) => Some(t.to_owned()),
+        None => secret["data"][key].as_str().map(|b| {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b).expect("base64");
+            String::from_utf8(bytes).expect("utf-8")
+        }),
     };
+    let token = value("joinToken").expect("joinToken");
+    // The dev server's public URL is http:// on loopback: the Secret says so, and the
+    // DaemonSet maps it to BCD_INSECURE_HTTP (without it bcd refuses the URL).
+    let insecure = value("insecureHttp").expect("insecureHttp for an http:// public URL");
     let described = sim_get(&stack, &format!("/v2/kubernetes/clusters/{provider_cluster}")).await;
     let node = described["kubernetes_cluster"]["node_pools"][0]["nodes"][0]["name"]
         .as_str()
@@ -107,6 +109,7 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
         Command::new(BIN)
             .env_clear()
             .env("BCD_SERVER_URL", &stack.api_url)
+            .env("BCD_INSECURE_HTTP", &insecure)
             .env("BCD_JOIN_TOKEN", &token)
             .env("NODE_NAME", &node)
             .env("BC_LOG_FORMAT", "json")

@@ -11,7 +11,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use bc_domain::agent::{ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JoinRequest};
+use bc_domain::agent::{
+    ENV_INSECURE_HTTP, ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JoinRequest, is_plain_http,
+};
 use bc_domain::id::{NodeId, PoolId};
 use bc_domain::model::SecretString;
 use tokio::sync::watch;
@@ -37,27 +39,42 @@ pub struct AgentConfig {
     pub backoff: Backoff,
 }
 
-/// A missing or empty environment variable.
+/// Why bcd cannot start with its environment.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0} is not set (the bcd DaemonSet maps it from the bcd-join Secret or the pod's spec.nodeName)"
-)]
-pub struct ConfigError(pub &'static str);
+pub enum ConfigError {
+    /// A missing or empty environment variable.
+    #[error(
+        "{0} is not set (the bcd DaemonSet maps it from the bcd-join Secret or the pod's spec.nodeName)"
+    )]
+    Missing(&'static str),
+    /// A plain `http://` server URL without [`ENV_INSECURE_HTTP`]`=1` (SPEC §9).
+    #[error(
+        "BCD_SERVER_URL {0} is plain http://: the join token would travel in clear; serve the API over https://, or set BCD_INSECURE_HTTP=1 (dev and tests only)"
+    )]
+    PlainHttp(String),
+}
 
 impl AgentConfig {
     /// Reads `BCD_SERVER_URL`, `BCD_JOIN_TOKEN` and `NODE_NAME` through `get` (the
-    /// process environment in the binary, a map in tests).
+    /// process environment in the binary, a map in tests); a plain `http://` server URL
+    /// only with `BCD_INSECURE_HTTP=1`.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let var = |name: &'static str| {
             get(name)
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
-                .ok_or(ConfigError(name))
+                .ok_or(ConfigError::Missing(name))
         };
+        let (server_url, join_token) = (var(ENV_SERVER_URL)?, var(ENV_JOIN_TOKEN)?);
+        let node_name = var(ENV_NODE_NAME)?;
+        let insecure = get(ENV_INSECURE_HTTP).is_some_and(|v| v.trim() == "1");
+        if is_plain_http(&server_url) && !insecure {
+            return Err(ConfigError::PlainHttp(server_url));
+        }
         Ok(Self {
-            server_url: var(ENV_SERVER_URL)?,
-            join_token: SecretString::new(var(ENV_JOIN_TOKEN)?),
-            node_name: var(ENV_NODE_NAME)?,
+            server_url,
+            join_token: SecretString::new(join_token),
+            node_name,
             provider_node_id: None,
             bcd_version: env!("CARGO_PKG_VERSION").to_owned(),
             backoff: Backoff::default(),

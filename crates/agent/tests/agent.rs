@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
-use bc_agent::{AgentClient, AgentConfig, AgentState, Backoff, Pause, RunError, run};
+use bc_agent::{AgentClient, AgentConfig, AgentState, Backoff, ConfigError, Pause, RunError, run};
 use bc_domain::agent::{HEARTBEAT_PATH, HeartbeatResponse, JOIN_PATH, JoinRequest, JoinResponse};
 use bc_domain::id::{NodeId, PoolId};
 use bc_domain::model::SecretString;
@@ -96,7 +96,13 @@ impl Pause for Recorder {
 }
 
 fn config(url: &str) -> AgentConfig {
-    let env = [("BCD_SERVER_URL", url), ("BCD_JOIN_TOKEN", TOKEN), ("NODE_NAME", "node-a")];
+    // The test servers are plain http on loopback, as in dev mode.
+    let env = [
+        ("BCD_SERVER_URL", url),
+        ("BCD_JOIN_TOKEN", TOKEN),
+        ("NODE_NAME", "node-a"),
+        ("BCD_INSECURE_HTTP", "1"),
+    ];
     AgentConfig::from_env(|k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()))
         .unwrap()
 }
@@ -139,11 +145,33 @@ fn joined_with(heartbeats: u64, joins: u64) -> impl Fn(&AgentState) -> bool {
 fn config_names_the_missing_variable_and_hides_the_token() {
     let only = |k: &str| (k == "BCD_SERVER_URL").then(|| "http://x".to_owned());
     let err = AgentConfig::from_env(only).unwrap_err();
-    assert_eq!(err.0, "BCD_JOIN_TOKEN");
+    assert_eq!(err, ConfigError::Missing("BCD_JOIN_TOKEN"));
     let cfg = config("http://127.0.0.1:1");
     assert!(!format!("{cfg:?}").contains(TOKEN));
     let blank = |k: &str| Some(if k == "NODE_NAME" { "  ".to_owned() } else { "v".to_owned() });
-    assert_eq!(AgentConfig::from_env(blank).unwrap_err().0, "NODE_NAME");
+    assert_eq!(AgentConfig::from_env(blank).unwrap_err(), ConfigError::Missing("NODE_NAME"));
+}
+
+/// Issue 20, item 8 (SPEC §9): a plain http:// server URL is refused unless
+/// BCD_INSECURE_HTTP=1 — the join token would travel in clear; https:// needs nothing.
+#[test]
+fn a_plain_http_server_url_needs_insecure_http() {
+    let with = |url: &'static str, insecure: Option<&'static str>| {
+        move |k: &str| match k {
+            "BCD_SERVER_URL" => Some(url.to_owned()),
+            "BCD_INSECURE_HTTP" => insecure.map(str::to_owned),
+            _ => Some("v".to_owned()),
+        }
+    };
+    let refused = AgentConfig::from_env(with("http://10.0.0.5:8080", None)).unwrap_err();
+    assert_eq!(refused, ConfigError::PlainHttp("http://10.0.0.5:8080".into()));
+    assert!(refused.to_string().contains("BCD_INSECURE_HTTP=1"), "{refused}");
+    for other in ["0", "true", ""] {
+        let got = AgentConfig::from_env(with("HTTP://api", Some(other)));
+        assert!(matches!(got, Err(ConfigError::PlainHttp(_))), "BCD_INSECURE_HTTP={other}");
+    }
+    assert!(AgentConfig::from_env(with("http://10.0.0.5:8080", Some("1"))).is_ok());
+    assert!(AgentConfig::from_env(with("https://api.example", None)).is_ok());
 }
 
 #[tokio::test]

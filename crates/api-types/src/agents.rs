@@ -13,7 +13,7 @@ pub static AGENTS: Resource = Resource {
     name: "agents",
     page: "agents",
     module: "kubernetes",
-    description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable.",
+    description: "The node agent bcd runs on every Node of a pool substrate (its DaemonSet selects the pool's label) and calls these methods to join the pool and to say it is alive. It joins with the substrate's join token and heartbeats with the node credential the join returns. bcd reads the join token and the server's URL from `BCD_JOIN_TOKEN` and `BCD_SERVER_URL` (the join Secret's keys `joinToken` and `serverUrl`) and its node name from `NODE_NAME`, and retries with backoff while the server is unreachable. It refuses a plain `http://` server URL unless `BCD_INSECURE_HTTP=1` (the join token would travel in clear), which the DaemonSet sets, from the Secret's `insecureHttp` key, only when the server's `--public-url` is itself `http://`; `bc-api serve` warns at start when that URL is `http://` and not loopback.",
 };
 
 impl Input for JoinRequest {}
@@ -26,7 +26,7 @@ endpoint!(
         name: "join",
         kind: Kind::Write,
         authorization: Authorization::JoinToken,
-        description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION. Joining again with the same node name keeps the node's nodeId and replaces its credential. Authenticated by the join token in the body, not by an API token.",
+        description: "Joins the node nodeName to the pool whose substrate holds joinToken, and returns nodeId, poolId, nodeCredential (the node's own credential for heartbeats, returned this once) and heartbeatSeconds. A bad, revoked or rotated join token is UNAUTHENTICATED; a node name the cluster does not list with the pool's label is FAILED_PRECONDITION, and so is any join once the pool's substrate is being torn down (the pool archived, or its policy without a substrate). Joining again with the same node name keeps the node's nodeId and replaces its credential. Joins are rate-limited per join token and per client address: RESOURCE_EXHAUSTED with Retry-After. The cluster's Nodes are read at most once per 5 seconds per substrate, so a Node added since may be refused once and join on bcd's next attempt. Authenticated by the join token in the body, not by an API token.",
     };
     JoinRequest => JoinResponse
 );
@@ -38,7 +38,7 @@ endpoint!(
         name: "heartbeat",
         kind: Kind::Write,
         authorization: Authorization::NodeCredential,
-        description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED. Authenticated by Authorization: Bearer <nodeCredential>.",
+        description: "Records that the node whose credential is the bearer token is alive, and returns heartbeatSeconds, the interval to call again at. A missing, unknown or replaced credential is UNAUTHENTICATED, and so is every credential of a pool whose substrate is being torn down: node credentials end with their substrate. Authenticated by Authorization: Bearer <nodeCredential>.",
     };
     HeartbeatRequest => HeartbeatResponse
 );

@@ -3,8 +3,9 @@
 //! fields are left out when unset and output fields are read back as the server writes
 //! them, so a type here round-trips through the wire; what a method does is bc-api's.
 
-use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster};
-use bc_domain::policy::SLUG_PATTERN;
+use bc_domain::model::{ClusterMode, ClusterOrigin, INTEGER_MAX, KubernetesCluster};
+use bc_domain::name::ProviderSlug;
+use bc_domain::policy::{MAX_NODE_POOLS, VERSION_LATEST};
 use bc_domain::ports::Permission;
 use bc_domain::{
     ClusterId, ObjectName, PoolId, ProviderAccountId, RequestId, ResourceState, TenantId, Timestamp,
@@ -43,19 +44,20 @@ pub struct KubernetesClustersCreateInput {
     /// Unique among the account's live clusters; also the provider-side name.
     pub name: ObjectName,
     /// Provider region slug, e.g. nyc1.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub region: String,
     /// An exact provider version slug, or `latest`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = SLUG_PATTERN), extend("default" = "latest"))]
+    #[schemars(with = "Option<ProviderSlug>", extend("default" = VERSION_LATEST))]
     pub version: Option<String>,
     /// `standard` (with node pools) or `autopilot` (none).
     pub mode: ClusterMode,
     /// A highly available control plane.
     #[serde(default)]
     pub high_availability: bool,
-    /// The first node pools: at least one for standard, none for autopilot.
+    /// The first node pools: at least one for standard, none for autopilot (at most 16).
     #[serde(default)]
+    #[schemars(length(max = MAX_NODE_POOLS))]
     pub node_pools: Vec<NodePoolSpec>,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,10 +82,11 @@ pub struct KubernetesClustersUpgradeInput {
     /// The cluster.
     pub cluster_id: ClusterId,
     /// The provider version slug to run.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub version: String,
     /// Refuse (ABORTED) unless the cluster's generation is this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

@@ -4,7 +4,7 @@
 //! them, so a type here round-trips through the wire; what a method does is bc-api's.
 
 use bc_domain::TenantId;
-use bc_domain::model::Event;
+use bc_domain::model::{Event, INTEGER_MAX};
 use bc_domain::ports::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Permission};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,7 @@ pub struct EventsListInput {
     pub subject: Option<String>,
     /// Only events after this seq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = INTEGER_MAX))]
     pub after_seq: Option<u64>,
     /// Most events to return.
     #[serde(default, skip_serializing_if = "Option::is_none")]

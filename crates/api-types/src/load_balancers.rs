@@ -4,10 +4,10 @@
 //! them, so a type here round-trips through the wire; what a method does is bc-api's.
 
 use bc_domain::model::{
-    Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancer, LoadBalancerSpec,
-    LoadBalancerType, StickySessions, Targets,
+    Domain, ForwardingRule, GlobalSettings, HealthCheck, INTEGER_MAX, LoadBalancer,
+    LoadBalancerSpec, LoadBalancerType, MAX_DOMAINS, StickySessions, Targets,
 };
-use bc_domain::policy::SLUG_PATTERN;
+use bc_domain::name::ProviderSlug;
 use bc_domain::ports::Permission;
 use bc_domain::{
     LoadBalancerId, ObjectName, PoolId, ProviderAccountId, RequestId, ResourceState, TenantId,
@@ -52,7 +52,7 @@ pub struct LoadBalancersCreateInput {
     pub kind: LoadBalancerType,
     /// Region slug (regional only; fixed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "Option<ProviderSlug>")]
     pub region: Option<String>,
     /// Forwarding rules (regional only).
     #[serde(default)]
@@ -76,9 +76,9 @@ pub struct LoadBalancersCreateInput {
     /// Global settings (global only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_settings: Option<GlobalSettings>,
-    /// Domains (global only).
+    /// Domains (global only; 1–10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = MAX_DOMAINS))]
     pub domains: Option<Vec<Domain>>,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,12 +149,13 @@ pub struct LoadBalancersUpdateInput {
     /// New global settings (global).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_settings: Option<GlobalSettings>,
-    /// New domains (global).
+    /// New domains (global; 1–10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = MAX_DOMAINS))]
     pub domains: Option<Vec<Domain>>,
     /// Refuse (ABORTED) unless the load balancer's generation is this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

@@ -136,6 +136,27 @@ impl fmt::Display for Authorization {
     }
 }
 
+/// A second authorization a call needs when its input names another object it acts on
+/// (SPEC §3: a pool's substrate acts on a provider account, so `pools.create` and
+/// `pools.update` with a substrate also need `compute:kubernetes:manage` there). Declared
+/// with the method's input (bc-api's `MethodInput::ALSO`), which names the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlsoAuthorization {
+    /// The permission needed on that object.
+    pub permission: Permission,
+    /// The type of the object.
+    pub on: ResourceType,
+    /// The input field naming it, as a JSON path (`policy.substrate.account`).
+    pub field: &'static str,
+}
+
+impl fmt::Display for AlsoAuthorization {
+    /// `compute:kubernetes:manage @ provider-account (policy.substrate.account)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} @ {} ({})", self.permission.as_str(), self.on.as_str(), self.field)
+    }
+}
+
 /// A resource of the API: one path segment, one reference page.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Resource {

@@ -3,8 +3,9 @@
 //! fields are left out when unset and output fields are read back as the server writes
 //! them, so a type here round-trips through the wire; what a method does is bc-api's.
 
-use bc_domain::model::{KubernetesCluster, NodePool, NodePoolOrigin};
-use bc_domain::policy::{AutoScale, SLUG_PATTERN, Scale, Taint};
+use bc_domain::model::{INTEGER_MAX, KubernetesCluster, NodePool, NodePoolOrigin};
+use bc_domain::name::ProviderSlug;
+use bc_domain::policy::{AutoScale, MAX_LABELS, MAX_TAINTS, Scale, Taint};
 use bc_domain::ports::Permission;
 use bc_domain::{
     ClusterId, LabelKey, LabelValue, NodePoolId, NodePoolState, ObjectName, PoolId, RequestId,
@@ -35,12 +36,13 @@ pub static KUBERNETES_NODE_POOLS: Resource = Resource {
 /// What a node pool is made of (also the items of `kubernetesClusters.create`'s
 /// `nodePools`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = bc_domain::one_of::count_or_auto_scale)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePoolSpec {
     /// Unique in the cluster; also the provider-side name. `bc-` is reserved.
     pub name: ObjectName,
     /// Provider size slug, e.g. s-2vcpu-4gb.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub size: String,
     /// Fixed node count; exclusive with `autoScale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,11 +51,13 @@ pub struct NodePoolSpec {
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_scale: Option<AutoScale>,
-    /// Node labels.
+    /// Node labels (at most 64).
     #[serde(default)]
+    #[schemars(extend("maxProperties" = MAX_LABELS))]
     pub labels: BTreeMap<LabelKey, LabelValue>,
-    /// Node taints.
+    /// Node taints (at most 32).
     #[serde(default)]
+    #[schemars(length(max = MAX_TAINTS))]
     pub taints: Vec<Taint>,
 }
 
@@ -100,6 +104,7 @@ pub fn scale_of(count: Option<u32>, auto_scale: Option<AutoScale>) -> Scale {
 
 /// Input of `kubernetesNodePools.create`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = bc_domain::one_of::count_or_auto_scale)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubernetesNodePoolsCreateInput {
     /// The cluster's tenant.
@@ -109,7 +114,7 @@ pub struct KubernetesNodePoolsCreateInput {
     /// Unique in the cluster; also the provider-side name. `bc-` is reserved.
     pub name: ObjectName,
     /// Provider size slug, e.g. s-2vcpu-4gb.
-    #[schemars(regex(pattern = SLUG_PATTERN))]
+    #[schemars(with = "ProviderSlug")]
     pub size: String,
     /// Fixed node count; exclusive with `autoScale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,11 +123,13 @@ pub struct KubernetesNodePoolsCreateInput {
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_scale: Option<AutoScale>,
-    /// Node labels.
+    /// Node labels (at most 64).
     #[serde(default)]
+    #[schemars(extend("maxProperties" = MAX_LABELS))]
     pub labels: BTreeMap<LabelKey, LabelValue>,
-    /// Node taints.
+    /// Node taints (at most 32).
     #[serde(default)]
+    #[schemars(length(max = MAX_TAINTS))]
     pub taints: Vec<Taint>,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,6 +160,7 @@ list_input!(
 
 /// Input of `kubernetesNodePools.resize`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = bc_domain::one_of::count_or_auto_scale)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubernetesNodePoolsResizeInput {
     /// The node pool's tenant.
@@ -168,6 +176,7 @@ pub struct KubernetesNodePoolsResizeInput {
     pub auto_scale: Option<AutoScale>,
     /// Refuse (ABORTED) unless the node pool's generation is this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 

@@ -3,7 +3,7 @@
 //! unset and output fields are read back as the server writes them, so a type here round-
 //! trips through the wire; what a method does is bc-api's.
 
-use bc_domain::model::Pool;
+use bc_domain::model::{INTEGER_MAX, Pool};
 use bc_domain::policy::PoolPolicy;
 use bc_domain::ports::Permission;
 use bc_domain::{ObjectName, PoolId, RequestId, TenantId};
@@ -69,6 +69,7 @@ pub struct PoolsUpdateInput {
     pub policy: PoolPolicy,
     /// Refuse (ABORTED) unless the pool's generation is this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = INTEGER_MAX))]
     pub expected_generation: Option<u64>,
 }
 
@@ -82,7 +83,7 @@ endpoint!(
         Kind::Write,
         PoolsManage,
         ComputeTenant,
-        "Creates a pool owned by tenantId with the given name and policy, and returns it: state active, generation 1. The name must be unique among the tenant's active pools (ALREADY_EXISTS otherwise). The policy is checked whole and every violation is named with its JSON path, e.g. policy.flavors[1].name; a substrate's account must be a provider account of the same tenant, and a cluster created for another pool's substrate cannot be adopted (FAILED_PRECONDITION naming that pool: add a flavor to it instead). With a substrate, the kubernetes.substrates reconciler starts making it at once: follow it with kubernetesSubstrates.get. A repeat with the same requestId and the same body within 24 hours returns the first pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:pools:manage on the tenant.",
+        "Creates a pool owned by tenantId with the given name and policy, and returns it: state active, generation 1. The name must be unique among the tenant's active pools (ALREADY_EXISTS otherwise). The policy is checked whole and every violation is named with its JSON path, e.g. policy.flavors[1].name; a substrate's account must be a provider account of the same tenant, on which the caller also needs compute:kubernetes:manage (the substrate makes or adopts clusters there), and a cluster created for another pool's substrate cannot be adopted (FAILED_PRECONDITION naming that pool: add a flavor to it instead). With a substrate, the kubernetes.substrates reconciler starts making it at once: follow it with kubernetesSubstrates.get. A repeat with the same requestId and the same body within 24 hours returns the first pool and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:pools:manage on the tenant and, with a substrate, compute:kubernetes:manage on its provider account.",
     );
     PoolsCreateInput => Pool
 );
@@ -118,7 +119,7 @@ endpoint!(
         Kind::Write,
         PoolsManage,
         OnPool,
-        "Replaces the pool's policy and returns the pool with its generation bumped; the substrate converges to it. With expectedGeneration, a pool changed since is ABORTED and nothing is written. An archived pool is FAILED_PRECONDITION. Changes no provider can make to a live cluster (another substrate.account, create to adopt or back, another adopted providerClusterId, another region or cluster name, turning highAvailability off) are FAILED_PRECONDITION: remove the substrate first. Flavors, the version and upgrades change in place. Decided as compute:pools:manage on the pool.",
+        "Replaces the pool's policy and returns the pool with its generation bumped; the substrate converges to it. With expectedGeneration, a pool changed since is ABORTED and nothing is written. An archived pool is FAILED_PRECONDITION. Changes no provider can make to a live cluster (another substrate.account, create to adopt or back, another adopted providerClusterId, another region or cluster name, turning highAvailability off) are FAILED_PRECONDITION: remove the substrate first. Flavors, the version and upgrades change in place. Decided as compute:pools:manage on the pool and, while the policy has a substrate, compute:kubernetes:manage on its provider account.",
     );
     PoolsUpdateInput => Pool
 );

@@ -32,6 +32,7 @@ pub struct QuotasSetInput {
     /// The resource the limit is for.
     pub resource: QuotaResource,
     /// Most units the pool may hold (0 or more).
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub limit: u32,
 }
 

@@ -67,10 +67,14 @@ impl<'de> Deserializer<'de> for FieldsProbe<'_> {
     }
 }
 
-/// Removes `null` from the schema of every property not listed as required.
+/// Removes `null` from the schema of every property not listed as required, and the
+/// "not null" a rule across fields says of a property (an output holds no `null`).
 fn omit_not_null(schema: &mut Value) {
     match schema {
         Value::Object(map) => {
+            if map.get("not") == Some(&serde_json::json!({ "type": "null" })) {
+                map.remove("not");
+            }
             let required: Vec<String> = map
                 .get("required")
                 .and_then(Value::as_array)

@@ -1,7 +1,8 @@
 //! The authorization step every method passes before its handler (SPEC §2, §3): the
 //! existence gate, the lookup of the object the call names (another tenant's is
 //! `NOT_FOUND`), and the Cedar decision on that object's scope chain, or, for a list, the
-//! readable scope it is filtered by.
+//! readable scope it is filtered by; then, for a call that also acts on a second object
+//! (a pool's substrate on its provider account), the same lookup and decision there.
 //!
 //! Invariants: the gate is decided from the token's grants before any read, so a caller
 //! with no grant in the named tenant gets `PERMISSION_DENIED` and learns nothing; a
@@ -9,19 +10,19 @@
 //! up; an object of another tenant is indistinguishable from an absent one.
 
 use bc_domain::model::{
-    Booking, KubernetesCluster, LoadBalancer, NodePool, Pool, ProviderAccount, Scope,
+    ApiToken, Booking, KubernetesCluster, LoadBalancer, NodePool, Pool, ProviderAccount, Scope,
 };
+use bc_domain::ports::{Permission, ReadScope};
 use bc_domain::{
-    BookingId, ClusterId, LoadBalancerId, NodePoolId, PoolId, ProviderAccountId, TenantId,
+    BookingId, ClusterId, ErrorCode, LoadBalancerId, NodePoolId, PoolId, ProviderAccountId,
+    TenantId,
 };
 
 use crate::auth::Caller;
-use bc_domain::ports::ReadScope;
-
 use crate::authz::{has_grant_in, readable_scope};
-use crate::error::ApiError;
-use crate::registry::{Authorization, MethodInfo, ResourceType};
-use crate::service::Ctx;
+use crate::ctx::Ctx;
+use crate::error::{ApiError, Code};
+use bc_api_types::meta::{AlsoAuthorization, Authorization, MethodInfo, ResourceType};
 
 /// What a call acts on: declared by its input ([`crate::registry::MethodInput::target`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,20 +248,7 @@ pub async fn authorize(
             "the token holds no grant in tenant {tenant}"
         )));
     }
-    let decide = |chain: &[Scope]| -> Result<(), ApiError> {
-        let allowed = ctx
-            .authorizer
-            .authorize(&token.token_id, &token.grants, permission, chain)
-            .is_allowed();
-        if allowed {
-            return Ok(());
-        }
-        let on = chain.first().map(Scope::to_scope_string).unwrap_or_default();
-        Err(ApiError::permission_denied(format!(
-            "the token's grants do not allow {} on {on}",
-            permission.as_str()
-        )))
-    };
+    let decide = |chain: &[Scope]| decide(ctx, token, permission, chain);
     let tenant_chain = [Scope::Tenant(tenant.clone()), Scope::System];
     let above_objects = match on {
         ResourceType::ComputeSystem => Some(&tenant_chain[1..]),
@@ -306,6 +294,51 @@ pub async fn authorize(
             Ok(Access::Object(resolved))
         }
     }
+}
+
+/// Whether `token` may do `permission` on the first scope of `chain` (the rest are its
+/// containers): `PERMISSION_DENIED` naming both when not.
+fn decide(
+    ctx: &Ctx,
+    token: &ApiToken,
+    permission: Permission,
+    chain: &[Scope],
+) -> Result<(), ApiError> {
+    if ctx.authorizer.authorize(&token.token_id, &token.grants, permission, chain).is_allowed() {
+        return Ok(());
+    }
+    let on = chain.first().map(Scope::to_scope_string).unwrap_or_default();
+    Err(ApiError::permission_denied(format!(
+        "the token's grants do not allow {} on {on}",
+        permission.as_str()
+    )))
+}
+
+/// Authorizes the second object a call of `method` acts on (SPEC §3: a pool's substrate
+/// acts on its provider account), after the method's own authorization passed: the
+/// object is looked up in the call's tenant (another tenant's or an absent one is
+/// `NOT_FOUND`, naming the input field) and `rule.permission` is decided on its chain.
+pub async fn authorize_also(
+    ctx: &Ctx,
+    method: &MethodInfo,
+    caller: &Caller,
+    rule: AlsoAuthorization,
+    target: Target,
+) -> Result<Resolved, ApiError> {
+    let bug = |what: &str| ApiError::internal(format!("registry: {}: {what}", method.id()));
+    let Caller::Token(token) = caller else { return Err(bug("no API token for a tenant method")) };
+    let resolved = resolve(ctx, target).await.map_err(|e| match e.code() {
+        Code::Spec(ErrorCode::NotFound) => {
+            ApiError::not_found(format!("{} ({})", e.message(), rule.field))
+        }
+        _ => e,
+    })?;
+    let chain = resolved.chain();
+    if chain.first().map(ResourceType::of) != Some(rule.on) {
+        return Err(bug(&format!("{} names no {}", rule.field, rule.on.as_str())));
+    }
+    decide(ctx, token, rule.permission, &chain)?;
+    Ok(resolved)
 }
 
 /// `NOT_FOUND` for an object that is absent or another tenant's (the same answer).

@@ -62,7 +62,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The one answer for every failed authentication, so no failure tells another apart.
-fn refused() -> ApiError {
+pub(crate) fn refused() -> ApiError {
     ApiError::unauthenticated("a valid credential is required: Authorization: Bearer <token>")
 }
 

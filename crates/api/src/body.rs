@@ -1,6 +1,6 @@
-//! Reading a request body into a method's input: the 1 MiB limit, JSON syntax, the
-//! top-level object, duplicate keys, and serde's own errors turned into
-//! `INVALID_ARGUMENT` naming the field by its JSON path.
+//! Reading a request body into a method's input: the 1 MiB limit, the minimum rate a
+//! body must arrive at (SPEC §13), JSON syntax, the top-level object, duplicate keys, and
+//! serde's own errors turned into `INVALID_ARGUMENT` naming the field by its JSON path.
 //!
 //! Invariant: every way a body can be wrong ends here as a 4xx with a JSON error; nothing
 //! about the body can reach a handler unparsed, and nothing here panics on input. A key
@@ -10,18 +10,35 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::error::ApiError;
 
 /// The largest body accepted: 1 MiB (SPEC §2).
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
-/// Reads the whole body, refusing more than `limit` bytes with `PAYLOAD_TOO_LARGE`.
+/// The time any body has, whatever its size, before [`BODY_MIN_RATE`] applies.
+pub const BODY_GRACE: Duration = Duration::from_secs(10);
+/// The slowest a body may arrive after [`BODY_GRACE`], in bytes a second: by `t` seconds
+/// into the body at least `(t − 10) × 4096` bytes must have come, so a 1 MiB body has
+/// 266 s and a client trickling a byte now and then is cut off after 10 s.
+pub const BODY_MIN_RATE: u64 = 4096;
+
+/// The latest the next part of a body may arrive, `received` bytes of it having come
+/// since `start`.
+fn body_deadline(start: Instant, received: u64) -> Instant {
+    start + BODY_GRACE + Duration::from_millis(received.saturating_mul(1000) / BODY_MIN_RATE)
+}
+
+/// Reads the whole body, refusing more than `limit` bytes with `PAYLOAD_TOO_LARGE` and a
+/// body slower than [`BODY_MIN_RATE`] with `INVALID_ARGUMENT` (the connection is then
+/// closed, its body unread).
 ///
 /// A body whose `Content-Length` already says it is too large is refused before a byte
 /// of it is read: a client that sent `Expect: 100-continue` then gets the 413 instead of
@@ -31,10 +48,30 @@ pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiE
     if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
         return Err(ApiError::too_large(limit));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
-        Err(_) => Err(ApiError::invalid_body("the request body could not be read")),
+    let mut body = Limited::new(body, limit);
+    let (start, mut read) = (Instant::now(), Vec::new());
+    loop {
+        let next = tokio::time::timeout_at(body_deadline(start, read.len() as u64), body.frame());
+        match next.await {
+            Err(_) => {
+                return Err(ApiError::invalid_body(format!(
+                    "the request body arrived too slowly (after {} s, at least {BODY_MIN_RATE} bytes a second): send it at once",
+                    BODY_GRACE.as_secs()
+                )));
+            }
+            Ok(None) => return Ok(Bytes::from(read)),
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    read.extend_from_slice(data);
+                }
+            }
+            Ok(Some(Err(e))) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err(ApiError::too_large(limit));
+            }
+            Ok(Some(Err(_))) => {
+                return Err(ApiError::invalid_body("the request body could not be read"));
+            }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Holds a parsed input to the constraints its JSON Schema states (lengths, patterns,
-//! ranges, item counts, map keys): the very schema the reference docs and OpenAPI print.
+//! ranges, item counts, map keys and their count): the very schema the reference docs and
+//! OpenAPI print.
 //!
 //! Invariant: a constraint that is documented is enforced, because both come from one
 //! schema, derived from the types. The walk runs after serde accepted the body, so shapes
@@ -54,7 +55,12 @@ impl Checker {
         out: &mut Vec<FieldViolation>,
     ) {
         let Some(schema) = schema.as_object() else { return };
-        if let Some(branches) = schema.get("anyOf").or_else(|| schema.get("oneOf")) {
+        // A union of shapes (an enum's variants, `T` or `null`) says which schema the value
+        // is held to. Beside an object's own `properties`, a `oneOf` states a rule across
+        // them (exactly one of `count`, `autoScale`) for the document's readers: the
+        // input's own cross-field validation enforces it, naming the field in its words.
+        let union = schema.get("anyOf").or_else(|| schema.get("oneOf"));
+        if let Some(branches) = union.filter(|_| !schema.contains_key("properties")) {
             if let Some(branch) = pick_branch(branches, value) {
                 self.walk(branch, value, path, out);
             }
@@ -137,6 +143,20 @@ impl Checker {
         path: &mut String,
         out: &mut Vec<FieldViolation>,
     ) {
+        let n = map.len() as u64;
+        if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+            && n > max
+        {
+            out.push(FieldViolation::new(
+                path.as_str(),
+                format!("must have at most {max} keys, not {n}"),
+            ));
+        }
+        if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+            && n < min
+        {
+            out.push(FieldViolation::new(path.as_str(), format!("must have at least {min} keys")));
+        }
         let properties = schema.get("properties").and_then(Value::as_object);
         let pattern_props = schema.get("patternProperties").and_then(Value::as_object);
         for (key, value) in map {
@@ -213,10 +233,11 @@ fn check_number(
     path: &str,
     out: &mut Vec<FieldViolation>,
 ) {
-    let Some(x) = n.as_f64() else { return };
-    let min = schema.get("minimum").and_then(Value::as_f64);
-    let max = schema.get("maximum").and_then(Value::as_f64);
-    if min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m) {
+    let min = schema.get("minimum").and_then(Value::as_number);
+    let max = schema.get("maximum").and_then(Value::as_number);
+    let below = min.is_some_and(|m| compare(n, m) == Some(std::cmp::Ordering::Less));
+    let above = max.is_some_and(|m| compare(n, m) == Some(std::cmp::Ordering::Greater));
+    if below || above {
         let range = match (min, max) {
             (Some(a), Some(b)) => format!("must be {a} to {b}"),
             (Some(a), None) => format!("must be at least {a}"),
@@ -224,6 +245,17 @@ fn check_number(
             (None, None) => unreachable!("one bound was exceeded"),
         };
         out.push(FieldViolation::new(path, format!("{range}, not {n}")));
+    }
+}
+
+/// Orders two JSON numbers exactly: as integers when both are (a bound of 2^63 − 1 and
+/// a value of 2^63 are the same `f64`, but not the same number), else as floats.
+fn compare(a: &serde_json::Number, b: &serde_json::Number) -> Option<std::cmp::Ordering> {
+    let int =
+        |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+    match (int(a), int(b)) {
+        (Some(x), Some(y)) => Some(x.cmp(&y)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
     }
 }
 
@@ -272,7 +304,8 @@ mod tests {
                 "name": { "type": "string", "maxLength": 5, "pattern": "^[a-z]+$" },
                 "count": { "type": ["integer", "null"], "minimum": 1, "maximum": 9 },
                 "items": { "type": "array", "maxItems": 2, "items": { "type": "integer", "minimum": 0 } },
-                "labels": { "type": "object", "patternProperties": { "^[a-z]+$": { "type": "string", "maxLength": 2 } } },
+                "labels": { "type": "object", "maxProperties": 2, "patternProperties": { "^[a-z]+$": { "type": "string", "maxLength": 2 } } },
+                "seq": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807u64 },
                 "mode": { "oneOf": [
                     { "type": "object", "properties": { "a": { "type": "integer", "maximum": 1 } }, "required": ["a"] },
                     { "type": "object", "properties": { "b": { "type": "string", "pattern": "^b$" } }, "required": ["b"] }
@@ -304,5 +337,9 @@ mod tests {
         assert_eq!(fields(json!({"opt":"y"})), ["opt"]);
         let v = checker().violations(&json!({"count": 10}));
         assert_eq!(v[0].message, "must be 1 to 9, not 10");
+        assert_eq!(fields(json!({"labels":{"a":"v","b":"v","c":"v"}})), ["labels"]);
+        // 2^63 is one past the bound, though both are the same f64.
+        assert!(fields(json!({"seq": 9223372036854775807u64})).is_empty());
+        assert_eq!(fields(json!({"seq": 9223372036854775808u64})), ["seq"]);
     }
 }

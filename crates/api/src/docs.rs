@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use bc_domain::ErrorCode;
 use serde_json::{Map, Value, json};
 
-use crate::registry::{Authorization, Method, PHASE, Registry, Resource, STATUS};
+use crate::VERSION;
+use crate::registry::{Method, Registry};
+use bc_api_types::meta::{Authorization, PHASE, Resource, STATUS};
 
 /// Every generated file under `docs/reference/`, as (relative path, contents): one page
 /// per resource in `api/`, and `openapi.json`.
@@ -38,11 +40,7 @@ pub fn resource_page(registry: &Registry, resource: &Resource) -> String {
     let methods: Vec<&Method> = registry.of(resource).collect();
     let mut out = String::new();
     out.push_str(&format!("# {}\n\n{}\n\n", resource.name, resource.description));
-    out.push_str(&format!(
-        "All {} methods are served by bc-api {}.\n\n",
-        methods.len(),
-        crate::VERSION
-    ));
+    out.push_str(&format!("All {} methods are served by bc-api {}.\n\n", methods.len(), VERSION));
     out.push_str("| Method | Kind | Authorization | Phase | Status |\n|---|---|---|---|---|\n");
     for m in &methods {
         out.push_str(&format!(
@@ -70,8 +68,16 @@ fn compact_authorization(a: Authorization) -> String {
 
 fn method_section(m: &Method) -> String {
     let info = &m.info;
+    let also = m.also_authorization().map_or(String::new(), |a| {
+        format!(
+            "\n- Also: {}@{}, on the object named by `{}` when it is set",
+            a.permission.as_str(),
+            a.on.as_str(),
+            a.field
+        )
+    });
     let mut out = format!(
-        "\n## {}\n\n`POST {}`\n\n{}\n\n- Kind: {}\n- Authorization: {}\n- Module: {}\n- Phase: {PHASE} ({STATUS})\n\n### Input\n\n",
+        "\n## {}\n\n`POST {}`\n\n{}\n\n- Kind: {}\n- Authorization: {}{also}\n- Module: {}\n- Phase: {PHASE} ({STATUS})\n\n### Input\n\n",
         info.name,
         info.path(),
         info.description,
@@ -95,7 +101,23 @@ fn method_section(m: &Method) -> String {
             row.constraints
         ));
     }
+    if let Some(keys) = exactly_one(m.input_schema()) {
+        out.push_str(&format!("\nExactly one of {} is set.\n", keys.join(", ")));
+    }
     out
+}
+
+/// The keys of an object's "exactly one of" rule across its fields (a `oneOf` whose every
+/// branch requires one key and states no type), as code.
+fn exactly_one(schema: &Value) -> Option<Vec<String>> {
+    let branches = schema.get("oneOf")?.as_array()?;
+    branches
+        .iter()
+        .map(|b| match b.get("required")?.as_array()?.as_slice() {
+            [key] if b.get("type").is_none() => key.as_str().map(code),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One row of an input table.
@@ -253,6 +275,9 @@ fn constraints(schema: &Value) -> String {
             values.iter().map(|v| code(v)).collect::<Vec<_>>().join(", ")
         ));
     }
+    if let Some(keys) = exactly_one(schema) {
+        parts.push(format!("exactly one of {} is set", keys.join(", ")));
+    }
     let variants = tagged_variants(schema);
     if !variants.is_empty() {
         let keys: Vec<String> = variants
@@ -291,6 +316,12 @@ fn constraints(schema: &Value) -> String {
         (None, Some(b)) => parts.push(format!("at most {} items", number(b))),
         _ => {}
     }
+    match (schema.get("minProperties"), schema.get("maxProperties")) {
+        (Some(a), Some(b)) => parts.push(format!("{} to {} keys", number(a), number(b))),
+        (Some(a), None) => parts.push(format!("at least {} keys", number(a))),
+        (None, Some(b)) => parts.push(format!("at most {} keys", number(b))),
+        _ => {}
+    }
     if let Some(p) = schema.get("patternProperties").and_then(Value::as_object) {
         for (key_pattern, value) in p {
             parts.push(format!("keys match {}", code(key_pattern)));
@@ -302,7 +333,9 @@ fn constraints(schema: &Value) -> String {
     }
     if let Some(items) = schema.get("items") {
         let item = unwrap_nullable(items);
-        if !is_object_with_fields(item) {
+        if let Some(keys) = exactly_one(item) {
+            parts.push(format!("each: exactly one of {} is set", keys.join(", ")));
+        } else if !is_object_with_fields(item) {
             let each = constraints(item);
             if !each.is_empty() {
                 parts.push(format!("each: {each}"));
@@ -395,13 +428,13 @@ fn reference(name: &str) -> Value {
 /// `GET /api/compute/events/stream` (Server-Sent Events; not a registry method, as it is
 /// not a JSON call): its facts come from the stream's own declaration.
 fn stream_operation(error_response: &Value) -> Value {
-    use crate::methods::events::{SUBJECT_MAX, SUBJECT_PATTERN};
-    use bc_api_types::events::{LAST_EVENT_ID, STREAM};
+    use crate::stream::{MAX_STREAMS_PER_TOKEN, RECHECK};
+    use bc_api_types::events::{LAST_EVENT_ID, STREAM, SUBJECT_MAX, SUBJECT_PATTERN};
     json!({ "get": {
         "operationId": operation_id(STREAM.resource.name, STREAM.name),
         "tags": [STREAM.resource.name],
         "summary": STREAM.id().to_string(),
-        "description": format!("{} Each event is sent as `id: <seq>` and `data: <the event's JSON>` ({{eventId, seq, tenantId, subject, type, time, data}}), in seq order, with keep-alive comments while idle. Reconnect with Last-Event-ID set to the last seq seen to resume after it.", STREAM.description),
+        "description": format!("{} Each event is sent as `id: <seq>` and `data: <the event's JSON>` ({{eventId, seq, tenantId, subject, type, time, data}}), in seq order, with keep-alive comments while idle. Reconnect with Last-Event-ID set to the last seq seen to resume after it. The token is checked again at least every {} s: the stream ends once it is revoked or its grants no longer allow compute:events:read on the tenant. A token holds at most {MAX_STREAMS_PER_TOKEN} open streams; one more is RESOURCE_EXHAUSTED.", STREAM.description, RECHECK.as_secs()),
         "x-kind": STREAM.kind.as_str(),
         "x-authorization": STREAM.authorization.to_string(),
         "x-module": STREAM.resource.module,
@@ -415,13 +448,55 @@ fn stream_operation(error_response: &Value) -> Value {
               "schema": { "type": "string", "maxLength": SUBJECT_MAX, "pattern": SUBJECT_PATTERN } },
             { "name": LAST_EVENT_ID, "in": "header", "required": false,
               "description": "The seq of the last event seen.",
-              "schema": { "type": "integer", "minimum": 0 } }
+              "schema": { "type": "integer", "minimum": 0, "maximum": bc_domain::model::INTEGER_MAX } }
         ],
         "responses": {
             "200": { "description": "An endless stream of events.", "content": { "text/event-stream": { "schema": { "type": "string" } } } },
             "default": error_response
         }
     }})
+}
+
+/// The OpenAPI links of a create's answer: to every other method of its resource that
+/// names one object and takes nothing the answer lacks (its get, update, delete, …), with
+/// a request body whose fields are read from the answer (`$response.body#/poolId`), so a
+/// tool can follow a create with calls on what it made.
+fn links(registry: &Registry, create: &Method) -> Map<String, Value> {
+    let mut out = Map::new();
+    if create.info.name != "create" {
+        return out;
+    }
+    let Some(made) = create.output_schema().get("properties").and_then(Value::as_object) else {
+        return out;
+    };
+    for m in registry.of(create.info.resource) {
+        if m.info.name == "create" || m.info.name == "list" {
+            continue;
+        }
+        let input = m.input_schema();
+        let required = input.get("required").and_then(Value::as_array);
+        let names_one = required.into_iter().flatten().filter_map(Value::as_str);
+        let takes: Vec<&str> = names_one.collect();
+        if takes.is_empty() || !takes.iter().all(|f| made.contains_key(*f)) {
+            continue;
+        }
+        let fields = input.get("properties").and_then(Value::as_object);
+        let body: Map<String, Value> = fields
+            .into_iter()
+            .flat_map(|f| f.keys())
+            .filter(|f| made.contains_key(*f))
+            .map(|f| (f.clone(), json!(format!("$response.body#/{f}"))))
+            .collect();
+        out.insert(
+            m.info.name.to_owned(),
+            json!({
+                "operationId": operation_id(m.info.resource.name, m.info.name),
+                "description": format!("{} on what this call made.", m.info.id()),
+                "requestBody": body,
+            }),
+        );
+    }
+    out
 }
 
 /// The OpenAPI 3.1 document of the registry, served at `GET /api/openapi.json`.
@@ -442,7 +517,7 @@ pub fn openapi(registry: &Registry) -> Value {
             Authorization::JoinToken => json!([]),
             Authorization::NodeCredential => json!([{ "nodeCredential": [] }]),
         };
-        let operation = json!({
+        let mut operation = json!({
             "operationId": operation_id(info.resource.name, info.name),
             "tags": [info.resource.name],
             "summary": info.id().to_string(),
@@ -465,6 +540,13 @@ pub fn openapi(registry: &Registry) -> Value {
                 "default": error_response.clone()
             }
         });
+        if let Some(also) = m.also_authorization() {
+            operation["x-also-authorization"] = json!(also.to_string());
+        }
+        let links = links(registry, m);
+        if !links.is_empty() {
+            operation["responses"]["200"]["links"] = Value::Object(links);
+        }
         paths.insert(info.path(), json!({ "post": operation }));
     }
     let plain = |summary: &str, content: &str| {
@@ -490,7 +572,7 @@ pub fn openapi(registry: &Registry) -> Value {
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "info": {
             "title": "Better Compute: Kubernetes and provider resources",
-            "version": crate::VERSION,
+            "version": VERSION,
             "description": "Every method is POST /api/compute/<resource>/<method> with a JSON object in and out. Generated from bc-api's method registry."
         },
         "tags": tags,

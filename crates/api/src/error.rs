@@ -129,11 +129,17 @@ impl ApiError {
 
     /// `RESOURCE_EXHAUSTED` with a `Retry-After` of `secs` seconds.
     pub fn rate_limited(secs: u64) -> Self {
+        Self::rate_limited_for("this token", secs)
+    }
+
+    /// `RESOURCE_EXHAUSTED` with a `Retry-After` of `secs` seconds, for the rate limit of
+    /// `whose` (e.g. "this join token", "this address").
+    pub fn rate_limited_for(whose: &str, secs: u64) -> Self {
         Self {
             retry_after_secs: Some(secs.max(1)),
             ..Self::new(
                 ErrorCode::ResourceExhausted,
-                format!("rate limit of this token exceeded; retry in {} s", secs.max(1)),
+                format!("rate limit of {whose} exceeded; retry in {} s", secs.max(1)),
             )
         }
     }

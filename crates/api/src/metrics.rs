@@ -14,6 +14,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// The method a response answered, as its metrics label (`resource`, `method`): put in
+/// the response's extensions by whoever answered, read by the request layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MethodLabel(pub(crate) &'static str, pub(crate) &'static str);
+
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 

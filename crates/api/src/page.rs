@@ -12,7 +12,7 @@ use bc_domain::ports::{CursorKey, Page, PageRequest};
 pub use bc_api_types::page::{ListInput, ListOutput, PageSize, PageToken};
 
 use crate::error::ApiError;
-use crate::registry::MethodId;
+use bc_api_types::MethodId;
 
 /// The store page a list method's input asks for.
 pub trait AskedPage: ListInput {

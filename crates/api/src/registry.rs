@@ -1,7 +1,9 @@
-//! The method registry: every method of the contract declared once — its endpoint
-//! (bc-api-types: name, kind, authorization, module, phase, status, description, input
-//! and output types) and its handler — and everything else derived from that declaration:
-//! routing, authentication, input checks, authorization, OpenAPI and the reference docs.
+//! The method framework: how a method is declared — its endpoint (bc-api-types: name,
+//! kind, authorization, module, phase, status, description, input and output types) and
+//! its handler — and the pipeline every call of it runs (parse, check, authorize, replay a
+//! `requestId`, handle, serialize); a [`Registry`] of declared methods, from which
+//! routing, OpenAPI and the reference docs are derived. The contract's own registry is
+//! [`crate::methods::registry`], above this framework.
 //!
 //! Invariants: a method is one [`Method::declare`] call; its input and output JSON Schemas
 //! are derived from its types, and the input schema is both what the docs print and what
@@ -11,11 +13,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 pub use bc_api_types::endpoint::{Endpoint, Input};
 pub use bc_api_types::meta::{
-    Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType, STATUS,
+    AlsoAuthorization, Authorization, Kind, MethodId, MethodInfo, PHASE, Resource, ResourceType,
+    STATUS,
 };
 use bc_domain::{Error as DomainError, FieldViolation};
 use futures::future::BoxFuture;
@@ -23,13 +26,13 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::access::{self, Access, Target};
+use crate::access::{self, Access, Resolved, Target};
 use crate::auth::Caller;
 use crate::check::Checker;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
+use crate::idempotency::{Before, Idempotency, before_create};
 use crate::schema;
-use crate::service::Ctx;
-use crate::write::{Before, Created, Idempotency, before_create};
 
 /// A method's input as the server holds it: a bc-api-types [`Input`] (a serde type with
 /// `deny_unknown_fields` whose JSON Schema states its field constraints, and a create's
@@ -48,13 +51,25 @@ pub trait MethodInput: Input {
     /// A valid input, naming the objects of the docs' example tenant (`crate::examples`):
     /// shown in OpenAPI and sent by the registry-wide tests.
     fn example() -> Value;
+
+    /// The second authorization calls of this input may need, declared once for the
+    /// docs and the pipeline (SPEC §3); `None` for most methods.
+    const ALSO: Option<AlsoAuthorization> = None;
+
+    /// The object this call also acts on, when [`MethodInput::ALSO`] applies to it (a
+    /// pool's policy with a substrate names its account): authorized as `ALSO` says
+    /// after the method's own authorization, before the handler ([`Call::also`]).
+    fn also(&self) -> Option<Target> {
+        None
+    }
 }
 
 /// What a handler of a method with output `O` answers: `O` itself, or for a create
-/// [`Created`] of it (the object made now, or the first answer to the same request).
+/// [`Created`](crate::write::Created) of it (the object made now, or the first answer to
+/// the same request; that implementation is beside the type, so the framework does not
+/// import the write path).
 pub trait Answer<O>: Serialize + Send + 'static {}
 impl<O: Serialize + Send + 'static> Answer<O> for O {}
-impl<O: Serialize + Send + 'static> Answer<O> for Created<O> {}
 
 /// What a handler gets besides the services: the parsed input, who called, and what the
 /// authorization found (the object looked up, or a list's readable scope).
@@ -66,6 +81,9 @@ pub struct Call<I> {
     pub caller: Caller,
     /// What the caller was allowed, with the records looked up to decide it.
     pub access: Access,
+    /// The object the call also acts on ([`MethodInput::also`]), looked up and
+    /// authorized.
+    pub also: Option<Resolved>,
     /// The method called.
     pub method: MethodId,
     /// For a create with a `requestId` not seen before: the key its answer is stored
@@ -140,6 +158,7 @@ pub struct Method {
     input: Arc<Checker>,
     output_schema: Value,
     example: Value,
+    also: Option<AlsoAuthorization>,
     run: Run,
     target: TargetOf,
     fields: FieldsOf,
@@ -153,7 +172,8 @@ impl fmt::Debug for Method {
 
 impl Method {
     /// Declares a method: its endpoint (facts and types, bc-api-types') and its handler,
-    /// which answers the endpoint's output (or, for a create, [`Created`] of it).
+    /// which answers the endpoint's output (or, for a create,
+    /// [`Created`](crate::write::Created) of it).
     pub fn declare<E, R>(_: E, handler: impl Handler<E::Input, R>) -> Self
     where
         E: Endpoint,
@@ -180,6 +200,12 @@ impl Method {
                 let target = input.target();
                 let tenant = target.tenant().cloned();
                 let access = access::authorize(&ctx, &info, &caller, target).await?;
+                let also = match (I::ALSO, input.also()) {
+                    (Some(rule), Some(object)) => {
+                        Some(access::authorize_also(&ctx, &info, &caller, rule, object).await?)
+                    }
+                    _ => None,
+                };
                 let mut idempotency = None;
                 if let (Some(request_id), Some(tenant)) = (input.request_id().cloned(), tenant) {
                     match before_create(&ctx, tenant, info.id(), request_id, &body).await? {
@@ -187,7 +213,7 @@ impl Method {
                         Before::Run(key) => idempotency = Some(key),
                     }
                 }
-                let call = Call { input, caller, access, method: info.id(), idempotency };
+                let call = Call { input, caller, access, also, method: info.id(), idempotency };
                 let output = handler.call(ctx, call).await?;
                 answer(info.id(), &output)
             })
@@ -205,6 +231,7 @@ impl Method {
             input,
             output_schema: schema::output_schema::<O>(),
             example: I::example(),
+            also: I::ALSO,
             run,
             target,
             fields,
@@ -269,6 +296,11 @@ impl Method {
     pub fn example(&self) -> &Value {
         &self.example
     }
+
+    /// The second authorization its calls may need ([`MethodInput::ALSO`]).
+    pub fn also_authorization(&self) -> Option<AlsoAuthorization> {
+        self.also
+    }
 }
 
 /// Every declared method, in the docs' order.
@@ -325,15 +357,9 @@ impl Registry {
     }
 }
 
-/// The registry of this contract (SPEC §4–§12).
-pub fn registry() -> &'static Registry {
-    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::new(crate::methods::all()));
-    &REGISTRY
-}
-
 #[cfg(test)]
 mod tests {
-    use super::registry;
+    use crate::methods::registry;
 
     /// Every endpoint bc-api-types declares is served, in the same order, and nothing
     /// else is: a method added to the catalogue without a handler (or the reverse) fails

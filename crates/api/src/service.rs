@@ -8,55 +8,33 @@
 //! method → verb → authentication → rate limit → body → input checks → authorization →
 //! handler, so nothing is read from the body of a caller that did not authenticate.
 
-use std::collections::BTreeMap;
-use std::ops::Deref;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method as Verb, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use bc_domain::model::QuotaResource;
 use bc_domain::ports::{Authorizer, Clock, ClusterApi, ProviderRegistry, SecretBox, Store};
 use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::auth::authenticate;
 use crate::authz::CedarAuthorizer;
-use crate::body::{BODY_LIMIT, parse_object, read_limited};
+use crate::body::{parse_object, read_limited};
+// The services' and settings' paths of old, kept for callers that name them so.
+pub use crate::ctx::{Ctx, Services, Settings};
 use crate::error::{ApiError, Code};
 use crate::ids::IdSource;
-use crate::metrics::{self, Metrics};
-use crate::ratelimit::{RateLimit, RateLimiter};
-use crate::registry::{Registry, registry};
-
-/// Server settings the handlers need (flags of SPEC §13).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    /// The largest request body (SPEC §2: 1 MiB).
-    pub body_limit: usize,
-    /// The per-caller rate limit; `None` turns it off.
-    pub rate_limit: Option<RateLimit>,
-    /// How often bcd is told to heartbeat.
-    pub heartbeat_seconds: u32,
-    /// The quota rows every new pool gets (`--default-pool-quota loadBalancers=N`).
-    pub default_pool_quotas: BTreeMap<QuotaResource, u32>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            body_limit: BODY_LIMIT,
-            rate_limit: Some(RateLimit::default()),
-            heartbeat_seconds: 30,
-            default_pool_quotas: BTreeMap::new(),
-        }
-    }
-}
+use crate::methods::agents::NODE_LISTING_TTL;
+use crate::methods::registry;
+use crate::metrics::{self, MethodLabel, Metrics};
+use crate::ratelimit::{Concurrency, RateLimiter, Recent};
+use crate::registry::Registry;
 
 /// The ports the API works on: every one a bc-domain trait, so a service embeds the API
 /// on adapters of its choosing (pointed at the providers, or at the simulator in tests).
@@ -72,47 +50,6 @@ pub struct Ports {
     pub clusters: Arc<dyn ClusterApi>,
     /// Encryption of provider credentials at rest.
     pub secrets: Arc<dyn SecretBox>,
-}
-
-/// The ports and settings every handler works with.
-pub struct Services {
-    /// The store.
-    pub store: Arc<dyn Store>,
-    /// The authorization engine.
-    pub authorizer: Arc<dyn Authorizer>,
-    /// The clock.
-    pub clock: Arc<dyn Clock>,
-    /// Provider implementations per account.
-    pub providers: Arc<dyn ProviderRegistry>,
-    /// Reaching clusters' Kubernetes APIs.
-    pub clusters: Arc<dyn ClusterApi>,
-    /// Encryption of provider credentials at rest.
-    pub secrets: Arc<dyn SecretBox>,
-    /// Settings.
-    pub settings: Settings,
-    /// Poked after each commit that enqueued work (the in-process reconcilers wait on it).
-    pub work_notify: Option<Arc<Notify>>,
-    /// Poked by the in-process event relay; wakes the Server-Sent Events streams.
-    pub events_notify: Option<Arc<Notify>>,
-    /// New ids, increasing within this process.
-    pub(crate) ids: IdSource,
-}
-
-/// A handler's view of the services: cheap to clone, shared by every request.
-#[derive(Clone)]
-pub struct Ctx(Arc<Services>);
-
-impl Deref for Ctx {
-    type Target = Services;
-    fn deref(&self) -> &Services {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Ctx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("settings", &self.0.settings).finish_non_exhaustive()
-    }
 }
 
 /// Builds the API's router from its ports. The result is a plain axum `Router`, so a
@@ -140,6 +77,10 @@ impl Api {
                 work_notify: None,
                 events_notify: None,
                 ids: IdSource::default(),
+                limiter: None,
+                streams: Concurrency::default(),
+                join_limiters: None,
+                node_listings: Recent::new(NODE_LISTING_TTL),
             },
             registry: registry(),
         }
@@ -180,15 +121,18 @@ impl Api {
 
     /// The router: `/api/compute/*`, the event stream, `/api/openapi.json`, `/healthz`,
     /// `/readyz`, `/metrics`.
-    pub fn router(self) -> Router {
-        let limiter = self.services.settings.rate_limit.map(|l| Arc::new(RateLimiter::new(l)));
+    pub fn router(mut self) -> Router {
+        self.services.limiter = self.services.settings.rate_limit.map(RateLimiter::new);
+        self.services.join_limiters = self.services.settings.join_rate_limit.map(|l| {
+            let per_token = RateLimiter::of("this join token", l.per_token);
+            (per_token, RateLimiter::of("this address", l.per_address))
+        });
         let openapi = serde_json::to_vec_pretty(&crate::docs::openapi(self.registry))
             .expect("the OpenAPI document serializes");
         let state = AppState {
-            ctx: Ctx(Arc::new(self.services)),
+            ctx: Ctx::new(self.services),
             registry: self.registry,
             metrics: Arc::new(Metrics::default()),
-            limiter,
             openapi: Arc::new(openapi),
         };
         Router::new()
@@ -206,17 +150,19 @@ impl Api {
 
 /// What every route shares.
 #[derive(Clone)]
-pub(crate) struct AppState {
-    pub(crate) ctx: Ctx,
+struct AppState {
+    ctx: Ctx,
     registry: &'static Registry,
     metrics: Arc<Metrics>,
-    pub(crate) limiter: Option<Arc<RateLimiter>>,
     openapi: Arc<Vec<u8>>,
 }
 
-/// The method a response answered, as its metrics label.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct MethodLabel(pub(crate) &'static str, pub(crate) &'static str);
+/// The event stream's handler takes the services alone.
+impl FromRef<AppState> for Ctx {
+    fn from_ref(state: &AppState) -> Ctx {
+        state.ctx.clone()
+    }
+}
 
 /// The header carrying the request id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -290,8 +236,15 @@ async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
             &parts.headers,
         )
         .await?;
-        if let (Some(limiter), Some(key)) = (&state.limiter, caller.rate_key()) {
-            limiter.check(&key)?;
+        match caller.rate_key() {
+            Some(key) => state.ctx.rate_limit(Some(key))?,
+            // A caller without a credential yet (`agents.join`) is counted by its address,
+            // before a byte of its body is read (SPEC §9).
+            None => {
+                if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+                    state.ctx.limit_join_address(peer.ip())?;
+                }
+            }
         }
         let bytes = read_limited(body, state.ctx.settings.body_limit).await?;
         let value = parse_object(&bytes)?;
@@ -329,7 +282,7 @@ fn unknown_method() -> Response {
     resp
 }
 
-pub(crate) fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
+fn json_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut resp = (status, bytes).into_response();
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
@@ -339,7 +292,7 @@ async fn no_such_path() -> Response {
     ApiError::not_found("no such path").into_response()
 }
 
-pub(crate) async fn verb_not_allowed(req: Request<Body>) -> Response {
+async fn verb_not_allowed(req: Request<Body>) -> Response {
     let mut e = ApiError::method_not_allowed(req.uri().path()).into_response();
     e.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
     e

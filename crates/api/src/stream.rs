@@ -8,28 +8,33 @@
 //! taken the last (the body is pulled, not pushed); it wakes on the events wake-up and
 //! otherwise polls at most [`POLL`] apart, so events committed by other processes
 //! arrive too; idle connections get a keep-alive comment. Authentication, the rate limit
-//! and authorization are those of every method (`compute:events:read @ compute-tenant`).
+//! and authorization are those of every method (`compute:events:read @ compute-tenant`),
+//! and they are not decided once: the token is read and authorized again at least every
+//! [`RECHECK`], and the stream ends when it no longer passes; a token holds at most
+//! [`MAX_STREAMS_PER_TOKEN`] open streams.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use axum::extract::{Query, Request, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use bc_domain::TenantId;
-use bc_domain::model::Event;
-use bc_domain::ports::Store;
+use bc_domain::model::{Event, INTEGER_MAX};
+use bc_domain::{ErrorCode, StoreError, TenantId, TokenId};
 use futures::Stream;
 use regex::Regex;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::access::{self, Target};
-use crate::auth::authenticate;
+use crate::auth::{Caller, authenticate};
+use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::service::{AppState, MethodLabel};
+use crate::metrics::MethodLabel;
+use crate::ratelimit::Slot;
 use bc_api_types::events::{EVENTS, STREAM, SUBJECT_MAX, SUBJECT_PATTERN, StreamQuery};
 
 pub use bc_api_types::events::{LAST_EVENT_ID, STREAM_PATH};
@@ -38,34 +43,54 @@ pub use bc_api_types::events::{LAST_EVENT_ID, STREAM_PATH};
 pub const POLL: Duration = Duration::from_secs(1);
 /// How often an idle connection gets a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The longest a stream runs on its token without reading it again: within this of the
+/// token's revocation (or the loss of its grant) the stream ends (SPEC §12).
+pub const RECHECK: Duration = Duration::from_secs(5);
+/// Most event streams one token holds open at once (SPEC §12; per API process).
+pub const MAX_STREAMS_PER_TOKEN: usize = 8;
 /// Events read (and held) per batch.
 pub const BATCH: u32 = 100;
 
-/// Where a connection is: what it has read and not yet sent, and where to read next.
+/// Where a connection is: what it has read and not yet sent, where to read next, and
+/// whose token it runs on.
 struct Cursor {
-    store: Arc<dyn Store>,
-    wake: Option<Arc<Notify>>,
+    ctx: Ctx,
+    token: TokenId,
     tenant: TenantId,
     subject: Option<String>,
     after: u64,
     pending: VecDeque<Event>,
+    /// When the token is next checked again.
+    recheck_at: Instant,
+    /// The token's count of open streams, given back when the connection ends.
+    _slot: Slot,
 }
 
 impl Cursor {
-    /// The next event, waiting for one as long as it takes.
-    async fn next(mut self) -> (SseEvent, Self) {
+    /// The next event, waiting for one as long as it takes; `None` once the token no
+    /// longer opens the stream (revoked, or its grants no longer allow it).
+    async fn next(mut self) -> Option<(SseEvent, Self)> {
         loop {
+            if Instant::now() >= self.recheck_at {
+                match self.still_allowed().await {
+                    Ok(true) => self.recheck_at = Instant::now() + RECHECK,
+                    Ok(false) => return None,
+                    // Tried again at the next poll; the outbox cannot be read either.
+                    Err(e) => tracing::warn!(error = %e, "events stream: checking the token"),
+                }
+            }
             if let Some(event) = self.pending.pop_front() {
                 self.after = event.seq;
-                return (frame(&event), self);
+                return Some((frame(&event), self));
             }
             // Registered before the read, so a poke between the read and the wait counts.
-            let notified = self.wake.clone().map(Notify::notified_owned);
+            let notified = self.ctx.events_notify.clone().map(Notify::notified_owned);
             tokio::pin!(notified);
             if let Some(n) = notified.as_mut().as_pin_mut() {
                 n.enable();
             }
             let read = self
+                .ctx
                 .store
                 .event_list(&self.tenant, self.subject.as_deref(), self.after, BATCH)
                 .await;
@@ -86,6 +111,15 @@ impl Cursor {
             }
         }
     }
+
+    /// Whether the token, read again, still opens this stream: not revoked, and its
+    /// grants still allow `compute:events:read` on the tenant.
+    async fn still_allowed(&self) -> Result<bool, StoreError> {
+        let token = self.ctx.store.api_token_get(&self.token).await?;
+        let Some(token) = token.filter(|t| t.revoked_at.is_none()) else { return Ok(false) };
+        let target = Target::Tenant(self.tenant.clone());
+        Ok(access::authorize(&self.ctx, &STREAM, &Caller::Token(token), target).await.is_ok())
+    }
 }
 
 /// One event on the wire: `id: <seq>`, `data: <the event's JSON>`.
@@ -94,12 +128,21 @@ fn frame(event: &Event) -> SseEvent {
     SseEvent::default().id(event.seq.to_string()).data(data)
 }
 
-/// The `Last-Event-ID` a reconnecting client sent: the `seq` to resume after.
+/// The `Last-Event-ID` a reconnecting client sent: the `seq` to resume after, a whole
+/// number up to [`INTEGER_MAX`] (the bound `events.list` declares for `afterSeq`).
 fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
     let Some(value) = headers.get(LAST_EVENT_ID) else { return Ok(0) };
-    value.to_str().ok().and_then(|v| v.trim().parse().ok()).ok_or_else(|| {
-        ApiError::invalid("Last-Event-ID", "must be the seq of an event (a whole number)")
-    })
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|seq| *seq <= INTEGER_MAX)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "Last-Event-ID",
+                format!("must be the seq of an event: a whole number from 0 to {INTEGER_MAX}"),
+            )
+        })
 }
 
 /// Checks `subject` as `events.list` documents it.
@@ -117,28 +160,42 @@ fn check_subject(subject: Option<&str>) -> Result<(), ApiError> {
 }
 
 /// `GET /api/compute/events/stream`.
-pub(crate) async fn serve(State(state): State<AppState>, req: Request) -> Response {
+pub(crate) async fn serve(State(ctx): State<Ctx>, req: Request) -> Response {
     // The body is not `Sync`, and a GET has none: keep only the head across the awaits.
     let (req, _) = req.into_parts();
     let result = async {
-        let ctx = &state.ctx;
+        let ctx = &ctx;
         let how = STREAM.authorization.authentication();
         let caller = authenticate(ctx.store.as_ref(), how, &req.headers).await?;
-        if let (Some(limiter), Some(key)) = (&state.limiter, caller.rate_key()) {
-            limiter.check(&key)?;
-        }
+        ctx.rate_limit(caller.rate_key())?;
         let Query(query) = Query::<StreamQuery>::try_from_uri(&req.uri)
             .map_err(|e| ApiError::invalid_body(format!("the query string: {}", e.body_text())))?;
         check_subject(query.subject.as_deref())?;
         let after = last_event_id(&req.headers)?;
         access::authorize(ctx, &STREAM, &caller, Target::Tenant(query.tenant_id.clone())).await?;
+        let Caller::Token(token) = caller else {
+            return Err(ApiError::internal("the event stream without an API token"));
+        };
+        let slot = ctx.streams.try_open(token.token_id.as_str(), MAX_STREAMS_PER_TOKEN).ok_or_else(
+            || {
+                ApiError::new(
+                    ErrorCode::ResourceExhausted,
+                    format!(
+                        "token {} holds {MAX_STREAMS_PER_TOKEN} open event streams already: close one first",
+                        token.token_id
+                    ),
+                )
+            },
+        )?;
         Ok::<_, ApiError>(Cursor {
-            store: ctx.store.clone(),
-            wake: ctx.events_notify.clone(),
+            ctx: ctx.clone(),
+            token: token.token_id,
             tenant: query.tenant_id,
             subject: query.subject,
             after,
             pending: VecDeque::new(),
+            recheck_at: Instant::now() + RECHECK,
+            _slot: slot,
         })
     }
     .await;
@@ -152,10 +209,10 @@ pub(crate) async fn serve(State(state): State<AppState>, req: Request) -> Respon
     resp
 }
 
-/// The endless stream of a connection's events.
+/// The stream of a connection's events, ending only when its token no longer opens it.
 fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     futures::stream::unfold(cursor, |c| async move {
-        let (event, c) = c.next().await;
+        let (event, c) = c.next().await?;
         Some((Ok(event), c))
     })
 }

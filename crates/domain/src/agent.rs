@@ -26,6 +26,17 @@ pub const ENV_NODE_NAME: &str = "NODE_NAME";
 pub const SECRET_KEY_JOIN_TOKEN: &str = "joinToken";
 /// Key of the join Secret holding the server's public URL.
 pub const SECRET_KEY_SERVER_URL: &str = "serverUrl";
+/// Env var that lets bcd call a plain `http://` server URL when `1` (SPEC §9: the join
+/// token would travel in clear, so only for dev and tests).
+pub const ENV_INSECURE_HTTP: &str = "BCD_INSECURE_HTTP";
+/// Key of the join Secret holding `1` when the server's public URL is `http://` (and
+/// absent otherwise): the DaemonSet maps it, optionally, to [`ENV_INSECURE_HTTP`].
+pub const SECRET_KEY_INSECURE_HTTP: &str = "insecureHttp";
+
+/// Whether `url` is a plain `http://` URL (its scheme, in any case).
+pub fn is_plain_http(url: &str) -> bool {
+    url.trim_start().get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+}
 /// The join method's path, below the server URL.
 pub const JOIN_PATH: &str = "/api/compute/agents/join";
 /// The heartbeat method's path, below the server URL.
@@ -148,6 +159,16 @@ pub struct HeartbeatResponse {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn plain_http_is_told_by_its_scheme() {
+        for url in ["http://10.0.0.1:8080", "HTTP://api.example", " http://x"] {
+            assert!(is_plain_http(url), "{url}");
+        }
+        for url in ["https://api.example", "http:/x", "httpx://y", "", "ftp://z"] {
+            assert!(!is_plain_http(url), "{url}");
+        }
+    }
 
     #[test]
     fn node_credentials_are_256_bits_with_their_prefix() {

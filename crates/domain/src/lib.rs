@@ -11,6 +11,8 @@ pub mod id;
 pub mod kube_wire;
 pub mod model;
 pub mod name;
+#[cfg(feature = "schema")]
+pub mod one_of;
 pub mod policy;
 pub mod ports;
 pub mod rules;
@@ -20,8 +22,9 @@ pub mod state;
 pub mod time;
 pub mod token;
 
-pub use error::{Error, ErrorCode, FieldViolation, ProviderError, StoreError};
+pub use error::{Error, ErrorCode, FieldViolation};
 pub use id::*;
 pub use name::*;
+pub use ports::{ProviderError, StoreError};
 pub use state::{NodePoolState, ResourceState};
 pub use time::Timestamp;

@@ -20,51 +20,8 @@ use crate::policy::{PoolPolicy, Scale, Taint};
 use crate::state::{NodePoolState, ResourceState};
 use crate::time::Timestamp;
 
-/// A secret held in memory: `Debug` and `Display` never print it, and `==` takes the
-/// same time wherever two secrets differ ([`crate::token::ct_eq`]).
-#[derive(Clone)]
-pub struct SecretString(String);
-
-impl PartialEq for SecretString {
-    fn eq(&self, other: &Self) -> bool {
-        crate::token::ct_eq(self.0.as_bytes(), other.0.as_bytes())
-    }
-}
-impl Eq for SecretString {}
-
-impl SecretString {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Self(s.into())
-    }
-    /// The secret itself; call only where it must be used (a request header, a Secret).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-impl fmt::Debug for SecretString {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-/// Reading a secret in (a request body, an opened credentials document) is safe; writing
-/// one out is not, so there is no `Serialize`: a document that must carry the secret
-/// names [`SecretString::serialize_exposed`] on that one field.
-impl<'de> Deserialize<'de> for SecretString {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(SecretString)
-    }
-}
-impl SecretString {
-    /// Serializes the secret itself, for `#[serde(serialize_with = …)]` on the few
-    /// documents that must carry it (a join request, a sealed credentials document).
-    pub fn serialize_exposed<S: serde::Serializer>(
-        s: &SecretString,
-        ser: S,
-    ) -> Result<S::Ok, S::Error> {
-        ser.serialize_str(&s.0)
-    }
-}
+// The in-memory secret type is the token module's, named here by its old path too.
+pub use crate::token::SecretString;
 
 /// AEAD ciphertext of a secret, as produced by the `SecretBox` port.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -475,6 +432,41 @@ impl Protocol {
     }
 }
 
+/// The largest integer an input may carry where the store keeps it (a signed 64-bit
+/// column): event `seq`s, generations, droplet ids. One more is `INVALID_ARGUMENT`, not
+/// a failed query.
+pub const INTEGER_MAX: u64 = i64::MAX as u64;
+/// Most characters of a health check's path.
+pub const HEALTH_CHECK_PATH_MAX: usize = 255;
+/// The rule of a health check's path: empty, or `/` and visible ASCII.
+pub const HEALTH_CHECK_PATH_PATTERN: &str = "^(/[!-~]*)?$";
+/// Most characters of a sticky-sessions cookie name.
+pub const COOKIE_NAME_MAX: usize = 64;
+/// The rule of a cookie name: letters, digits, `.`, `_` and `-`.
+pub const COOKIE_NAME_PATTERN: &str = "^[A-Za-z0-9._-]+$";
+/// The longest a sticky-sessions cookie may live: a year, in seconds.
+pub const COOKIE_TTL_MAX: u32 = 365 * 24 * 60 * 60;
+/// Most characters of a droplet tag (DigitalOcean's limit).
+pub const TAG_MAX: usize = 255;
+/// The rule of a droplet tag (DigitalOcean's): letters, digits, `:`, `_` and `-`.
+pub const TAG_PATTERN: &str = "^[A-Za-z0-9:_-]+$";
+/// Most droplets a load balancer targets by id (SPEC §11).
+pub const MAX_TARGET_DROPLETS: usize = 10;
+/// Most regional load balancers a global one targets.
+pub const MAX_TARGET_LOAD_BALANCERS: usize = 10;
+/// Most regions a global load balancer ranks.
+pub const MAX_REGION_PRIORITIES: usize = 32;
+/// The largest region priority (lower is preferred).
+pub const REGION_PRIORITY_MAX: u32 = 100;
+/// Most domains of a global load balancer.
+pub const MAX_DOMAINS: usize = 10;
+/// Most characters of a domain name (DNS).
+pub const DOMAIN_NAME_MAX: usize = 253;
+/// The rule of a domain name: DNS labels of letters, digits and `-`, dot-separated, with
+/// an optional leading `*.` wildcard.
+pub const DOMAIN_NAME_PATTERN: &str =
+    r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$";
+
 /// A regional forwarding rule.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -492,6 +484,7 @@ pub struct ForwardingRule {
     pub target_port: u32,
     /// TLS certificate (provider id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::name::ProviderSlug>"))]
     pub certificate_id: Option<String>,
     /// Pass TLS through.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -522,6 +515,10 @@ pub struct HealthCheck {
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: u32,
     /// Path (http/https).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = HEALTH_CHECK_PATH_MAX), regex(pattern = HEALTH_CHECK_PATH_PATTERN))
+    )]
     pub path: String,
     /// Seconds between checks.
     #[cfg_attr(feature = "schema", schemars(range(min = 3, max = 300)))]
@@ -558,31 +555,44 @@ impl Default for HealthCheck {
 pub struct StickySessions {
     /// `cookies` or `none`.
     #[serde(rename = "type")]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^(cookies|none)$")))]
+    #[cfg_attr(feature = "schema", schemars(length(max = 7), regex(pattern = "^(cookies|none)$")))]
     pub kind: String,
     /// Cookie name (cookies only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = COOKIE_NAME_MAX), regex(pattern = COOKIE_NAME_PATTERN))
+    )]
     pub cookie_name: Option<String>,
-    /// Cookie TTL (cookies only).
+    /// Cookie TTL (cookies only), 1 s to a year.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = COOKIE_TTL_MAX)))]
     pub cookie_ttl_seconds: Option<u32>,
 }
 
 /// Load balancer targets: exactly one kind.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = crate::one_of::one_kind_of_targets))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Targets {
     /// A droplet tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = TAG_MAX), regex(pattern = TAG_PATTERN)))]
     pub tag: Option<String>,
     /// Droplet ids (1–10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 10)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(min = 1, max = MAX_TARGET_DROPLETS),
+            inner(range(min = 1, max = INTEGER_MAX))
+        )
+    )]
     pub droplet_ids: Option<Vec<u64>>,
-    /// Regional load balancers of this system (global only).
+    /// Regional load balancers of this system (global only; 1–10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_TARGET_LOAD_BALANCERS)))]
     pub load_balancer_ids: Option<Vec<LoadBalancerId>>,
 }
 
@@ -594,12 +604,20 @@ pub struct GlobalSettings {
     /// http, https or http2.
     pub target_protocol: Protocol,
     /// 80 or 443.
+    #[cfg_attr(feature = "schema", schemars(range(min = 80, max = 443)))]
     pub target_port: u32,
     /// CDN on.
     #[serde(default)]
     pub cdn: bool,
-    /// Region slug → priority (lower preferred).
+    /// Region slug → priority (lower preferred; 1–100), at most 32 regions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            with = "Option<BTreeMap<crate::name::ProviderSlug, RegionPriority>>",
+            extend("maxProperties" = MAX_REGION_PRIORITIES)
+        )
+    )]
     pub region_priorities: Option<BTreeMap<String, u32>>,
     /// Failover threshold percent (1–99).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -607,17 +625,29 @@ pub struct GlobalSettings {
     pub failover_threshold: Option<u32>,
 }
 
+/// A region's priority in [`GlobalSettings::region_priorities`], for its schema only.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[schemars(inline)]
+#[allow(dead_code, reason = "a schema, never a value")]
+struct RegionPriority(#[schemars(range(min = 1, max = REGION_PRIORITY_MAX))] u32);
+
 /// A global load balancer domain.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Domain {
     /// FQDN.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = DOMAIN_NAME_MAX), regex(pattern = DOMAIN_NAME_PATTERN))
+    )]
     pub name: String,
     /// Managed by the provider's DNS.
     pub is_managed: bool,
     /// Certificate (provider id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::name::ProviderSlug>"))]
     pub certificate_id: Option<String>,
 }
 

@@ -101,6 +101,15 @@ pub const LABEL_KEY_PREFIX_PATTERN: &str =
 /// The rule of a label key's name part.
 pub const LABEL_KEY_NAME_PATTERN: &str = "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
+/// Most characters of a provider slug or id (region, size, version, provider cluster id,
+/// certificate id).
+pub const SLUG_MAX: usize = 64;
+/// The rule of provider slugs and ids (SPEC §2's identifier table): ASCII letters and
+/// digits, then also `.`, `_` and `-` — so no whitespace, control or format character
+/// (bidi overrides, zero-width) can reach a provider URL or a message, and the pattern
+/// means the same to every regular-expression engine.
+pub const SLUG_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]*$";
+
 /// The whole label key rule as one pattern (prefix and `/` optional), built from the two
 /// parts' patterns so it cannot drift from them; the parts' length caps come on top.
 pub fn label_key_pattern() -> String {
@@ -122,6 +131,21 @@ fn check_token_chars(
     }
     if !re(cell, pattern).is_match(s) {
         return Err(NameError(format!("{what} may only use the characters [A-Za-z0-9._:-]")));
+    }
+    Ok(())
+}
+
+/// A provider slug or id: [`SLUG_PATTERN`], 1 to [`SLUG_MAX`] characters.
+fn check_slug(s: &str) -> Result<(), NameError> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    if s.is_empty() || s.chars().count() > SLUG_MAX {
+        return Err(NameError(format!("must be 1 to {SLUG_MAX} characters")));
+    }
+    if !re(&RE, SLUG_PATTERN).is_match(s) {
+        return Err(NameError(
+            "must be ASCII letters, digits, '.', '_' and '-', starting with a letter or digit"
+                .into(),
+        ));
     }
     Ok(())
 }
@@ -226,6 +250,12 @@ validated_string!(
     /// An idempotency key of a create call: `^[A-Za-z0-9._:-]{1,64}$`.
     RequestId, check_request_id
 );
+validated_string!(
+    /// A provider slug or id (region, size, version, provider cluster id, certificate id):
+    /// [`SLUG_PATTERN`], 1 to [`SLUG_MAX`] characters. Fields that keep a plain `String`
+    /// declare their schema with it and are checked by [`ProviderSlug::parse`].
+    ProviderSlug, check_slug
+);
 
 /// The label every object the substrate reconciler makes carries.
 pub const LABEL_SUBSTRATE_POOL: &str = "better-compute.dev/substrate-pool";
@@ -266,6 +296,27 @@ pub fn substrate_namespace(pool: &PoolId) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn provider_slugs_are_ascii_and_at_most_64_characters() {
+        for ok in ["nyc1", "s-2vcpu-4gb", "1.32.1-do.0", "latest", "9a3c_1", &"a".repeat(64)] {
+            assert!(ProviderSlug::parse(ok).is_ok(), "{ok}");
+        }
+        let hostile = [
+            "",
+            &"a".repeat(65),
+            "nyc1\u{202e}",
+            "ny\u{200b}c1",
+            "nyc 1",
+            "-nyc1",
+            "nyc1\n",
+            "nyc1/../x",
+            "ｎｙｃ１",
+        ];
+        for bad in hostile {
+            assert!(ProviderSlug::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn tenant_ids() {

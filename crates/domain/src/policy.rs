@@ -3,11 +3,23 @@
 //!
 //! Invariant: deserializing accepts any well-typed document (unknown fields refused);
 //! the constraints are checked by [`crate::rules::policy::validate_policy`], which reports
-//! every violation with its JSON path instead of stopping at the first.
+//! every violation with its JSON path instead of stopping at the first. The bounds are
+//! declared here, beside the fields they bound, for the validator and the schema alike.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+/// Most flavors a pool may have.
+pub const MAX_FLAVORS: usize = 16;
+/// Most nodes of a fixed-count flavor, and the autoscale bounds' cap.
+pub const MAX_NODES: u32 = 512;
+/// Most node pools a cluster is created with (as many as a pool has flavors).
+pub const MAX_NODE_POOLS: usize = MAX_FLAVORS;
+/// Most labels of a flavor or a node pool (SPEC §2).
+pub const MAX_LABELS: usize = 64;
+/// Most taints of a flavor or a node pool (SPEC §2).
+pub const MAX_TAINTS: usize = 32;
 
 /// A pool's policy.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -19,7 +31,7 @@ pub struct PoolPolicy {
     pub substrate: Option<SubstratePolicy>,
     /// The pool's flavors (1–16 when a substrate is set).
     #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(length(max = crate::rules::policy::MAX_FLAVORS)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_FLAVORS)))]
     pub flavors: Vec<Flavor>,
     /// How upgrades treat active bookings.
     #[serde(default)]
@@ -66,11 +78,14 @@ pub enum ClusterPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterPolicy {
     /// Provider region slug (required).
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::ProviderSlug"))]
     pub region: String,
     /// An exact provider version slug, or `latest`.
     #[serde(default = "latest")]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::name::ProviderSlug", extend("default" = VERSION_LATEST))
+    )]
     pub version: String,
     /// High-availability control plane.
     #[serde(default)]
@@ -88,10 +103,9 @@ fn latest() -> String {
 /// The version keyword that means the provider's newest.
 pub const VERSION_LATEST: &str = "latest";
 
-/// The rule of provider slugs and ids (regions, sizes, versions, provider cluster ids): not
-/// empty, no whitespace or control characters (no provider's has them, and they would
-/// corrupt URLs). The validator matches it and the API docs print it.
-pub const SLUG_PATTERN: &str = r"^[^\s\p{Cc}]+$";
+// The provider slug rule is the identifier table's, declared with the other names; named
+// here by its old path too.
+pub use crate::name::{SLUG_MAX, SLUG_PATTERN};
 
 /// `cluster.adopt`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -99,12 +113,13 @@ pub const SLUG_PATTERN: &str = r"^[^\s\p{Cc}]+$";
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdoptClusterPolicy {
     /// The provider's id of the cluster to adopt.
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::ProviderSlug"))]
     pub provider_cluster_id: String,
 }
 
 /// One flavor: a node size and its scale.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = crate::one_of::count_or_auto_scale))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Flavor {
@@ -112,24 +127,28 @@ pub struct Flavor {
     /// Flavor name, unique in the pool (1–20 characters).
     pub name: String,
     /// Provider size slug.
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = SLUG_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::name::ProviderSlug"))]
     pub size: String,
     /// Fixed node count (1–512); exclusive with `autoScale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = crate::rules::policy::MAX_NODES)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_NODES)))]
     pub count: Option<u32>,
     /// Autoscaling bounds; exclusive with `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_scale: Option<AutoScale>,
-    /// Node labels added to the pool's own.
+    /// Node labels added to the pool's own (at most 64).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(
         feature = "schema",
-        schemars(with = "BTreeMap<crate::name::LabelKey, crate::name::LabelValue>")
+        schemars(
+            with = "BTreeMap<crate::name::LabelKey, crate::name::LabelValue>",
+            extend("maxProperties" = MAX_LABELS)
+        )
     )]
     pub labels: BTreeMap<String, String>,
-    /// Node taints.
+    /// Node taints (at most 32).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_TAINTS)))]
     pub taints: Vec<Taint>,
 }
 
@@ -139,10 +158,10 @@ pub struct Flavor {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoScale {
     /// Fewest nodes (0–512).
-    #[cfg_attr(feature = "schema", schemars(range(max = crate::rules::policy::MAX_NODES)))]
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_NODES)))]
     pub min: u32,
     /// Most nodes (1–512, ≥ min).
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = crate::rules::policy::MAX_NODES)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_NODES)))]
     pub max: u32,
 }
 

@@ -15,10 +15,10 @@ use crate::model::SecretString;
 use crate::name::{
     FLAVOR_NAME_MAX, FlavorName, LABEL_KEY_NAME_MAX, LABEL_KEY_PREFIX_MAX, LABEL_VALUE_MAX,
     LABEL_VALUE_PATTERN, LabelKey, LabelValue, NAME_PATTERN, OBJECT_NAME_MAX, ObjectName,
-    REQUEST_ID_MAX, REQUEST_ID_PATTERN, RequestId, TENANT_ID_MAX, TENANT_ID_PATTERN, TenantId,
-    label_key_pattern,
+    ProviderSlug, REQUEST_ID_MAX, REQUEST_ID_PATTERN, RequestId, SLUG_MAX, SLUG_PATTERN,
+    TENANT_ID_MAX, TENANT_ID_PATTERN, TenantId, label_key_pattern,
 };
-use crate::time::Timestamp;
+use crate::time::{TIMESTAMP_MAX, Timestamp};
 
 /// A string schema with a length cap and a pattern.
 fn capped(max: usize, pattern: &str) -> Schema {
@@ -68,6 +68,7 @@ string_schema! {
     ObjectName => capped(OBJECT_NAME_MAX, NAME_PATTERN);
     FlavorName => capped(FLAVOR_NAME_MAX, NAME_PATTERN);
     RequestId => capped(REQUEST_ID_MAX, REQUEST_ID_PATTERN);
+    ProviderSlug => capped(SLUG_MAX, SLUG_PATTERN);
     LabelValue => capped(LABEL_VALUE_MAX, LABEL_VALUE_PATTERN);
     LabelKey => {
         let mut s = capped(LABEL_KEY_PREFIX_MAX + 1 + LABEL_KEY_NAME_MAX, &label_key_pattern());
@@ -82,7 +83,7 @@ string_schema! {
         );
         s
     };
-    Timestamp => json_schema!({ "type": "string", "format": "date-time" });
+    Timestamp => json_schema!({ "type": "string", "format": "date-time", "maxLength": TIMESTAMP_MAX });
     SecretString => json_schema!({ "type": "string" });
 }
 

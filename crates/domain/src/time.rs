@@ -14,6 +14,9 @@ use time::{Duration, OffsetDateTime, UtcOffset};
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(OffsetDateTime);
 
+/// Most characters of a time as input (RFC 3339 with a fraction and an offset needs 35).
+pub const TIMESTAMP_MAX: usize = 64;
+
 impl Timestamp {
     /// The Unix epoch.
     pub const EPOCH: Timestamp = Timestamp(OffsetDateTime::UNIX_EPOCH);

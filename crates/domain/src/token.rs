@@ -1,7 +1,7 @@
 //! API tokens (SPEC §3): the `bc_` + 43 base64url format, generation from randomness the
 //! caller supplies (the domain has no RNG), and the SHA-256 hash under which a token is
 //! stored and looked up. Also the one hash function every stored secret and request body
-//! uses, [`sha256_hex`].
+//! uses, [`sha256_hex`], and [`SecretString`], the in-memory form of every other secret.
 //!
 //! Invariant: a token exists in plaintext only inside an [`ApiTokenSecret`], whose `Debug`
 //! never prints it; what is stored is [`ApiTokenSecret::hash`], and a string that is not
@@ -11,6 +11,7 @@ use std::fmt;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// The prefix of every API token.
@@ -47,6 +48,52 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
     // `black_box` keeps the optimizer from turning the fold into an early exit.
     std::hint::black_box(diff) == 0
+}
+
+/// A secret held in memory: `Debug` and `Display` never print it, and `==` takes the
+/// same time wherever two secrets differ ([`ct_eq`]).
+#[derive(Clone)]
+pub struct SecretString(String);
+
+impl PartialEq for SecretString {
+    fn eq(&self, other: &Self) -> bool {
+        ct_eq(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+impl Eq for SecretString {}
+
+impl SecretString {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+    /// The secret itself; call only where it must be used (a request header, a Secret).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+/// Reading a secret in (a request body, an opened credentials document) is safe; writing
+/// one out is not, so there is no `Serialize`: a document that must carry the secret
+/// names [`SecretString::serialize_exposed`] on that one field.
+impl<'de> Deserialize<'de> for SecretString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(SecretString)
+    }
+}
+impl SecretString {
+    /// Serializes the secret itself, for `#[serde(serialize_with = …)]` on the few
+    /// documents that must carry it (a join request, a sealed credentials document).
+    pub fn serialize_exposed<S: serde::Serializer>(
+        s: &SecretString,
+        ser: S,
+    ) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(&s.0)
+    }
 }
 
 impl ApiTokenSecret {
@@ -101,9 +148,9 @@ mod ct_tests {
         let t = ApiTokenSecret::generate([1; 32]);
         assert_eq!(t, ApiTokenSecret::parse(t.expose()).unwrap());
         assert_ne!(t, ApiTokenSecret::generate([2; 32]));
-        let s = crate::model::SecretString::new("x");
-        assert!(s == crate::model::SecretString::new("x"));
-        assert!(s != crate::model::SecretString::new("y"));
+        let s = SecretString::new("x");
+        assert!(s == SecretString::new("x"));
+        assert!(s != SecretString::new("y"));
     }
 }
 
@@ -114,11 +161,8 @@ pub const JOIN_TOKEN_PREFIX: &str = "bcj_";
 /// base64url characters. It exists in plaintext only in the cluster's `bcd-join` Secret;
 /// the store keeps [`sha256_hex`] of its text, which is also what a Secret's digested
 /// `joinToken` value reads (`ports::cluster::digest_secret_values`).
-pub fn join_token(random: [u8; 32]) -> crate::model::SecretString {
-    crate::model::SecretString::new(format!(
-        "{JOIN_TOKEN_PREFIX}{}",
-        URL_SAFE_NO_PAD.encode(random)
-    ))
+pub fn join_token(random: [u8; 32]) -> SecretString {
+    SecretString::new(format!("{JOIN_TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(random)))
 }
 
 /// SHA-256 of `bytes` as 64 lower-case hex digits: the stored form of every secret that

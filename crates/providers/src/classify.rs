@@ -4,8 +4,9 @@
 //!
 //! Invariant: only the adapters classify — the reqwest and kube adapters, through these
 //! functions, whoever answers them (DigitalOcean, a cluster, the simulator in tests); no
-//! message built here carries the secret it was asked to scrub, and none is longer than
-//! the cap.
+//! message built here carries a secret it was asked to scrub (the provider token; a
+//! cluster's credentials and the values of the Secret sent to it, which a server's
+//! validation message may quote), and none is longer than the cap.
 
 use bc_domain::ProviderError;
 use bc_domain::Timestamp;
@@ -17,8 +18,15 @@ pub const MESSAGE_CAP: usize = 200;
 /// `text` with every occurrence of `secret` replaced, then cut to [`MESSAGE_CAP`]
 /// characters — in that order, so a secret straddling the cut leaves no prefix behind.
 pub fn scrub_then_cut(text: &str, secret: &str) -> String {
-    let clean =
-        if secret.is_empty() { text.to_owned() } else { text.replace(secret, "[redacted]") };
+    scrub_all_then_cut(text, &[secret])
+}
+
+/// [`scrub_then_cut`] of every one of `secrets`, the longest first (so a secret holding
+/// another is replaced whole); empty ones are skipped.
+pub fn scrub_all_then_cut(text: &str, secrets: &[&str]) -> String {
+    let mut secrets: Vec<&str> = secrets.iter().copied().filter(|s| !s.is_empty()).collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let clean = secrets.iter().fold(text.to_owned(), |t, s| t.replace(s, "[redacted]"));
     clean.trim().chars().take(MESSAGE_CAP).collect::<String>().trim_end().to_owned()
 }
 
@@ -160,9 +168,16 @@ pub mod kubernetes {
     /// manager conflict or a failed precondition), `Unauthorized` (401: the token is
     /// expired or revoked) → [`ClusterError::Credentials`], 429 and 5xx →
     /// [`ClusterError::Unreachable`], any other 4xx → [`ClusterError::Refused`].
-    /// `message` is the server's, which names objects, never credentials.
-    pub fn classify_status(code: u16, reason: &str, message: &str) -> ObjectError {
-        let msg = format!("{} ({code} {reason})", super::scrub_then_cut(message, ""));
+    /// `message` is the server's, with `secrets` scrubbed: it names objects, and a
+    /// validation message may quote a value sent (a Secret's join token) or a proxy's
+    /// page the request's credentials.
+    pub fn classify_status(
+        code: u16,
+        reason: &str,
+        message: &str,
+        secrets: &[&str],
+    ) -> ObjectError {
+        let msg = format!("{} ({code} {reason})", super::scrub_all_then_cut(message, secrets));
         match (reason, code) {
             ("NotFound", _) => ObjectError::NotFound,
             ("AlreadyExists", _) => ObjectError::AlreadyExists,
@@ -292,28 +307,41 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_status_is_scrubbed_of_every_secret_given() {
+        let (token, b64) = ("bcj_join_token_0123456789", "YmNqX2pvaW5fdG9rZW5fMDEyMzQ1Njc4OQ==");
+        let message = format!("data[joinToken]: Invalid value: {b64} ({token}), bearer kt-1234");
+        let ObjectError::Failed(ClusterError::Refused(m)) =
+            classify_status(422, "Invalid", &message, &[token, b64, "kt-1234", ""])
+        else {
+            panic!()
+        };
+        assert!(!m.contains(token) && !m.contains(b64) && !m.contains("kt-1234"), "{m}");
+        assert_eq!(m.matches("[redacted]").count(), 3, "{m}");
+    }
+
+    #[test]
     fn kubernetes_statuses_map_on_reason_then_code() {
-        assert_eq!(classify_status(404, "NotFound", "x"), ObjectError::NotFound);
-        assert_eq!(classify_status(409, "AlreadyExists", "x"), ObjectError::AlreadyExists);
+        assert_eq!(classify_status(404, "NotFound", "x", &[]), ObjectError::NotFound);
+        assert_eq!(classify_status(409, "AlreadyExists", "x", &[]), ObjectError::AlreadyExists);
         assert!(
-            matches!(classify_status(409, "Conflict", "m"), ObjectError::Conflict(m) if m == "m (409 Conflict)")
+            matches!(classify_status(409, "Conflict", "m", &[]), ObjectError::Conflict(m) if m == "m (409 Conflict)")
         );
         assert!(matches!(
-            classify_status(401, "Unauthorized", "Unauthorized"),
+            classify_status(401, "Unauthorized", "Unauthorized", &[]),
             ObjectError::Failed(ClusterError::Credentials(_))
         ));
         for (code, reason) in
             [(500, "InternalError"), (503, "ServiceUnavailable"), (429, "TooManyRequests")]
         {
             assert!(matches!(
-                classify_status(code, reason, "m"),
+                classify_status(code, reason, "m", &[]),
                 ObjectError::Failed(ClusterError::Unreachable(_))
             ));
         }
         for (code, reason) in [(403, "Forbidden"), (400, "BadRequest"), (422, "Invalid"), (404, "")]
         {
             assert!(matches!(
-                classify_status(code, reason, "m"),
+                classify_status(code, reason, "m", &[]),
                 ObjectError::Failed(ClusterError::Refused(_))
             ));
         }

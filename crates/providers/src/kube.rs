@@ -5,9 +5,12 @@
 //! knows (the simulator's, in tests), through a service in this process with the same
 //! client and the same requests.
 //!
-//! Invariant: every Status error is classified by [`crate::classify::kubernetes`];
+//! Invariants: every Status error is classified by [`crate::classify::kubernetes`];
 //! transport failures are classified here; no message carries the token or the
-//! kubeconfig.
+//! kubeconfig — every message is scrubbed of the kubeconfig's credentials and of the
+//! values of the Secret the call sent; a kubeconfig is used only with inline
+//! credentials (token, client certificate and key data, CA data): one that would run a
+//! program (`exec`, `auth-provider`) or read a file of this host is refused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +37,7 @@ use tower::BoxError;
 use tower::util::BoxCloneService;
 
 use crate::classify::kubernetes::classify_status;
+use crate::classify::scrub_all_then_cut;
 
 /// Timeouts of the cluster client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +134,8 @@ impl ClusterApi for KubeClusterApi {
         let kc = Kubeconfig::from_yaml(kubeconfig.expose()).map_err(|_| {
             ClusterError::Credentials("the kubeconfig is not valid kubeconfig YAML".into())
         })?;
+        inline_credentials_only(&kc)?;
+        let credentials = credentials_of(&kc);
         let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
             .map_err(|_| {
@@ -152,14 +158,60 @@ impl ClusterApi for KubeClusterApi {
                 ClusterError::Credentials("the kubeconfig's cluster settings cannot be used".into())
             })?,
         };
-        Ok(Arc::new(KubeClusterClient { client }))
+        Ok(Arc::new(KubeClusterClient { client, credentials: Arc::new(credentials) }))
     }
+}
+
+/// Refuses a kubeconfig that would run a program or read a file here: a provider's
+/// kubeconfig carries its credentials inline, and one that names `exec`, an
+/// `auth-provider` or a path (`tokenFile`, `client-certificate`, `client-key`,
+/// `certificate-authority`) is not one to follow — it would run commands or read files
+/// of this host in the name of whoever controls the provider's answer.
+fn inline_credentials_only(kc: &Kubeconfig) -> Result<(), ClusterError> {
+    let refuse = |whose: &str, name: &str, field: &str| {
+        Err(ClusterError::Credentials(format!(
+            "the kubeconfig's {whose} {name} uses {field}: only inline credentials are used (token, client-certificate-data, client-key-data, certificate-authority-data)"
+        )))
+    };
+    for user in &kc.auth_infos {
+        let Some(a) = &user.auth_info else { continue };
+        let fields = [
+            ("exec", a.exec.is_some()),
+            ("auth-provider", a.auth_provider.is_some()),
+            ("tokenFile", a.token_file.is_some()),
+            ("client-certificate", a.client_certificate.is_some()),
+            ("client-key", a.client_key.is_some()),
+        ];
+        if let Some((field, _)) = fields.iter().find(|(_, set)| *set) {
+            return refuse("user", &user.name, field);
+        }
+    }
+    for cluster in &kc.clusters {
+        if cluster.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
+            return refuse("cluster", &cluster.name, "certificate-authority");
+        }
+    }
+    Ok(())
+}
+
+/// The secret values of a kubeconfig's users (token, password, client key data): what
+/// no message about its cluster may quote.
+fn credentials_of(kc: &Kubeconfig) -> Vec<String> {
+    let fields = ["token", "password", "client-key-data"];
+    kc.auth_infos
+        .iter()
+        .filter_map(|u| serde_json::to_value(u.auth_info.as_ref()?).ok())
+        .flat_map(|v| fields.map(|f| v.get(f).and_then(|s| s.as_str()).map(str::to_owned)))
+        .flatten()
+        .collect()
 }
 
 /// A connected client of one cluster.
 #[derive(Clone)]
 pub struct KubeClusterClient {
     client: Client,
+    /// Its kubeconfig's credentials, scrubbed from every message.
+    credentials: Arc<Vec<String>>,
 }
 
 impl std::fmt::Debug for KubeClusterClient {
@@ -182,20 +234,23 @@ fn api_resource(kind: ObjectKind) -> ApiResource {
 /// Classifies a kube error: a Status answer as [`crate::classify::kubernetes`] says;
 /// a refused kubeconfig as `Credentials`; transport
 /// failures and unusable answers as `Unreachable`. Only the server's message and reason,
-/// or the error class, are kept.
-pub fn classify(e: &kube::Error) -> ObjectError {
+/// or the error class, are kept, with `secrets` scrubbed.
+pub fn classify(e: &kube::Error, secrets: &[&str]) -> ObjectError {
     let failed = |e: ClusterError| ObjectError::Failed(e);
     match e {
-        kube::Error::Api(s) => classify_status(s.code, &s.reason, &s.message),
+        kube::Error::Api(s) => classify_status(s.code, &s.reason, &s.message, secrets),
         kube::Error::Auth(_) => {
             failed(ClusterError::Credentials("the kubeconfig's credentials cannot be used".into()))
         }
         kube::Error::SerdeError(_) => failed(ClusterError::Unreachable(
             "the cluster API answered something that is not a Kubernetes object".into(),
         )),
-        kube::Error::HyperError(_) | kube::Error::Service(_) => failed(ClusterError::Unreachable(
-            format!("cannot reach the cluster API: {}", error_chain(e)),
-        )),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            failed(ClusterError::Unreachable(format!(
+                "cannot reach the cluster API: {}",
+                scrub_all_then_cut(&error_chain(e), secrets)
+            )))
+        }
         other => failed(ClusterError::Unreachable(format!(
             "cluster API call failed: {}",
             kind_of(other)
@@ -228,6 +283,15 @@ fn kind_of(e: &kube::Error) -> &'static str {
 }
 
 impl KubeClusterClient {
+    /// [`classify`] of a failed call, scrubbed of this client's credentials and of the
+    /// secret values of `sent`, the object the call carried.
+    fn failed(&self, e: &kube::Error, sent: Option<&KubeObject>) -> ObjectError {
+        let values = sent.map(KubeObject::secret_values).unwrap_or_default();
+        let secrets: Vec<&str> =
+            self.credentials.iter().chain(values.iter()).map(String::as_str).collect();
+        classify(e, &secrets)
+    }
+
     fn api(&self, object: &ObjectRef) -> Api<DynamicObject> {
         let ar = api_resource(object.kind);
         match (&object.namespace, object.kind) {
@@ -240,7 +304,7 @@ impl KubeClusterClient {
 #[async_trait]
 impl ClusterOps for KubeClusterClient {
     async fn read(&self, object: &ObjectRef) -> Result<ObjectMeta, ObjectError> {
-        match self.api(object).get_opt(&object.name).await.map_err(|e| classify(&e))? {
+        match self.api(object).get_opt(&object.name).await.map_err(|e| self.failed(&e, None))? {
             None => Err(ObjectError::NotFound),
             Some(o) => {
                 let json = serde_json::to_value(&o).map_err(|_| {
@@ -263,7 +327,8 @@ impl ClusterOps for KubeClusterClient {
             })?;
         let params =
             PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..Default::default() };
-        self.api(&object.object).create(&params, &data).await.map_err(|e| classify(&e))?;
+        let created = self.api(&object.object).create(&params, &data).await;
+        created.map_err(|e| self.failed(&e, Some(object)))?;
         Ok(())
     }
 
@@ -275,7 +340,7 @@ impl ClusterOps for KubeClusterClient {
         self.api(&object.object)
             .patch(&object.object.name, &params, &Patch::Apply(&object.manifest))
             .await
-            .map_err(|e| classify(&e))?;
+            .map_err(|e| self.failed(&e, Some(object)))?;
         Ok(())
     }
 
@@ -291,7 +356,7 @@ impl ClusterOps for KubeClusterClient {
             }),
             ..Default::default()
         };
-        self.api(object).delete(&object.name, &params).await.map_err(|e| classify(&e))?;
+        self.api(object).delete(&object.name, &params).await.map_err(|e| self.failed(&e, None))?;
         Ok(())
     }
 
@@ -303,7 +368,7 @@ impl ClusterOps for KubeClusterClient {
         let nodes = Api::<Node>::all(self.client.clone())
             .list(&params)
             .await
-            .map_err(|e| classify(&e).into_cluster_error(&"the Node list"))?;
+            .map_err(|e| self.failed(&e, None).into_cluster_error(&"the Node list"))?;
         Ok(nodes
             .items
             .into_iter()

@@ -259,7 +259,7 @@ async fn unforced_apply_against_another_manager_is_a_conflict(face: Face) {
     let causes = &status.details.as_ref().unwrap().causes;
     assert_eq!(causes[0].field, ".data.k");
     assert_eq!(causes[0].reason, "FieldManagerConflict");
-    assert!(matches!(classify(&err), ObjectError::Conflict(_)));
+    assert!(matches!(classify(&err, &[]), ObjectError::Conflict(_)));
     let ok =
         bounded(api.patch("s", &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)))
             .await

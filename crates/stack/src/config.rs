@@ -144,6 +144,28 @@ pub fn parse_quota(s: &str) -> Result<(QuotaResource, u32), String> {
     Ok((resource, n))
 }
 
+/// The warning `bc-api serve` logs at start when bcd would call `public_url` in clear:
+/// a plain `http://` URL whose host is not loopback (SPEC §9; bcd refuses it without
+/// `BCD_INSECURE_HTTP=1`, which the DaemonSet then sets, so join tokens cross the network
+/// unencrypted). `None` for `https://` and for loopback (dev mode, tests).
+pub fn public_url_warning(public_url: &str) -> Option<String> {
+    if !bc_domain::agent::is_plain_http(public_url) {
+        return None;
+    }
+    let parsed = reqwest::Url::parse(public_url.trim()).ok()?;
+    let host = parsed.host_str()?.trim_start_matches('[').trim_end_matches(']');
+    let loopback = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    };
+    (!loopback).then(|| {
+        format!(
+            "the public URL {} is plain http:// and not loopback: bcd sends its join token and node credential there in clear; serve the API behind https:// and set --public-url to it",
+            redact_url(public_url)
+        )
+    })
+}
+
 /// A URL with its password (if any) replaced, for logs.
 pub fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -159,6 +181,18 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plain_http_public_url_off_loopback_is_warned_of() {
+        for url in ["http://203.0.113.5:8080", "http://api.internal", "http://0.0.0.0:8080"] {
+            assert!(public_url_warning(url).is_some_and(|w| w.contains(url)), "{url}");
+        }
+        for url in
+            ["https://api.example", "http://127.0.0.1:8080", "http://localhost", "http://[::1]:80"]
+        {
+            assert_eq!(public_url_warning(url), None, "{url}");
+        }
+    }
 
     #[test]
     fn quotas_parse_and_name_what_is_wrong() {

@@ -9,6 +9,7 @@
 //! process may hold several stacks (the tests do).
 
 pub mod config;
+pub mod conn;
 pub mod db;
 pub mod dev;
 pub mod logs;

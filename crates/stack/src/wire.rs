@@ -30,6 +30,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn::{self, ConnectionLimits, LimitedListener};
+
 /// The adapters a process works on.
 #[derive(Clone)]
 pub struct Adapters {
@@ -238,12 +240,29 @@ impl Default for Served {
 }
 
 impl Served {
-    /// Serves `router` on `listener` until cancelled; in-flight requests finish.
+    /// Serves `router` on `listener` until cancelled; in-flight requests finish. Slow
+    /// and idle clients are cut off ([`ConnectionLimits::default`], SPEC §13).
     pub fn http(&mut self, listener: tokio::net::TcpListener, router: axum::Router) {
+        self.http_limited(listener, router, ConnectionLimits::default());
+    }
+
+    /// [`Served::http`] with connections held to `limits`.
+    pub fn http_limited(
+        &mut self,
+        listener: tokio::net::TcpListener,
+        router: axum::Router,
+        limits: ConnectionLimits,
+    ) {
         let cancel = self.cancel.clone();
         self.tasks.spawn(async move {
             let shutdown = async move { cancel.cancelled().await };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+            let listener = LimitedListener::new(listener, limits);
+            // Each request is in flight on its connection (no deadline) until its response
+            // ends; the peer's address rides along: agents.join is limited per address.
+            let app = router
+                .layer(axum::middleware::from_fn(conn::track))
+                .into_make_service_with_connect_info::<conn::Peer>();
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
                 tracing::error!(error = %e, "the HTTP server stopped");
             }
         });

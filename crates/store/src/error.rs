@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bc_domain::StoreError;
+use bc_domain::model::IdempotencyRecord;
 use sea_orm::{DbErr, RuntimeErr, sqlx};
 
 /// Most attempts of one transaction (the first run included).
@@ -17,13 +18,18 @@ const MAX_ATTEMPTS: u32 = 10;
 /// Upper bound of the random pause before a retry, growing with the attempt number.
 const BACKOFF_STEP_MS: u64 = 5;
 
-/// An error inside a transaction attempt: worth another attempt, or final.
+/// Why a transaction attempt ends without committing: worth another attempt, final, or
+/// a create's replay.
 #[derive(Debug)]
 pub(crate) enum TxError {
     /// The database asked us to try again (busy, serialization failure, deadlock).
     Retry(String),
     /// Final.
     Fail(StoreError),
+    /// Not a failure: the unit of work stored a create's `requestId` that a request with
+    /// the same body stored first. It is rolled back, and the commit answers `Ok` with
+    /// this record (`Committed::replayed`).
+    Replayed(Box<IdempotencyRecord>),
 }
 
 impl From<StoreError> for TxError {
@@ -171,6 +177,10 @@ where
         match attempt().await {
             Ok(v) => return Ok(v),
             Err(TxError::Fail(e)) => return Err(e),
+            // Only a commit stores `requestId`s, and it answers a replay itself.
+            Err(TxError::Replayed(_)) => {
+                return Err(StoreError::internal(format!("{name}: a replay outside a commit")));
+            }
             Err(TxError::Retry(why)) if n >= MAX_ATTEMPTS => {
                 tracing::warn!(transaction = name, attempts = n, "giving up: {why}");
                 return Err(StoreError::Unavailable(format!(

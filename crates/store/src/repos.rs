@@ -517,8 +517,9 @@ impl AgentRepo for SqlStore {
     }
 
     async fn node_find_by_credential_hash(&self, hash: &str) -> StoreResult<Option<Node>> {
-        let q =
-            format!("SELECT {NODE} FROM nodes WHERE credential_hash = ? ORDER BY node_id LIMIT 1");
+        let q = format!(
+            "SELECT {NODE} FROM nodes WHERE credential_hash = ? AND ended_at IS NULL ORDER BY node_id LIMIT 1"
+        );
         self.one(&q, vec![s(hash)], rows::node).await
     }
 
@@ -527,7 +528,7 @@ impl AgentRepo for SqlStore {
         pool_id: &PoolId,
         page: &PageRequest<NodeId>,
     ) -> StoreResult<Page<Node, NodeId>> {
-        let q = format!("SELECT {NODE} FROM nodes WHERE pool_id = ?");
+        let q = format!("SELECT {NODE} FROM nodes WHERE pool_id = ? AND ended_at IS NULL");
         self.page(&q, vec![s(pool_id)], "node_id", page, rows::node, |n| n.node_id.clone()).await
     }
 

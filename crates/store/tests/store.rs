@@ -38,6 +38,7 @@ store_suite!(
     load_balancers_filters_and_status,
     nodes_and_tokens,
     rejoin_keeps_the_node_id,
+    a_deleted_substrate_ends_its_nodes,
     bookings_count_active,
     bookings_are_refused_while_a_drain_waits,
     concurrent_bookings_and_a_drain_never_miss_each_other,
@@ -82,8 +83,7 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migration (9, substrate refusals) rolls back and applies again on both
-    // backends.
+    // The newest migration (10, node ends) rolls back and applies again on both backends.
     Migrator::down(s.connection(), Some(1)).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
@@ -995,6 +995,44 @@ async fn rejoin_keeps_the_node_id(s: S) {
     assert_eq!(s.node_find_by_credential_hash(&again.credential_hash).await.unwrap(), Some(got));
 }
 
+/// Issue 20, item 4: node credentials end with their substrate (SPEC §9). The row written
+/// `deleted` ends the pool's nodes in its transaction: their credentials no longer find
+/// them and they are no longer the pool's joined nodes; the rows stay, and a join of a
+/// new substrate under the same name makes the node live again.
+async fn a_deleted_substrate_ends_its_nodes(s: S) {
+    let acme = tenant("acme");
+    let a = account(&acme, "main");
+    let p = pool(&acme, "web");
+    let other = pool(&acme, "other");
+    let uow = UnitOfWork::new()
+        .write(Write::InsertAccount(a.clone()))
+        .write(Write::InsertPool(p.clone()))
+        .write(Write::InsertPool(other.clone()));
+    ok(&s, uow).await;
+    let n = node(&p.pool_id, "node-a");
+    let theirs = node(&other.pool_id, "node-a");
+    let uow =
+        UnitOfWork::new().write(Write::PutNode(n.clone())).write(Write::PutNode(theirs.clone()));
+    ok(&s, uow).await;
+    let mut row = substrate(&p, &a, None);
+    row.state = ResourceState::Deleting;
+    ok(&s, one(Write::PutSubstrate(row.clone()))).await;
+    assert!(s.node_find_by_credential_hash(&n.credential_hash).await.unwrap().is_some());
+    row.state = ResourceState::Deleted;
+    ok(&s, one(Write::PutSubstrate(row))).await;
+    assert_eq!(s.node_find_by_credential_hash(&n.credential_hash).await.unwrap(), None);
+    let listed = s.node_list_by_pool(&p.pool_id, &PageRequest::first(10)).await.unwrap();
+    assert!(listed.items.is_empty(), "{:?}", listed.items);
+    assert!(s.node_get(&n.node_id).await.unwrap().is_some(), "the row is kept");
+    let still = s.node_find_by_credential_hash(&theirs.credential_hash).await.unwrap();
+    assert_eq!(still, Some(theirs), "another pool's nodes are untouched");
+    // A new substrate's join under the same name: live again, with the new credential.
+    let again = node(&p.pool_id, "node-a");
+    ok(&s, one(Write::PutNode(again.clone()))).await;
+    let live = s.node_find_by_credential_hash(&again.credential_hash).await.unwrap();
+    assert_eq!(live.map(|l| l.node_id), Some(n.node_id));
+}
+
 async fn bookings_count_active(s: S) {
     let acme = tenant("acme");
     let p = pool(&acme, "web");
@@ -1235,10 +1273,8 @@ async fn events_and_idempotency(s: S) {
             .write(Write::PutIdempotency(rec("r2", t(100)))),
     )
     .await;
-    assert!(matches!(
-        s.commit(one(Write::PutIdempotency(rec("r1", t(5))))).await,
-        Err(StoreError::RequestReplayed(_))
-    ));
+    let replayed = s.commit(one(Write::PutIdempotency(rec("r1", t(5))))).await.unwrap();
+    assert_eq!(replayed.replayed.as_deref(), Some(&rec("r1", t(0))));
     assert_eq!(
         s.idempotency_get(&acme, "pools.create", "r1", t(5)).await.unwrap(),
         Some(rec("r1", t(0)))
@@ -1267,12 +1303,20 @@ async fn idempotency_window_and_distinct_errors(s: S) {
     assert_eq!(get(t(DAY - 1)).await.unwrap(), Some(rec("first", t(0))));
     assert_eq!(get(t(DAY)).await.unwrap(), None, "24 h later the record no longer answers");
 
-    // Within the window: the same body is a replay carrying the first response; another
-    // body is `RequestIdReused` (ALREADY_EXISTS), distinct from a taken name.
-    match s.commit(one(Write::PutIdempotency(rec("first", t(10))))).await {
-        Err(StoreError::RequestReplayed(first)) => assert_eq!(*first, rec("first", t(0))),
-        other => panic!("{other:?}"),
-    }
+    // Within the window: the same body is a replay — an `Ok` outcome carrying the first
+    // response, with nothing applied; another body is `RequestIdReused` (ALREADY_EXISTS),
+    // distinct from a taken name.
+    let first = s.commit(one(Write::PutIdempotency(rec("first", t(10))))).await.unwrap();
+    assert_eq!(
+        first,
+        Committed { event_seqs: vec![], replayed: Some(Box::new(rec("first", t(0)))) }
+    );
+    let twin = pool(&acme, "twin");
+    let uow = UnitOfWork::new()
+        .write(Write::InsertPool(twin.clone()))
+        .write(Write::PutIdempotency(rec("first", t(11))));
+    assert!(s.commit(uow).await.unwrap().replayed.is_some());
+    assert_eq!(s.pool_get(&acme, &twin.pool_id).await.unwrap(), None, "a replay applies nothing");
     let e = s.commit(one(Write::PutIdempotency(rec("second", t(10))))).await.unwrap_err();
     let StoreError::RequestIdReused(m) = &e else { panic!("{e:?}") };
     assert!(m.contains("req-1") && m.contains("different body"), "{m}");

@@ -1,5 +1,6 @@
 //! Test and benchmark support: the figures every benchmark emits ([`bench`]), the URLs
-//! of the throwaway PostgreSQL and NATS that `cargo xtask test` starts, unique database
+//! of the throwaway PostgreSQL and NATS that `cargo xtask test` starts, a crate's module
+//! graph and its circles ([`layers`]), unique database
 //! names, and the throwaway PostgreSQL itself ([`postgres`], on the helpers of
 //! [`server`]), which xtask starts for everyone and a fault test starts for itself.
 //!
@@ -21,6 +22,7 @@
 //! CI run cannot go green without touching the services.
 
 pub mod bench;
+pub mod layers;
 pub mod postgres;
 pub mod server;
 

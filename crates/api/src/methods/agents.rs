@@ -3,27 +3,35 @@
 //! shared with bcd, the simulator's bcd and the substrate reconciler.
 //!
 //! Invariants: a join token is looked up by its hash only, and a node joins only when
-//! its pool's cluster lists it with the pool label *now* (read live through the
-//! cluster's API, not from a record); the node credential exists in plaintext only in
-//! the join answer — its hash is what is stored.
+//! its pool's cluster lists it with the pool label (read live through the cluster's API,
+//! not from a record, within the last [`NODE_LISTING_TTL`]); the node credential exists
+//! in plaintext only in the join answer — its hash is what is stored; once the teardown
+//! of a pool's substrate begins, none of its nodes joins or heartbeats (SPEC §9); joins
+//! are limited per join token (here, before the lookup: a bad token costs a hash) and
+//! per client address (in the dispatch, before the body is read), and a substrate's
+//! cluster is asked for its Nodes at most once per [`NODE_LISTING_TTL`], however many
+//! join.
+
+use std::time::{Duration, Instant};
 
 use bc_api_types::agents as api;
 pub use bc_api_types::agents::*;
-
+use bc_domain::PoolId;
 use bc_domain::agent::{
     HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, new_node_credential,
 };
-use bc_domain::model::{JoinToken, Node};
+use bc_domain::model::{JoinToken, Node, Substrate};
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::ports::{ClusterClient, ClusterError, ClusterSession, UnitOfWork, WorkKind, Write};
+use bc_domain::rules::join::teardown_begun;
 use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
 
 use crate::access::Target;
-use crate::auth::{Caller, agent_secret_lookup_hash};
+use crate::auth::{Caller, agent_secret_lookup_hash, refused};
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Method, MethodInput};
-use crate::service::Ctx;
 
 impl MethodInput for JoinRequest {
     fn target(&self) -> Target {
@@ -52,6 +60,11 @@ pub(crate) fn methods() -> Vec<Method> {
     vec![Method::declare(api::Join, join), Method::declare(api::Heartbeat, heartbeat)]
 }
 
+/// How long a substrate's Node listing answers every join (SPEC §9: a good join token
+/// lists the cluster's Nodes at most once per few seconds per substrate). A Node the
+/// cluster added since is found by bcd's next attempt.
+pub const NODE_LISTING_TTL: Duration = Duration::from_secs(5);
+
 /// The one answer for a join token that does not open a pool (as for API tokens: no
 /// failure tells another apart).
 fn bad_join_token() -> ApiError {
@@ -63,11 +76,24 @@ fn not_ready(pool: &JoinToken, what: &str) -> ApiError {
     ApiError::failed_precondition(format!("pool {}: {what}; bcd retries until it is", pool.pool_id))
 }
 
-/// The names of the Nodes the pool's cluster lists with the pool's label, read now
-/// through the cluster's API with the credentials its provider hands out.
-async fn listed_nodes(ctx: &Ctx, token: &JoinToken) -> Result<Vec<String>, ApiError> {
-    let pool_id = &token.pool_id;
+/// Whether the teardown of the pool's substrate began (or the pool is gone): from then
+/// on its nodes neither join nor heartbeat (SPEC §9). Returns the substrate row read.
+async fn torn_down(ctx: &Ctx, pool_id: &PoolId) -> Result<(bool, Option<Substrate>), ApiError> {
+    let pool = ctx.store.pool_get_any(pool_id).await?;
     let substrate = ctx.store.substrate_get_any(pool_id).await?;
+    let ended = pool.is_none_or(|p| teardown_begun(&p, substrate.as_ref()));
+    Ok((ended, substrate))
+}
+
+/// The names of the Nodes the pool's cluster lists with the pool's label, read through
+/// the cluster's API with the credentials its provider hands out — at most once per
+/// [`NODE_LISTING_TTL`] for a substrate (the answer, or the failure, is shared meanwhile).
+async fn listed_nodes(
+    ctx: &Ctx,
+    token: &JoinToken,
+    substrate: Option<Substrate>,
+) -> Result<Vec<String>, ApiError> {
+    let pool_id = &token.pool_id;
     let cluster_id = substrate
         .and_then(|s| s.cluster_id)
         .ok_or_else(|| not_ready(token, "its cluster is not recorded yet"))?;
@@ -86,26 +112,42 @@ async fn listed_nodes(ctx: &Ctx, token: &JoinToken) -> Result<Vec<String>, ApiEr
         .await?
         .filter(|a| a.deleted_at.is_none())
         .ok_or_else(|| not_ready(token, "its provider account is gone"))?;
-    let what = "listing the cluster's nodes";
-    let provider =
-        ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
-    let session = ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id);
-    let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
-    let nodes = session.list_nodes(&selector).await.map_err(|e| match e {
-        ClusterError::Provider(p) => ApiError::provider(what, &p),
-        other => {
-            tracing::info!(error = %other, "{what}");
-            ApiError::unavailable(format!("{what}: the cluster's API did not answer; try again"))
-        }
-    })?;
-    Ok(nodes.into_iter().map(|n| n.name).collect())
+    // Every join of the substrate within a few seconds reads the one listing: a burst of
+    // joins (a DaemonSet starting) makes one call to the cluster, not one each.
+    let key = format!("{pool_id}/{provider_cluster_id}");
+    let list = || async move {
+        let what = "listing the cluster's nodes";
+        let provider =
+            ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
+        let session = ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id);
+        let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
+        let nodes = session.list_nodes(&selector).await.map_err(|e| match e {
+            ClusterError::Provider(p) => ApiError::provider(what, &p),
+            other => {
+                tracing::info!(error = %other, "{what}");
+                ApiError::unavailable(format!(
+                    "{what}: the cluster's API did not answer; try again"
+                ))
+            }
+        })?;
+        Ok(nodes.into_iter().map(|n| n.name).collect())
+    };
+    ctx.node_listings.get_or(&key, Instant::now(), list).await
 }
 
 async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiError> {
     let input = &call.input;
     let hash = agent_secret_lookup_hash(input.join_token.expose()).ok_or_else(bad_join_token)?;
+    ctx.limit_join_token(&hash)?;
     let token = ctx.store.join_token_find(&hash).await?.ok_or_else(bad_join_token)?;
-    if !listed_nodes(&ctx, &token).await?.contains(&input.node_name) {
+    let (ended, substrate) = torn_down(&ctx, &token.pool_id).await?;
+    if ended {
+        return Err(ApiError::failed_precondition(format!(
+            "the substrate of pool {} is being torn down (the pool is archived or its policy has no substrate): its nodes no longer join",
+            token.pool_id
+        )));
+    }
+    if !listed_nodes(&ctx, &token, substrate).await?.contains(&input.node_name) {
         return Err(ApiError::failed_precondition(format!(
             "node {} is not listed by the cluster of pool {} with the label {LABEL_SUBSTRATE_POOL}={}",
             input.node_name, token.pool_id, token.pool_id
@@ -147,6 +189,11 @@ async fn heartbeat(ctx: Ctx, call: Call<HeartbeatRequest>) -> Result<HeartbeatRe
     let Caller::Node(node) = &call.caller else {
         return Err(ApiError::internal("agents.heartbeat without a node caller"));
     };
+    // A credential ends with its substrate: once the teardown began it is refused like
+    // any other that is no longer valid.
+    if torn_down(&ctx, &node.pool_id).await?.0 {
+        return Err(refused());
+    }
     let write = Write::Heartbeat { node_id: node.node_id.clone(), at: ctx.now() };
     ctx.commit(UnitOfWork::new().write(write)).await?;
     Ok(HeartbeatResponse { heartbeat_seconds: ctx.settings.heartbeat_seconds })

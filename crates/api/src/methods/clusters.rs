@@ -18,11 +18,11 @@ use super::examples as ex;
 use super::node_pools::spec_violations;
 use super::{check_generation, object_ref, shown_state};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::AnswerPage;
 use crate::page::AskedPage;
 use crate::registry::{Call, Method, MethodInput};
-use crate::service::Ctx;
 use crate::write::Created;
 
 impl MethodInput for KubernetesClustersCreateInput {

@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::{check_generation, object_ref};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::AnswerPage;
 use crate::page::AskedPage;
 use crate::registry::{Call, Method, MethodInput};
-use crate::service::Ctx;
 use crate::write::Created;
 
 impl MethodInput for LoadBalancersCreateInput {

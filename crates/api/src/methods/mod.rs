@@ -3,6 +3,9 @@
 //! and one [`Method::declare`] per method binding a handler to a bc-api-types endpoint
 //! (the resource's description and wire types are there, re-exported here).
 //!
+//! The contract's registry instance ([`registry`]) is here, above both the method
+//! framework ([`crate::registry`]) and the services ([`crate::ctx`]) the methods use.
+//!
 //! Invariant: each method's input names what it acts on ([`crate::registry::MethodInput`]),
 //! so authorization never depends on a handler remembering to ask.
 
@@ -19,6 +22,7 @@ pub mod quotas;
 pub mod substrates;
 
 use std::fmt::Display;
+use std::sync::LazyLock;
 
 pub(crate) use bc_api_types::shown_state;
 
@@ -30,7 +34,13 @@ pub use provider_accounts::ProviderAccountView;
 pub use substrates::KubernetesSubstrateView;
 
 use crate::error::ApiError;
-use crate::registry::Method;
+use crate::registry::{Method, Registry};
+
+/// The registry of this contract (SPEC §4–§12): every method below, declared once.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry::new(all()));
+    &REGISTRY
+}
 
 /// Every method, in the reference docs' order of resources.
 pub(crate) fn all() -> Vec<Method> {

@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::{check_generation, object_ref};
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::AnswerPage;
 use crate::page::AskedPage;
 use crate::registry::{Call, Method, MethodInput};
-use crate::service::Ctx;
 use crate::write::Created;
 
 /// The rules across a node pool spec's fields, at `path` (empty at the top level).

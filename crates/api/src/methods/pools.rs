@@ -4,8 +4,8 @@ use bc_api_types::pools as api;
 pub use bc_api_types::pools::*;
 
 use bc_domain::model::{NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects};
-use bc_domain::policy::{ClusterPolicy, SubstratePolicy};
-use bc_domain::ports::{UnitOfWork, WorkKind, Write};
+use bc_domain::policy::{ClusterPolicy, PoolPolicy, SubstratePolicy};
+use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::rules::policy::{check_policy_change, validate_policy};
 use bc_domain::{FieldViolation, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
@@ -13,13 +13,13 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::{check_generation, object_ref};
-use crate::access::Target;
+use crate::access::{Resolved, Target};
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::AnswerPage;
 use crate::page::AskedPage;
 use crate::page::example_token;
-use crate::registry::{Call, Method, MethodId, MethodInput};
-use crate::service::Ctx;
+use crate::registry::{AlsoAuthorization, Call, Method, MethodId, MethodInput, ResourceType};
 use crate::write::Created;
 
 /// A policy for the examples: one substrate on the example account, two flavors.
@@ -38,9 +38,27 @@ fn example_policy() -> Value {
     })
 }
 
+/// SPEC §3: a policy's substrate acts on its provider account.
+const SUBSTRATE_ACCOUNT: AlsoAuthorization = AlsoAuthorization {
+    permission: Permission::KubernetesManage,
+    on: ResourceType::ProviderAccount,
+    field: "policy.substrate.account",
+};
+
+/// The provider account a policy's substrate names, as a target in `tenant`.
+fn substrate_target(tenant: &TenantId, policy: &PoolPolicy) -> Option<Target> {
+    let account = ProviderAccountId::parse(&policy.substrate.as_ref()?.account).ok()?;
+    Some(Target::ProviderAccount(tenant.clone(), account))
+}
+
 impl MethodInput for PoolsCreateInput {
+    const ALSO: Option<AlsoAuthorization> = Some(SUBSTRATE_ACCOUNT);
+
     fn target(&self) -> Target {
         Target::Tenant(self.tenant_id.clone())
+    }
+    fn also(&self) -> Option<Target> {
+        substrate_target(&self.tenant_id, &self.policy)
     }
     fn validate(&self) -> Vec<FieldViolation> {
         validate_policy(&self.policy, "policy")
@@ -66,8 +84,13 @@ impl MethodInput for PoolsListInput {
 }
 
 impl MethodInput for PoolsUpdateInput {
+    const ALSO: Option<AlsoAuthorization> = Some(SUBSTRATE_ACCOUNT);
+
     fn target(&self) -> Target {
         Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
+    }
+    fn also(&self) -> Option<Target> {
+        substrate_target(&self.tenant_id, &self.policy)
     }
     fn validate(&self) -> Vec<FieldViolation> {
         validate_policy(&self.policy, "policy")
@@ -119,20 +142,13 @@ fn add_substrate(
     )
 }
 
-/// The live provider account a policy's substrate names, of the pool's own tenant
-/// (another tenant's account is as absent as a missing one).
-async fn substrate_account(
-    ctx: &Ctx,
-    tenant: &TenantId,
-    substrate: &SubstratePolicy,
-) -> Result<ProviderAccount, ApiError> {
-    let id = ProviderAccountId::parse(&substrate.account)
-        .map_err(|e| ApiError::invalid("policy.substrate.account", e.to_string()))?;
-    ctx.store.account_get(tenant, &id).await?.filter(|a| a.deleted_at.is_none()).ok_or_else(|| {
-        ApiError::not_found(format!(
-            "provider account {id} (policy.substrate.account) not found in tenant {tenant}"
-        ))
-    })
+/// The provider account the call's substrate names, as authorized with the call
+/// (`compute:kubernetes:manage` on it, SPEC §3).
+fn substrate_account<I>(call: &Call<I>) -> Result<&ProviderAccount, ApiError> {
+    match &call.also {
+        Some(Resolved::ProviderAccount(a)) => Ok(a),
+        _ => Err(ApiError::internal("a substrate without its authorized account")),
+    }
 }
 
 /// SPEC §6: a cluster created for a pool's substrate belongs to that pool (archiving it
@@ -177,9 +193,9 @@ async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>,
         uow = uow.write(Write::SetQuota { pool_id: pool.pool_id.clone(), resource, limit });
     }
     if let Some(substrate) = &pool.policy.substrate {
-        let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
-        refuse_adopting_a_pools_cluster(&ctx, &account, substrate, None).await?;
-        uow = add_substrate(&ctx, uow, &pool, &account, substrate, now);
+        let account = substrate_account(&call)?;
+        refuse_adopting_a_pools_cluster(&ctx, account, substrate, None).await?;
+        uow = add_substrate(&ctx, uow, &pool, account, substrate, now);
     }
     ctx.commit_create(&call, uow, pool).await
 }
@@ -225,8 +241,8 @@ async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError
         .write(Write::UpdatePool { pool: updated.clone(), expected_generation: pool.generation });
     match (&pool.policy.substrate, &updated.policy.substrate) {
         (None, Some(substrate)) => {
-            let account = substrate_account(&ctx, &pool.tenant_id, substrate).await?;
-            refuse_adopting_a_pools_cluster(&ctx, &account, substrate, Some(&pool.pool_id)).await?;
+            let account = substrate_account(&call)?;
+            refuse_adopting_a_pools_cluster(&ctx, account, substrate, Some(&pool.pool_id)).await?;
             let previous = ctx.store.substrate_get(&pool.tenant_id, &pool.pool_id).await?;
             if let Some(p) = previous.filter(|p| p.state != ResourceState::Deleted) {
                 return Err(ApiError::failed_precondition(format!(
@@ -235,7 +251,7 @@ async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError
                     p.state.as_str()
                 )));
             }
-            uow = add_substrate(&ctx, uow, &updated, &account, substrate, now);
+            uow = add_substrate(&ctx, uow, &updated, account, substrate, now);
         }
         // Changed or removed: the reconciler converges or tears it down.
         (Some(_), _) => uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now),

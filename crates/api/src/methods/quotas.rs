@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use super::examples as ex;
 use super::pools::PoolRef;
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Method, MethodInput};
-use crate::service::Ctx;
 
 impl MethodInput for QuotasSetInput {
     fn target(&self) -> Target {

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::examples as ex;
 use crate::access::Target;
+use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::registry::{Call, Method, MethodInput};
-use crate::service::Ctx;
 
 impl MethodInput for KubernetesSubstratesGetInput {
     /// Decided on the tenant (SPEC §6: on the pool owner's tenant) before anything is

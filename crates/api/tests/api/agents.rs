@@ -2,6 +2,8 @@
 //! token is looked up by its hash, the node must be listed by the pool's cluster with the
 //! pool label right now, and the node credential is handed out once.
 
+use axum::body::Body;
+use axum::http::Request;
 use bc_api::methods::examples as ex;
 use bc_domain::model::JoinToken;
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
@@ -13,12 +15,16 @@ use bc_store::testing as rows;
 use serde_json::{Value, json};
 
 use crate::common::repos::*;
-use crate::common::{Harness, S, id};
+use crate::common::{Harness, S, example, id, without};
 
 bc_store::store_suite!(
     a_listed_node_joins_and_heartbeats,
     joining_again_keeps_the_node_and_replaces_its_credential,
     unlisted_nodes_and_bad_tokens_are_refused,
+    node_credentials_end_with_their_substrate,
+    nodes_no_longer_join_a_substrate_that_was_removed,
+    a_burst_of_joins_lists_the_cluster_once_and_bad_tokens_never,
+    joins_are_limited_per_join_token_and_per_client_address,
 );
 
 /// A running simulated cluster behind the example pool's substrate, with `nodes` labelled
@@ -73,6 +79,15 @@ async fn substrate_cluster(h: &Harness, nodes: i64) -> (String, Vec<String>, Vec
 
 fn join_body(token: &str, node: &str) -> Value {
     json!({ "joinToken": token, "nodeName": node, "providerNodeId": "digitalocean://1", "bcdVersion": "0.1.0" })
+}
+
+/// Joins `node` with `token` (200 expected) and returns the node credential, marked as a
+/// secret no log or other answer may carry.
+async fn join(h: &Harness, token: &str, node: &str) -> String {
+    let joined = h.call("agents.join", None, &join_body(token, node)).await.ok();
+    let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
+    h.capture.secret(&credential);
+    credential
 }
 
 async fn a_listed_node_joins_and_heartbeats(s: S) {
@@ -141,4 +156,111 @@ async fn unlisted_nodes_and_bad_tokens_are_refused(s: S) {
     let revoked = h.call("agents.join", None, &join_body(&token, &ours[0])).await;
     let unknown = h.call("agents.join", None, &join_body("bcj_unknown", &ours[0])).await;
     assert_eq!((revoked.status.as_u16(), revoked.text.clone()), (401, unknown.text.clone()));
+}
+
+/// Issue 20, item 4 (SPEC §9): once the pool is archived, its substrate's teardown has
+/// begun: a join with the still-live join token is FAILED_PRECONDITION (before any call
+/// to the cluster) and the heartbeat of a node that joined is UNAUTHENTICATED; when the
+/// reconciler records the substrate `deleted`, the node rows are ended, not live for ever.
+async fn node_credentials_end_with_their_substrate(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let (token, ours, _) = substrate_cluster(&h, 2).await;
+    let credential = join(&h, &token, &ours[0]).await;
+    h.call("agents.heartbeat", Some(&credential), &json!({})).await.ok();
+    let pool = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
+    h.call("pools.archive", Some(&t), &pool).await.ok();
+    let beat = h.call("agents.heartbeat", Some(&credential), &json!({})).await;
+    assert_eq!((beat.status.as_u16(), beat.code()), (401, "UNAUTHENTICATED"), "{}", beat.text);
+    let m =
+        h.call("agents.join", None, &join_body(&token, &ours[1])).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("torn down"), "{m}");
+    // The reconciler ends the teardown: the node's row is ended with the substrate.
+    let mut substrate = h.store.substrate_get_any(&id(ex::POOL)).await.unwrap().unwrap();
+    substrate.state = ResourceState::Deleted;
+    h.store.commit(UnitOfWork::new().write(Write::PutSubstrate(substrate))).await.unwrap();
+    let hash = sha256_hex(credential.as_bytes());
+    assert_eq!(h.store.node_find_by_credential_hash(&hash).await.unwrap(), None);
+}
+
+/// Issue 20, item 4: a policy without its substrate starts the teardown as archiving does.
+async fn nodes_no_longer_join_a_substrate_that_was_removed(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let (token, ours, _) = substrate_cluster(&h, 1).await;
+    let credential = join(&h, &token, &ours[0]).await;
+    let mut update = without(&example("pools.update"), "expectedGeneration");
+    update["policy"].as_object_mut().unwrap().remove("substrate");
+    h.call("pools.update", Some(&t), &update).await.ok();
+    let m =
+        h.call("agents.join", None, &join_body(&token, &ours[0])).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("torn down"), "{m}");
+    let beat = h.call("agents.heartbeat", Some(&credential), &json!({})).await;
+    assert_eq!(beat.status, 401, "{}", beat.text);
+}
+
+/// The cluster's count of Node listings (over either of the simulator's faces).
+async fn node_listings(h: &Harness) -> u64 {
+    let cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
+    let provider_id = cluster.provider_cluster_id.expect("made at the provider");
+    h.sim.state().kube.request_count(&provider_id, "list nodes")
+}
+
+/// Issue 20, item 3 (SPEC §9): a good join token lists the cluster's Nodes at most once
+/// per few seconds per substrate, however many join; a bad one costs a hash and no call.
+async fn a_burst_of_joins_lists_the_cluster_once_and_bad_tokens_never(s: S) {
+    let h = Harness::on(s).await;
+    let (token, ours, theirs) = substrate_cluster(&h, 3).await;
+    for n in 0..20 {
+        let bad = format!("bcj_guess_{n}");
+        h.call("agents.join", None, &join_body(&bad, &ours[0])).await.err("UNAUTHENTICATED");
+    }
+    assert_eq!(node_listings(&h).await, 0, "a bad token makes no call to the cluster");
+    for name in ours.iter().chain(ours.iter()) {
+        join(&h, &token, name).await;
+    }
+    h.call("agents.join", None, &join_body(&token, &theirs[0])).await.err("FAILED_PRECONDITION");
+    assert_eq!(node_listings(&h).await, 1, "7 joins within the listing's seconds, one listing");
+}
+
+/// A join request from `peer`, as the server sees it on a connection from there.
+fn join_from(peer: &str, token: &str, node: &str) -> Request<Body> {
+    let mut req = Request::post("/api/compute/agents/join")
+        .header("content-type", "application/json")
+        .body(Body::from(join_body(token, node).to_string()))
+        .unwrap();
+    let addr: std::net::SocketAddr = peer.parse().unwrap();
+    req.extensions_mut().insert(axum::extract::ConnectInfo(addr));
+    req
+}
+
+/// Issue 20, item 3 (SPEC §9): `agents.join` is limited per join token and per client
+/// address, `RESOURCE_EXHAUSTED` with `Retry-After`; each key has its own budget.
+async fn joins_are_limited_per_join_token_and_per_client_address(s: S) {
+    let limit = |burst| bc_api::ratelimit::RateLimit {
+        burst: std::num::NonZeroU32::new(burst).unwrap(),
+        replenish_every: std::time::Duration::from_secs(3600),
+    };
+    let join_rate_limit =
+        Some(bc_api::ratelimit::JoinRateLimit { per_token: limit(2), per_address: limit(3) });
+    let settings = bc_api::Settings { join_rate_limit, ..crate::common::test_settings() };
+    let h = Harness::with(s, crate::common::sim_config(), |api| api.settings(settings)).await;
+    let (token, ours, _) = substrate_cluster(&h, 1).await;
+    for _ in 0..2 {
+        join(&h, &token, &ours[0]).await;
+    }
+    let third = h.call("agents.join", None, &join_body(&token, &ours[0])).await;
+    assert!(third.err("RESOURCE_EXHAUSTED").contains("join token"), "{}", third.text);
+    assert!(third.headers.contains_key("retry-after"), "{:?}", third.headers);
+    // Another token has its own budget (this one is unknown: 401, counted apart).
+    h.call("agents.join", None, &join_body("bcj_other", &ours[0])).await.err("UNAUTHENTICATED");
+    // One address guessing a new token each time is stopped by the address's limit.
+    for n in 0..3 {
+        let a = h.send(join_from("203.0.113.7:40000", &format!("bcj_guess_{n}"), "n")).await;
+        a.err("UNAUTHENTICATED");
+    }
+    let fourth = h.send(join_from("203.0.113.7:40001", "bcj_guess_x", "n")).await;
+    assert!(fourth.err("RESOURCE_EXHAUSTED").contains("address"), "{}", fourth.text);
+    assert!(fourth.headers.contains_key("retry-after"));
+    h.send(join_from("198.51.100.2:40000", "bcj_guess_y", "n")).await.err("UNAUTHENTICATED");
 }

@@ -33,6 +33,19 @@ enum Expect {
     Answered(Option<BTreeSet<String>>),
 }
 
+/// SPEC §3: a pool's substrate acts on its provider account, so these methods, when their
+/// policy has a substrate, also need `compute:kubernetes:manage` on that account.
+const SUBSTRATE_METHODS: &[&str] = &["pools.create", "pools.update"];
+
+/// The provider account the body's policy's substrate names, for the methods above.
+fn substrate_account(method: &Method, body: &Value) -> Option<Scope> {
+    if !SUBSTRATE_METHODS.contains(&method.info.id().to_string().as_str()) {
+        return None;
+    }
+    let account = body["policy"]["substrate"]["account"].as_str()?;
+    Some(Scope::ProviderAccount(id(account)))
+}
+
 /// Allowed calls whose real answer on the fixture is not a 200: the account still has
 /// clusters and load balancers, so deleting it is refused.
 const FIXTURE_ANSWERS: &[(&str, &str)] = &[("providerAccounts.delete", "FAILED_PRECONDITION")];
@@ -129,7 +142,9 @@ fn expected(grants: Option<&[Grant]>, method: &Method) -> Expect {
             .collect();
         return Expect::Answered(Some(visible));
     }
-    if allows(grants, permission, &decision_chain(on, &target)) {
+    let also = substrate_account(method, &matrix_body(method))
+        .is_none_or(|account| allows(grants, Permission::KubernetesManage, &chain_of(&account)));
+    if allows(grants, permission, &decision_chain(on, &target)) && also {
         Expect::Answered(None)
     } else {
         Expect::Denied
@@ -148,6 +163,15 @@ fn profiles() -> Vec<(&'static str, Vec<Grant>)> {
             vec![grant(Role::Editor, Scope::LoadBalancer(id(OTHER_LB)))],
         ),
         ("viewer on the pool", vec![grant(Role::Viewer, Scope::Pool(id(ex::POOL)))]),
+        // Issue 20, item 1: a pool's editor alone may not make or change its substrate.
+        ("editor on the pool", vec![grant(Role::Editor, Scope::Pool(id(ex::POOL)))]),
+        (
+            "editor on the pool and the account",
+            vec![
+                grant(Role::Editor, Scope::Pool(id(ex::POOL))),
+                grant(Role::Editor, Scope::ProviderAccount(id(ex::ACCOUNT))),
+            ],
+        ),
         (
             "editor on the account",
             vec![grant(Role::Editor, Scope::ProviderAccount(id(ex::ACCOUNT)))],
@@ -222,6 +246,15 @@ async fn method_by_every_caller(store: S, method: &'static Method) {
 }
 
 async fn matrix_on(backend: Backend) {
+    // The methods with a second authorization are exactly those SPEC §3 names.
+    let also: Vec<String> = tenant_methods()
+        .filter(|m| m.also_authorization().is_some())
+        .map(|m| m.info.id().to_string())
+        .collect();
+    assert_eq!(also, SUBSTRATE_METHODS);
+    for m in tenant_methods().filter(|m| m.also_authorization().is_some()) {
+        assert!(substrate_account(m, &matrix_body(m)).is_some(), "its example has a substrate");
+    }
     let mut checked = 0;
     for method in tenant_methods() {
         run(backend, |store| method_by_every_caller(store, method)).await;

@@ -44,7 +44,15 @@ fn not_matching(pattern: &str, max: Option<u64>) -> Option<String> {
 /// Violations of a value's documented constraints: `(what, the violating value)`.
 fn violations(schema: &Value, value: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    let num = |k: &str| schema.get(k).and_then(Value::as_i64);
+    // Bounds as wide integers: a maximum of 2^63 − 1 has a successor to send.
+    let num = |k: &str| {
+        let v = schema.get(k)?;
+        v.as_i64().map(i128::from).or_else(|| v.as_u64().map(i128::from))
+    };
+    let int = |n: i128| match u64::try_from(n) {
+        Ok(u) => json!(u),
+        Err(_) => json!(i64::try_from(n).expect("a 64-bit bound's neighbour")),
+    };
     match value {
         Value::String(_) => {
             out.push(("a number for a string".into(), json!(5)));
@@ -67,10 +75,10 @@ fn violations(schema: &Value, value: &Value) -> Vec<(String, Value)> {
         Value::Number(_) => {
             out.push(("a string for a number".into(), json!("7")));
             if let Some(min) = num("minimum") {
-                out.push((format!("below {min}"), json!(min - 1)));
+                out.push((format!("below {min}"), int(min - 1)));
             }
             if let Some(max) = num("maximum") {
-                out.push((format!("above {max}"), json!(max + 1)));
+                out.push((format!("above {max}"), int(max + 1)));
             }
         }
         Value::Bool(_) => out.push(("a string for a boolean".into(), json!("yes"))),

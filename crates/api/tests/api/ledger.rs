@@ -22,6 +22,8 @@ bc_store::store_suite!(
     events_are_listed_by_subject_after_a_seq,
     the_stream_sends_events_in_order_and_resumes_after_the_last_id,
     the_stream_is_authorized_like_events_list,
+    the_stream_ends_within_seconds_of_its_tokens_revocation,
+    a_token_holds_at_most_eight_open_streams,
 );
 
 async fn set_upgrade(h: &Harness, upgrade: Option<UpgradeWait>) {
@@ -260,4 +262,50 @@ async fn the_stream_is_authorized_like_events_list(s: S) {
         let a = h.send(req.body(Body::empty()).unwrap()).await;
         assert_eq!((a.status.as_u16(), a.code()), (400, "INVALID_ARGUMENT"), "{query}: {}", a.text);
     }
+}
+
+/// Issue 20, item 2: the stream checks its token again while it runs (SPEC §12: within 5
+/// seconds of the revocation it ends), not once at the start.
+async fn the_stream_ends_within_seconds_of_its_tokens_revocation(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    write_events(&h, &["compute.pools.a"]).await;
+    let mut stream = Events::of(open(&h, &t, "tenantId=acme", None).await);
+    assert_eq!(stream.next(1).await[0]["subject"], "compute.pools.a");
+    let hash = bc_api::auth::api_token_lookup_hash(&t).expect("a token");
+    let token_id = h.store.api_token_find(&hash).await.unwrap().expect("stored").token_id;
+    let revoke = Write::RevokeApiToken { token_id, at: h.now() };
+    h.store.commit(UnitOfWork::new().write(revoke)).await.unwrap();
+    // Bounded: the re-check runs every 5 s, so the body ends well within this.
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(frame) = stream.body.frame().await {
+            frame.expect("a frame");
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream of a revoked token is still open after 20 s");
+    // And it opens no new one.
+    assert_eq!(open(&h, &t, "tenantId=acme", None).await.status(), 401);
+}
+
+/// Issue 20, item 2: a token holds at most 8 open streams; the 9th is RESOURCE_EXHAUSTED
+/// and closing one frees its place.
+async fn a_token_holds_at_most_eight_open_streams(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let other = h.operator().await;
+    let mut open_streams = Vec::new();
+    for _ in 0..8 {
+        let resp = open(&h, &t, "tenantId=acme", None).await;
+        assert_eq!(resp.status(), 200);
+        open_streams.push(resp);
+    }
+    let ninth = open(&h, &t, "tenantId=acme", None).await;
+    assert_eq!(ninth.status(), 429);
+    let body = ninth.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["error"]["code"], "RESOURCE_EXHAUSTED");
+    assert_eq!(open(&h, &other, "tenantId=acme", None).await.status(), 200, "per token");
+    open_streams.pop();
+    assert_eq!(open(&h, &t, "tenantId=acme", None).await.status(), 200, "a place was freed");
 }

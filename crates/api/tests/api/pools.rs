@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bc_api::methods::examples as ex;
 use bc_domain::model::{QuotaResource, Role, Scope};
-use bc_domain::ports::{PageRequest, ReadScope, WorkKind};
+use bc_domain::ports::{PageRequest, ReadScope, UnitOfWork, WorkKind, Write};
 use bc_domain::{PoolId, ResourceState};
 use serde_json::{Value, json};
 
@@ -176,9 +176,17 @@ async fn update_follows_the_allowed_changes(s: S) {
     // The same policy again is no change.
     let same = with(&changed, "expectedGeneration", json!(2));
     assert_eq!(h.call("pools.update", Some(&t), &same).await.ok()["generation"], 2);
-    // Refused: another account, create → adopt, another region, HA off; each named.
+    // Refused: another account, create → adopt, another region, HA off; each named. The
+    // other account is one of the tenant's (an absent one is not found, naming the field).
+    let mut absent = without(&changed, "expectedGeneration");
+    absent["policy"]["substrate"]["account"] = json!("acct_01jq3k5v9x8y7z6w5v4t3s2999");
+    let message = h.call("pools.update", Some(&t), &absent).await.err("NOT_FOUND");
+    assert!(message.contains("policy.substrate.account"), "{message}");
+    let other = bc_store::testing::account(&tenant(ex::TENANT), "second");
+    let other_id = other.provider_account_id.to_string();
+    h.store.commit(UnitOfWork::new().write(Write::InsertAccount(other))).await.unwrap();
     let refusals = [
-        ("account", json!("acct_01jq3k5v9x8y7z6w5v4t3s2999")),
+        ("account", json!(other_id)),
         ("cluster", json!({ "adopt": { "providerClusterId": "abc" } })),
     ];
     for (field, value) in refusals {

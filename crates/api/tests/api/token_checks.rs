@@ -58,7 +58,7 @@ fn source(path: &str) -> String {
 #[test]
 fn secret_types_compare_in_constant_time_and_authentication_compares_nothing() {
     for (file, ty) in [
-        ("crates/domain/src/model.rs", "SecretString"),
+        ("crates/domain/src/token.rs", "SecretString"),
         ("crates/domain/src/token.rs", "ApiTokenSecret"),
     ] {
         let src = source(file);

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ProviderError;
 use crate::model::SecretString;
+use crate::ports::provider::ProviderError;
 use crate::ports::provider::ProviderImpl;
 
 /// The kinds of object we manage in clusters.
@@ -104,6 +104,33 @@ impl std::fmt::Debug for KubeObject {
             .field("object", &self.object)
             .field("manifest", &shown)
             .finish()
+    }
+}
+
+impl KubeObject {
+    /// The values a Secret carries, each as sent and (for `data`) as decoded text: what
+    /// an error about this object must not quote (a server's validation message may).
+    /// Empty for any other kind.
+    pub fn secret_values(&self) -> Vec<String> {
+        use base64::Engine as _;
+        if self.object.kind != ObjectKind::Secret {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for field in ["data", "stringData"] {
+            let Some(serde_json::Value::Object(values)) = self.manifest.get(field) else {
+                continue;
+            };
+            for v in values.values().filter_map(serde_json::Value::as_str) {
+                out.push(v.to_owned());
+                let decoded = (field == "data")
+                    .then(|| base64::engine::general_purpose::STANDARD.decode(v).ok())
+                    .flatten()
+                    .and_then(|b| String::from_utf8(b).ok());
+                out.extend(decoded);
+            }
+        }
+        out
     }
 }
 
@@ -675,6 +702,27 @@ mod tests {
             manifest: json!({"metadata": {"name": "n"}, "data": {"k": "v"}}),
         };
         assert!(format!("{ns:?}").contains("\"v\""));
+    }
+
+    #[test]
+    fn a_secrets_values_are_listed_as_sent_and_decoded_other_kinds_have_none() {
+        let secret = KubeObject {
+            object: ObjectRef {
+                kind: ObjectKind::Secret,
+                namespace: Some("n".into()),
+                name: "s".into(),
+            },
+            manifest: json!({"data": {"joinToken": "Ymo=", "bin": "/w=="},
+                "stringData": {"serverUrl": "https://api"}}),
+        };
+        let mut values = secret.secret_values();
+        values.sort();
+        assert_eq!(values, ["/w==", "Ymo=", "bj", "https://api"]);
+        let ns = KubeObject {
+            object: ObjectRef { kind: ObjectKind::Namespace, namespace: None, name: "n".into() },
+            manifest: json!({"data": {"k": "v"}}),
+        };
+        assert!(ns.secret_values().is_empty());
     }
 
     #[test]

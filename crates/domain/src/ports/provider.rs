@@ -1,7 +1,8 @@
 //! The provider ports: `ProviderImpl` with `kubernetes()` and `load_balancers()`, and the
 //! `ProviderRegistry` that maps an account to its implementation.
 //!
-//! Invariant: adapters classify every failure once into [`ProviderError`]; the types here
+//! Invariant: adapters classify every failure once into [`ProviderError`] (the port's own
+//! error, defined here); the types here
 //! are provider-neutral (DigitalOcean is the first provider), and unknown provider states
 //! parse into `Unknown(..)` rather than failing.
 
@@ -11,13 +12,61 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ProviderError;
 use crate::model::{
     ClusterMode, Domain, ForwardingRule, GlobalSettings, HealthCheck, LoadBalancerType,
     ProviderAccount, SecretString, StickySessions,
 };
 use crate::policy::Taint;
 use crate::time::Timestamp;
+
+/// The provider error classes of DESIGN.md, decided once, in the adapter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The object does not exist (or no longer does).
+    #[error("not found at the provider")]
+    NotFound,
+    /// A 4xx that retrying cannot fix, with the provider's message.
+    #[error("refused by the provider: {message}")]
+    Refused {
+        /// The provider's message.
+        message: String,
+    },
+    /// Throttled: try again after this many milliseconds.
+    #[error("rate limited by the provider; retry in {retry_after_ms} ms")]
+    RateLimited {
+        /// How long to wait, in milliseconds.
+        retry_after_ms: u64,
+    },
+    /// Not sent: the account's provider-call budget (this control plane's own, shared
+    /// by its replicas) has no call to spare for this many milliseconds. Unlike a
+    /// failure, retrying after the wait is all there is to do.
+    #[error("over the account's provider-call budget; retry in {retry_after_ms} ms")]
+    OverBudget {
+        /// How long until the budget frees a call, in milliseconds.
+        retry_after_ms: u64,
+    },
+    /// The account's credentials were refused.
+    #[error("the provider refused the account's credentials")]
+    Unauthorized,
+    /// Worth retrying: 5xx, timeouts, connection errors, "busy" answers.
+    #[error("transient provider error: {message}")]
+    Transient {
+        /// What happened (no secrets).
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether a later retry of the same request may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::OverBudget { .. }
+                | ProviderError::Transient { .. }
+        )
+    }
+}
 
 /// Result alias of the provider ports.
 pub type ProviderResult<T> = Result<T, ProviderError>;
@@ -508,9 +557,10 @@ pub trait ProviderImpl: Send + Sync {
 
 /// Most characters of a provider API token.
 pub const PROVIDER_TOKEN_MAX: usize = 1024;
-/// The rule of a provider API token, as [`ProviderCredentials::new`] applies it: no
-/// whitespace and no control characters (it travels in an HTTP header).
-pub const PROVIDER_TOKEN_PATTERN: &str = r"^[^\s\p{Cc}]+$";
+/// The rule of a provider API token, as [`ProviderCredentials::new`] applies it: visible
+/// ASCII only — no whitespace, control or format characters — since it travels in an HTTP
+/// header (and a portable pattern: it means the same to every regex engine).
+pub const PROVIDER_TOKEN_PATTERN: &str = "^[!-~]+$";
 
 /// The credentials document of a provider account (SPEC §5 `credentials: {token}`): what
 /// `providerAccounts.create` takes in and seals with the `SecretBox`, and what a
@@ -544,10 +594,10 @@ pub enum CredentialsError {
     /// Not the JSON object `{"token": "…"}`.
     #[error("credentials must be the JSON object {{\"token\": \"…\"}}")]
     Shape,
-    /// The token is empty, too long, or holds whitespace or control characters (it
-    /// travels in an HTTP header).
+    /// The token is empty, too long, or holds anything but visible ASCII (it travels in
+    /// an HTTP header).
     #[error(
-        "credentials.token must be a token of 1 to 1024 characters without spaces or control characters"
+        "credentials.token must be a token of 1 to 1024 visible ASCII characters (no spaces, control or format characters)"
     )]
     Token,
 }
@@ -556,8 +606,8 @@ impl ProviderCredentials {
     /// Credentials of `token`, checked as [`ProviderCredentials::open`] checks them.
     pub fn new(token: SecretString) -> Result<Self, CredentialsError> {
         let t = token.expose();
-        let bad_char = t.chars().any(|c| c.is_whitespace() || c.is_control());
-        if t.is_empty() || t.chars().count() > PROVIDER_TOKEN_MAX || bad_char {
+        let visible_ascii = t.bytes().all(|b| b.is_ascii_graphic());
+        if t.is_empty() || t.len() > PROVIDER_TOKEN_MAX || !visible_ascii {
             return Err(CredentialsError::Token);
         }
         Ok(Self { token })
@@ -635,7 +685,9 @@ mod tests {
         }
         // The documented pattern is the rule `new` applies.
         let re = regex::Regex::new(PROVIDER_TOKEN_PATTERN).unwrap();
-        for t in ["dop_v1_abc", "a b", "a\tb", "a\u{7}", "é\u{a0}x", "x\u{2028}"] {
+        for t in
+            ["dop_v1_abc", "a b", "a\tb", "a\u{7}", "é\u{a0}x", "x\u{2028}", "a\u{200b}b", "!~"]
+        {
             assert_eq!(
                 re.is_match(t),
                 ProviderCredentials::new(SecretString::new(t)).is_ok(),

@@ -1,6 +1,7 @@
 //! Join accounting of a substrate (SPEC §6): `nodesListed`, `nodesJoined`,
 //! `waitingToJoin {nodes, since}` and, after [`WAIT_MESSAGE_AFTER`] of waiting, the
-//! message saying what to check.
+//! message saying what to check; and when a substrate's nodes may no longer join or
+//! heartbeat ([`teardown_begun`], SPEC §9).
 //!
 //! Invariant: only Nodes the cluster lists now count — a joined node that is no longer
 //! listed is neither listed nor joined; `since` never moves backwards while the wait
@@ -11,8 +12,9 @@ use std::collections::BTreeSet;
 
 use time::Duration;
 
-use crate::model::WaitingToJoin;
+use crate::model::{Pool, PoolState, Substrate, WaitingToJoin};
 use crate::name::{BCD_NAME, JOIN_SECRET_NAME, LABEL_SUBSTRATE_POOL};
+use crate::state::ResourceState;
 use crate::time::Timestamp;
 
 /// How long Nodes may wait to join before the substrate's message says what to check.
@@ -20,6 +22,18 @@ pub const WAIT_MESSAGE_AFTER: Duration = Duration::minutes(15);
 
 /// How many waiting node names a message names (the rest are counted).
 pub const NODES_NAMED: usize = 3;
+
+/// Whether a pool's substrate is being torn down, or is gone (SPEC §9: node credentials
+/// end with their substrate): the pool is archived, its policy has no substrate any more,
+/// or the substrate's row says `deleting` or `deleted`. From that moment no node joins
+/// the pool and no node credential of it authenticates, though the reconciler revokes the
+/// join token only at the end of the teardown.
+pub fn teardown_begun(pool: &Pool, substrate: Option<&Substrate>) -> bool {
+    pool.state == PoolState::Archived
+        || pool.policy.substrate.is_none()
+        || substrate
+            .is_some_and(|s| matches!(s.state, ResourceState::Deleting | ResourceState::Deleted))
+}
 
 /// The join side of a substrate's report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +119,46 @@ mod tests {
 
     fn set(v: &[&str]) -> BTreeSet<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn teardown_begins_with_archive_substrate_removal_or_a_deleting_row() {
+        let policy: crate::policy::PoolPolicy = serde_json::from_value(serde_json::json!({
+            "substrate": { "kind": "kubernetes", "account": "acct_01jq3k5v9x8y7z6w5v4t3s2r1a",
+                           "cluster": { "create": { "region": "nyc1" } } },
+            "flavors": [{ "name": "cpu", "size": "s-1vcpu-2gb", "count": 1 }]
+        }))
+        .unwrap();
+        let pool = Pool {
+            pool_id: "pool_01jq3k5v9x8y7z6w5v4t3s2r1q".parse().unwrap(),
+            tenant_id: "acme".parse().unwrap(),
+            name: "web".parse().unwrap(),
+            policy: policy.clone(),
+            state: PoolState::Active,
+            generation: 1,
+            created_at: at(0, 0),
+            updated_at: at(0, 0),
+            archived_at: None,
+        };
+        let substrate = Substrate::pending(
+            pool.pool_id.clone(),
+            pool.tenant_id.clone(),
+            "acct_01jq3k5v9x8y7z6w5v4t3s2r1a".parse().unwrap(),
+            policy.substrate.as_ref().unwrap(),
+            at(0, 0),
+        );
+        assert!(!teardown_begun(&pool, Some(&substrate)));
+        assert!(!teardown_begun(&pool, None), "recorded, not yet observed");
+        let archived = Pool { state: PoolState::Archived, ..pool.clone() };
+        assert!(teardown_begun(&archived, Some(&substrate)));
+        let removed = Pool { policy: Default::default(), ..pool.clone() };
+        assert!(teardown_begun(&removed, Some(&substrate)));
+        for state in [ResourceState::Deleting, ResourceState::Deleted] {
+            let row = Substrate { state, ..substrate.clone() };
+            assert!(teardown_begun(&pool, Some(&row)), "{state:?}");
+        }
+        let error = Substrate { state: ResourceState::Error, ..substrate };
+        assert!(!teardown_begun(&pool, Some(&error)), "an error is not a teardown");
     }
 
     #[test]

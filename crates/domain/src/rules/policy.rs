@@ -7,21 +7,16 @@
 //! high availability), so an accepted policy is always reachable from the current one.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
-
-use regex::Regex;
 
 use crate::error::{Error, FieldViolation};
 use crate::id::ProviderAccountId;
-use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName};
+use crate::name::{FlavorName, LABEL_MANAGED_BY, LabelKey, LabelValue, ObjectName, ProviderSlug};
 use crate::policy::{
-    AutoScale, ClusterPolicy, Flavor, PoolPolicy, SLUG_PATTERN, SubstratePolicy, VERSION_LATEST,
+    AutoScale, ClusterPolicy, Flavor, PoolPolicy, SubstratePolicy, VERSION_LATEST,
 };
 
-/// Most flavors a pool may have.
-pub const MAX_FLAVORS: usize = 16;
-/// Most nodes of a fixed-count flavor, and the autoscale bounds' cap.
-pub const MAX_NODES: u32 = 512;
+// The policy's bounds are declared with its types; named here by their old paths too.
+pub use crate::policy::{MAX_FLAVORS, MAX_NODES};
 /// The label-key prefix the system sets itself (`better-compute.dev/substrate-pool`,
 /// `better-compute.dev/flavor`); flavors may not set keys under it, or under any
 /// subdomain of `better-compute.dev`, so a tenant label can never forge pool ownership.
@@ -120,17 +115,10 @@ fn validate_substrate(s: &SubstratePolicy, path: &str, out: &mut Vec<FieldViolat
     }
 }
 
-/// Why `s` cannot be a provider slug or id: empty, or with whitespace or control
-/// characters (no provider's slug or id has them, and they would corrupt URLs).
-pub(crate) fn slug_problem(s: &str) -> Option<&'static str> {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    if s.is_empty() {
-        Some("must not be empty")
-    } else if !RE.get_or_init(|| Regex::new(SLUG_PATTERN).expect("static regex")).is_match(s) {
-        Some("must not contain spaces or control characters")
-    } else {
-        None
-    }
+/// Why `s` cannot be a provider slug or id ([`ProviderSlug`]'s rule: SPEC §2's identifier
+/// table), or `None` when it can be one.
+pub(crate) fn slug_problem(s: &str) -> Option<String> {
+    ProviderSlug::parse(s).err().map(|e| e.0)
 }
 
 fn validate_flavor(f: &Flavor, path: &str, out: &mut Vec<FieldViolation>) {

@@ -8,13 +8,18 @@
 //! its pod template's labels and never changes (a real API server refuses a changed
 //! selector), its `nodeSelector` is the pool label (bcd never runs on the tenant's own
 //! nodes) and it tolerates exactly the flavors' taints; the join token appears only in
-//! the Secret manifest, whose `Debug` hides it.
+//! the Secret manifest, whose `Debug` hides it; bcd gets `BCD_INSECURE_HTTP=1` exactly
+//! when the server's public URL is plain `http://` (SPEC §9), by the Secret's optional
+//! `insecureHttp` key.
 
 use std::collections::BTreeSet;
 
 use base64::Engine as _;
 use bc_domain::PoolId;
-use bc_domain::agent::{ENV_NODE_NAME, SECRET_ENV, SECRET_KEY_JOIN_TOKEN, SECRET_KEY_SERVER_URL};
+use bc_domain::agent::{
+    ENV_INSECURE_HTTP, ENV_NODE_NAME, SECRET_ENV, SECRET_KEY_INSECURE_HTTP, SECRET_KEY_JOIN_TOKEN,
+    SECRET_KEY_SERVER_URL, is_plain_http,
+};
 use bc_domain::model::SecretString;
 use bc_domain::name::{
     BCD_NAME, JOIN_SECRET_NAME, LABEL_MANAGED_BY, LABEL_SUBSTRATE_POOL, MANAGED_BY_VALUE,
@@ -82,17 +87,22 @@ pub fn service_account(pool: &PoolId) -> KubeObject {
     manifest(pool, ObjectKind::ServiceAccount, json!({"automountServiceAccountToken": false}))
 }
 
-/// The `bcd-join` Secret: the join token and the server's public URL (SPEC §9 keys).
+/// The value of the Secret's `insecureHttp` key: there (`1`) only for an `http://`
+/// public URL, which bcd refuses without it.
+const INSECURE_HTTP_VALUE: &str = "1";
+
+/// The `bcd-join` Secret: the join token and the server's public URL (SPEC §9 keys), and
+/// `insecureHttp: 1` when that URL is plain `http://`.
 pub fn join_secret(pool: &PoolId, token: &SecretString, server_url: &str) -> KubeObject {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    manifest(
-        pool,
-        ObjectKind::Secret,
-        json!({"type": "Opaque", "data": {
-            SECRET_KEY_JOIN_TOKEN: b64(token.expose()),
-            SECRET_KEY_SERVER_URL: b64(server_url),
-        }}),
-    )
+    let mut data = json!({
+        SECRET_KEY_JOIN_TOKEN: b64(token.expose()),
+        SECRET_KEY_SERVER_URL: b64(server_url),
+    });
+    if is_plain_http(server_url) {
+        data[SECRET_KEY_INSECURE_HTTP] = json!(b64(INSECURE_HTTP_VALUE));
+    }
+    manifest(pool, ObjectKind::Secret, json!({"type": "Opaque", "data": data}))
 }
 
 /// The distinct taints of the flavors, in a stable order, as tolerations.
@@ -140,6 +150,9 @@ pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
             json!({"name": var, "valueFrom": {"secretKeyRef": {"name": JOIN_SECRET_NAME, "key": key}}})
         })
         .collect();
+    // Set only when the Secret has the key, i.e. the public URL is http:// (SPEC §9).
+    env.push(json!({"name": ENV_INSECURE_HTTP, "valueFrom": {"secretKeyRef":
+        {"name": JOIN_SECRET_NAME, "key": SECRET_KEY_INSECURE_HTTP, "optional": true}}}));
     env.push(json!({"name": ENV_NODE_NAME,
         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}));
     let selector = json!({APP_NAME_LABEL: BCD_NAME, LABEL_SUBSTRATE_POOL: pool.as_str()});
@@ -172,7 +185,8 @@ pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
 }
 
 /// Whether a Secret we own holds a token whose hash is `live_token_hash` and the
-/// `server_url`, with our labels (its values are digests: `ObjectMeta::content`).
+/// `server_url` (with `insecureHttp` exactly when that URL is `http://`), with our labels
+/// (its values are digests: `ObjectMeta::content`).
 pub fn secret_in_place(
     meta: &ObjectMeta,
     pool: &PoolId,
@@ -183,6 +197,8 @@ pub fn secret_in_place(
     let want_labels = json!({"metadata": {"labels": labels(pool)}, "type": "Opaque"});
     live_token_hash.is_some_and(|h| digest(SECRET_KEY_JOIN_TOKEN) == Some(h))
         && digest(SECRET_KEY_SERVER_URL) == Some(sha256_hex(server_url.as_bytes()).as_str())
+        && digest(SECRET_KEY_INSECURE_HTTP).map(str::to_owned)
+            == is_plain_http(server_url).then(|| sha256_hex(INSECURE_HTTP_VALUE.as_bytes()))
         && object_in_place(ObjectKind::Secret, &want_labels, &meta.content)
 }
 
@@ -280,12 +296,36 @@ mod tests {
         assert_eq!(c["image"], "img");
         let env: Vec<&str> =
             c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
-        assert_eq!(env, vec!["BCD_SERVER_URL", "BCD_JOIN_TOKEN", "NODE_NAME"]);
+        assert_eq!(env, vec!["BCD_SERVER_URL", "BCD_JOIN_TOKEN", "BCD_INSECURE_HTTP", "NODE_NAME"]);
         assert_eq!(
             c["env"][1]["valueFrom"]["secretKeyRef"],
             json!({"name": "bcd-join", "key": "joinToken"})
         );
-        assert_eq!(c["env"][2]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+        assert_eq!(
+            c["env"][2]["valueFrom"]["secretKeyRef"],
+            json!({"name": "bcd-join", "key": "insecureHttp", "optional": true})
+        );
+        assert_eq!(c["env"][3]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+    }
+
+    /// Issue 20, item 8 (SPEC §9): bcd gets BCD_INSECURE_HTTP=1 (the Secret's optional
+    /// key the DaemonSet maps) exactly when the public URL is plain http://.
+    #[test]
+    fn insecure_http_is_set_only_for_an_http_public_url() {
+        let (p, token) = (pool(), SecretString::new("bcj_live"));
+        let hash = sha256_hex(b"bcj_live");
+        for (url, insecure) in [("http://10.0.0.1:8080", true), ("https://bc.example", false)] {
+            let s = join_secret(&p, &token, url);
+            let value = s.manifest["data"].get("insecureHttp");
+            assert_eq!(value, insecure.then(|| json!("MQ==")).as_ref(), "{url}");
+            let meta = ObjectMeta::of(ObjectKind::Secret, &s.manifest);
+            assert!(secret_in_place(&meta, &p, Some(&hash), url), "{url}");
+        }
+        // A Secret written before (no key) for an http:// URL is applied again.
+        let mut old = join_secret(&p, &token, "http://10.0.0.1:8080");
+        old.manifest["data"].as_object_mut().unwrap().remove("insecureHttp");
+        let meta = ObjectMeta::of(ObjectKind::Secret, &old.manifest);
+        assert!(!secret_in_place(&meta, &p, Some(&hash), "http://10.0.0.1:8080"));
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod m20261210_000006_sweeps_and_leases;
 mod m20261220_000007_kubernetes_intents;
 mod m20261222_000008_provider_budgets;
 mod m20261230_000009_substrate_refusals;
+mod m20261231_000010_node_ends;
 
 /// Every migration of the store, in order.
 pub struct Migrator;
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261220_000007_kubernetes_intents::Migration),
             Box::new(m20261222_000008_provider_budgets::Migration),
             Box::new(m20261230_000009_substrate_refusals::Migration),
+            Box::new(m20261231_000010_node_ends::Migration),
         ]
     }
 }

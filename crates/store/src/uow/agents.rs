@@ -68,14 +68,15 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
 }
 
 /// A first join inserts; a join again under the same name keeps `node_id`, `joined_at`
-/// and the last heartbeat, and takes the new credential, provider node id and version.
+/// and the last heartbeat, and takes the new credential, provider node id and version —
+/// and is live again if its substrate's teardown had ended it (a new substrate's join).
 async fn put_node(store: &SqlStore, txn: &Txn, n: &Node) -> Tx<()> {
     let q = store.st(
         "INSERT INTO nodes (node_id, pool_id, node_name, provider_node_id, bcd_version, \
          credential_hash, joined_at, last_heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (pool_id, node_name) DO UPDATE SET \
          provider_node_id = excluded.provider_node_id, bcd_version = excluded.bcd_version, \
-         credential_hash = excluded.credential_hash",
+         credential_hash = excluded.credential_hash, ended_at = NULL",
         vec![
             s(&n.node_id),
             s(&n.pool_id),

@@ -12,6 +12,7 @@ use bc_domain::rules::idempotency::{self, Replay};
 use sea_orm::{ConnectionTrait, Value};
 
 use super::{Tx, Txn, misrouted};
+use crate::error::TxError;
 use crate::rows::{IDEMPOTENCY, idempotency as decode_idempotency};
 use crate::sql::{self, json, ots, s, ts, u64v};
 use crate::store::{SqlStore, exec};
@@ -66,8 +67,9 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     }
 }
 
-/// Inserts, or replaces a record of the key that expired; a live record of the key makes
-/// the commit fail with `RequestReplayed` (same body) or `RequestIdReused` (another).
+/// Inserts, or replaces a record of the key that expired; a live record of the key ends
+/// the commit as a replay (same body: `TxError::Replayed`, answered `Ok`) or fails it with
+/// `RequestIdReused` (another body).
 async fn put_idempotency(store: &SqlStore, txn: &Txn, r: &IdempotencyRecord) -> Tx<()> {
     let expired = idempotency::expired_at_or_before(r.created_at);
     let q = store.st(
@@ -103,7 +105,7 @@ async fn put_idempotency(store: &SqlStore, txn: &Txn, r: &IdempotencyRecord) -> 
     };
     let first = decode_idempotency(&row)?;
     match idempotency::replay(Some(&first), &r.body_hash, r.created_at) {
-        Replay::Repeat(_) => Err(StoreError::RequestReplayed(Box::new(first)).into()),
+        Replay::Repeat(_) => Err(TxError::Replayed(Box::new(first))),
         Replay::Reused => {
             let msg = idempotency::reused_message(&r.method, &r.request_id);
             Err(StoreError::RequestIdReused(msg).into())

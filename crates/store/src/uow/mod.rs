@@ -39,12 +39,18 @@ type Tx<T> = Result<T, TxError>;
 type Txn = DatabaseTransaction;
 
 impl SqlStore {
-    /// Applies `uow` atomically, retrying the whole transaction on transient errors.
+    /// Applies `uow` atomically, retrying the whole transaction on transient errors; a
+    /// create's replay is rolled back and answered as [`Committed::replayed`].
     pub(crate) async fn commit_uow(&self, uow: &UnitOfWork) -> Result<Committed, StoreError> {
         self.write("commit", || async {
             let txn = self.begin().await?;
             let r = self.apply(&txn, uow).await;
-            Self::finish(txn, r).await
+            match Self::finish(txn, r).await {
+                Err(TxError::Replayed(first)) => {
+                    Ok(Committed { event_seqs: Vec::new(), replayed: Some(first) })
+                }
+                other => other,
+            }
         })
         .await
     }
@@ -68,7 +74,7 @@ impl SqlStore {
         for e in &uow.events {
             event_seqs.push(self.insert_event(txn, e).await?);
         }
-        Ok(Committed { event_seqs })
+        Ok(Committed { event_seqs, replayed: None })
     }
 
     /// Runs one conditional write, by the module of its aggregate; `Err` aborts the unit

@@ -1,9 +1,12 @@
 //! Writes of substrates: the substrate reconciler records the whole observed row.
 //!
-//! Invariant: a substrate belongs to an existing pool (foreign key), one per pool; the
+//! Invariants: a substrate belongs to an existing pool (foreign key), one per pool; the
 //! reconciler holding the pool's work lease fences the write (`Fence::Work`), so a
-//! replica whose lease was taken over cannot overwrite the new holder's row.
+//! replica whose lease was taken over cannot overwrite the new holder's row; a row
+//! written `deleted` ends its pool's nodes in the same transaction (SPEC §9: node
+//! credentials end with their substrate), so none stays live for ever.
 
+use bc_domain::ResourceState;
 use bc_domain::ports::Write;
 use sea_orm::Value;
 
@@ -48,5 +51,12 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     );
     let parent = format!("pool {}", x.pool_id);
     exec(txn, q).await.map_err(conflict(|| "substrate".into(), &parent))?;
+    if x.state == ResourceState::Deleted {
+        let end = store.st(
+            "UPDATE nodes SET ended_at = ? WHERE pool_id = ? AND ended_at IS NULL",
+            vec![ts(x.updated_at), s(&x.pool_id)],
+        );
+        exec(txn, end).await?;
+    }
     Ok(())
 }

@@ -25,6 +25,7 @@
 //! - Events get a global, strictly increasing `seq` in commit order: a reader that has
 //!   seen `seq` n has seen every event with a smaller `seq` that will ever exist.
 
+mod error;
 mod page;
 mod queue;
 mod scope;
@@ -32,6 +33,7 @@ mod write;
 
 use async_trait::async_trait;
 
+pub use error::{InternalDetail, StoreError};
 pub use page::{CursorKey, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, Page, PageCursor, PageRequest};
 pub use queue::{
     Enqueue, Fence, LEASE_IDEMPOTENCY_PURGE, LEASE_OUTBOX_RELAY, Lease, QueueStatus, WorkItem,
@@ -40,7 +42,6 @@ pub use queue::{
 pub use scope::{GrantedIds, ReadScope};
 pub use write::{Committed, UnitOfWork, Write};
 
-use crate::error::StoreError;
 use crate::id::{
     BookingId, ClusterId, LoadBalancerId, NodeId, NodePoolId, PoolId, ProviderAccountId, TokenId,
 };
@@ -291,9 +292,10 @@ pub trait AgentRepo: Send + Sync {
         pool_id: &PoolId,
         node_name: &str,
     ) -> StoreResult<Option<Node>>;
-    /// A node by its credential hash.
+    /// A node by its credential hash, while its credential is live: not ended by its
+    /// substrate's teardown (SPEC §9; see `Write::PutSubstrate`).
     async fn node_find_by_credential_hash(&self, hash: &str) -> StoreResult<Option<Node>>;
-    /// A pool's joined nodes.
+    /// A pool's joined nodes that are live (not ended by a teardown).
     async fn node_list_by_pool(
         &self,
         pool_id: &PoolId,

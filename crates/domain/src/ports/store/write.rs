@@ -66,7 +66,8 @@ pub enum Write {
         /// When.
         at: Timestamp,
     },
-    /// Insert or replace a pool's substrate row.
+    /// Insert or replace a pool's substrate row. A row written `deleted` also ends the
+    /// pool's joined nodes (their credentials stop authenticating; SPEC §9).
     PutSubstrate(Substrate),
     /// Insert a cluster row; `AlreadyExists` on a live name in the account.
     InsertCluster(KubernetesCluster),
@@ -195,9 +196,10 @@ pub enum Write {
         at: Timestamp,
     },
     /// Store the first response of a create call under its `requestId`. A record of the
-    /// key older than the 24-hour window is replaced. A live one fails the commit:
-    /// `RequestReplayed` (same body: answer with its response) or `RequestIdReused`
-    /// (another body: `ALREADY_EXISTS`).
+    /// key older than the 24-hour window is replaced. A live one of the same body means a
+    /// twin request committed first: nothing of the unit of work is applied and the
+    /// commit answers with that record ([`Committed::replayed`]); of another body, the
+    /// commit fails with `RequestIdReused` (`ALREADY_EXISTS`).
     PutIdempotency(IdempotencyRecord),
     /// Move a publisher's durable cursor forward to `seq` (never back): the last event
     /// `seq` it delivered, so a relay resumes there after a restart. Fence it with the
@@ -262,9 +264,14 @@ impl UnitOfWork {
     }
 }
 
-/// What a commit assigned.
+/// What a commit did: applied, with what it assigned, or nothing because it was a
+/// create's replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Committed {
-    /// The `seq` of each event, in the order given.
+    /// The `seq` of each event, in the order given (none when `replayed`).
     pub event_seqs: Vec<u64>,
+    /// Set when nothing was applied because the unit of work stored a create's
+    /// `requestId` (`Write::PutIdempotency`) that a request with the same body stored
+    /// first: that request's record, whose response answers this one too (SPEC §2).
+    pub replayed: Option<Box<IdempotencyRecord>>,
 }
