@@ -87,9 +87,10 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     Migrator::down(s.connection(), Some(1)).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
-    // So do 8 (provider budgets), 7 (Kubernetes intents) and 6, under it.
-    Migrator::down(s.connection(), Some(4)).await.unwrap();
-    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "four pending");
+    // So do 9 (substrate refusals), 8 (provider budgets), 7 (Kubernetes intents) and 6,
+    // under it.
+    Migrator::down(s.connection(), Some(5)).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "five pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(

@@ -1,4 +1,4 @@
-//! Migration 9: `nodes.ended_at`, when a node's credential stopped being valid because its
+//! Migration 10: `nodes.ended_at`, when a node's credential stopped being valid because its
 //! substrate was torn down (SPEC §9: node credentials end with their substrate). A node
 //! joining again under the same name (a new substrate of the pool) clears it.
 //!
