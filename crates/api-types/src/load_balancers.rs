@@ -5,7 +5,8 @@
 
 use bc_domain::model::{
     Domain, ForwardingRule, GlobalSettings, HealthCheck, INTEGER_MAX, LoadBalancer,
-    LoadBalancerSpec, LoadBalancerType, MAX_DOMAINS, StickySessions, Targets,
+    LoadBalancerSpec, LoadBalancerType, MAX_DOMAINS, MAX_FORWARDING_RULES, MAX_SIZE_UNIT,
+    StickySessions, Targets,
 };
 use bc_domain::name::ProviderSlug;
 use bc_domain::ports::Permission;
@@ -56,7 +57,7 @@ pub struct LoadBalancersCreateInput {
     pub region: Option<String>,
     /// Forwarding rules (regional only).
     #[serde(default)]
-    #[schemars(length(max = 25))]
+    #[schemars(length(max = MAX_FORWARDING_RULES))]
     pub forwarding_rules: Vec<ForwardingRule>,
     /// Health check; SPEC §11's defaults when left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,7 +69,7 @@ pub struct LoadBalancersCreateInput {
     pub targets: Targets,
     /// Load balancer nodes (regional only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = MAX_SIZE_UNIT))]
     pub size_unit: Option<u32>,
     /// Redirect HTTP to HTTPS.
     #[serde(default)]
@@ -128,7 +129,7 @@ pub struct LoadBalancersUpdateInput {
     pub name: Option<ObjectName>,
     /// New forwarding rules (regional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 25))]
+    #[schemars(length(max = MAX_FORWARDING_RULES))]
     pub forwarding_rules: Option<Vec<ForwardingRule>>,
     /// New health check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,7 +142,7 @@ pub struct LoadBalancersUpdateInput {
     pub targets: Option<Targets>,
     /// New size (regional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = MAX_SIZE_UNIT))]
     pub size_unit: Option<u32>,
     /// Redirect HTTP to HTTPS.
     #[serde(default, skip_serializing_if = "Option::is_none")]

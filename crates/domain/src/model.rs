@@ -460,6 +460,10 @@ pub const MAX_REGION_PRIORITIES: usize = 32;
 pub const REGION_PRIORITY_MAX: u32 = 100;
 /// Most domains of a global load balancer.
 pub const MAX_DOMAINS: usize = 10;
+/// Most forwarding rules of a regional load balancer (DigitalOcean's limit).
+pub const MAX_FORWARDING_RULES: usize = 25;
+/// The largest size of a regional load balancer, in DigitalOcean size units.
+pub const MAX_SIZE_UNIT: u32 = 100;
 /// Most characters of a domain name (DNS).
 pub const DOMAIN_NAME_MAX: usize = 253;
 /// The rule of a domain name: DNS labels of letters, digits and `-`, dot-separated, with

@@ -7,7 +7,7 @@
 //! are the wire types' schema constraints and are not repeated here.
 
 use crate::error::FieldViolation;
-use crate::model::{LoadBalancerSpec, LoadBalancerType, Protocol, Targets};
+use crate::model::{LoadBalancerSpec, LoadBalancerType, MAX_FORWARDING_RULES, Protocol, Targets};
 use crate::policy::SLUG_PATTERN;
 use crate::rules::policy::slug_problem;
 
@@ -38,7 +38,9 @@ pub fn validate_load_balancer(spec: &LoadBalancerSpec, prefix: &str) -> Vec<Fiel
             if spec.forwarding_rules.is_empty() {
                 refuse(
                     "forwardingRules",
-                    "a regional load balancer needs 1 to 25 forwarding rules".into(),
+                    format!(
+                        "a regional load balancer needs 1 to {MAX_FORWARDING_RULES} forwarding rules"
+                    ),
                 );
             }
             for (i, rule) in spec.forwarding_rules.iter().enumerate() {
