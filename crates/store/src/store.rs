@@ -135,9 +135,56 @@ impl SqlStore {
     /// each migration once.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let lock = MigrationLock::acquire(&self.db).await?;
-        let result = Migrator::up(&self.db, None).await.map_err(to_store_error);
+        let result = self.run_migrations(None).await;
         lock.release().await;
         result
+    }
+
+    /// Rolls back the newest `steps` applied migrations, holding the migration lock (for
+    /// tools and tests: the services only ever migrate up).
+    pub async fn migrate_down(&self, steps: u32) -> Result<(), StoreError> {
+        let lock = MigrationLock::acquire(&self.db).await?;
+        let result = self.run_migrations(Some(steps)).await;
+        lock.release().await;
+        result
+    }
+
+    /// Applies every pending migration (`down: None`) or rolls back the newest `down`.
+    ///
+    /// On SQLite the whole run is one transaction on one connection that reads the schema
+    /// before anything else: SQLite parses `ALTER TABLE` against the schema its connection
+    /// last read and never checks it again, so a pooled connection that looked before
+    /// another connection or process changed the schema would fail the run with "no such
+    /// column" or "duplicate column name". One transaction also makes a failed run leave
+    /// nothing half-applied. PostgreSQL runs each migration in a transaction of its own
+    /// (sea-orm-migration's default there) and has no such cache.
+    async fn run_migrations(&self, down: Option<u32>) -> Result<(), StoreError> {
+        async fn run<C: sea_orm::ConnectionTrait>(
+            db: &C,
+            down: Option<u32>,
+        ) -> Result<(), sea_orm::DbErr>
+        where
+            for<'c> &'c C: sea_orm::IntoDatabaseExecutor<'c>,
+        {
+            match down {
+                None => Migrator::up(db, None).await,
+                Some(steps) => Migrator::down(db, Some(steps)).await,
+            }
+        }
+        if self.backend != DbBackend::Sqlite {
+            return run(&self.db, down).await.map_err(to_store_error);
+        }
+        self.write("migrate", || async {
+            let txn = self.begin().await?;
+            let result = async {
+                txn.execute_unprepared("SELECT count(*) FROM sqlite_schema").await?;
+                run(&txn, down).await?;
+                Ok(())
+            }
+            .await;
+            Self::finish(txn, result).await
+        })
+        .await
     }
 
     /// The backend in use.

@@ -15,11 +15,9 @@ use bc_domain::policy::{AutoScale, PoolPolicy, Scale, UpgradePolicy};
 use bc_domain::ports::*;
 use bc_domain::rules::quota::QuotaError;
 use bc_domain::{Error, ErrorCode, NodePoolState, ResourceState, TenantId, Timestamp};
-use bc_store::migration::Migrator;
 use bc_store::testing::*;
 use bc_store::{SqlStore, store_suite};
 use sea_orm::ConnectionTrait;
-use sea_orm_migration::MigratorTrait;
 
 store_suite!(
     ready_and_migrations_are_idempotent,
@@ -84,12 +82,12 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
     // The newest migration (10, node ends) rolls back and applies again on both backends.
-    Migrator::down(s.connection(), Some(1)).await.unwrap();
+    s.migrate_down(1).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
     // So do 9 (substrate refusals), 8 (provider budgets), 7 (Kubernetes intents) and 6,
     // under it.
-    Migrator::down(s.connection(), Some(5)).await.unwrap();
+    s.migrate_down(5).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "five pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
