@@ -3,7 +3,7 @@
 //! fields are left out when unset and output fields are read back as the server writes
 //! them, so a type here round-trips through the wire; what a method does is bc-api's.
 
-use bc_domain::model::{INTEGER_MAX, KubernetesCluster, NodePool, NodePoolOrigin};
+use bc_domain::model::{INTEGER_MAX, KubernetesCluster, NodePool};
 use bc_domain::name::ProviderSlug;
 use bc_domain::policy::{AutoScale, MAX_LABELS, MAX_TAINTS, Scale, Taint};
 use bc_domain::ports::Permission;
@@ -65,26 +65,17 @@ impl NodePoolSpec {
     /// The node pool row it asks for in `cluster`: `pending`, made by this system.
     pub fn record(&self, cluster: &KubernetesCluster, id: NodePoolId, now: Timestamp) -> NodePool {
         NodePool {
-            node_pool_id: id,
-            cluster_id: cluster.cluster_id.clone(),
-            tenant_id: cluster.tenant_id.clone(),
-            name: self.name.to_string(),
-            size: self.size.clone(),
-            scale: scale_of(self.count, self.auto_scale),
             labels: self.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             taints: self.taints.clone(),
-            managed_by: None,
-            origin: NodePoolOrigin::Created,
-            generation: 1,
-            created_at: now,
-            delete_requested: false,
-            provider_node_pool_id: None,
-            nodes_listed: 0,
-            nodes_ready: 0,
-            state: NodePoolState::Pending,
-            message: None,
-            observed_generation: 0,
-            updated_at: now,
+            ..NodePool::pending(
+                id,
+                cluster.cluster_id.clone(),
+                cluster.tenant_id.clone(),
+                self.name.to_string(),
+                self.size.clone(),
+                scale_of(self.count, self.auto_scale),
+                now,
+            )
         }
     }
 }

@@ -388,6 +388,45 @@ pub struct NodePool {
     pub updated_at: Timestamp,
 }
 
+impl NodePool {
+    /// The row of a node pool this system is about to create in the cluster
+    /// `cluster_id` of `tenant_id` (`kubernetesNodePools.create`, or a substrate's
+    /// reconciler for its pool): `pending`, generation 1, no labels, taints or owning pool
+    /// (set them with struct update), nothing observed.
+    pub fn pending(
+        node_pool_id: NodePoolId,
+        cluster_id: ClusterId,
+        tenant_id: TenantId,
+        name: String,
+        size: String,
+        scale: Scale,
+        now: Timestamp,
+    ) -> Self {
+        NodePool {
+            node_pool_id,
+            cluster_id,
+            tenant_id,
+            name,
+            size,
+            scale,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            managed_by: None,
+            origin: NodePoolOrigin::Created,
+            delete_requested: false,
+            generation: 1,
+            created_at: now,
+            provider_node_pool_id: None,
+            nodes_listed: 0,
+            nodes_ready: 0,
+            state: NodePoolState::Pending,
+            message: None,
+            observed_generation: 0,
+            updated_at: now,
+        }
+    }
+}
+
 /// Load balancer type.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -15,10 +15,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bc_domain::ClusterId;
 use bc_domain::id::{Id, IdKind};
 use bc_domain::model::*;
 use bc_domain::policy::{PoolPolicy, Scale, Taint, TaintEffect};
-use bc_domain::{ClusterId, NodePoolState};
 use bc_domain::{ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
 use sea_orm::{ConnectionTrait, Database};
 
@@ -216,30 +216,21 @@ pub fn cluster(acct: &ProviderAccount, n: &str) -> KubernetesCluster {
 /// A pending node pool of `c`.
 pub fn node_pool(c: &KubernetesCluster, n: &str) -> NodePool {
     NodePool {
-        node_pool_id: id(),
-        cluster_id: c.cluster_id.clone(),
-        tenant_id: c.tenant_id.clone(),
-        name: n.into(),
-        size: "s-2vcpu-4gb".into(),
-        scale: Scale::Count(3),
         labels: BTreeMap::from([("tier".to_string(), "web".to_string())]),
         taints: vec![Taint {
             key: "gpu".into(),
             value: "yes".into(),
             effect: TaintEffect::NoSchedule,
         }],
-        managed_by: None,
-        origin: NodePoolOrigin::Created,
-        delete_requested: false,
-        generation: 1,
-        created_at: t(0),
-        provider_node_pool_id: None,
-        nodes_listed: 0,
-        nodes_ready: 0,
-        state: NodePoolState::Pending,
-        message: None,
-        observed_generation: 0,
-        updated_at: t(0),
+        ..NodePool::pending(
+            id(),
+            c.cluster_id.clone(),
+            c.tenant_id.clone(),
+            n.into(),
+            "s-2vcpu-4gb".into(),
+            Scale::Count(3),
+            t(0),
+        )
     }
 }
 

@@ -75,35 +75,21 @@ pub fn status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bc_domain::model::NodePoolOrigin;
     use bc_domain::policy::{AutoScale, Scale};
     use bc_domain::ports::{ProviderNode, ProviderNodeState};
     use bc_domain::{ClusterId, NodePoolId, TenantId, Timestamp};
 
     fn row(scale: Scale) -> NodePool {
         let t = Timestamp::from_unix_ms(1_800_000_000_000);
-        NodePool {
-            node_pool_id: NodePoolId::generate(1, 1),
-            cluster_id: ClusterId::generate(1, 2),
-            tenant_id: TenantId::parse("acme").unwrap(),
-            name: "workers".into(),
-            size: "s-2vcpu-4gb".into(),
+        NodePool::pending(
+            NodePoolId::generate(1, 1),
+            ClusterId::generate(1, 2),
+            TenantId::parse("acme").unwrap(),
+            "workers".into(),
+            "s-2vcpu-4gb".into(),
             scale,
-            labels: Default::default(),
-            taints: vec![],
-            managed_by: None,
-            origin: NodePoolOrigin::Created,
-            delete_requested: false,
-            generation: 1,
-            created_at: t,
-            provider_node_pool_id: None,
-            nodes_listed: 0,
-            nodes_ready: 0,
-            state: NodePoolState::Pending,
-            message: None,
-            observed_generation: 0,
-            updated_at: t,
-        }
+            t,
+        )
     }
 
     fn observed(req: &NodePoolRequest, nodes: u32, running: u32) -> ProviderNodePool {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use bc_domain::model::{KubernetesCluster, NodePool, NodePoolOrigin};
+use bc_domain::model::{KubernetesCluster, NodePool};
 use bc_domain::policy::{AutoScale, Scale};
 use bc_domain::ports::{NodePoolRequest, ProviderNodePool, Write};
 use bc_domain::rules::plan::{is_our_node_pool, node_counts, pool_settled};
@@ -138,26 +138,18 @@ pub fn sync(inputs: &Inputs<'_>, new_id: &mut dyn FnMut() -> NodePoolId) -> RowS
 
 fn new_row(inputs: &Inputs<'_>, want: &NodePoolRequest, id: NodePoolId) -> NodePool {
     NodePool {
-        node_pool_id: id,
-        cluster_id: inputs.cluster.cluster_id.clone(),
-        tenant_id: inputs.cluster.tenant_id.clone(),
-        name: want.name.clone(),
-        size: want.size.clone(),
-        scale: scale_of(want),
         labels: want.labels.clone(),
         taints: want.taints.clone(),
         managed_by: Some(inputs.pool.clone()),
-        origin: NodePoolOrigin::Created,
-        delete_requested: false,
-        generation: 1,
-        created_at: inputs.now,
-        provider_node_pool_id: None,
-        nodes_listed: 0,
-        nodes_ready: 0,
-        state: NodePoolState::Pending,
-        message: None,
-        observed_generation: 0,
-        updated_at: inputs.now,
+        ..NodePool::pending(
+            id,
+            inputs.cluster.cluster_id.clone(),
+            inputs.cluster.tenant_id.clone(),
+            want.name.clone(),
+            want.size.clone(),
+            scale_of(want),
+            inputs.now,
+        )
     }
 }
 

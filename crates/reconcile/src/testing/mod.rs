@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use bc_domain::model::{
     ClusterMode, ClusterOrigin, KubernetesCluster, LoadBalancer, LoadBalancerSpec, Node, NodePool,
-    NodePoolOrigin, ObservedStatus, Pool, PoolState, ProviderAccount, ProviderKind, QuotaResource,
-    SealedSecret, SecretString, Substrate,
+    ObservedStatus, Pool, PoolState, ProviderAccount, ProviderKind, QuotaResource, SealedSecret,
+    SecretString, Substrate,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
@@ -403,31 +403,15 @@ impl Env {
         scale: Scale,
     ) -> NodePool {
         let now = self.clock.now();
-        NodePool {
-            node_pool_id: NodePoolId::generate(
-                u64::try_from(now.unix_ms()).unwrap_or(0),
-                self.entropy.u128(),
-            ),
-            cluster_id: cluster.cluster_id.clone(),
-            tenant_id: self.tenant.clone(),
-            name: name.into(),
-            size: size.into(),
+        NodePool::pending(
+            NodePoolId::generate(u64::try_from(now.unix_ms()).unwrap_or(0), self.entropy.u128()),
+            cluster.cluster_id.clone(),
+            self.tenant.clone(),
+            name.into(),
+            size.into(),
             scale,
-            labels: BTreeMap::new(),
-            taints: vec![],
-            managed_by: None,
-            origin: NodePoolOrigin::Created,
-            delete_requested: false,
-            generation: 1,
-            created_at: now,
-            provider_node_pool_id: None,
-            nodes_listed: 0,
-            nodes_ready: 0,
-            state: NodePoolState::Pending,
-            message: None,
-            observed_generation: 0,
-            updated_at: now,
-        }
+            now,
+        )
     }
 
     /// `kubernetesNodePools.create`'s writes.
