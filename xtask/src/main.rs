@@ -413,6 +413,52 @@ fn run_cargo_env(args: &[String], services: Option<&Services>, env: &[(&str, &st
     }
 }
 
+/// Runs a release build (`cargo <args>`) with [`release_rustflags`]; returns its exit code.
+fn run_release_build(args: &[String]) -> u8 {
+    let root = workspace_root();
+    let cargo_home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let flags = release_rustflags(
+        &root,
+        &target_dir(&root),
+        cargo_home.as_deref(),
+        env::var("CARGO_ENCODED_RUSTFLAGS").ok().as_deref(),
+        env::var("RUSTFLAGS").ok().as_deref(),
+    );
+    run_cargo_env(args, None, &[("CARGO_ENCODED_RUSTFLAGS", &flags)])
+}
+
+/// The rustc flags of every release build xtask runs (the images' and the benchmarks',
+/// alike, so one never rebuilds what the other built), as `CARGO_ENCODED_RUSTFLAGS`: the
+/// caller's own flags (`CARGO_ENCODED_RUSTFLAGS`, else `RUSTFLAGS`), then the absolute
+/// paths of cargo's home, the checkout and the target directory remapped to fixed ones.
+/// Without them a binary — hence its image's digest — depends on where the workspace was
+/// checked out: code a build script generates under `OUT_DIR` (cedar's parser) carries its
+/// path into panic locations. rustc applies the last matching remap, so the target
+/// directory, usually inside the checkout, comes last.
+fn release_rustflags(
+    root: &Path,
+    target: &Path,
+    cargo_home: Option<&Path>,
+    encoded: Option<&str>,
+    plain: Option<&str>,
+) -> String {
+    let mut flags: Vec<String> = match (encoded, plain) {
+        (Some(e), _) if !e.is_empty() => e.split('\x1f').map(str::to_owned).collect(),
+        (_, Some(p)) => p.split_whitespace().map(str::to_owned).collect(),
+        _ => Vec::new(),
+    };
+    let remaps = cargo_home
+        .map(|h| (h, "/cargo"))
+        .into_iter()
+        .chain([(root, "/bc"), (target, "/bc/target")]);
+    for (from, to) in remaps {
+        flags.push(format!("--remap-path-prefix={}={to}", from.display()));
+    }
+    flags.join("\x1f")
+}
+
 /// Tells whether `cargo nextest` is installed.
 fn has_nextest() -> bool {
     cargo()
@@ -538,7 +584,7 @@ fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
     // Every build before any run, so that each one's wall time is its run alone.
     let build_started = Instant::now();
     for cmd in build_commands(&chosen) {
-        let code = run_cargo(&cmd, None);
+        let code = run_release_build(&cmd);
         if code != 0 {
             eprintln!("xtask: building the benchmarks failed (exit code {code})");
             return code;
@@ -724,7 +770,7 @@ fn image_step(check: bool, required: bool, build: bool) -> Result<Vec<String>, S
         Some(Err(e)) => return Ok(vec![format!("skipped: {e}")]),
     };
     let epoch = image::source_date_epoch(env::var("SOURCE_DATE_EPOCH").ok().as_deref())?;
-    let code = if build { run_cargo(&image_build_command(), None) } else { 0 };
+    let code = if build { run_release_build(&image_build_command()) } else { 0 };
     if code != 0 {
         return Err(format!("the release build failed (exit code {code})"));
     }
@@ -1026,6 +1072,29 @@ mod tests {
         let root = workspace_root();
         assert!(!package_has_lib(&root, "xtask"));
         assert!(package_has_lib(&root, "bc-testkit"));
+    }
+
+    #[test]
+    fn release_builds_remap_the_checkouts_paths_after_the_callers_flags() {
+        let (root, target, home) =
+            (Path::new("/w/bc"), Path::new("/w/bc/target"), Path::new("/root/.cargo"));
+        let remaps = "--remap-path-prefix=/root/.cargo=/cargo\x1f\
+                      --remap-path-prefix=/w/bc=/bc\x1f\
+                      --remap-path-prefix=/w/bc/target=/bc/target";
+        assert_eq!(release_rustflags(root, target, Some(home), None, None), remaps);
+        assert_eq!(
+            release_rustflags(root, target, Some(home), None, Some(" -C  target-cpu=native ")),
+            format!("-C\x1ftarget-cpu=native\x1f{remaps}")
+        );
+        // Cargo reads CARGO_ENCODED_RUSTFLAGS before RUSTFLAGS; so does xtask.
+        assert_eq!(
+            release_rustflags(root, target, Some(home), Some("--cfg\x1fa b"), Some("-Cx")),
+            format!("--cfg\x1fa b\x1f{remaps}")
+        );
+        assert_eq!(
+            release_rustflags(root, target, None, Some(""), None),
+            "--remap-path-prefix=/w/bc=/bc\x1f--remap-path-prefix=/w/bc/target=/bc/target"
+        );
     }
 
     #[test]
