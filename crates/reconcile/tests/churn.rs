@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use bc_domain::policy::AutoScale;
-use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest};
+use bc_domain::ports::{ClusterRepo, LedgerRepo, PageRequest};
 use bc_domain::{NodePoolState, PoolId, ResourceState};
 use bc_reconcile::testing::{Env, create_policy, flavor};
-use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+use bc_sim::testing::NODE_SIZE;
 
 async fn kinds(env: &Env) -> Vec<String> {
     let all = env.store.event_list(&env.tenant, None, 0, 10_000).await.unwrap();
@@ -33,21 +33,7 @@ async fn the_autoscaler_growing_a_pool_is_no_policy_change() {
     let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
     let before = kinds(&env).await;
     // The autoscaler grows the pool to 3: two nodes are being made for a while.
-    let np =
-        env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools.remove(0);
-    let spec = bc_sim::model::NodePoolSpec {
-        name: Some(np.name.clone()),
-        count: Some(3),
-        auto_scale: Some(true),
-        min_nodes: Some(1),
-        max_nodes: Some(4),
-        ..Default::default()
-    };
-    env.sim
-        .state()
-        .model()
-        .update_node_pool(TEST_TOKEN, &pid, &np.id, spec, env.clock.now())
-        .unwrap();
+    env.provider_autoscales_to(&pid, 3);
     // Woken again and again while they are made (the clock does not move meanwhile).
     for _ in 0..10 {
         env.driver_wake(&pool.pool_id).await;

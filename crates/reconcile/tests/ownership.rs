@@ -7,7 +7,7 @@ use std::time::Duration;
 use bc_domain::policy::Scale;
 use bc_domain::ports::{Clock, ClusterRepo};
 use bc_domain::{NodePoolState, PoolId, ResourceState};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor};
+use bc_reconcile::testing::{Env, adopt_policy, flavor};
 use bc_sim::model::routes;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 
@@ -38,10 +38,7 @@ fn cluster_exists(env: &Env, pid: &str) -> bool {
 async fn another_pool_cannot_adopt_a_cluster_made_for_a_substrate() {
     let env = Env::start().await;
     let account = env.account.provider_account_id.clone();
-    let a = env
-        .create_pool("a", create_policy(&account, "latest", vec![flavor("cpu", NODE_SIZE, 1)]))
-        .await;
-    env.until_substrate(&a.pool_id, ResourceState::Ready, 40).await;
+    let (a, _, _) = env.creating_pool("latest", 1).await;
     let pid = provider_cluster(&env, &a.pool_id).await;
     let b =
         env.create_pool("b", adopt_policy(&account, &pid, vec![flavor("gpu", NODE_SIZE, 1)])).await;
@@ -68,10 +65,7 @@ async fn another_pool_cannot_adopt_a_cluster_made_for_a_substrate() {
 async fn teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make() {
     let env = Env::start().await;
     let account = env.account.provider_account_id.clone();
-    let a = env
-        .create_pool("a", create_policy(&account, "latest", vec![flavor("cpu", NODE_SIZE, 1)]))
-        .await;
-    env.until_substrate(&a.pool_id, ResourceState::Ready, 40).await;
+    let (a, _, _) = env.creating_pool("latest", 1).await;
     let pid = provider_cluster(&env, &a.pool_id).await;
     // The tenant adds a pool of their own at the provider, on the pool's cluster.
     let now = env.clock.now();

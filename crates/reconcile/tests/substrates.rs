@@ -657,17 +657,7 @@ async fn autoscaled_counts_are_left_to_the_provider() {
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let (_, pid) = cluster_of(&env, &s).await;
     // The autoscaler grows the pool to 3.
-    let np = provider(&env).get_cluster(&pid).await.unwrap().node_pools.remove(0);
-    let now = env.deps.clock.now();
-    let spec = bc_sim::model::NodePoolSpec {
-        name: Some(np.name.clone()),
-        count: Some(3),
-        auto_scale: Some(true),
-        min_nodes: Some(1),
-        max_nodes: Some(4),
-        ..Default::default()
-    };
-    env.sim.state().model().update_node_pool(TEST_TOKEN, &pid, &np.id, spec, now).unwrap();
+    env.provider_autoscales_to(&pid, 3);
     let puts = env.count("PUT", bc_sim::model::routes::NODE_POOL);
     steps(&env, 4).await;
     env.driver_wake(&pool.pool_id).await;
@@ -897,11 +887,7 @@ async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed
     let pool = env.adopting_pool(&pid).await;
     let ns = substrate_namespace(&pool.pool_id);
     let kube = &env.sim.state().kube;
-    let now = env.deps.clock.now();
-    kube.delete(&pid, Resource::Secret, Some(&ns), "bcd-join", &Preconditions::default(), now)
-        .unwrap();
-    let theirs = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"k": "v"}});
-    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    env.tenant_replaces_the_join_secret(&pid, &pool.pool_id);
     env.archive(&pool.pool_id).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
     assert!(s.message.as_deref().unwrap().contains(&format!("Secret {ns}/bcd-join")), "{s:?}");

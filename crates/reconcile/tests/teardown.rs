@@ -8,7 +8,6 @@ use bc_domain::ports::{Clock, LedgerRepo, ObjectKind, Preconditions};
 use bc_domain::{PoolId, ResourceState};
 use bc_reconcile::testing::Env;
 use bc_sim::kube::Resource;
-use serde_json::json;
 
 /// Longer than any wait a reconciler asks for.
 const STEP: Duration = Duration::from_secs(600);
@@ -27,14 +26,9 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
     let pool = env.adopting_pool(&pid).await;
     // The tenant puts a Secret of their own where ours was: deleting our Namespace would
     // take it along, so teardown stops there.
+    env.tenant_replaces_the_join_secret(&pid, &pool.pool_id);
     let ns = substrate_namespace(&pool.pool_id);
     let kube = &env.sim.state().kube;
-    let now = env.clock.now();
-    kube.delete(&pid, Resource::Secret, Some(&ns), "bcd-join", &Preconditions::default(), now)
-        .unwrap();
-    let theirs = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "bcd-join", "namespace": ns}, "stringData": {"k": "v"}});
-    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
     env.archive(&pool.pool_id).await;
     let blocked = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
     let before = substrate_events(&env, &pool.pool_id).await;

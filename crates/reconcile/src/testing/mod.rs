@@ -325,6 +325,47 @@ impl Env {
         pool
     }
 
+    /// The provider's autoscaler moves the first node pool of provider cluster `pid` to
+    /// `count` nodes, within autoscale bounds of 1 to 4 (DigitalOcean's doing, not ours).
+    pub fn provider_autoscales_to(&self, pid: &str, count: u32) {
+        let mut model = self.sim.state().model();
+        let now = self.clock.now();
+        let np = model.find_cluster(pid, now).expect("the cluster").node_pools.remove(0);
+        let spec = bc_sim::model::NodePoolSpec {
+            name: Some(np.name.clone()),
+            count: Some(i64::from(count)),
+            auto_scale: Some(true),
+            min_nodes: Some(1),
+            max_nodes: Some(4),
+            ..Default::default()
+        };
+        model
+            .update_node_pool(bc_sim::testing::TEST_TOKEN, pid, &np.id, spec, now)
+            .expect("the autoscaler's update");
+    }
+
+    /// The tenant replaces the join Secret of `pool`'s substrate on provider cluster `pid`
+    /// with a Secret of their own under the same name (no label of ours): deleting the
+    /// substrate's Namespace would now take the tenant's object along.
+    pub fn tenant_replaces_the_join_secret(&self, pid: &str, pool: &PoolId) {
+        let ns = bc_domain::name::substrate_namespace(pool);
+        let kube = &self.sim.state().kube;
+        let now = self.clock.now();
+        let name = bc_domain::name::JOIN_SECRET_NAME;
+        kube.delete(
+            pid,
+            bc_sim::kube::Resource::Secret,
+            Some(&ns),
+            name,
+            &bc_domain::ports::Preconditions::default(),
+            now,
+        )
+        .expect("delete the join Secret");
+        let theirs = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns}, "stringData": {"k": "v"}});
+        kube.apply_manifest(pid, "kubectl", &theirs, false, now).expect("apply the tenant's");
+    }
+
     /// Pool `web` with a create-mode substrate at `version` and one flavor `cpu` of
     /// `nodes` nodes, stepped until the substrate is `ready` (panics otherwise): the
     /// pool, its policy and the substrate.
