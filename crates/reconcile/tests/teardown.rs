@@ -106,3 +106,30 @@ async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing
     let names: Vec<&str> = left.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["own"], "only the tenant's pool stays");
 }
+
+/// A created cluster deleted behind our back is made again, but the answer of that
+/// re-create is lost, and the pool is archived right then: the row still holds the old
+/// (gone) provider id, yet teardown finds the new cluster by its derived name and the
+/// pool's tag and deletes it — nothing of the pool is left billing.
+#[tokio::test]
+async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind() {
+    use bc_sim::model::routes;
+    let env = Env::start().await;
+    let (pool, _, _) = env.creating_pool("latest", 1).await;
+    let provider = env.provider();
+    let old = provider.kubernetes().list_clusters().await.unwrap()[0].id.clone();
+    provider.kubernetes().delete_cluster(&old).await.expect("deleted behind our back");
+    env.sim.state().model().lose_answers(&routes::key("POST", routes::CLUSTERS), 1);
+    env.driver_wake(&pool.pool_id).await;
+    // Stepped until the re-create is sent (the provider first shows the old cluster
+    // deleting), and not one step further.
+    let sent = env.run_until(20, async |e: &Env| e.count("POST", routes::CLUSTERS) == 2).await;
+    assert!(sent, "the re-create was sent");
+    let made = provider.kubernetes().list_clusters().await.unwrap();
+    assert_eq!(made.len(), 1, "made again, its answer lost: {made:?}");
+
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
+    let left = provider.kubernetes().list_clusters().await.unwrap();
+    assert!(left.is_empty(), "no cluster of the pool is left: {left:?}");
+}

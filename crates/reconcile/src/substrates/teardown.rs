@@ -153,68 +153,93 @@ impl Run<'_> {
         self.commit(uow).await
     }
 
-    /// The provider cluster `id` a teardown works on; `None` (the row forgotten) when
-    /// there is none or the provider no longer has it.
+    /// The provider cluster `id` a teardown works on; `None` when the provider no
+    /// longer has it.
     async fn cluster_to_tear_down(
         &mut self,
-        cluster: &KubernetesCluster,
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
-        id: Option<String>,
+        id: &str,
     ) -> Result<Result<Option<ProviderCluster>, Progress>, ReconcileError> {
-        let Some(id) = id else {
-            self.forget_cluster(cluster, None).await?;
-            return Ok(Ok(None));
-        };
-        match provider.kubernetes().get_cluster(&id).await {
+        match provider.kubernetes().get_cluster(id).await {
             Ok(pc) => Ok(Ok(Some(pc))),
             Err(ProviderError::NotFound) => {
-                self.r.sessions.forget(account, &id);
-                self.forget_cluster(cluster, None).await?;
+                self.r.sessions.forget(account, id);
                 Ok(Ok(None))
             }
             Err(e) => own_error(e).map(|m| Err(Progress::error(m))),
         }
     }
 
-    /// Create mode: our objects, then the cluster with exactly the load balancers the
-    /// provider associates with it; volumes and snapshots are named in an event.
+    /// Create mode: every provider cluster of the pool — the recorded id, and whatever
+    /// the provider lists under the derived name with the pool's tag (a create or a
+    /// re-create whose answer was lost leaves a cluster the row does not name) — goes,
+    /// each with exactly the load balancers the provider associates with it.
     async fn teardown_created(
         &mut self,
         cluster: &KubernetesCluster,
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
     ) -> Result<Option<Progress>, ReconcileError> {
-        let id = match &cluster.provider_cluster_id {
-            Some(id) => Some(id.clone()),
-            // A create whose answer was lost: find it by the recorded name.
-            None => {
-                let listing = provider!(stop self.deps.observer.clusters(account, std::time::Duration::ZERO).await);
-                let tag = substrate_tag(&self.pool_id());
-                listing
-                    .items
-                    .iter()
-                    .find(|c| c.name == cluster.name.as_str() && c.tags.contains(&tag))
-                    .map(|c| c.id.clone())
+        let listing =
+            provider!(stop self.deps.observer.clusters(account, std::time::Duration::ZERO).await);
+        let tag = substrate_tag(&self.pool_id());
+        let mut ids: Vec<String> = cluster.provider_cluster_id.iter().cloned().collect();
+        for c in &listing.items {
+            if c.name == cluster.name.as_str() && c.tags.contains(&tag) && !ids.contains(&c.id) {
+                ids.push(c.id.clone());
             }
-        };
-        let pc = match self.cluster_to_tear_down(cluster, account, provider, id).await? {
-            Ok(Some(pc)) => pc,
-            Ok(None) => return Ok(None),
-            Err(stop) => return Ok(Some(stop)),
-        };
+        }
+        let mut stopped = None;
+        let mut live = false;
+        for id in &ids {
+            let pc = match self.cluster_to_tear_down(account, provider, id).await? {
+                Ok(Some(pc)) => pc,
+                Ok(None) => continue,
+                Err(stop) => {
+                    live = true;
+                    stopped.get_or_insert(stop);
+                    continue;
+                }
+            };
+            live = true;
+            let p = self.delete_created(cluster, account, provider, &pc).await?;
+            // An error is what the substrate shows; else the first wait.
+            match (&stopped, &p) {
+                (Some(Progress::Error { .. }), _) => {}
+                (_, Progress::Error { .. }) | (None, _) => stopped = Some(p),
+                _ => {}
+            }
+        }
+        if !live {
+            self.forget_cluster(cluster, None).await?;
+            return Ok(None);
+        }
+        Ok(stopped)
+    }
+
+    /// One provider cluster `pc` of a created substrate: our objects, then the cluster
+    /// with exactly the load balancers the provider associates with it; volumes and
+    /// snapshots are named in an event.
+    async fn delete_created(
+        &mut self,
+        cluster: &KubernetesCluster,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        pc: &ProviderCluster,
+    ) -> Result<Progress, ReconcileError> {
         let id = pc.id.clone();
         if matches!(pc.state, ProviderClusterState::Deleting | ProviderClusterState::Deleted) {
-            return Ok(Some(Progress::converging(
+            return Ok(Progress::converging(
                 format!("waiting for cluster {} to be deleted", cluster.name),
                 waits::CLUSTER,
-            )));
+            ));
         }
-        if let Some(users) = self.other_users(cluster, &pc).await? {
-            return Ok(Some(Progress::error(format!(
+        if let Some(users) = self.other_users(cluster, pc).await? {
+            return Ok(Progress::error(format!(
                 "cluster {} ({id}) is kept while something else uses it ({users}): remove that (or the substrate of that pool) and teardown goes on",
                 cluster.name
-            ))));
+            )));
         }
         if pc.state == ProviderClusterState::Running {
             // Best effort: the cluster goes next, and what it holds with it.
@@ -222,14 +247,18 @@ impl Run<'_> {
                 self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
             let _ = self.delete_objects(&session).await?;
         }
-        let assoc = provider!(stop provider.kubernetes().associated_resources(&id).await);
+        let assoc = match provider.kubernetes().associated_resources(&id).await {
+            Ok(a) => a,
+            Err(e) => return super::failed(e),
+        };
         let lbs: Vec<String> = assoc.load_balancers.iter().map(|l| l.id.clone()).collect();
         self.act.ensure_held(self.deps).await?;
-        match provider.kubernetes().delete_cluster_selective(&id, &lbs).await {
-            Ok(()) | Err(ProviderError::NotFound) => {}
-            Err(e) => return own_error(e).map(|m| Some(Progress::error(m))),
-        }
+        let deleted = provider.kubernetes().delete_cluster_selective(&id, &lbs).await;
         self.deps.observer.invalidate(account);
+        match deleted {
+            Ok(()) | Err(ProviderError::NotFound) => {}
+            Err(e) => return own_error(e).map(Progress::error),
+        }
         self.sync_rows(cluster, &[], Some(&pc.node_pools), &BTreeMap::new()).await?;
         let mut uow =
             self.cluster_status(UnitOfWork::new(), cluster, ResourceState::Deleting, None);
@@ -253,10 +282,10 @@ impl Run<'_> {
             ));
         }
         self.commit(uow).await?;
-        Ok(Some(Progress::converging(
+        Ok(Progress::converging(
             format!("deleting cluster {} and its load balancers", cluster.name),
             waits::CLUSTER,
-        )))
+        ))
     }
 
     /// What uses the pool's cluster besides its own substrate, named (SPEC §6: teardown
@@ -294,10 +323,16 @@ impl Run<'_> {
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
     ) -> Result<Option<Progress>, ReconcileError> {
-        let id = cluster.provider_cluster_id.clone();
-        let pc = match self.cluster_to_tear_down(cluster, account, provider, id).await? {
+        let Some(id) = cluster.provider_cluster_id.clone() else {
+            self.forget_cluster(cluster, None).await?;
+            return Ok(None);
+        };
+        let pc = match self.cluster_to_tear_down(account, provider, &id).await? {
             Ok(Some(pc)) => pc,
-            Ok(None) => return Ok(None),
+            Ok(None) => {
+                self.forget_cluster(cluster, None).await?;
+                return Ok(None);
+            }
             Err(stop) => return Ok(Some(stop)),
         };
         let id = pc.id.clone();
