@@ -203,6 +203,7 @@ pub struct BudgetedProvider {
     budget: Arc<dyn Budget>,
     account: ProviderAccountId,
     clock: Arc<dyn Clock>,
+    written: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl BudgetedProvider {
@@ -213,7 +214,24 @@ impl BudgetedProvider {
         account: ProviderAccountId,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { inner, budget, account, clock }
+        Self { inner, budget, account, clock, written: None }
+    }
+
+    /// `self`, calling `written` after every call that may change the provider's
+    /// objects, whatever its outcome (a failed or unanswered write may still have taken
+    /// effect): what keeps a cached listing from outliving a write.
+    pub fn on_write(mut self, written: Arc<dyn Fn() + Send + Sync>) -> Self {
+        self.written = Some(written);
+        self
+    }
+
+    /// [`Self::spend`] for a call that may change the provider's objects.
+    async fn write<T>(&self, call: impl Future<Output = ProviderResult<T>>) -> ProviderResult<T> {
+        let result = self.spend(call).await;
+        if let Some(w) = &self.written {
+            w();
+        }
+        result
     }
 
     /// Runs `call` once the budget allows it; a 429 it meets pauses the budget. `call`
@@ -264,7 +282,7 @@ impl KubernetesProvider for BudgetedProvider {
     }
 
     async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
-        self.spend(self.inner.kubernetes().create_cluster(req)).await
+        self.write(self.inner.kubernetes().create_cluster(req)).await
     }
 
     async fn update_cluster(
@@ -272,11 +290,11 @@ impl KubernetesProvider for BudgetedProvider {
         id: &str,
         req: &UpdateClusterRequest,
     ) -> ProviderResult<ProviderCluster> {
-        self.spend(self.inner.kubernetes().update_cluster(id, req)).await
+        self.write(self.inner.kubernetes().update_cluster(id, req)).await
     }
 
     async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
-        self.spend(self.inner.kubernetes().delete_cluster(id)).await
+        self.write(self.inner.kubernetes().delete_cluster(id)).await
     }
 
     async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
@@ -288,7 +306,7 @@ impl KubernetesProvider for BudgetedProvider {
         id: &str,
         load_balancer_ids: &[String],
     ) -> ProviderResult<()> {
-        self.spend(self.inner.kubernetes().delete_cluster_selective(id, load_balancer_ids)).await
+        self.write(self.inner.kubernetes().delete_cluster_selective(id, load_balancer_ids)).await
     }
 
     async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
@@ -308,7 +326,7 @@ impl KubernetesProvider for BudgetedProvider {
         cluster_id: &str,
         req: &NodePoolRequest,
     ) -> ProviderResult<ProviderNodePool> {
-        self.spend(self.inner.kubernetes().create_node_pool(cluster_id, req)).await
+        self.write(self.inner.kubernetes().create_node_pool(cluster_id, req)).await
     }
 
     async fn update_node_pool(
@@ -317,11 +335,11 @@ impl KubernetesProvider for BudgetedProvider {
         node_pool_id: &str,
         req: &NodePoolRequest,
     ) -> ProviderResult<ProviderNodePool> {
-        self.spend(self.inner.kubernetes().update_node_pool(cluster_id, node_pool_id, req)).await
+        self.write(self.inner.kubernetes().update_node_pool(cluster_id, node_pool_id, req)).await
     }
 
     async fn delete_node_pool(&self, cluster_id: &str, node_pool_id: &str) -> ProviderResult<()> {
-        self.spend(self.inner.kubernetes().delete_node_pool(cluster_id, node_pool_id)).await
+        self.write(self.inner.kubernetes().delete_node_pool(cluster_id, node_pool_id)).await
     }
 
     async fn delete_node(
@@ -333,7 +351,7 @@ impl KubernetesProvider for BudgetedProvider {
         replace: bool,
     ) -> ProviderResult<()> {
         let k = self.inner.kubernetes();
-        self.spend(k.delete_node(cluster_id, node_pool_id, node_id, skip_drain, replace)).await
+        self.write(k.delete_node(cluster_id, node_pool_id, node_id, skip_drain, replace)).await
     }
 
     async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>> {
@@ -341,7 +359,7 @@ impl KubernetesProvider for BudgetedProvider {
     }
 
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
-        self.spend(self.inner.kubernetes().upgrade_cluster(cluster_id, version)).await
+        self.write(self.inner.kubernetes().upgrade_cluster(cluster_id, version)).await
     }
 
     async fn options(&self) -> ProviderResult<ProviderOptions> {
@@ -370,7 +388,7 @@ impl LoadBalancerProvider for BudgetedProvider {
     }
 
     async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
-        self.spend(self.inner.load_balancers().create(req)).await
+        self.write(self.inner.load_balancers().create(req)).await
     }
 
     async fn update(
@@ -378,10 +396,10 @@ impl LoadBalancerProvider for BudgetedProvider {
         id: &str,
         req: &LoadBalancerRequest,
     ) -> ProviderResult<ProviderLoadBalancer> {
-        self.spend(self.inner.load_balancers().update(id, req)).await
+        self.write(self.inner.load_balancers().update(id, req)).await
     }
 
     async fn delete(&self, id: &str) -> ProviderResult<()> {
-        self.spend(self.inner.load_balancers().delete(id)).await
+        self.write(self.inner.load_balancers().delete(id)).await
     }
 }

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,11 +124,18 @@ impl Observer for UnsharedObserver {
 struct Shared<T> {
     latest: Mutex<Option<Arc<Listing<T>>>>,
     refresh: tokio::sync::Mutex<()>,
+    /// Bumped by every [`Shared::forget`]: a list call that was under way when a write
+    /// went out may predate it, so its answer is not kept.
+    epoch: AtomicU64,
 }
 
 impl<T> Default for Shared<T> {
     fn default() -> Self {
-        Self { latest: Mutex::new(None), refresh: tokio::sync::Mutex::new(()) }
+        Self {
+            latest: Mutex::new(None),
+            refresh: tokio::sync::Mutex::new(()),
+            epoch: AtomicU64::new(0),
+        }
     }
 }
 
@@ -158,13 +166,33 @@ impl<T: Send + Sync> Shared<T> {
             return Ok(l);
         }
         let listed_at = clock.now();
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let listing = Arc::new(Listing { items: list().await?, listed_at });
-        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(listing.clone());
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        if self.epoch.load(Ordering::SeqCst) == epoch {
+            *latest = Some(listing.clone());
+        }
         Ok(listing)
     }
 
     fn forget(&self) {
-        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        *latest = None;
+    }
+}
+
+/// An account's cached listings.
+#[derive(Default)]
+struct Listings {
+    clusters: Shared<ProviderCluster>,
+    load_balancers: Shared<ProviderLoadBalancer>,
+}
+
+impl Listings {
+    fn forget(&self) {
+        self.clusters.forget();
+        self.load_balancers.forget();
     }
 }
 
@@ -174,8 +202,7 @@ struct AccountView {
     /// differently, and then the account is opened again.
     sealed: Vec<u8>,
     provider: Arc<dyn ProviderImpl>,
-    clusters: Shared<ProviderCluster>,
-    load_balancers: Shared<ProviderLoadBalancer>,
+    listings: Arc<Listings>,
 }
 
 /// The observer of a reconciler process: per account, one provider instance that
@@ -210,18 +237,21 @@ impl SharedObserver {
             return Ok(v);
         }
         let inner = self.registry.provider_for(account).await?;
-        let provider: Arc<dyn ProviderImpl> = Arc::new(BudgetedProvider::new(
-            inner,
-            self.budget.clone(),
-            account.provider_account_id.clone(),
-            self.clock.clone(),
-        ));
-        let view = Arc::new(AccountView {
-            sealed: account.credentials.0.clone(),
-            provider,
-            clusters: Shared::default(),
-            load_balancers: Shared::default(),
-        });
+        let listings = Arc::new(Listings::default());
+        let stale = listings.clone();
+        // After any write, whatever its outcome (an unanswered one may have taken
+        // effect), the listings may no longer show the account as it is.
+        let provider: Arc<dyn ProviderImpl> = Arc::new(
+            BudgetedProvider::new(
+                inner,
+                self.budget.clone(),
+                account.provider_account_id.clone(),
+                self.clock.clone(),
+            )
+            .on_write(Arc::new(move || stale.forget())),
+        );
+        let view =
+            Arc::new(AccountView { sealed: account.credentials.0.clone(), provider, listings });
         let mut accounts = self.accounts.lock().unwrap_or_else(|e| e.into_inner());
         // Two first callers may both open the account; keep the first, so every caller
         // shares one instance from here on.
@@ -253,7 +283,8 @@ impl Observer for SharedObserver {
     ) -> Result<Arc<Listing<ProviderCluster>>, ProviderError> {
         let view = self.view(account).await?;
         let provider = view.provider.clone();
-        view.clusters
+        view.listings
+            .clusters
             .get(self.clock.as_ref(), max_age, || async move {
                 provider.kubernetes().list_clusters().await
             })
@@ -267,7 +298,8 @@ impl Observer for SharedObserver {
     ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError> {
         let view = self.view(account).await?;
         let provider = view.provider.clone();
-        view.load_balancers
+        view.listings
+            .load_balancers
             .get(
                 self.clock.as_ref(),
                 max_age,
@@ -282,8 +314,7 @@ impl Observer for SharedObserver {
 
     fn invalidate(&self, account: &ProviderAccount) {
         if let Some(v) = self.cached(account) {
-            v.clusters.forget();
-            v.load_balancers.forget();
+            v.listings.forget();
         }
     }
 }

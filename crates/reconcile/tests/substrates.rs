@@ -1006,3 +1006,38 @@ async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
     assert!(s.message.as_deref().unwrap().contains(&pid), "{s:?}");
     assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 0, "not ours to make");
 }
+
+/// On the production observer (`SharedObserver`): a steady substrate whose node pool was
+/// deleted behind our back makes it again, and that create's answer is lost. The
+/// create changed what the cached listing shows, so the retry lists again and finds the
+/// pool — one create, never a second one refused as "not unique" and shown as the
+/// substrate's error.
+#[tokio::test]
+async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
+    use bc_sim::model::routes;
+    let env = Env::shared().await;
+    let (pool, _, s) = env.creating_pool("latest", 1).await;
+    let (_, pid) = cluster_of(&env, &s).await;
+    let p = provider(&env);
+    let ours = p.get_cluster(&pid).await.unwrap().node_pools[0].clone();
+    p.delete_node_pool(&pid, &ours.id).await.expect("deleted behind our back");
+    // The provider finishes the deletion (its clock only: no reconciler runs meanwhile).
+    let mut gone = false;
+    for _ in 0..20 {
+        env.cloud.step(30);
+        gone = p.get_cluster(&pid).await.unwrap().node_pools.is_empty();
+        if gone {
+            break;
+        }
+    }
+    assert!(gone, "the node pool is gone at the provider");
+    env.sim.state().model().lose_answers(&routes::key("POST", routes::NODE_POOLS), 1);
+    let sent = env.run_until(20, async |e: &Env| e.count("POST", routes::NODE_POOLS) == 1).await;
+    assert!(sent, "the node pool is made again");
+    // The retries, and the steady resyncs after them.
+    steps(&env, 8).await;
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(env.count("POST", routes::NODE_POOLS), 1, "made once: {s:?}");
+    assert_eq!(s.state, ResourceState::Ready, "{s:?}");
+    assert_eq!(pool_names(&env, &pid).await, vec![ours.name]);
+}

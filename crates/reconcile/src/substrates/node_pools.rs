@@ -120,14 +120,14 @@ impl Run<'_> {
                     }
                 }
             };
+            // Whatever the outcome (a call without an answer may have taken effect), the
+            // listing no longer shows the cluster's pools as they are.
+            self.deps.observer.invalidate(account);
             if let Err(e) = done {
                 let failure = failed(e)?;
                 all_refusals &= matches!(failure, Progress::Refused { .. });
                 refused.insert(s.name().to_owned(), failure.message().to_owned());
             }
-        }
-        if !steps.is_empty() {
-            self.deps.observer.invalidate(account);
         }
         if let Some((name, message)) = refused.iter().next() {
             self.sync_rows(cluster, desired, Some(&pc.node_pools), &refused).await?;

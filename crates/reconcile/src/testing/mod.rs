@@ -45,11 +45,13 @@ use bc_sim::testing::{Cloud, JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
+use crate::budget::StoreBudget;
 use crate::kinds::reconciler_of;
-use crate::observe::{Observer, UnsharedObserver};
+use crate::observe::{Observer, SharedObserver, UnsharedObserver};
 use crate::reconciler::{Deps, Reconciler, Settings};
 use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
 use crate::shared::Entropy;
+use bc_domain::rules::budget::BudgetConfig;
 
 /// The longest the clock jumps in one [`Env::run_until`] step: the runtime's default
 /// resync, so a steady object is looked at again within a step or two.
@@ -149,9 +151,21 @@ impl Env {
         Self::on(store, config).await
     }
 
+    /// A fresh environment with the default simulator, its reconcilers on the
+    /// production observer ([`SharedObserver`]: one budgeted provider and one cached
+    /// listing per kind and account, the default budget kept in the store).
+    pub async fn shared() -> Self {
+        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+        Self::build(store, SimConfig::default(), true).await
+    }
+
     /// An environment on `store` (any backend of `bc_store::testing`, migrated and
     /// empty), with the simulator configured by `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
+        Self::build(store, config, false).await
+    }
+
+    async fn build(store: Arc<SqlStore>, config: SimConfig, shared: bool) -> Self {
         let cloud = Cloud::with_config(config).await;
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
@@ -173,7 +187,12 @@ impl Env {
             .await
             .expect("account");
         let registry: Arc<dyn ProviderRegistry> = cloud.providers(secret_box.clone());
-        let observer: Arc<dyn Observer> = Arc::new(UnsharedObserver::new(registry, clock.clone()));
+        let observer: Arc<dyn Observer> = if shared {
+            let budget = Arc::new(StoreBudget::new(store.clone(), BudgetConfig::default()));
+            Arc::new(SharedObserver::new(registry, budget, clock.clone()))
+        } else {
+            Arc::new(UnsharedObserver::new(registry, clock.clone()))
+        };
         let clusters: Arc<dyn ClusterApi> = cloud.clusters();
         let join = JoinServer::start().await;
         let deps = Deps {
