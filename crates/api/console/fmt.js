@@ -20,6 +20,13 @@ export function s(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** Replaces `el`'s children (nested arrays flattened; null, undefined and false left out). */
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
 function setAttrs(el, attrs) {
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
@@ -50,7 +57,9 @@ export const day = (d) => dayFmt.format(d);
 
 /** "3 min ago" / "in 2 h" for an RFC 3339 time, against `now` (ms). */
 export function relative(iso, now = Date.now()) {
-  const secs = Math.round((Date.parse(iso) - now) / 1000);
+  let secs = Math.round((Date.parse(iso) - now) / 1000);
+  // A server clock a little ahead of the reader's is skew, not the future.
+  if (secs > 0 && secs < 90) secs = 0;
   const abs = Math.abs(secs);
   if (abs < 45) return relFmt.format(secs, "second");
   if (abs < 45 * 60) return relFmt.format(Math.round(secs / 60), "minute");

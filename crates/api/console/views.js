@@ -3,7 +3,7 @@
 // redraws the data and leaves the filters (and the reader's focus) alone.
 
 import { call, listAll, ApiError } from "./api.js";
-import { h, num, hours, time, badge, usageChart } from "./fmt.js";
+import { h, fill, num, hours, time, badge, usageChart } from "./fmt.js";
 
 const PAGE = 25;
 const SUBSTRATE_STATES = ["pending", "provisioning", "ready", "updating", "error", "deleting", "deleted"];
@@ -98,7 +98,7 @@ const nodes = (sub) => (sub && !sub.refused && sub.nodesListed !== undefined
   ? `${num(sub.nodesJoined)} joined / ${num(sub.nodesListed)} listed` : "—");
 
 function header(title, sub) {
-  return [h("h1", {}, title), sub ? h("p", { class: "sub" }, sub) : null];
+  return [h("h1", {}, title), sub ? h("p", { class: "sub" }, sub) : null].filter(Boolean);
 }
 
 /** The pools, paged and filtered by name and substrate state. */
@@ -139,7 +139,7 @@ function poolsView(root, ctx, query) {
   root.querySelector("form").addEventListener("submit", (e) => e.preventDefault());
 
   async function update() {
-    command.replaceChildren(cmd(`bc pools list --tenant ${ctx.tenant}${archived ? " --include-archived" : ""}`));
+    fill(command, cmd(`bc pools list --tenant ${ctx.tenant}${archived ? " --include-archived" : ""}`));
     const [pools, accounts] = await Promise.all([
       listAll("pools.list", "pools", archived ? { includeArchived: true } : {}), accountsById()]);
     let rows = pools.filter((p) => !q || p.name.includes(q.toLowerCase()));
@@ -165,7 +165,7 @@ function poolsView(root, ctx, query) {
     const next = h("button", { type: "button", class: "quiet", disabled: page + 1 >= pages }, "Next");
     prev.addEventListener("click", () => { page -= 1; keep(); update(); });
     next.addEventListener("click", () => { page += 1; keep(); update(); });
-    data.replaceChildren(
+    fill(data, 
       table(null, [
         ["Name", (p) => [h("a", { href: `#/pools/${p.poolId}`, "data-pool": p.poolId }, p.name),
           p.state === "archived" ? [" ", badge("archived")] : null]],
@@ -202,7 +202,7 @@ function poolView(root, ctx, poolId) {
   async function update() {
     const [pool, accounts] = await Promise.all([call("pools.get", { poolId }), accountsById()]);
     const sub = pool.policy?.substrate ? await substrateOf(poolId) : null;
-    top.replaceChildren(
+    fill(top, 
       h("p", {}, h("a", { href: "#/pools" }, "← Pools")),
       ...header(pool.name, null),
       cmd(`bc pools get ${poolId} --tenant ${t}`),
@@ -215,7 +215,7 @@ function poolView(root, ctx, poolId) {
         h("dt", {}, "Created"), h("dd", {}, time(pool.createdAt)),
         h("dt", {}, "Updated"), h("dd", {}, time(pool.updatedAt))));
 
-    parts.substrate.replaceChildren(h("h2", {}, "Substrate"), cmd(`bc substrates get ${poolId} --tenant ${t}`),
+    fill(parts.substrate, h("h2", {}, "Substrate"), cmd(`bc substrates get ${poolId} --tenant ${t}`),
       sub === null ? h("p", { class: "muted" }, "This pool has no substrate.")
         : sub.refused ? h("p", { class: "error" }, sub.refused)
           : h("dl", { class: "facts" },
@@ -228,17 +228,17 @@ function poolView(root, ctx, poolId) {
             h("dt", {}, "Upgrade"), h("dd", {}, upgrade(sub))));
 
     const clusterId = sub && !sub.refused ? sub.clusterId : undefined;
-    parts.cluster.replaceChildren(h("h2", {}, "Cluster and node pools"),
+    fill(parts.cluster, h("h2", {}, "Cluster and node pools"),
       clusterId ? await guarded(async () => {
         const [cluster, pools] = await Promise.all([call("kubernetesClusters.get", { clusterId }),
           listAll("kubernetesNodePools.list", "kubernetesNodePools", { clusterId })]);
         return [cmd(`bc nodepools list ${clusterId} --tenant ${t}`), clusterFacts(cluster), nodePoolTable(pools)];
       }) : h("p", { class: "muted" }, sub ? "No cluster recorded yet." : "No cluster."));
 
-    parts.lbs.replaceChildren(h("h2", {}, "Load balancers"), cmd(`bc lb list --pool ${poolId} --tenant ${t}`),
+    fill(parts.lbs, h("h2", {}, "Load balancers"), cmd(`bc lb list --pool ${poolId} --tenant ${t}`),
       await guarded(async () => lbTable(await listAll("loadBalancers.list", "loadBalancers", { poolId }), accounts)));
 
-    parts.bookings.replaceChildren(h("h2", {}, "Bookings"), cmd(`bc bookings list ${poolId} --tenant ${t}`),
+    fill(parts.bookings, h("h2", {}, "Bookings"), cmd(`bc bookings list ${poolId} --tenant ${t}`),
       await guarded(async () => table(null, [
         ["Booking", (b) => h("span", { class: "mono" }, b.bookingId)],
         ["State", (b) => badge(b.state)],
@@ -250,7 +250,7 @@ function poolView(root, ctx, poolId) {
 
     const subjects = [`compute.pools.${poolId}`];
     if (clusterId) subjects.push(`compute.kubernetes.clusters.${clusterId}`);
-    parts.events.replaceChildren(h("h2", {}, "Events"), cmd(`bc events list --subject compute.pools.${poolId} --tenant ${t}`),
+    fill(parts.events, h("h2", {}, "Events"), cmd(`bc events list --subject compute.pools.${poolId} --tenant ${t}`),
       await guarded(async () => {
         const lists = await Promise.all(subjects.map((subject) => eventsOf({ subject })));
         return timeline(lists.flat().sort((a, b) => b.seq - a.seq).slice(0, 100));
@@ -311,8 +311,8 @@ function clustersView(root, ctx) {
     const clusters = await listAll("kubernetesClusters.list", "kubernetesClusters");
     const pools = await mapLimit(clusters, 6, (c) => (c.mode === "autopilot" ? [] :
       listAll("kubernetesNodePools.list", "kubernetesNodePools", { clusterId: c.clusterId }).catch((e) => refused(e))));
-    if (!clusters.length) { data.replaceChildren(h("p", { class: "muted panel" }, "No clusters.")); return; }
-    data.replaceChildren(...clusters.map((c, i) => {
+    if (!clusters.length) { fill(data, h("p", { class: "muted panel" }, "No clusters.")); return; }
+    fill(data, ...clusters.map((c, i) => {
       const np = pools[i];
       const counted = Array.isArray(np) ? np : [];
       const ready = counted.reduce((n, p) => n + (p.nodes?.ready || 0), 0);
@@ -351,7 +351,7 @@ function lbsView(root, ctx) {
   root.append(...header("Load balancers"), cmd(`bc lb list --tenant ${ctx.tenant}`), data);
   return async () => {
     const [lbs, accounts] = await Promise.all([listAll("loadBalancers.list", "loadBalancers"), accountsById()]);
-    data.replaceChildren(lbTable(lbs, accounts));
+    fill(data, lbTable(lbs, accounts));
   };
 }
 
@@ -361,7 +361,7 @@ function accountsView(root, ctx) {
     cmd(`bc accounts list --tenant ${ctx.tenant}`), data);
   return async () => {
     const accounts = await listAll("providerAccounts.list", "providerAccounts");
-    data.replaceChildren(table(null, [
+    fill(data, table(null, [
       ["Name", (a) => h("strong", {}, a.name)],
       ["Provider", (a) => a.provider],
       ["Project", (a) => a.projectId || "—"],
@@ -387,7 +387,7 @@ function billingView(root, ctx) {
     const days = Array.from({ length: DAYS }, (_, i) => new Date(today.getTime() - (DAYS - 1 - i) * 86400000));
     const from = iso(days[0]);
     const to = iso(new Date(today.getTime() + 86400000));
-    command.replaceChildren(cmd(`bc billing usage --from ${from} --to ${to} --tenant ${ctx.tenant}`));
+    fill(command, cmd(`bc billing usage --from ${from} --to ${to} --tenant ${ctx.tenant}`));
     // One call per day: the API clips each line to the window, so a day's hours are its own.
     const [all, ...perDay] = await Promise.all([call("billing.usage", { from, to }),
       ...days.map((d) => call("billing.usage", { from: iso(d), to: iso(new Date(d.getTime() + 86400000)) }))]);
@@ -396,8 +396,8 @@ function billingView(root, ctx) {
       meter,
       values: perDay.map((u) => u.lines.filter((l) => l.meter === meter).reduce((n, l) => n + Number(l.quantity), 0)),
     }));
-    chart.replaceChildren(meters.length ? usageChart(days, series) : h("p", { class: "muted" }, "No usage in these days."));
-    lines.replaceChildren(table(null, [
+    fill(chart, meters.length ? usageChart(days, series) : h("p", { class: "muted" }, "No usage in these days."));
+    fill(lines, table(null, [
       ["Meter", (l) => h("span", { class: "mono" }, l.meter)],
       ["Resource", (l) => h("span", { class: "mono" }, l.resource)],
       ["Pool", (l) => h("a", { href: `#/pools/${l.poolId}` }, l.poolId)],
@@ -414,7 +414,7 @@ function eventsView(root, ctx) {
     cmd(`bc events tail --tenant ${ctx.tenant}`), data);
   return async () => {
     const events = await eventsOf({});
-    data.replaceChildren(timeline(events.reverse()));
+    fill(data, timeline(events.reverse()));
   };
 }
 
