@@ -7,7 +7,8 @@
 //! declaration. Handlers work with the services of [`ctx`].
 //! [`Api`] builds the axum router from the [`Ports`], with no globals, so a service can
 //! serve it alone or mount it in its own app. Every write is one unit of work
-//! ([`write`]); the event stream is [`stream`].
+//! ([`write`]); the event stream is [`stream`]; the web console's embedded assets are
+//! [`console`].
 //!
 //! Invariant: no adapter type appears in this crate's public surface; everything it
 //! touches outside itself is a bc-domain port.
@@ -17,6 +18,7 @@ pub mod auth;
 pub mod authz;
 mod body;
 pub mod check;
+pub mod console;
 pub mod ctx;
 pub mod docs;
 pub mod error;

@@ -120,7 +120,7 @@ impl Api {
     }
 
     /// The router: `/api/compute/*`, the event stream, `/api/openapi.json`, `/healthz`,
-    /// `/readyz`, `/metrics`.
+    /// `/readyz`, `/metrics`, and the web console under `/console` ([`crate::console`]).
     pub fn router(mut self) -> Router {
         self.services.limiter = self.services.settings.rate_limit.map(RateLimiter::new);
         self.services.join_limiters = self.services.settings.join_rate_limit.map(|l| {
@@ -142,6 +142,7 @@ impl Api {
             .route("/healthz", get(healthz).fallback(verb_not_allowed))
             .route("/readyz", get(readyz).fallback(verb_not_allowed))
             .route("/metrics", get(serve_metrics).fallback(verb_not_allowed))
+            .merge(crate::console::router())
             .fallback(no_such_path)
             .layer(middleware::from_fn_with_state(state.clone(), observe))
             .with_state(state)

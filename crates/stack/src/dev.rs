@@ -293,12 +293,20 @@ impl DevStack {
         TenantId::parse(DEV_TENANT).expect("a tenant id")
     }
 
+    /// The console's sign-in link (SPEC §14): the token and tenant travel in the URL's
+    /// fragment, which the browser never sends; the page takes them out of the address
+    /// bar at once and keeps them in the tab's sessionStorage.
+    pub fn console_link(&self) -> String {
+        format!("{}/console#token={}&tenant={DEV_TENANT}", self.api_url, self.token)
+    }
+
     /// What `bc-api dev` prints first.
     pub fn banner(&self) -> String {
         let dir = self.dir.display();
         let mut out = String::new();
         out.push_str("bc-api dev: the control plane on a simulated cloud\n\n");
         out.push_str(&format!("  API            {}\n", self.api_url));
+        out.push_str(&format!("  console        {}\n", self.console_link()));
         out.push_str(&format!("  OpenAPI        {}/api/openapi.json\n", self.api_url));
         out.push_str(&format!("  tenant         {DEV_TENANT}\n"));
         out.push_str(&format!(
