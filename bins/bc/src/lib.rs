@@ -89,7 +89,7 @@ impl From<Error> for Failure {
 }
 
 /// What the exit codes mean, for `bc --help`.
-const EXIT_HELP: &str = "Configuration: --api-url/--token/--tenant, else BC_API_URL/BC_TOKEN/BC_TENANT, else ./.bc-dev/ (a `bc-api dev` directory), else ~/.config/bc/config.toml (bc login).
+const EXIT_HELP: &str = "Configuration: the URL and the token always come from one place: --api-url/--token (else BC_API_URL/BC_TOKEN), else ./.bc-dev/ (a `bc-api dev` directory, used only when it holds both and its URL is loopback, or with --dev), else ~/.config/bc/config.toml (bc login). --tenant/BC_TENANT overrides the tenant. -v says which was used.
 
 Exit codes: 0 done; 1 failed (or `wait` saw the error state); 2 usage or invalid input; 3 `wait` timed out; 4 unauthenticated or permission denied; 5 not found; 6 the state forbids it (failed precondition, already exists, aborted); 7 quota or rate limit; 8 server unreachable or unavailable.";
 
@@ -104,6 +104,21 @@ pub fn cli() -> Command {
         .arg(global("api-url", "URL", "The API's base URL [env: BC_API_URL]"))
         .arg(global("token", "TOKEN", "The API token [env: BC_TOKEN]"))
         .arg(global("tenant", "TENANT", "The tenant to act in [env: BC_TENANT]"))
+        .arg(
+            Arg::new("dev")
+                .long("dev")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("Use ./.bc-dev/'s URL and token even when its URL is not loopback"),
+        )
+        .arg(
+            Arg::new("verbose")
+                .short('v')
+                .long("verbose")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("Say on standard error where the URL and token came from"),
+        )
         .arg(
             Arg::new("output")
                 .short('o')
@@ -237,7 +252,14 @@ async fn run(m: &ArgMatches, cwd: &Path) -> Result<i32, Failure> {
     if name == "login" {
         return login(flags, sub.get_flag("print-path"));
     }
-    let config = config::resolve(flags, cwd)?;
+    let resolved = config::resolve(flags, cwd, m.get_flag("dev"))?;
+    if m.get_flag("verbose") {
+        for note in &resolved.notes {
+            eprintln!("bc: {note}");
+        }
+        eprintln!("bc: the API URL and token from {}", resolved.source);
+    }
+    let config = resolved.config;
     let format = Format::parse(m.get_one::<String>("output").map_or("table", String::as_str))
         .expect("clap checked the format");
     let tty = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();

@@ -219,7 +219,15 @@ async fn errors_are_one_line_naming_the_field_with_an_exit_code_by_class() {
     let (scratch, stack) = stack(false).await;
     let dir = scratch.path();
 
+    // A token passed without its URL is refused (one source for both), with its URL it is sent.
     let out = bc(dir, &["--token", "bc_not_a_token", "pools", "list"]).await;
+    assert_eq!(out.status.code(), Some(2), "a token without its URL: {}", text(&out.stderr));
+    let url = stack.api_url.as_str();
+    let out = bc(
+        dir,
+        &["--api-url", url, "--token", "bc_not_a_token", "--tenant", "dev", "pools", "list"],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(4), "unauthenticated");
     let err = text(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
