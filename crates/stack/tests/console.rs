@@ -188,7 +188,10 @@ async fn the_console_in_a_real_browser() {
             "document.querySelectorAll('#pool-events .timeline li').length > 1",
         )
         .await;
-    browser.wait("the node pool", "document.querySelector('#pool-cluster table')").await;
+    browser.wait("the node pool", "document.querySelector('#pool-nodepools table')").await;
+    // Tall enough for the whole pool page (README shows it).
+    browser.resize(1280, 2000).await;
+    browser.wait("the taller window", "window.innerHeight > 1500").await;
     browser.screenshot(&shots.join("pool.png")).await;
     browser.resize(360, 900).await;
     browser.wait("the narrow layout", "window.innerWidth <= 400").await;
@@ -214,6 +217,21 @@ async fn the_console_in_a_real_browser() {
         );
         browser.screenshot(&shots.join(format!("{view}.png"))).await;
     }
+
+    // The pools, filtered by name and by substrate state.
+    browser.click("#nav a[data-view='pools']").await;
+    browser.wait("the pools view", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+    browser.type_into("#pool-filter", "bat").await;
+    browser.wait("only batch by name", &format!("({LISTED_POOLS}) === '{batch}'")).await;
+    browser.type_into("#pool-filter", "\u{E003}\u{E003}\u{E003}").await;
+    browser.wait("both again", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+    browser.click("#state-filter option[value='ready']").await;
+    browser.wait("only the ready one", &format!("({LISTED_POOLS}) === '{web}'")).await;
+    browser.click("#state-filter option[value='none']").await;
+    browser
+        .wait("only the one without substrate", &format!("({LISTED_POOLS}) === '{batch}'"))
+        .await;
+    browser.click("#state-filter option[value='']").await;
 
     // Nothing left loopback, and the page broke no rule of its policy.
     let urls: Vec<String> = browser
