@@ -72,6 +72,19 @@ async fn sign_out(browser: &Browser) {
     assert_eq!(kept, Value::Null, "signing out forgets the token");
 }
 
+/// The requests the page sent since the last read (DevTools' `Network.requestWillBeSent`,
+/// from chromedriver's performance log): each `{url, method, headers}`.
+async fn requests_sent(browser: &Browser) -> Vec<Value> {
+    browser
+        .log("performance")
+        .await
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
+        .filter(|m| m["message"]["method"] == "Network.requestWillBeSent")
+        .map(|m| m["message"]["params"]["request"].clone())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_real_browser() {
     let Some((chromium, driver)) = webdriver::tools() else { return };
@@ -80,7 +93,9 @@ async fn the_console_in_a_real_browser() {
     let later = Arc::new(Later::default());
     options.clock = Some(later.clone());
     options.delays = Delays { cluster_provision: CLUSTER_PROVISION, ..Delays::fast() };
+    let mut again = options.clone();
     let stack = DevStack::start(options).await.expect("dev stack");
+    again.listen = stack.api_url.trim_start_matches("http://").parse().expect("the API's address");
     let shots = screenshots();
 
     // Every console answer carries the policy, the page and each asset alike.
@@ -126,6 +141,7 @@ async fn the_console_in_a_real_browser() {
         .expect("loadBalancers.create");
 
     let browser = Browser::start(&chromium, &driver, 1440, 900).await;
+    let mut requests = Vec::new();
 
     // Sign-in by the printed link: the token leaves the address bar at once.
     browser.goto(&stack.console_link()).await;
@@ -234,14 +250,9 @@ async fn the_console_in_a_real_browser() {
     browser.click("#state-filter option[value='']").await;
 
     // Nothing left loopback, and the page broke no rule of its policy.
-    let urls: Vec<String> = browser
-        .log("performance")
-        .await
-        .iter()
-        .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
-        .filter(|m| m["message"]["method"] == "Network.requestWillBeSent")
-        .filter_map(|m| m["message"]["params"]["request"]["url"].as_str().map(str::to_owned))
-        .collect();
+    requests.extend(requests_sent(&browser).await);
+    let urls: Vec<String> =
+        requests.iter().filter_map(|r| r["url"].as_str().map(str::to_owned)).collect();
     assert!(urls.iter().any(|u| u.contains("/api/compute/events/stream")), "{urls:?}");
     // The browser's own pages (its first blank tab) are not requests on the network.
     let internal = ["chrome:", "chrome-untrusted:", "about:", "data:", "blob:"];
@@ -254,6 +265,52 @@ async fn the_console_in_a_real_browser() {
         .filter(|e| e["message"].as_str().is_some_and(|m| m.contains("Content Security Policy")))
         .collect();
     assert!(refused.is_empty(), "the policy refused something: {refused:?}");
+
+    // A dropped stream: the server stops (with the page connected) and starts again on
+    // the same port; the page reconnects with the last id it saw as Last-Event-ID, and
+    // what happened since appears without a reload.
+    let seen = browser.js("return document.body.dataset.lastEventId", json!([])).await;
+    let seen = seen.as_str().expect("the page saw events").to_owned();
+    tokio::time::timeout(Duration::from_secs(60), stack.stop())
+        .await
+        .expect("the server stops while a console holds its event stream open");
+    browser
+        .wait(
+            "the page seeing the drop",
+            "document.getElementById('live').dataset.state === 'reconnecting'",
+        )
+        .await;
+    let stack = DevStack::start(again).await.expect("the dev stack again");
+    browser
+        .wait("the stream again", "document.getElementById('live').dataset.state === 'live'")
+        .await;
+    requests.extend(requests_sent(&browser).await);
+    let resumed: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["url"].as_str().is_some_and(|u| u.contains("/events/stream")))
+        .collect();
+    let sent: Vec<&str> = resumed
+        .iter()
+        .filter_map(|r| {
+            r["headers"]
+                .as_object()?
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("last-event-id"))?
+                .1
+                .as_str()
+        })
+        .collect();
+    assert!(sent.contains(&seen.as_str()), "a reconnect sent Last-Event-ID {seen}: {resumed:?}");
+    browser.js("window.sameDocument = 'still'", json!([])).await;
+    let late = stack
+        .call("pools.create", json!({"tenantId": DEV_TENANT, "name": "late", "policy": {
+            "substrate": {"kind": "kubernetes", "account": stack.account_id, "cluster": {"create": {"region": "nyc1"}}},
+            "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 1}]}}))
+        .await
+        .expect("pools.create late");
+    let late = late["poolId"].as_str().expect("poolId").to_owned();
+    browser.wait("the new pool, live", &format!("({LISTED_POOLS}).includes('{late}')")).await;
+    assert_eq!(browser.js("return window.sameDocument", json!([])).await, "still");
 
     // Sign-in by paste with a token that may read one pool: it sees that pool only.
     sign_out(&browser).await;
