@@ -31,7 +31,7 @@ function table(caption, cols, rows, empty = "None.") {
   return h("div", { class: "table-wrap" }, h("table", { class: "cards" },
     caption ? h("caption", {}, caption) : null,
     h("thead", {}, h("tr", {}, cols.map(([l, , c]) => h("th", { scope: "col", class: c }, l)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, cols.map(([l, f, c]) => h("td", { class: c, "data-label": l }, f(r))))))));
+    h("tbody", {}, rows.map((r) => h("tr", {}, cols.map(([l, f, c]) => h("td", { class: c, "data-label": l }, h("div", {}, f(r)))))))));
 }
 
 /** What a panel shows when the API refused a read: its own message. */
@@ -242,7 +242,7 @@ function poolView(root, ctx, poolId) {
     }
 
     fill(parts.lbs, h("h2", {}, "Load balancers"), cmd(`bc lb list --pool ${poolId} --tenant ${t}`),
-      await guarded(async () => lbTable(await listAll("loadBalancers.list", "loadBalancers", { poolId }), accounts, false)));
+      await guarded(async () => lbTable(await listAll("loadBalancers.list", "loadBalancers", { poolId }), accounts)));
 
     fill(parts.bookings, h("h2", {}, "Bookings"), cmd(`bc bookings list ${poolId} --tenant ${t}`),
       await guarded(async () => table(null, [
@@ -338,7 +338,8 @@ function clustersView(root, ctx) {
 
 const rule = (r) => `${r.entryProtocol}:${r.entryPort} → ${r.targetProtocol}:${r.targetPort}${r.tlsPassthrough ? " (TLS passthrough)" : ""}`;
 
-function lbTable(lbs, accounts, withPool = true) {
+/** A table of load balancers; `pools` (id → pool) names their pools, or the column is left out. */
+function lbTable(lbs, accounts, pools = null) {
   return table(null, [
     ["Name", (l) => [h("strong", {}, l.name), h("div", { class: "mono muted" }, l.loadBalancerId)]],
     ["Type · region", (l) => `${l.type}${l.region ? ` · ${l.region}` : ""}`],
@@ -346,7 +347,7 @@ function lbTable(lbs, accounts, withPool = true) {
     ["IP", (l) => h("span", { class: "mono" }, l.ip || "—")],
     ["Rules", (l) => (l.forwardingRules?.length ? l.forwardingRules.map((r) => h("div", { class: "mono" }, rule(r)))
       : l.globalSettings ? h("div", { class: "mono" }, `${(l.domains || []).map((d) => d.name).join(", ")} → ${l.globalSettings.targetProtocol}:${l.globalSettings.targetPort}`) : "—")],
-    withPool ? ["Pool", (l) => h("a", { href: `#/pools/${l.poolId}` }, l.poolId)] : null,
+    pools ? ["Pool", (l) => h("a", { href: `#/pools/${l.poolId}` }, pools.get(l.poolId)?.name || l.poolId)] : null,
     ["Account", (l) => accountCell(accounts, l.providerAccountId)],
     ["Created", (l) => time(l.createdAt)],
   ].filter(Boolean), lbs, "No load balancers.");
@@ -356,8 +357,9 @@ function lbsView(root, ctx) {
   const data = h("div", { class: "panel" });
   root.append(...header("Load balancers"), cmd(`bc lb list --tenant ${ctx.tenant}`), data);
   return async () => {
-    const [lbs, accounts] = await Promise.all([listAll("loadBalancers.list", "loadBalancers"), accountsById()]);
-    fill(data, lbTable(lbs, accounts));
+    const [lbs, accounts, pools] = await Promise.all([listAll("loadBalancers.list", "loadBalancers"), accountsById(),
+      listAll("pools.list", "pools", { includeArchived: true }).catch((e) => { refused(e); return []; })]);
+    fill(data, lbTable(lbs, accounts, new Map(pools.map((p) => [p.poolId, p]))));
   };
 }
 

@@ -144,7 +144,13 @@ async fn the_console_in_a_real_browser() {
     let mut requests = Vec::new();
 
     // Sign-in by the printed link: the token leaves the address bar at once.
-    browser.goto(&stack.console_link()).await;
+    let link = stack.console_link();
+    assert!(
+        stack.banner().contains(&format!("console        {link}\n")),
+        "bc-api dev prints the link"
+    );
+    assert!(link.starts_with(&format!("{}/console#token=bc_", stack.api_url)), "{link}");
+    browser.goto(&link).await;
     browser.wait("signed in by the link", &format!("{} && ({LISTED_POOLS})", visible("nav"))).await;
     let url = browser.url().await;
     assert!(!url.contains("token"), "the token left the address bar: {url}");
@@ -212,6 +218,16 @@ async fn the_console_in_a_real_browser() {
     browser.resize(360, 900).await;
     browser.wait("the narrow layout", "window.innerWidth <= 400").await;
     browser.screenshot(&shots.join("pool-360.png")).await;
+    browser.click("#nav a[data-view='pools']").await;
+    browser.wait("the pools at 360 px", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+    let wide = browser.js("return document.documentElement.scrollWidth", json!([])).await;
+    assert!(
+        wide.as_u64().is_some_and(|w| w <= 360),
+        "the pools page scrolls sideways at 360 px: {wide}"
+    );
+    browser.screenshot(&shots.join("pools-360.png")).await;
+    browser.click(&format!("a[data-pool='{web}']")).await;
+    browser.wait("the pool again", "document.querySelector('#substrate-state .badge')").await;
     browser.resize(1440, 900).await;
 
     // Every other view, by its link.
