@@ -12,30 +12,15 @@ mod webdriver;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use bc_domain::model::{Grant, Role, Scope};
-use bc_domain::ports::{Clock, SystemClock};
-use bc_domain::{PoolId, TenantId, Timestamp};
+use bc_domain::{PoolId, TenantId};
 use bc_sim::config::Delays;
 use bc_stack::dev::{DEV_TENANT, DevStack};
-use bc_stack::testing::{self, Backend, Scratch};
+use bc_stack::testing::{self, Backend, Later, Scratch};
 use serde_json::{Value, json};
 use webdriver::Browser;
-
-/// The wall clock plus an offset the test moves forward, shared by the stack and the
-/// simulator: the simulated cluster is made only when the test says so, so the page is
-/// certain to show the substrate before it is `ready`.
-#[derive(Default)]
-struct Later(AtomicI64);
-
-impl Clock for Later {
-    fn now(&self) -> Timestamp {
-        let wall = SystemClock.now();
-        Timestamp::from_unix_ms(wall.unix_ms() + self.0.load(Ordering::SeqCst))
-    }
-}
 
 /// How long the simulator takes to make a cluster, on the stack's clock.
 const CLUSTER_PROVISION: Duration = Duration::from_secs(30);
@@ -63,6 +48,21 @@ async fn sign_in_by_paste(browser: &Browser, token: &str) {
     browser.type_into("#signin-tenant", DEV_TENANT).await;
     // Enter in the token field submits the form: the keyboard path.
     browser.type_into("#signin-token", &format!("{token}\u{E007}")).await;
+}
+
+/// Makes pool `name` of `count` nodes of one flavor, with a substrate (a cluster made for
+/// it in the simulated DigitalOcean) or without; returns its id.
+async fn create_pool(stack: &DevStack, name: &str, substrate: bool, count: u32) -> String {
+    let mut policy = json!({"flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": count}]});
+    if substrate {
+        policy["substrate"] = json!({"kind": "kubernetes", "account": stack.account_id,
+                                     "cluster": {"create": {"region": "nyc1"}}});
+    }
+    let made = stack
+        .call("pools.create", json!({"tenantId": DEV_TENANT, "name": name, "policy": policy}))
+        .await
+        .unwrap_or_else(|e| panic!("pools.create {name}: {e}"));
+    made["poolId"].as_str().expect("poolId").to_owned()
 }
 
 async fn sign_out(browser: &Browser) {
@@ -110,25 +110,8 @@ async fn the_console_in_a_real_browser() {
         assert_eq!(csp.as_deref(), Some("default-src 'self'"), "{path}");
     }
 
-    let web = stack
-        .call(
-            "pools.create",
-            json!({"tenantId": DEV_TENANT, "name": "web", "policy": {
-                "substrate": {"kind": "kubernetes", "account": stack.account_id, "cluster": {"create": {"region": "nyc1"}}},
-                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 2}]}}),
-        )
-        .await
-        .expect("pools.create web");
-    let web = web["poolId"].as_str().expect("poolId").to_owned();
-    let batch = stack
-        .call(
-            "pools.create",
-            json!({"tenantId": DEV_TENANT, "name": "batch", "policy": {
-                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 1}]}}),
-        )
-        .await
-        .expect("pools.create batch");
-    let batch = batch["poolId"].as_str().expect("poolId").to_owned();
+    let web = create_pool(&stack, "web", true, 2).await;
+    let batch = create_pool(&stack, "batch", false, 1).await;
     stack
         .call(
             "loadBalancers.create",
@@ -185,7 +168,7 @@ async fn the_console_in_a_real_browser() {
         "before the cluster is made: {before}"
     );
     browser.js("window.sameDocument = 'yes'", json!([])).await;
-    later.0.fetch_add(CLUSTER_PROVISION.as_millis() as i64 + 1000, Ordering::SeqCst);
+    later.advance(CLUSTER_PROVISION + Duration::from_secs(1));
     browser
         .wait(
             "the substrate ready with its two nodes joined, without a reload",
@@ -318,13 +301,7 @@ async fn the_console_in_a_real_browser() {
         .collect();
     assert!(sent.contains(&seen.as_str()), "a reconnect sent Last-Event-ID {seen}: {resumed:?}");
     browser.js("window.sameDocument = 'still'", json!([])).await;
-    let late = stack
-        .call("pools.create", json!({"tenantId": DEV_TENANT, "name": "late", "policy": {
-            "substrate": {"kind": "kubernetes", "account": stack.account_id, "cluster": {"create": {"region": "nyc1"}}},
-            "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 1}]}}))
-        .await
-        .expect("pools.create late");
-    let late = late["poolId"].as_str().expect("poolId").to_owned();
+    let late = create_pool(&stack, "late", true, 1).await;
     browser.wait("the new pool, live", &format!("({LISTED_POOLS}).includes('{late}')")).await;
     assert_eq!(browser.js("return window.sameDocument", json!([])).await, "still");
 
