@@ -104,7 +104,10 @@ export function usageChart(days, series) {
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img",
     "aria-label": "Hours per day per meter (bars); the table below holds the same numbers" });
   // As many decimals as the step needs, so small totals (minutes of use) read right.
-  const digits = Math.min(6, Math.max(0, -Math.floor(Math.log10(step))));
+  const exp = Math.floor(Math.log10(step));
+  const mantissa = step / 10 ** exp;
+  const halves = Math.abs(mantissa - Math.round(mantissa)) > 1e-9 ? 1 : 0; // a step of 2.5
+  const digits = Math.min(6, Math.max(0, -exp + halves));
   const tickFmt = new Intl.NumberFormat(undefined, { maximumFractionDigits: digits, minimumFractionDigits: digits });
   for (let i = 0; i * step <= ymax + 1e-9; i++) {
     const v = i * step;
