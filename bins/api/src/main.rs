@@ -155,7 +155,13 @@ async fn serve(
     let mut served = Served::default();
     served.http(
         listener,
-        wire::api_router(&adapters, settings, Arc::clone(&work), Arc::clone(&events)),
+        wire::api_router(
+            &adapters,
+            settings,
+            Arc::clone(&work),
+            Arc::clone(&events),
+            served.cancel.clone(),
+        ),
     );
     if reconcile {
         let replica = wire::replica_id("bc-api");

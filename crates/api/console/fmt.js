@@ -93,7 +93,7 @@ export function badge(state) {
  * `series` is [{meter, values: [hours per day]}].
  */
 export function usageChart(days, series) {
-  const W = 760, H = 280, left = 52, right = 12, top = 14, bottom = 34;
+  const W = 760, H = 280, left = 64, right = 12, top = 20, bottom = 34;
   const max = Math.max(1e-9, ...series.flatMap((x) => x.values));
   const step = niceStep(max / 4);
   const ymax = Math.max(step, Math.ceil(max / step) * step);
@@ -103,12 +103,19 @@ export function usageChart(days, series) {
   const y = (v) => top + plotH - (v / ymax) * plotH;
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img",
     "aria-label": "Hours per day per meter (bars); the table below holds the same numbers" });
-  for (let v = 0; v <= ymax + 1e-9; v += step) {
+  // As many decimals as the step needs, so small totals (minutes of use) read right.
+  const exp = Math.floor(Math.log10(step));
+  const mantissa = step / 10 ** exp;
+  const halves = Math.abs(mantissa - Math.round(mantissa)) > 1e-9 ? 1 : 0; // a step of 2.5
+  const digits = Math.min(6, Math.max(0, -exp + halves));
+  const tickFmt = new Intl.NumberFormat(undefined, { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  for (let i = 0; i * step <= ymax + 1e-9; i++) {
+    const v = i * step;
     svg.append(s("line", { class: "grid", x1: left, x2: W - right, y1: y(v), y2: y(v) }));
-    svg.append(s("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, hours(v)));
+    svg.append(s("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, tickFmt.format(v)));
   }
   svg.append(s("line", { class: "axis", x1: left, x2: W - right, y1: y(0), y2: y(0) }));
-  svg.append(s("text", { x: 4, y: 10 }, "hours"));
+  svg.append(s("text", { x: left, y: 9, "text-anchor": "start" }, "hours"));
   days.forEach((d, i) => {
     const gx = left + i * groupW + groupW * 0.14;
     series.forEach((ser, j) => {

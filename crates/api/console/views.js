@@ -31,7 +31,7 @@ function table(caption, cols, rows, empty = "None.") {
   return h("div", { class: "table-wrap" }, h("table", { class: "cards" },
     caption ? h("caption", {}, caption) : null,
     h("thead", {}, h("tr", {}, cols.map(([l, , c]) => h("th", { scope: "col", class: c }, l)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, cols.map(([l, f, c]) => h("td", { class: c, "data-label": l }, f(r))))))));
+    h("tbody", {}, rows.map((r) => h("tr", {}, cols.map(([l, f, c]) => h("td", { class: c, "data-label": l }, h("div", {}, f(r)))))))));
 }
 
 /** What a panel shows when the API refused a read: its own message. */
@@ -83,7 +83,7 @@ const accountCell = (accounts, id) => {
 };
 
 const flavors = (policy) => (policy?.flavors || []).map((f) =>
-  h("div", {}, h("strong", {}, f.name), " ", h("span", { class: "mono" }, f.size), " ",
+  h("div", { class: "nowrap" }, h("strong", {}, f.name), " ", h("span", { class: "mono" }, f.size), " ",
     f.autoScale ? `autoscale ${num(f.autoScale.min)}–${num(f.autoScale.max)}` : `× ${num(f.count)}`));
 
 const substrateState = (sub) => (sub === null ? h("span", { class: "muted" }, "no substrate")
@@ -192,11 +192,13 @@ function poolView(root, ctx, poolId) {
   const parts = {
     substrate: h("div", { class: "panel", id: "pool-substrate" }),
     cluster: h("div", { class: "panel", id: "pool-cluster" }),
+    nodePools: h("div", { class: "panel", id: "pool-nodepools" }),
     lbs: h("div", { class: "panel", id: "pool-lbs" }),
     bookings: h("div", { class: "panel", id: "pool-bookings" }),
     events: h("div", { class: "panel", id: "pool-events" }),
   };
-  root.append(top, h("div", { class: "grid2" }, parts.substrate, parts.cluster), parts.lbs, parts.bookings, parts.events);
+  root.append(top, h("div", { class: "grid2" }, parts.substrate, parts.cluster), parts.nodePools, parts.lbs,
+    parts.bookings, parts.events);
   const t = ctx.tenant;
 
   async function update() {
@@ -228,12 +230,16 @@ function poolView(root, ctx, poolId) {
             h("dt", {}, "Upgrade"), h("dd", {}, upgrade(sub))));
 
     const clusterId = sub && !sub.refused ? sub.clusterId : undefined;
-    fill(parts.cluster, h("h2", {}, "Cluster and node pools"),
+    fill(parts.cluster, h("h2", {}, "Cluster"),
       clusterId ? await guarded(async () => {
-        const [cluster, pools] = await Promise.all([call("kubernetesClusters.get", { clusterId }),
-          listAll("kubernetesNodePools.list", "kubernetesNodePools", { clusterId })]);
-        return [cmd(`bc nodepools list ${clusterId} --tenant ${t}`), clusterFacts(cluster), nodePoolTable(pools)];
+        const cluster = await call("kubernetesClusters.get", { clusterId });
+        return [cmd(`bc clusters get ${clusterId} --tenant ${t}`), clusterFacts(cluster)];
       }) : h("p", { class: "muted" }, sub ? "No cluster recorded yet." : "No cluster."));
+    parts.nodePools.hidden = !clusterId;
+    if (clusterId) {
+      fill(parts.nodePools, h("h2", {}, "Node pools"), cmd(`bc nodepools list ${clusterId} --tenant ${t}`),
+        await guarded(async () => nodePoolTable(await listAll("kubernetesNodePools.list", "kubernetesNodePools", { clusterId }))));
+    }
 
     fill(parts.lbs, h("h2", {}, "Load balancers"), cmd(`bc lb list --pool ${poolId} --tenant ${t}`),
       await guarded(async () => lbTable(await listAll("loadBalancers.list", "loadBalancers", { poolId }), accounts)));
@@ -276,7 +282,7 @@ function timeline(events) {
   if (!events.length) return h("p", { class: "muted" }, "No events yet.");
   return h("ol", { class: "timeline", reversed: true }, events.map((e) => h("li", { "data-seq": e.seq },
     h("span", { class: "etype" }, e.type), " · ", time(e.time),
-    h("div", { class: "msg" }, e.data?.message || e.data?.state || ""),
+    e.data?.message ? h("div", { class: "msg" }, e.data.message) : null,
     h("div", { class: "muted mono" }, e.subject))));
 }
 
@@ -293,7 +299,7 @@ function clusterFacts(c) {
 function nodePoolTable(pools) {
   return table(null, [
     ["Node pool", (p) => h("strong", {}, p.name)],
-    ["Size", (p) => h("span", { class: "mono" }, p.size)],
+    ["Size", (p) => h("span", { class: "mono nowrap" }, p.size)],
     ["Count", (p) => (p.autoScale ? `${num(p.autoScale.min)}–${num(p.autoScale.max)} (auto)` : num(p.count)), "num"],
     ["Nodes ready / listed", (p) => `${num(p.nodes?.ready)} / ${num(p.nodes?.listed)}`, "num"],
     ["Managed by", (p) => (p.managedBy ? h("a", { href: `#/pools/${p.managedBy}` }, p.managedBy)
@@ -332,7 +338,8 @@ function clustersView(root, ctx) {
 
 const rule = (r) => `${r.entryProtocol}:${r.entryPort} → ${r.targetProtocol}:${r.targetPort}${r.tlsPassthrough ? " (TLS passthrough)" : ""}`;
 
-function lbTable(lbs, accounts) {
+/** A table of load balancers; `pools` (id → pool) names their pools, or the column is left out. */
+function lbTable(lbs, accounts, pools = null) {
   return table(null, [
     ["Name", (l) => [h("strong", {}, l.name), h("div", { class: "mono muted" }, l.loadBalancerId)]],
     ["Type · region", (l) => `${l.type}${l.region ? ` · ${l.region}` : ""}`],
@@ -340,18 +347,19 @@ function lbTable(lbs, accounts) {
     ["IP", (l) => h("span", { class: "mono" }, l.ip || "—")],
     ["Rules", (l) => (l.forwardingRules?.length ? l.forwardingRules.map((r) => h("div", { class: "mono" }, rule(r)))
       : l.globalSettings ? h("div", { class: "mono" }, `${(l.domains || []).map((d) => d.name).join(", ")} → ${l.globalSettings.targetProtocol}:${l.globalSettings.targetPort}`) : "—")],
-    ["Pool", (l) => h("a", { href: `#/pools/${l.poolId}` }, l.poolId)],
+    pools ? ["Pool", (l) => h("a", { href: `#/pools/${l.poolId}` }, pools.get(l.poolId)?.name || l.poolId)] : null,
     ["Account", (l) => accountCell(accounts, l.providerAccountId)],
     ["Created", (l) => time(l.createdAt)],
-  ], lbs, "No load balancers.");
+  ].filter(Boolean), lbs, "No load balancers.");
 }
 
 function lbsView(root, ctx) {
   const data = h("div", { class: "panel" });
   root.append(...header("Load balancers"), cmd(`bc lb list --tenant ${ctx.tenant}`), data);
   return async () => {
-    const [lbs, accounts] = await Promise.all([listAll("loadBalancers.list", "loadBalancers"), accountsById()]);
-    fill(data, lbTable(lbs, accounts));
+    const [lbs, accounts, pools] = await Promise.all([listAll("loadBalancers.list", "loadBalancers"), accountsById(),
+      listAll("pools.list", "pools", { includeArchived: true }).catch((e) => { refused(e); return []; })]);
+    fill(data, lbTable(lbs, accounts, new Map(pools.map((p) => [p.poolId, p]))));
   };
 }
 

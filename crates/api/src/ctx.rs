@@ -19,6 +19,7 @@ use bc_domain::ports::{
 };
 use bc_domain::{StoreError, Timestamp};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::body::BODY_LIMIT;
 use crate::error::ApiError;
@@ -73,6 +74,9 @@ pub struct Services {
     pub work_notify: Option<Arc<Notify>>,
     /// Poked by the in-process event relay; wakes the Server-Sent Events streams.
     pub events_notify: Option<Arc<Notify>>,
+    /// Cancelled when the server shuts down: the event streams end then, since a
+    /// graceful shutdown waits for every response to finish and theirs never would.
+    pub shutdown: Option<CancellationToken>,
     /// New ids, increasing within this process.
     pub(crate) ids: IdSource,
     /// The per-caller rate limiter of [`Settings::rate_limit`], built when the router is.

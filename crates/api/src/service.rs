@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use bc_domain::ports::{Authorizer, Clock, ClusterApi, ProviderRegistry, SecretBox, Store};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::auth::authenticate;
@@ -76,6 +77,7 @@ impl Api {
                 settings: Settings::default(),
                 work_notify: None,
                 events_notify: None,
+                shutdown: None,
                 ids: IdSource::default(),
                 limiter: None,
                 streams: Concurrency::default(),
@@ -116,6 +118,13 @@ impl Api {
     /// event relay); without it, or for events written by other processes, they poll.
     pub fn events_notify(mut self, notify: Arc<Notify>) -> Self {
         self.services.events_notify = Some(notify);
+        self
+    }
+
+    /// Ends the event streams when `token` is cancelled (the server's shutdown): a graceful
+    /// shutdown waits for responses to finish, and a stream's never would.
+    pub fn shutdown(mut self, token: CancellationToken) -> Self {
+        self.services.shutdown = Some(token);
         self
     }
 

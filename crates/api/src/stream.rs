@@ -11,7 +11,8 @@
 //! and authorization are those of every method (`compute:events:read @ compute-tenant`),
 //! and they are not decided once: the token is read and authorized again at least every
 //! [`RECHECK`], and the stream ends when it no longer passes; a token holds at most
-//! [`MAX_STREAMS_PER_TOKEN`] open streams.
+//! [`MAX_STREAMS_PER_TOKEN`] open streams; every stream ends when the server shuts down
+//! (`Api::shutdown`), so a client holding one open never keeps the server from stopping.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -28,6 +29,7 @@ use futures::Stream;
 use regex::Regex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::access::{self, Target};
 use crate::auth::{Caller, authenticate};
@@ -79,6 +81,9 @@ impl Cursor {
                     Err(e) => tracing::warn!(error = %e, "events stream: checking the token"),
                 }
             }
+            if self.ctx.shutdown.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                return None;
+            }
             if let Some(event) = self.pending.pop_front() {
                 self.after = event.seq;
                 return Some((frame(&event), self));
@@ -103,11 +108,24 @@ impl Cursor {
                 // Logged and tried again at the next poll; the client keeps its place.
                 Err(e) => tracing::warn!(error = %e, "events stream: reading the outbox"),
             }
-            match notified.as_pin_mut() {
-                Some(n) => {
-                    let _ = tokio::time::timeout(POLL, n).await;
+            let shutdown = self.ctx.shutdown.clone();
+            let stopping = async move {
+                match shutdown {
+                    Some(token) => token.cancelled_owned().await,
+                    None => std::future::pending().await,
                 }
-                None => tokio::time::sleep(POLL).await,
+            };
+            let wait = async {
+                match notified.as_pin_mut() {
+                    Some(n) => {
+                        let _ = tokio::time::timeout(POLL, n).await;
+                    }
+                    None => tokio::time::sleep(POLL).await,
+                }
+            };
+            tokio::select! {
+                () = wait => {}
+                () = stopping => return None,
             }
         }
     }

@@ -185,7 +185,14 @@ impl DevStack {
             ..Settings::default()
         };
         let mut served = Served::default();
-        served.http(listener, wire::api_router(&adapters, settings, work.clone(), events.clone()));
+        let router = wire::api_router(
+            &adapters,
+            settings,
+            work.clone(),
+            events.clone(),
+            served.cancel.clone(),
+        );
+        served.http(listener, router);
         let replica = wire::replica_id("dev");
         if options.reconcile {
             let mut ro = ReconcileOptions::new(&replica, &api_url, "bc-sim/bcd:dev");

@@ -8,7 +8,11 @@
 //! address is loopback; scratch directories are removed on drop.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+
+use bc_domain::Timestamp;
+use bc_domain::ports::{Clock, SystemClock};
 
 use bc_sim::config::Delays;
 use sea_orm_migration::sea_orm::ConnectionTrait as _;
@@ -252,4 +256,25 @@ pub async fn run_tour(
     })
     .await
     .expect("join")
+}
+
+/// The wall clock plus an offset (milliseconds) the test moves forward ("16 minutes
+/// later"), shared by a dev stack and its simulator as dev mode shares its clock (give it
+/// as [`DevOptions::clock`]).
+#[derive(Debug, Default)]
+pub struct Later(pub AtomicI64);
+
+impl Later {
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for Later {
+    fn now(&self) -> Timestamp {
+        let wall = SystemClock.now();
+        Timestamp::from_unix_ms(wall.unix_ms() + self.0.load(Ordering::SeqCst))
+    }
 }

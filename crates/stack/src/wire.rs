@@ -92,15 +92,22 @@ impl Adapters {
     }
 }
 
-/// The API router on `adapters`, poking `work` after writes that enqueue work and
-/// waking event streams on `events`.
+/// The API router on `adapters`, poking `work` after writes that enqueue work, waking
+/// event streams on `events` and ending them when `shutdown` is cancelled (pass
+/// [`Served::cancel`], so a client holding a stream open never keeps the server running).
 pub fn api_router(
     adapters: &Adapters,
     settings: Settings,
     work: Arc<Notify>,
     events: Arc<Notify>,
+    shutdown: CancellationToken,
 ) -> axum::Router {
-    Api::new(adapters.ports()).settings(settings).work_notify(work).events_notify(events).router()
+    Api::new(adapters.ports())
+        .settings(settings)
+        .work_notify(work)
+        .events_notify(events)
+        .shutdown(shutdown)
+        .router()
 }
 
 /// What the reconcilers of one replica run.

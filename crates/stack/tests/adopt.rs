@@ -11,13 +11,10 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-
-use bc_domain::Timestamp;
-use bc_domain::ports::{Clock, SystemClock};
+use std::time::Duration;
 
 use bc_stack::dev::{DEV_TENANT, DevStack};
-use bc_stack::testing::{self, Backend, Scratch, sim_call, sim_get, substrate_in, wait_for};
+use bc_stack::testing::{self, Backend, Later, Scratch, sim_call, sim_get, substrate_in, wait_for};
 use serde_json::{Value, json};
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
@@ -187,7 +184,7 @@ async fn nodes_whose_bcd_cannot_reach_the_server_wait_to_join_while_ready() {
     assert!(waiting.get("message").is_none(), "no message before 15 minutes: {waiting}");
     // 16 minutes later for the whole stack and the simulator: the message names the
     // wait, the count holds, and the substrate stays `ready`.
-    later.0.fetch_add(16 * 60 * 1000, Ordering::SeqCst);
+    later.advance(Duration::from_secs(16 * 60));
     let told = wait_for(
         &stack,
         "the 15-minute message",
@@ -200,16 +197,4 @@ async fn nodes_whose_bcd_cannot_reach_the_server_wait_to_join_while_ready() {
     assert_eq!(told["waitingToJoin"]["nodes"], 2, "{told}");
     assert_eq!(told["waitingToJoin"]["since"], waiting["waitingToJoin"]["since"], "{told}");
     stack.stop().await;
-}
-
-/// The wall clock plus an offset the test moves forward ("16 minutes later"), shared by
-/// the stack and the simulator as dev mode shares its clock.
-#[derive(Default)]
-struct Later(AtomicI64);
-
-impl Clock for Later {
-    fn now(&self) -> Timestamp {
-        let wall = SystemClock.now();
-        Timestamp::from_unix_ms(wall.unix_ms() + self.0.load(Ordering::SeqCst))
-    }
 }

@@ -12,30 +12,15 @@ mod webdriver;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use bc_domain::model::{Grant, Role, Scope};
-use bc_domain::ports::{Clock, SystemClock};
-use bc_domain::{PoolId, TenantId, Timestamp};
+use bc_domain::{PoolId, TenantId};
 use bc_sim::config::Delays;
 use bc_stack::dev::{DEV_TENANT, DevStack};
-use bc_stack::testing::{self, Backend, Scratch};
+use bc_stack::testing::{self, Backend, Later, Scratch};
 use serde_json::{Value, json};
 use webdriver::Browser;
-
-/// The wall clock plus an offset the test moves forward, shared by the stack and the
-/// simulator: the simulated cluster is made only when the test says so, so the page is
-/// certain to show the substrate before it is `ready`.
-#[derive(Default)]
-struct Later(AtomicI64);
-
-impl Clock for Later {
-    fn now(&self) -> Timestamp {
-        let wall = SystemClock.now();
-        Timestamp::from_unix_ms(wall.unix_ms() + self.0.load(Ordering::SeqCst))
-    }
-}
 
 /// How long the simulator takes to make a cluster, on the stack's clock.
 const CLUSTER_PROVISION: Duration = Duration::from_secs(30);
@@ -65,11 +50,39 @@ async fn sign_in_by_paste(browser: &Browser, token: &str) {
     browser.type_into("#signin-token", &format!("{token}\u{E007}")).await;
 }
 
+/// Makes pool `name` of `count` nodes of one flavor, with a substrate (a cluster made for
+/// it in the simulated DigitalOcean) or without; returns its id.
+async fn create_pool(stack: &DevStack, name: &str, substrate: bool, count: u32) -> String {
+    let mut policy = json!({"flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": count}]});
+    if substrate {
+        policy["substrate"] = json!({"kind": "kubernetes", "account": stack.account_id,
+                                     "cluster": {"create": {"region": "nyc1"}}});
+    }
+    let made = stack
+        .call("pools.create", json!({"tenantId": DEV_TENANT, "name": name, "policy": policy}))
+        .await
+        .unwrap_or_else(|e| panic!("pools.create {name}: {e}"));
+    made["poolId"].as_str().expect("poolId").to_owned()
+}
+
 async fn sign_out(browser: &Browser) {
     browser.click("#sign-out").await;
     browser.wait("the sign-in form", &visible("signin")).await;
     let kept = browser.js("return sessionStorage.getItem('bc.console.token')", json!([])).await;
     assert_eq!(kept, Value::Null, "signing out forgets the token");
+}
+
+/// The requests the page sent since the last read (DevTools' `Network.requestWillBeSent`,
+/// from chromedriver's performance log): each `{url, method, headers}`.
+async fn requests_sent(browser: &Browser) -> Vec<Value> {
+    browser
+        .log("performance")
+        .await
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
+        .filter(|m| m["message"]["method"] == "Network.requestWillBeSent")
+        .map(|m| m["message"]["params"]["request"].clone())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +93,9 @@ async fn the_console_in_a_real_browser() {
     let later = Arc::new(Later::default());
     options.clock = Some(later.clone());
     options.delays = Delays { cluster_provision: CLUSTER_PROVISION, ..Delays::fast() };
+    let mut again = options.clone();
     let stack = DevStack::start(options).await.expect("dev stack");
+    again.listen = stack.api_url.trim_start_matches("http://").parse().expect("the API's address");
     let shots = screenshots();
 
     // Every console answer carries the policy, the page and each asset alike.
@@ -95,25 +110,8 @@ async fn the_console_in_a_real_browser() {
         assert_eq!(csp.as_deref(), Some("default-src 'self'"), "{path}");
     }
 
-    let web = stack
-        .call(
-            "pools.create",
-            json!({"tenantId": DEV_TENANT, "name": "web", "policy": {
-                "substrate": {"kind": "kubernetes", "account": stack.account_id, "cluster": {"create": {"region": "nyc1"}}},
-                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 2}]}}),
-        )
-        .await
-        .expect("pools.create web");
-    let web = web["poolId"].as_str().expect("poolId").to_owned();
-    let batch = stack
-        .call(
-            "pools.create",
-            json!({"tenantId": DEV_TENANT, "name": "batch", "policy": {
-                "flavors": [{"name": "cpu", "size": "s-2vcpu-4gb", "count": 1}]}}),
-        )
-        .await
-        .expect("pools.create batch");
-    let batch = batch["poolId"].as_str().expect("poolId").to_owned();
+    let web = create_pool(&stack, "web", true, 2).await;
+    let batch = create_pool(&stack, "batch", false, 1).await;
     stack
         .call(
             "loadBalancers.create",
@@ -126,9 +124,16 @@ async fn the_console_in_a_real_browser() {
         .expect("loadBalancers.create");
 
     let browser = Browser::start(&chromium, &driver, 1440, 900).await;
+    let mut requests = Vec::new();
 
     // Sign-in by the printed link: the token leaves the address bar at once.
-    browser.goto(&stack.console_link()).await;
+    let link = stack.console_link();
+    assert!(
+        stack.banner().contains(&format!("console        {link}\n")),
+        "bc-api dev prints the link"
+    );
+    assert!(link.starts_with(&format!("{}/console#token=bc_", stack.api_url)), "{link}");
+    browser.goto(&link).await;
     browser.wait("signed in by the link", &format!("{} && ({LISTED_POOLS})", visible("nav"))).await;
     let url = browser.url().await;
     assert!(!url.contains("token"), "the token left the address bar: {url}");
@@ -163,7 +168,7 @@ async fn the_console_in_a_real_browser() {
         "before the cluster is made: {before}"
     );
     browser.js("window.sameDocument = 'yes'", json!([])).await;
-    later.0.fetch_add(CLUSTER_PROVISION.as_millis() as i64 + 1000, Ordering::SeqCst);
+    later.advance(CLUSTER_PROVISION + Duration::from_secs(1));
     browser
         .wait(
             "the substrate ready with its two nodes joined, without a reload",
@@ -188,11 +193,24 @@ async fn the_console_in_a_real_browser() {
             "document.querySelectorAll('#pool-events .timeline li').length > 1",
         )
         .await;
-    browser.wait("the node pool", "document.querySelector('#pool-cluster table')").await;
+    browser.wait("the node pool", "document.querySelector('#pool-nodepools table')").await;
+    // Tall enough for the whole pool page (README shows it).
+    browser.resize(1280, 2000).await;
+    browser.wait("the taller window", "window.innerHeight > 1500").await;
     browser.screenshot(&shots.join("pool.png")).await;
     browser.resize(360, 900).await;
     browser.wait("the narrow layout", "window.innerWidth <= 400").await;
     browser.screenshot(&shots.join("pool-360.png")).await;
+    browser.click("#nav a[data-view='pools']").await;
+    browser.wait("the pools at 360 px", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+    let wide = browser.js("return document.documentElement.scrollWidth", json!([])).await;
+    assert!(
+        wide.as_u64().is_some_and(|w| w <= 360),
+        "the pools page scrolls sideways at 360 px: {wide}"
+    );
+    browser.screenshot(&shots.join("pools-360.png")).await;
+    browser.click(&format!("a[data-pool='{web}']")).await;
+    browser.wait("the pool again", "document.querySelector('#substrate-state .badge')").await;
     browser.resize(1440, 900).await;
 
     // Every other view, by its link.
@@ -215,15 +233,25 @@ async fn the_console_in_a_real_browser() {
         browser.screenshot(&shots.join(format!("{view}.png"))).await;
     }
 
+    // The pools, filtered by name and by substrate state.
+    browser.click("#nav a[data-view='pools']").await;
+    browser.wait("the pools view", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+    browser.type_into("#pool-filter", "bat").await;
+    browser.wait("only batch by name", &format!("({LISTED_POOLS}) === '{batch}'")).await;
+    browser.type_into("#pool-filter", "\u{E003}\u{E003}\u{E003}").await;
+    browser.wait("both again", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+    browser.click("#state-filter option[value='ready']").await;
+    browser.wait("only the ready one", &format!("({LISTED_POOLS}) === '{web}'")).await;
+    browser.click("#state-filter option[value='none']").await;
+    browser
+        .wait("only the one without substrate", &format!("({LISTED_POOLS}) === '{batch}'"))
+        .await;
+    browser.click("#state-filter option[value='']").await;
+
     // Nothing left loopback, and the page broke no rule of its policy.
-    let urls: Vec<String> = browser
-        .log("performance")
-        .await
-        .iter()
-        .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
-        .filter(|m| m["message"]["method"] == "Network.requestWillBeSent")
-        .filter_map(|m| m["message"]["params"]["request"]["url"].as_str().map(str::to_owned))
-        .collect();
+    requests.extend(requests_sent(&browser).await);
+    let urls: Vec<String> =
+        requests.iter().filter_map(|r| r["url"].as_str().map(str::to_owned)).collect();
     assert!(urls.iter().any(|u| u.contains("/api/compute/events/stream")), "{urls:?}");
     // The browser's own pages (its first blank tab) are not requests on the network.
     let internal = ["chrome:", "chrome-untrusted:", "about:", "data:", "blob:"];
@@ -236,6 +264,46 @@ async fn the_console_in_a_real_browser() {
         .filter(|e| e["message"].as_str().is_some_and(|m| m.contains("Content Security Policy")))
         .collect();
     assert!(refused.is_empty(), "the policy refused something: {refused:?}");
+
+    // A dropped stream: the server stops (with the page connected) and starts again on
+    // the same port; the page reconnects with the last id it saw as Last-Event-ID, and
+    // what happened since appears without a reload.
+    let seen = browser.js("return document.body.dataset.lastEventId", json!([])).await;
+    let seen = seen.as_str().expect("the page saw events").to_owned();
+    tokio::time::timeout(Duration::from_secs(60), stack.stop())
+        .await
+        .expect("the server stops while a console holds its event stream open");
+    browser
+        .wait(
+            "the page seeing the drop",
+            "document.getElementById('live').dataset.state === 'reconnecting'",
+        )
+        .await;
+    let stack = DevStack::start(again).await.expect("the dev stack again");
+    browser
+        .wait("the stream again", "document.getElementById('live').dataset.state === 'live'")
+        .await;
+    requests.extend(requests_sent(&browser).await);
+    let resumed: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["url"].as_str().is_some_and(|u| u.contains("/events/stream")))
+        .collect();
+    let sent: Vec<&str> = resumed
+        .iter()
+        .filter_map(|r| {
+            r["headers"]
+                .as_object()?
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("last-event-id"))?
+                .1
+                .as_str()
+        })
+        .collect();
+    assert!(sent.contains(&seen.as_str()), "a reconnect sent Last-Event-ID {seen}: {resumed:?}");
+    browser.js("window.sameDocument = 'still'", json!([])).await;
+    let late = create_pool(&stack, "late", true, 1).await;
+    browser.wait("the new pool, live", &format!("({LISTED_POOLS}).includes('{late}')")).await;
+    assert_eq!(browser.js("return window.sameDocument", json!([])).await, "still");
 
     // Sign-in by paste with a token that may read one pool: it sees that pool only.
     sign_out(&browser).await;

@@ -60,6 +60,7 @@ async fn serve_with(adapters: Adapters, token: Option<String>) -> Served1 {
         Settings::default(),
         Arc::new(Notify::new()),
         Arc::new(Notify::new()),
+        served.cancel.clone(),
     );
     served.http(listener, router);
     Served1 { api, token: token.unwrap_or_default(), served }

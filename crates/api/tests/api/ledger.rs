@@ -13,7 +13,9 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use crate::common::repos::*;
-use crate::common::{Harness, S, example, grant, id, tenant, with, without};
+use crate::common::{
+    Harness, S, example, grant, id, sim_config, tenant, test_settings, with, without,
+};
 
 bc_store::store_suite!(
     bookings_are_refused_while_a_drain_waits,
@@ -24,6 +26,7 @@ bc_store::store_suite!(
     the_stream_is_authorized_like_events_list,
     the_stream_ends_within_seconds_of_its_tokens_revocation,
     a_token_holds_at_most_eight_open_streams,
+    the_stream_ends_when_the_server_shuts_down,
 );
 
 async fn set_upgrade(h: &Harness, upgrade: Option<UpgradeWait>) {
@@ -308,4 +311,26 @@ async fn a_token_holds_at_most_eight_open_streams(s: S) {
     assert_eq!(open(&h, &other, "tenantId=acme", None).await.status(), 200, "per token");
     open_streams.pop();
     assert_eq!(open(&h, &t, "tenantId=acme", None).await.status(), 200, "a place was freed");
+}
+
+/// A graceful shutdown waits for every response to end, and a stream's never would: the
+/// streams end when the server's shutdown token is cancelled, so a console (or `bc events
+/// tail`) left open does not keep `bc-api` from stopping.
+async fn the_stream_ends_when_the_server_shuts_down(s: S) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    let h =
+        Harness::with(s, sim_config(), |api| api.settings(test_settings()).shutdown(token)).await;
+    let t = h.operator().await;
+    write_events(&h, &["compute.pools.a"]).await;
+    let mut stream = Events::of(open(&h, &t, "tenantId=acme", None).await);
+    assert_eq!(stream.next(1).await[0]["subject"], "compute.pools.a");
+    stop.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(frame) = stream.body.frame().await {
+            frame.expect("a frame");
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream is still open 20 s after the shutdown began");
 }

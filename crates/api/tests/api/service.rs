@@ -1,5 +1,6 @@
 //! The service endpoints and the layer every request passes: `/healthz`, `/readyz`,
-//! `/metrics`, `/api/openapi.json`, request ids, and the per-token rate limit.
+//! `/metrics`, `/api/openapi.json`, the web console's assets, request ids, and the
+//! per-token rate limit.
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -22,7 +23,31 @@ bc_store::store_suite!(
     metrics_count_requests_by_method_and_code_and_report_queue_depth,
     every_answer_carries_a_request_id,
     the_rate_limit_is_per_token_with_retry_after,
+    the_router_serves_the_console_under_its_policy,
 );
+
+/// The console is part of the API's router (so `bc-api serve` and `dev` both serve it),
+/// needs no token to load (it holds none: the page asks its reader), and every answer under
+/// `/console` carries the policy that keeps it to its own scripts and styles.
+async fn the_router_serves_the_console_under_its_policy(s: S) {
+    let h = Harness::on(s).await;
+    let page = h.get("/console").await;
+    assert_eq!(page.status, 200);
+    assert!(page.headers["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(page.text.contains(r#"<script type="module" src="/console/app.js">"#), "{}", page.text);
+    for name in bc_api::console::asset_names() {
+        let a = h.get(&format!("/console/{name}")).await;
+        assert_eq!(a.status, 200, "{name}");
+        assert_eq!(a.headers["content-security-policy"], "default-src 'self'", "{name}");
+        assert!(a.headers.contains_key("x-request-id"), "{name}: the common layer runs");
+    }
+    assert_eq!(page.headers["content-security-policy"], "default-src 'self'");
+    let missing = h.get("/console/../api/openapi.json").await;
+    assert_ne!(missing.status, 200, "no way out of /console");
+    let missing = h.get("/console/nope.js").await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.headers["content-security-policy"], "default-src 'self'");
+}
 
 async fn health_readiness_and_the_openapi_document(s: S) {
     let h = Harness::on(s).await;
