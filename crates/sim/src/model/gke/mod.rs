@@ -1179,8 +1179,11 @@ impl Model {
         }
         let zones =
             if p.locations.is_empty() { cluster_zones.to_vec() } else { p.locations.clone() };
-        let autoscaling = p.autoscaling.clone().unwrap_or_default();
+        let mut autoscaling = p.autoscaling.clone().unwrap_or_default();
         check_autoscaling(&autoscaling)?;
+        if autoscaling.enabled && autoscaling.location_policy.is_empty() {
+            autoscaling.location_policy = "BALANCED".into();
+        }
         let (auto_upgrade, auto_repair) = p.management.unwrap_or((true, true));
         if let Some(c) = channel
             && (!auto_upgrade || !auto_repair)
