@@ -2,8 +2,6 @@
 //! (research/gke.md): the JWT-bearer grant, clusters, node pools, operations, serverConfig,
 //! the wire (enums as names or numbers, zero values left out), errors, limits and faults.
 
-#[allow(unused_imports)]
-use GkeFault as _;
 use bc_sim::SimConfig;
 use bc_sim::gke_api::routes;
 use bc_sim::model::gke::auth::{self, GOOGLE_TOKEN_URL};
