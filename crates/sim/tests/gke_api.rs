@@ -640,3 +640,24 @@ async fn autopilot_nodes_come_and_go_with_workload_pods_not_daemonset_pods() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_lost_answer_leaves_the_change_made() {
+    bounded(async {
+        let g = Gke::start().await;
+        g.s.sim.state().model().lose_answers(&key("POST", routes::CLUSTERS), 1);
+        let impatient = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_millis(500))
+            .build()
+            .unwrap();
+        let r = impatient
+            .post(g.s.url(&format!("{P}/us-central1-a/clusters")))
+            .bearer_auth(&g.token)
+            .json(&json!({"cluster": standard("lost", 1)}))
+            .send()
+            .await;
+        assert!(r.is_err(), "the answer is withheld");
+        assert_eq!(g.get("us-central1-a/clusters/lost").await["name"], "lost");
+    })
+    .await;
+}
