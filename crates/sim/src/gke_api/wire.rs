@@ -653,30 +653,21 @@ pub fn cluster_change(v: &Value) -> Result<ClusterChange, GkeError> {
     Ok(change)
 }
 
-/// An UpdateNodePoolRequest.
+/// An UpdateNodePoolRequest. An empty `labels`, `taints` or `resourceLabels` counts as
+/// not given: GKE refuses `labels: {}` as "no field specified" (#15848), so a pool's
+/// last label cannot be cleared that way.
 pub fn pool_update(v: &Value) -> Result<PoolUpdate, GkeError> {
     let m = Msg::new(v, "");
-    let labels = m.msg("labels", "labels")?;
-    let resource_labels = m.msg("resourceLabels", "resource_labels")?;
+    let labels = m.msg("labels", "labels")?.map("labels")?.filter(|l| !l.is_empty());
+    let resource_labels =
+        m.msg("resourceLabels", "resource_labels")?.map("labels")?.filter(|l| !l.is_empty());
     let taint_list = m.msg("taints", "taints")?;
     Ok(PoolUpdate {
         node_version: m.str("nodeVersion")?,
         image_type: m.str("imageType")?.filter(|s| !s.is_empty()),
-        labels: if labels.present() {
-            Some(labels.map("labels")?.unwrap_or_default())
-        } else {
-            None
-        },
-        taints: if taint_list.present() {
-            Some(taints(&taint_list, "taints")?.unwrap_or_default())
-        } else {
-            None
-        },
-        resource_labels: if resource_labels.present() {
-            Some(resource_labels.map("labels")?.unwrap_or_default())
-        } else {
-            None
-        },
+        labels,
+        taints: taints(&taint_list, "taints")?.filter(|t| !t.is_empty()),
+        resource_labels,
         locations: m.strings("locations")?.filter(|l| !l.is_empty()),
         machine_type: m.str("machineType")?.filter(|s| !s.is_empty()),
         disk_size_gb: m.int("diskSizeGb")?.filter(|d| *d > 0),

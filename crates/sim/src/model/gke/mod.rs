@@ -32,6 +32,10 @@ use crate::SimNode;
 use auth::{AccessToken, GrantError, IssuedKey};
 use catalog::Location;
 
+/// How many workload pods an Autopilot node holds in the simulator (GKE sizes its nodes
+/// to the pods' requests; the simulator does not).
+pub const AUTOPILOT_PODS_PER_NODE: usize = 8;
+
 /// The project of the key `bc-sim --gke-key-out` writes.
 pub const SIM_PROJECT: &str = "bc-sim-project";
 
@@ -1179,8 +1183,11 @@ impl Model {
         }
         let zones =
             if p.locations.is_empty() { cluster_zones.to_vec() } else { p.locations.clone() };
-        let autoscaling = p.autoscaling.clone().unwrap_or_default();
+        let mut autoscaling = p.autoscaling.clone().unwrap_or_default();
         check_autoscaling(&autoscaling)?;
+        if autoscaling.enabled && autoscaling.location_policy.is_empty() {
+            autoscaling.location_policy = "BALANCED".into();
+        }
         let (auto_upgrade, auto_repair) = p.management.unwrap_or((true, true));
         if let Some(c) = channel
             && (!auto_upgrade || !auto_repair)
@@ -1762,6 +1769,27 @@ impl Model {
             Some(Effect::RemovePool { pool: pool.to_owned() }),
             now,
         ))
+    }
+
+    /// An Autopilot cluster's nodes follow its workloads: one node per
+    /// [`AUTOPILOT_PODS_PER_NODE`] workload pods (none for none), made and removed as
+    /// `workload_pods` changes. Other clusters are left alone.
+    pub fn gke_autopilot_demand(&mut self, cluster_id: &str, workload_pods: usize, now: Timestamp) {
+        let Some(g) = self.gke.clusters.get(cluster_id).filter(|g| g.autopilot) else { return };
+        let Some(pool) = g.pools.first() else { return };
+        let (project, model_id) = (g.project.clone(), pool.model_id.clone());
+        let want = workload_pods.div_ceil(AUTOPILOT_PODS_PER_NODE) as u32;
+        let delays = self.delays;
+        let Self { accounts, ids, .. } = self;
+        let Some(a) = accounts.get_mut(&account_key(&project)) else { return };
+        let Some(c) = a.clusters.iter_mut().find(|c| c.id == cluster_id) else { return };
+        let ready_at = c.ready_at(now);
+        let Some(mp) = c.node_pools.iter_mut().find(|p| p.id == model_id) else { return };
+        if mp.count != want {
+            a.settled = super::Settled::Unknown;
+            mp.count = want;
+            converge(mp, ids, &delays, ready_at, now);
+        }
     }
 
     // ----- the Kubernetes face's view ----------------------------------------------------
