@@ -16,6 +16,7 @@
 pub mod bcd;
 pub mod config;
 pub mod do_api;
+pub mod gke_api;
 pub mod interleave;
 pub mod kube;
 pub mod model;
@@ -147,11 +148,34 @@ impl Sim {
         &self.state
     }
 
-    /// The HTTP router of the DigitalOcean API under `/v2` and of every cluster's
-    /// Kubernetes API under `/k8s/{cluster_id}`.
+    /// The GKE API's base URL (`http://127.0.0.1:PORT`: clients append `/v1/…`), once
+    /// served.
+    pub fn gke_api_url(&self) -> Option<String> {
+        self.state.base_url()
+    }
+
+    /// The OAuth 2.0 token endpoint's URL (`http://127.0.0.1:PORT/token`), once served.
+    pub fn gke_token_url(&self) -> Option<String> {
+        self.state.base_url().map(|u| format!("{u}{}", gke_api::routes::TOKEN))
+    }
+
+    /// Issues a GKE service-account key of `project` that the token endpoint accepts: the
+    /// key file's JSON (research/gke.md §1), its `token_uri` this simulator's token
+    /// endpoint (Google's until the simulator is served).
+    pub fn gke_key(&self, project: &str) -> String {
+        let token_uri =
+            self.gke_token_url().unwrap_or_else(|| model::gke::auth::GOOGLE_TOKEN_URL.to_owned());
+        let key = self.state.model().gke_issue_key(project);
+        serde_json::to_string_pretty(&key.key_file(&token_uri)).unwrap_or_default()
+    }
+
+    /// The HTTP router of the DigitalOcean API under `/v2`, GKE's under `/v1` with the
+    /// token endpoint at `/token`, and every cluster's Kubernetes API under
+    /// `/k8s/{cluster_id}`.
     pub fn router(&self) -> axum::Router {
         axum::Router::new()
             .merge(do_api::router(self.state.clone()))
+            .merge(gke_api::router(self.state.clone()))
             .nest("/k8s/{cluster_id}", kube::router(self.state.clone()))
             .route("/k8s/{cluster_id}/", kube::root_route(self.state.clone()))
     }

@@ -413,6 +413,50 @@ impl Served {
         self.call(Method::GET, path, None).await
     }
 
+    /// The GKE API's base URL (clients append `/v1/…`; Google's Python client takes it as
+    /// `client_options={"api_endpoint": …}`).
+    pub fn gke_api_url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The OAuth 2.0 token endpoint (`…/token`).
+    pub fn gke_token_url(&self) -> String {
+        format!("{}{}", self.server.url(), crate::gke_api::routes::TOKEN)
+    }
+
+    /// A new service-account key of [`crate::model::gke::SIM_PROJECT`] the token endpoint
+    /// accepts (the key file's JSON; its `token_uri` is [`Self::gke_token_url`]).
+    pub fn gke_key(&self) -> String {
+        self.sim.gke_key(crate::model::gke::SIM_PROJECT)
+    }
+
+    /// An access token for a new key of [`crate::model::gke::SIM_PROJECT`], minted over the
+    /// wire by the token endpoint (valid for an hour of the simulator's clock).
+    pub async fn gke_access_token(&self) -> String {
+        let key: Value = serde_json::from_str(&self.gke_key()).expect("key JSON");
+        let kid = key["private_key_id"].as_str().expect("kid").to_owned();
+        let issued = self.sim.state().model().gke_keys().into_iter().find(|k| k.kid == kid);
+        let issued = issued.expect("the key just issued");
+        let now = bc_domain::ports::Clock::now(&*self.clock).unix_ms() / 1000;
+        let claims = serde_json::json!({
+            "iss": issued.client_email,
+            "scope": "https://www.googleapis.com/auth/cloud-platform",
+            "aud": crate::model::gke::auth::GOOGLE_TOKEN_URL,
+            "iat": now,
+            "exp": now + 3600,
+        });
+        let assertion = crate::model::gke::auth::sign(&issued, &claims, false);
+        // Base64url and dots need no form escaping.
+        let form = format!(
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}"
+        );
+        let rb = self.http.post(self.gke_token_url()).body(form);
+        let reply = send(rb.header("content-type", "application/x-www-form-urlencoded")).await;
+        let (status, body) = reply.parts();
+        assert_eq!(status, StatusCode::OK, "token endpoint: {body}");
+        body["access_token"].as_str().expect("access_token").to_owned()
+    }
+
     /// Requests the DigitalOcean face received on `method template`.
     pub fn count(&self, method: &str, template: &str) -> u64 {
         self.sim.state().model().request_count(&routes::key(method, template))

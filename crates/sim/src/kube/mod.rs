@@ -292,10 +292,10 @@ impl KubeStore {
         model.advance(now);
         let gone =
             || KubeError::new(404, "NotFound", format!("cluster \"{cluster_id}\" not found"));
-        let Some(token) = model.cluster_api_token(cluster_id) else {
+        if model.cluster_api_token(cluster_id).is_none() {
             return Err(gone());
-        };
-        if bearer != Some(token.as_str()) {
+        }
+        if !model.cluster_accepts(cluster_id, bearer, now) {
             return Err(KubeError::unauthorized());
         }
         // A cluster that is gone (deleted) answers like an unknown one.

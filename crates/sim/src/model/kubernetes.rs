@@ -77,7 +77,7 @@ impl NodeState {
             NodeState::Deleting => "deleting",
         }
     }
-    fn leaving(self) -> bool {
+    pub(crate) fn leaving(self) -> bool {
         matches!(self, NodeState::Draining | NodeState::Deleting)
     }
 }
@@ -657,7 +657,7 @@ fn new_node(pool: &NodePool, ids: &mut Ids, due: Timestamp, now: Timestamp) -> N
 
 /// Adds provisioning nodes or drains the newest ones until the staying nodes match
 /// `count`.
-fn converge(
+pub(crate) fn converge(
     pool: &mut NodePool,
     ids: &mut Ids,
     delays: &Delays,
@@ -686,7 +686,7 @@ fn converge(
     }
 }
 
-fn start_leaving(n: &mut Node, skip_drain: bool, delays: &Delays, now: Timestamp) {
+pub(crate) fn start_leaving(n: &mut Node, skip_drain: bool, delays: &Delays, now: Timestamp) {
     n.state = if skip_drain { NodeState::Deleting } else { NodeState::Draining };
     n.updated_at = now;
     n.due = Some(now + delays.node_delete);
@@ -1418,6 +1418,15 @@ impl Model {
     /// The cluster's nodes that have names (None if no such live cluster), as its
     /// Kubernetes API shows them.
     pub fn cluster_nodes(&mut self, cluster_id: &str, now: Timestamp) -> Option<Vec<SimNode>> {
+        if self.gke.cluster(cluster_id).is_some() {
+            self.advance(now);
+            let c = self
+                .accounts
+                .values()
+                .flat_map(|a| a.clusters.iter())
+                .find(|c| c.id == cluster_id && c.live())?;
+            return self.gke_nodes(c);
+        }
         let c = self.live_cluster(cluster_id, now)?;
         let kubelet = kubernetes_version(&c.version);
         let mut out = Vec::new();
@@ -1465,6 +1474,9 @@ impl Model {
 
     /// The Kubernetes version a cluster's API reports (`v1.32.6` for `1.32.6-do.1`).
     pub fn cluster_kubernetes_version(&self, cluster_id: &str) -> Option<String> {
+        if let Some(v) = self.gke_kubernetes_version(cluster_id) {
+            return Some(v);
+        }
         self.accounts
             .values()
             .flat_map(|a| a.clusters.iter())
@@ -1486,6 +1498,17 @@ impl Model {
             .flat_map(|a| a.clusters.iter())
             .find(|c| c.id == cluster_id)
             .map(|c| c.api_token.clone())
+    }
+
+    /// Whether `bearer` may call the cluster's Kubernetes API at `now`: its kubeconfig's
+    /// token, or — on a GKE cluster — an access token the simulator's token endpoint
+    /// minted that has not expired.
+    pub fn cluster_accepts(&self, cluster_id: &str, bearer: Option<&str>, now: Timestamp) -> bool {
+        let Some(bearer) = bearer else { return false };
+        if self.cluster_api_token(cluster_id).is_some_and(|t| t == bearer) {
+            return true;
+        }
+        self.gke.cluster(cluster_id).is_some() && self.gke.token_valid(bearer, now)
     }
 
     /// Whether the cluster's control plane serves its API: provisioned and `running`,

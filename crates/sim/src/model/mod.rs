@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod chaos;
+pub mod gke;
 pub mod kubernetes;
 pub mod load_balancer;
 pub mod rate;
@@ -180,6 +181,7 @@ pub(crate) struct SavedRef<'a> {
     accounts: &'a BTreeMap<String, Account>,
     ids: &'a Ids,
     endpoints: BTreeMap<String, String>,
+    gke: &'a gke::Gke,
 }
 
 /// [`SavedRef`] read back.
@@ -188,6 +190,8 @@ pub(crate) struct Saved {
     accounts: BTreeMap<String, Account>,
     ids: Ids,
     endpoints: BTreeMap<String, String>,
+    #[serde(default)]
+    gke: gke::Gke,
 }
 
 /// Id and address generators.
@@ -305,6 +309,8 @@ pub struct Model {
     refusals: BTreeMap<String, String>,
     pub(crate) brief_not_found: Option<time::Duration>,
     pub(crate) list_lag: Option<time::Duration>,
+    /// GKE's clusters, operations, keys and tokens (over the shared clusters).
+    pub(crate) gke: gke::Gke,
 }
 
 impl Model {
@@ -335,6 +341,7 @@ impl Model {
             refusals: BTreeMap::new(),
             brief_not_found: None,
             list_lag: None,
+            gke: gke::Gke::default(),
         }
     }
 
@@ -396,7 +403,7 @@ impl Model {
     pub(crate) fn saved(&self) -> SavedRef<'_> {
         let mut endpoints = self.previous_endpoints.clone();
         endpoints.extend(self.endpoints.iter().map(|(k, v)| (k.clone(), v.clone())));
-        SavedRef { accounts: &self.accounts, ids: &self.ids, endpoints }
+        SavedRef { accounts: &self.accounts, ids: &self.ids, endpoints, gke: &self.gke }
     }
 
     /// Takes back what [`Self::saved`] kept: the accounts (replacing configured ones of
@@ -406,6 +413,9 @@ impl Model {
         self.accounts.extend(saved.accounts);
         self.ids = saved.ids;
         self.previous_endpoints = saved.endpoints;
+        let per_minute = self.gke.per_minute();
+        self.gke = saved.gke;
+        self.gke.set_per_minute(per_minute);
     }
 
     /// The API endpoint of a cluster (its kubeconfig `server`): its own TLS listener
@@ -577,6 +587,11 @@ impl Model {
         self.counters.values().sum()
     }
 
+    /// The request counters, to count a request of a face that admits on its own.
+    pub(crate) fn counters_mut(&mut self) -> &mut BTreeMap<String, u64> {
+        &mut self.counters
+    }
+
     /// Zeroes every counter.
     pub fn reset_request_counts(&mut self) {
         self.counters.clear();
@@ -592,7 +607,8 @@ impl Model {
     /// Applies every transition due at or before `now`.
     pub fn advance(&mut self, now: Timestamp) {
         let delays = self.delays;
-        let Self { accounts, ids, .. } = self;
+        let Self { accounts, ids, gke, .. } = self;
+        gke.settle(accounts, now);
         for account in accounts.values_mut() {
             match account.settled {
                 Settled::Until(t) if now < t => continue,
