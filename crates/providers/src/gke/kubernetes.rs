@@ -26,6 +26,9 @@ use super::wire::{
     self, Cluster, ClusterList, NodePool, Operation, ServerConfig, is_zone, labels_of,
 };
 use crate::digitalocean::seg;
+use crate::kube::KubeClusterApi;
+use bc_domain::ports::ClusterApi;
+use std::collections::BTreeMap;
 
 /// The message of the local refusal of node-pool calls on autopilot clusters (GKE's own
 /// words, research/gke.md §5).
@@ -120,10 +123,92 @@ impl Gke {
         self.transport.send(method, path, body).await
     }
 
-    fn pool_port(c: &Cluster, p: NodePool) -> ProviderNodePool {
-        p.into_port(&c.location, &c.locations, None)
+    /// The Nodes of each node pool, counted from the cluster's own API by GKE's
+    /// `cloud.google.com/gke-nodepool` label: GKE's API reports no current size of a
+    /// pool (research/gke.md §2, §6). `None` while the cluster's API is not reachable.
+    async fn node_counts(&self, c: &Cluster) -> Option<BTreeMap<String, u32>> {
+        if c.endpoint.is_empty() || c.autopilot.enabled {
+            return None;
+        }
+        let creds = self.kubeconfig(c).await.ok()?;
+        let client = match KubeClusterApi::new().connect(&creds.kubeconfig).await {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "counting nodes: no connection");
+                return None;
+            }
+        };
+        let nodes = match client.list_nodes(NODE_POOL_LABEL).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "counting nodes failed");
+                return None;
+            }
+        };
+        let mut counts = BTreeMap::new();
+        for pool in nodes.iter().filter_map(|n| n.labels.get(NODE_POOL_LABEL)) {
+            *counts.entry(pool.clone()).or_insert(0u32) += 1;
+        }
+        Some(counts)
+    }
+
+    /// The port's cluster, its pools' counts read from its Nodes.
+    async fn port_cluster(&self, c: Cluster) -> ProviderCluster {
+        let counts = self.node_counts(&c).await;
+        c.into_port(counts.as_ref())
+    }
+
+    /// The port's pool, its count read from its Nodes.
+    async fn port_pool(&self, c: &Cluster, p: NodePool) -> ProviderNodePool {
+        let counts = self.node_counts(c).await;
+        p.into_port(&c.location, &c.locations, counts.as_ref())
+    }
+
+    /// A kubeconfig for `c`'s API: its endpoint, GKE's CA and a fresh access token.
+    async fn kubeconfig(&self, c: &Cluster) -> ProviderResult<ClusterCredentials> {
+        if c.endpoint.is_empty() || c.master_auth.cluster_ca_certificate.is_empty() {
+            return Err(ProviderError::Transient {
+                message: format!(
+                    "the API of cluster {} is not served yet (the cluster is {}); retry later",
+                    c.id, c.status
+                ),
+            });
+        }
+        let token = self.transport.token().await?;
+        let server = if c.endpoint.contains("://") {
+            c.endpoint.clone()
+        } else {
+            format!("https://{}", c.endpoint)
+        };
+        // The endpoint, GKE's CA (already base64 of the PEM, as
+        // `certificate-authority-data` wants it) and an access token — no exec plugin.
+        // JSON is YAML.
+        let kubeconfig = json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": c.name,
+            "clusters": [{"name": c.name, "cluster": {"server": server,
+                "certificate-authority-data": c.master_auth.cluster_ca_certificate}}],
+            "users": [{"name": "better-compute", "user": {"token": token.token.expose()}}],
+            "contexts": [{"name": c.name, "context": {"cluster": c.name, "user": "better-compute"}}],
+        });
+        Ok(ClusterCredentials {
+            kubeconfig: SecretString::new(kubeconfig.to_string()),
+            expires_at: Some(token.expires_at),
+        })
     }
 }
+
+/// Whether two label sets are the same, an empty value counting as absent: proto3 JSON
+/// may leave a zero value out, and a change that only adds or drops one would be asked
+/// for again on every call.
+fn same_labels(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bool {
+    let set = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    set(a) == set(b)
+}
+
+/// GKE's label naming a Node's pool.
+pub const NODE_POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 
 /// Whether version `a` (`1.35.7-gke.1150000`) is newer than `b`, by their numbers.
 fn newer(a: &str, b: &str) -> bool {
@@ -147,7 +232,8 @@ impl KubernetesProvider for Gke {
     }
 
     async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
-        Ok(self.cluster(id).await?.0.into_port(None))
+        let (c, _) = self.cluster(id).await?;
+        Ok(self.port_cluster(c).await)
     }
 
     async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
@@ -219,7 +305,7 @@ impl KubernetesProvider for Gke {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         labels.extend(labels_of(&req.tags));
-        if labels != c.resource_labels {
+        if !same_labels(&labels, &c.resource_labels) {
             let body = json!({"resourceLabels": labels, "labelFingerprint": c.label_fingerprint});
             let _: Operation =
                 self.op(Method::POST, &format!("{path}:setResourceLabels"), Some(&body)).await?;
@@ -256,7 +342,11 @@ impl KubernetesProvider for Gke {
     async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
         let (c, _) = self.standard(cluster_id).await?;
         let pools = c.node_pools.clone();
-        Ok(pools.into_iter().map(|p| Self::pool_port(&c, p)).collect())
+        let counts = self.node_counts(&c).await;
+        Ok(pools
+            .into_iter()
+            .map(|p| p.into_port(&c.location, &c.locations, counts.as_ref()))
+            .collect())
     }
 
     async fn get_node_pool(
@@ -265,7 +355,7 @@ impl KubernetesProvider for Gke {
         node_pool_id: &str,
     ) -> ProviderResult<ProviderNodePool> {
         let (c, p, _) = self.pool(cluster_id, node_pool_id).await?;
-        Ok(Self::pool_port(&c, p))
+        Ok(self.port_pool(&c, p).await)
     }
 
     async fn create_node_pool(
@@ -284,7 +374,7 @@ impl KubernetesProvider for Gke {
             .op(Method::POST, &format!("{path}/nodePools"), Some(&json!({"nodePool": pool})))
             .await?;
         let (c, p, _) = self.pool(cluster_id, &req.name).await?;
-        Ok(Self::pool_port(&c, p))
+        Ok(self.port_pool(&c, p).await)
     }
 
     async fn update_node_pool(
@@ -294,7 +384,7 @@ impl KubernetesProvider for Gke {
         req: &NodePoolRequest,
     ) -> ProviderResult<ProviderNodePool> {
         let (c, p, path) = self.pool(cluster_id, node_pool_id).await?;
-        let have = Self::pool_port(&c, p.clone());
+        let have = self.port_pool(&c, p.clone()).await;
         let zones = wire::zones(&p, &c.location, &c.locations);
         // 1. Labels, taints and tags, in place (they replace whole).
         let wanted_labels = labels_of(&req.tags);
@@ -305,7 +395,10 @@ impl KubernetesProvider for Gke {
             .filter(|(k, _)| !k.starts_with("goog-"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        if have.labels != req.labels || have.taints != req.taints || have_labels != wanted_labels {
+        if !same_labels(&have.labels, &req.labels)
+            || have.taints != req.taints
+            || !same_labels(&have_labels, &wanted_labels)
+        {
             let mut resource = p.config.resource_labels.clone();
             resource.retain(|k, _| k.starts_with("goog-"));
             resource.extend(wanted_labels);
@@ -415,34 +508,7 @@ impl KubernetesProvider for Gke {
 
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
         let (c, _) = self.cluster(cluster_id).await?;
-        if c.endpoint.is_empty() || c.master_auth.cluster_ca_certificate.is_empty() {
-            return Err(ProviderError::Transient {
-                message: format!(
-                    "the API of cluster {cluster_id} is not served yet (the cluster is {}); retry later",
-                    c.status
-                ),
-            });
-        }
-        let token = self.transport.token().await?;
-        let server = if c.endpoint.contains("://") {
-            c.endpoint.clone()
-        } else {
-            format!("https://{}", c.endpoint)
-        };
-        // A kubeconfig with the endpoint, GKE's CA (already base64 of the PEM, as
-        // `certificate-authority-data` wants it) and an access token — no exec plugin.
-        // JSON is YAML.
-        let kubeconfig = json!({
-            "apiVersion": "v1", "kind": "Config", "current-context": c.name,
-            "clusters": [{"name": c.name, "cluster": {"server": server,
-                "certificate-authority-data": c.master_auth.cluster_ca_certificate}}],
-            "users": [{"name": "better-compute", "user": {"token": token.token.expose()}}],
-            "contexts": [{"name": c.name, "context": {"cluster": c.name, "user": "better-compute"}}],
-        });
-        Ok(ClusterCredentials {
-            kubeconfig: SecretString::new(kubeconfig.to_string()),
-            expires_at: Some(token.expires_at),
-        })
+        self.kubeconfig(&c).await
     }
 
     fn invalidate_credentials(&self, _cluster_id: &str) {

@@ -142,13 +142,22 @@ pub struct ServerConfig {
 /// never ours, never shown as tags.
 const GOOGLE_LABEL_PREFIX: &str = "goog-";
 
-/// The GCP label that carries a tag: tags are `[a-z0-9-]` tokens (our ownership marks);
-/// a tag of up to 63 characters is a key with an empty value, a longer one (a pool id's
-/// tag may reach 77) is split into a 63-character key and the rest as value, so
-/// [`tags_of`] joins them back.
+/// The GCP label that carries a tag. Tags are `[a-z0-9-]` tokens (our ownership marks,
+/// up to 77 characters with a long pool id), GCP keys and values hold at most 63: a tag
+/// is split at its last `-` that leaves both halves within 63 and a value that is not
+/// empty (an empty value is the one zero value a label map could lose on the way), and
+/// [`tags_of`] joins key and value back with `-`. A tag without such a `-` is a key with
+/// an empty value.
 pub fn label_of_tag(tag: &str) -> (String, String) {
-    let cut = tag.char_indices().nth(63).map_or(tag.len(), |(i, _)| i);
-    (tag[..cut].to_owned(), tag[cut..].to_owned())
+    let split = tag
+        .char_indices()
+        .filter(|&(i, c)| c == '-' && i > 0 && i + 1 < tag.len())
+        .map(|(i, _)| i)
+        .rfind(|&i| i <= 63 && tag.len() - i - 1 <= 63);
+    match split {
+        Some(i) => (tag[..i].to_owned(), tag[i + 1..].to_owned()),
+        None => (tag.to_owned(), String::new()),
+    }
 }
 
 /// The tags a label set carries ([`label_of_tag`]'s inverse), GKE's own labels left out.
@@ -156,7 +165,7 @@ pub fn tags_of(labels: &BTreeMap<String, String>) -> Vec<String> {
     labels
         .iter()
         .filter(|(k, _)| !k.starts_with(GOOGLE_LABEL_PREFIX))
-        .map(|(k, v)| format!("{k}{v}"))
+        .map(|(k, v)| if v.is_empty() { k.clone() } else { format!("{k}-{v}") })
         .collect()
 }
 
@@ -258,9 +267,12 @@ impl NodePool {
                 clamp_u32(a.max_node_count).saturating_mul(zones),
             )
         };
-        let count = node_counts
-            .and_then(|c| c.get(&self.name).copied())
-            .unwrap_or_else(|| clamp_u32(self.initial_node_count).saturating_mul(zones));
+        // Counted Nodes are the truth (a pool with none counted has none); GKE reports
+        // no current size, so without them only the initial count is known.
+        let count = match node_counts {
+            Some(c) => c.get(&self.name).copied().unwrap_or(0),
+            None => clamp_u32(self.initial_node_count).saturating_mul(zones),
+        };
         let taints = self
             .config
             .taints
@@ -390,6 +402,7 @@ mod tests {
         assert!(labels.keys().all(|k| k.len() <= 63) && labels.values().all(|v| v.len() <= 63));
         let mut with_google = labels.clone();
         with_google.insert("goog-gke-node-pool-provisioning-model".into(), "on-demand".into());
+        assert!(labels.values().all(|v| !v.is_empty()), "{labels:?}");
         let mut back = tags_of(&with_google);
         back.sort();
         let mut want = vec![short, long];
@@ -416,6 +429,8 @@ mod tests {
         // Nodes counted from the cluster win over the initial count.
         let counted = BTreeMap::from([("p".to_owned(), 5u32)]);
         assert_eq!(pool(&[]).into_port("us-central1", &[], Some(&counted)).count, 5);
+        let none_counted = BTreeMap::new();
+        assert_eq!(pool(&[]).into_port("us-central1", &[], Some(&none_counted)).count, 0);
         assert_eq!(per_zone(6, 3, "count").unwrap(), 2);
         assert_eq!(per_zone(5, 1, "count").unwrap(), 5);
         let ProviderError::Refused { message } = per_zone(4, 3, "count").unwrap_err() else {
@@ -443,7 +458,7 @@ mod tests {
         assert_eq!(body["initialNodeCount"], 1);
         assert_eq!(body["config"]["machineType"], "e2-standard-4");
         assert_eq!(body["config"]["taints"][0]["effect"], "NO_SCHEDULE");
-        assert_eq!(body["config"]["resourceLabels"]["better-compute-node-pool-x"], "");
+        assert_eq!(body["config"]["resourceLabels"]["better-compute-node-pool"], "x");
         assert!(body.get("autoscaling").is_none());
         let scaled = NodePoolRequest { count: None, auto_scale: Some((1, 4)), ..req };
         let body = node_pool_body(&scaled, 3).unwrap();
