@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::common::repos::*;
 use crate::common::{Harness, S, sim_config, test_settings};
+use bc_sim::testing::Cloud;
 
 bc_store::store_suite!(
     create_checks_the_token_then_stores_it_sealed,
@@ -25,6 +26,7 @@ bc_store::store_suite!(
     get_list_and_delete,
     a_malformed_service_account_key_is_invalid_and_never_echoed,
     a_gke_account_offers_what_gke_offers,
+    a_gke_account_is_checked_by_minting_a_token_and_listing_clusters,
 );
 
 /// A throwaway RSA key made for the adapter's tests, as the text of a key file.
@@ -227,4 +229,63 @@ async fn get_list_and_delete(s: S) {
     let list =
         h.call("providerAccounts.list", Some(&t), &json!({ "tenantId": ex::TENANT })).await.ok();
     assert_eq!(list["providerAccounts"], json!([account]));
+}
+
+/// Every provider of a server on the simulated cloud: its DigitalOcean and its GKE face.
+fn with_sim_gke(
+    cloud: &Cloud,
+    digitalocean: Arc<dyn ProviderRegistry>,
+) -> Arc<dyn ProviderRegistry> {
+    let secrets: Arc<dyn SecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
+    let config = GkeConfig::with_urls(cloud.gke_api_url(), cloud.gke_token_url());
+    let gke = GkeRegistry::new(config, secrets, cloud.clock.clone() as Arc<dyn Clock>);
+    Arc::new(
+        Providers::new()
+            .with(ProviderKind::Digitalocean, digitalocean)
+            .with(ProviderKind::Gke, Arc::new(gke)),
+    )
+}
+
+async fn a_gke_account_is_checked_by_minting_a_token_and_listing_clusters(s: S) {
+    let h = Harness::with_cloud_providers(s, sim_config(), with_sim_gke, |api| {
+        api.settings(test_settings())
+    })
+    .await;
+    let t = h.operator().await;
+    let key = h.cloud.gke_key();
+    let file: Value = serde_json::from_str(&key).unwrap();
+    let pem = file["private_key"].as_str().unwrap();
+    for line in pem.lines().filter(|l| !l.starts_with("-----")) {
+        h.capture.secret(line);
+    }
+    let body = json!({"tenantId": ex::TENANT, "provider": "gke", "name": "google",
+        "credentials": {"serviceAccountKey": key}});
+    let made = h.call("providerAccounts.create", Some(&t), &body).await.ok();
+    assert_eq!(made["provider"], "gke");
+    assert_eq!(made["projectId"], "bc-sim-project");
+    let tokens = h
+        .sim
+        .state()
+        .model()
+        .request_count(&bc_sim::model::routes::key("POST", bc_sim::gke_api::routes::TOKEN));
+    let lists = h
+        .sim
+        .state()
+        .model()
+        .request_count(&bc_sim::model::routes::key("GET", bc_sim::gke_api::routes::CLUSTERS));
+    assert!(tokens >= 1 && lists >= 1, "tokens {tokens}, lists {lists}");
+    // Sealed like a DigitalOcean token, and opened by the one function every registry uses.
+    let id: ProviderAccountId = made["providerAccountId"].as_str().unwrap().parse().unwrap();
+    let stored = h.store.account_get_any(&id).await.unwrap().unwrap();
+    assert!(!String::from_utf8_lossy(&stored.credentials.0).contains("PRIVATE KEY"));
+    let opened = AccountCredentials::unseal(h.secrets.as_ref(), &stored).expect("opens");
+    assert_eq!(opened.project_id(), Some("bc-sim-project"));
+    // A key the token endpoint no longer knows: FAILED_PRECONDITION with its reason.
+    let kid = file["private_key_id"].as_str().unwrap();
+    assert!(h.sim.state().model().gke_delete_key(kid));
+    let mut again = body.clone();
+    again["name"] = json!("google-2");
+    let message =
+        h.call("providerAccounts.create", Some(&t), &again).await.err("FAILED_PRECONDITION");
+    assert!(message.contains("invalid_grant"), "{message}");
 }
