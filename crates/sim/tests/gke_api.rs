@@ -2,8 +2,6 @@
 //! (research/gke.md): the JWT-bearer grant, clusters, node pools, operations, serverConfig,
 //! the wire (enums as names or numbers, zero values left out), errors, limits and faults.
 
-#[allow(unused_imports)]
-use GkeFault as _;
 use bc_sim::SimConfig;
 use bc_sim::gke_api::routes;
 use bc_sim::model::gke::auth::{self, GOOGLE_TOKEN_URL};
@@ -595,6 +593,50 @@ async fn gke_state_survives_a_restart() {
         let c = m.gke_cluster(SIM_PROJECT, "us-central1-a", "keep", now).unwrap();
         assert_eq!(c.status(), "RUNNING");
         assert_eq!(m.gke_keys().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn autopilot_nodes_come_and_go_with_workload_pods_not_daemonset_pods() {
+    bounded(async {
+        let g = Gke::start().await;
+        g.create("us-central1", json!({"name": "ap", "autopilot": {"enabled": true}})).await;
+        g.s.step(3);
+        let c = g.get("us-central1/clusters/ap").await;
+        let ca = String::from_utf8(base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            c["masterAuth"]["clusterCaCertificate"].as_str().unwrap(),
+        ).unwrap()).unwrap();
+        let base = format!("https://{}", c["endpoint"].as_str().unwrap());
+        let kube = bc_sim::testing::http_client_trusting(&ca);
+        let nodes = || async {
+            let r = send(kube.get(format!("{base}/api/v1/nodes")).bearer_auth(&g.token)).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+            r.json()["items"].as_array().unwrap().len()
+        };
+        assert_eq!(nodes().await, 0, "no workload, no nodes");
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {"metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "a", "image": "busybox"}]}}}});
+        let r = send(kube.post(format!("{base}/apis/apps/v1/namespaces/default/daemonsets")).bearer_auth(&g.token).json(&ds)).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        g.s.step(5);
+        assert_eq!(nodes().await, 0, "a DaemonSet alone adds no node");
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "work", "namespace": "default"},
+            "spec": {"containers": [{"name": "w", "image": "busybox"}]}});
+        let r = send(kube.post(format!("{base}/api/v1/namespaces/default/pods")).bearer_auth(&g.token).json(&pod)).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        nodes().await;
+        g.s.step(5);
+        assert_eq!(nodes().await, 1, "a workload pod brings a node");
+        g.s.step(5);
+        assert_eq!(nodes().await, 1, "the DaemonSet's pod on it adds none");
+        let r = send(kube.delete(format!("{base}/api/v1/namespaces/default/pods/work")).bearer_auth(&g.token)).await;
+        assert!(r.status.is_success(), "{}", r.text);
+        nodes().await;
+        g.s.step(5);
+        assert_eq!(nodes().await, 0, "the node goes with the workload");
     })
     .await;
 }

@@ -59,7 +59,8 @@ fn error_body(e: &ApiError, request_id: &str) -> Response {
     r
 }
 
-fn bearer(headers: &HeaderMap) -> Option<String> {
+/// The bearer token of a request (`Authorization: Bearer …`), shared by every face.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<String> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())

@@ -130,12 +130,6 @@ pub fn error_response(e: &GkeError, request_id: &str) -> Response {
     r
 }
 
-fn bearer(headers: &HeaderMap) -> Option<String> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
-}
-
 /// A request's target: the route template and the names in its path.
 #[derive(Debug, Default)]
 struct Target {
@@ -243,7 +237,7 @@ async fn serve(
     let enc =
         Enc { ints: query.iter().any(|(k, v)| k == "$alt" && v.contains("enum-encoding=int")) };
     let now = s.clock.now();
-    let bearer = bearer(&headers);
+    let bearer = crate::do_api::bearer(&headers);
     let project = target.as_ref().map(|t| t.project.clone());
     let admitted = s.model().gke_admit(bearer.as_deref(), project.as_deref(), &route_key, now);
     let result = match (admitted, target) {

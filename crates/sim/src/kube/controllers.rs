@@ -52,6 +52,22 @@ fn world_fingerprint(nodes: &[SimNode], agents: u64) -> u64 {
     crate::fnv1a(&text)
 }
 
+/// The Pods of `cluster` that are not a DaemonSet's and have not finished: what an
+/// Autopilot cluster provisions nodes for (a DaemonSet's pods alone add none).
+pub(crate) fn workload_pods(o: &Objects, cluster: &str) -> usize {
+    let pods = o.list(cluster, Resource::Pod, None, &super::Selector::default());
+    pods.iter()
+        .filter(|p| {
+            let daemon = p
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "DaemonSet"));
+            let phase = p.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
+            !daemon && !matches!(phase, "Succeeded" | "Failed")
+        })
+        .count()
+}
+
 /// Lets the controllers of `cluster` catch up with its objects, its model nodes and its
 /// agents, at `now`.
 pub fn sync(state: &SimState, cluster: &str, nodes: &[SimNode], now: Timestamp) {

@@ -7,7 +7,6 @@ use bc_domain::kube_wire;
 use serde_json::{Value, json};
 
 use super::Resource;
-use super::validate::Problem;
 
 /// One `details.causes[]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,26 +103,6 @@ impl KubeError {
             ),
         )
         .about(resource, name)
-    }
-
-    /// 422 `Invalid`: `DaemonSet.apps "x" is invalid: [a: …, b: …]` with one cause per
-    /// problem; `details.kind` is the kind here, as the apiserver writes it.
-    pub fn invalid(resource: Resource, name: &str, problems: &[Problem]) -> Self {
-        let list: Vec<String> = problems.iter().map(Problem::message).collect();
-        let what = match list.as_slice() {
-            [one] => one.clone(),
-            many => format!("[{}]", many.join(", ")),
-        };
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{} \"{name}\" is invalid: {what}", resource.qualified_kind()),
-        );
-        e.details.kind = Some(resource.kind().to_owned());
-        e.details.name = Some(name.to_owned());
-        e.details.group = (!resource.group().is_empty()).then(|| resource.group().to_owned());
-        e.details.causes = problems.iter().map(Problem::cause).collect();
-        e
     }
 
     /// 410 `Expired` (`Gone`): a resourceVersion or continue token too old to serve.

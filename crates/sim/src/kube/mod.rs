@@ -288,8 +288,12 @@ impl KubeStore {
     ) -> Result<ClusterView, KubeError> {
         state.kube.count(cluster_id, op);
         let now = state.clock.now();
+        // Read before the model is locked (the model lock is never held while waiting
+        // for the store's).
+        let workload = state.kube.read(|o| controllers::workload_pods(o, cluster_id));
         let mut model = state.model();
         model.advance(now);
+        model.gke_autopilot_demand(cluster_id, workload, now);
         let gone =
             || KubeError::new(404, "NotFound", format!("cluster \"{cluster_id}\" not found"));
         if model.cluster_api_token(cluster_id).is_none() {

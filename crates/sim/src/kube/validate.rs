@@ -19,8 +19,32 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::Resource;
-use super::error::Cause;
+use super::error::{Cause, KubeError};
 use super::selector::{Requirement, Selector};
+
+// The 422 that carries problems lives with them, so the error module needs nothing of
+// validation (no import circle between the two).
+impl KubeError {
+    /// 422 `Invalid`: `DaemonSet.apps "x" is invalid: [a: …, b: …]` with one cause per
+    /// problem; `details.kind` is the kind here, as the apiserver writes it.
+    pub fn invalid(resource: Resource, name: &str, problems: &[Problem]) -> Self {
+        let list: Vec<String> = problems.iter().map(Problem::message).collect();
+        let what = match list.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {what}", resource.qualified_kind()),
+        );
+        e.details.kind = Some(resource.kind().to_owned());
+        e.details.name = Some(name.to_owned());
+        e.details.group = (!resource.group().is_empty()).then(|| resource.group().to_owned());
+        e.details.causes = problems.iter().map(Problem::cause).collect();
+        e
+    }
+}
 
 /// One validation failure (`field.Error`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -227,7 +227,7 @@ impl Cluster {
     fn live(&self) -> bool {
         !matches!(self.state, ClusterState::Deleting | ClusterState::Deleted)
     }
-    fn ready_at(&self, now: Timestamp) -> Timestamp {
+    pub(crate) fn ready_at(&self, now: Timestamp) -> Timestamp {
         match (self.state, self.due) {
             (ClusterState::Provisioning, Some(d)) if d > now => d,
             _ => now,

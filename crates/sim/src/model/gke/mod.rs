@@ -32,6 +32,10 @@ use crate::SimNode;
 use auth::{AccessToken, GrantError, IssuedKey};
 use catalog::Location;
 
+/// How many workload pods an Autopilot node holds in the simulator (GKE sizes its nodes
+/// to the pods' requests; the simulator does not).
+pub const AUTOPILOT_PODS_PER_NODE: usize = 8;
+
 /// The project of the key `bc-sim --gke-key-out` writes.
 pub const SIM_PROJECT: &str = "bc-sim-project";
 
@@ -1765,6 +1769,27 @@ impl Model {
             Some(Effect::RemovePool { pool: pool.to_owned() }),
             now,
         ))
+    }
+
+    /// An Autopilot cluster's nodes follow its workloads: one node per
+    /// [`AUTOPILOT_PODS_PER_NODE`] workload pods (none for none), made and removed as
+    /// `workload_pods` changes. Other clusters are left alone.
+    pub fn gke_autopilot_demand(&mut self, cluster_id: &str, workload_pods: usize, now: Timestamp) {
+        let Some(g) = self.gke.clusters.get(cluster_id).filter(|g| g.autopilot) else { return };
+        let Some(pool) = g.pools.first() else { return };
+        let (project, model_id) = (g.project.clone(), pool.model_id.clone());
+        let want = workload_pods.div_ceil(AUTOPILOT_PODS_PER_NODE) as u32;
+        let delays = self.delays;
+        let Self { accounts, ids, .. } = self;
+        let Some(a) = accounts.get_mut(&account_key(&project)) else { return };
+        let Some(c) = a.clusters.iter_mut().find(|c| c.id == cluster_id) else { return };
+        let ready_at = c.ready_at(now);
+        let Some(mp) = c.node_pools.iter_mut().find(|p| p.id == model_id) else { return };
+        if mp.count != want {
+            a.settled = super::Settled::Unknown;
+            mp.count = want;
+            converge(mp, ids, &delays, ready_at, now);
+        }
     }
 
     // ----- the Kubernetes face's view ----------------------------------------------------
