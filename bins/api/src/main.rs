@@ -142,7 +142,7 @@ async fn serve(
     let key = secret_key(&shared)?;
     let listener = wire::bind(api.listen).await?;
     let store = Arc::new(bc_stack::db::open(database_url(&shared)?).await?);
-    let adapters = Adapters::real(store, key, &shared.digitalocean_api_url)?;
+    let adapters = Adapters::real(store, key, &shared.provider_urls())?;
     let public_url = shared.public_url.clone().unwrap_or_else(|| format!("http://{}", api.listen));
     if let Some(warning) = bc_stack::config::public_url_warning(&public_url) {
         tracing::warn!("{warning}");

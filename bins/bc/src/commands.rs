@@ -122,6 +122,53 @@ pub fn fields(entry: &Entry) -> Vec<Field> {
         .collect()
 }
 
+/// A string property of an object field, also given as its own flag (`--service-account-key
+/// @key.json` for `credentials.serviceAccountKey`): a secret is typed or read from a file
+/// without writing JSON around it.
+#[derive(Debug, Clone)]
+pub struct SubField {
+    /// The object field, e.g. `credentials`.
+    pub parent: &'static str,
+    /// The property, e.g. `serviceAccountKey`.
+    pub name: String,
+    /// Its description.
+    pub help: String,
+}
+
+impl SubField {
+    /// The flag: the property's kebab-case name.
+    pub fn flag(&self) -> String {
+        kebab(&self.name)
+    }
+}
+
+/// Flags every command has (the global ones among them), which a property never takes.
+const TAKEN_FLAGS: [&str; 6] = ["file", "output", "tenant", "watch", "token", "api-url"];
+
+/// The string properties of the method's object fields whose flags are free (not a
+/// field's, not a global one, not another property's).
+pub fn sub_fields(entry: &Entry) -> Vec<SubField> {
+    let fields = fields(entry);
+    let mut used: Vec<String> = TAKEN_FLAGS.iter().map(|s| (*s).to_owned()).collect();
+    used.extend(fields.iter().map(Field::flag));
+    let mut out = Vec::new();
+    for f in fields.iter().filter(|f| f.is_json()) {
+        let Some(Value::Object(props)) = f.schema.get("properties") else { continue };
+        for (name, schema) in props {
+            let mut types = Vec::new();
+            collect_types(schema, &mut types);
+            let flag = kebab(name);
+            if types != ["string"] || used.contains(&flag) {
+                continue;
+            }
+            used.push(flag);
+            let doc = schema.get("description").and_then(Value::as_str).unwrap_or("");
+            out.push(SubField { parent: f.name, name: name.clone(), help: doc.replace('`', "") });
+        }
+    }
+    out
+}
+
 /// Whether the method takes a `requestId` (a create).
 pub fn is_create(entry: &Entry) -> bool {
     entry.input_fields().contains(&"requestId")
@@ -220,6 +267,10 @@ pub fn method_command(entry: &Entry) -> Command {
         }
         cmd = cmd.arg(arg.help(help));
     }
+    for s in sub_fields(entry) {
+        let help = format!("{} (--{} {}; text, or @FILE)", s.help, kebab(s.parent), s.name);
+        cmd = cmd.arg(Arg::new(s.flag()).long(s.flag()).value_name("TEXT").help(help));
+    }
     if is_get(entry) {
         cmd = cmd.arg(Arg::new("watch").short('w').long("watch").action(ArgAction::SetTrue).help(
             "Follow the object's events and print it again each time it changes (Ctrl-C stops)",
@@ -285,6 +336,24 @@ pub fn body(entry: &Entry, m: &ArgMatches, tenant: Option<&str>) -> Result<Value
         };
         map.insert(f.name.into(), value);
     }
+    for s in sub_fields(entry) {
+        let flag = s.flag();
+        let Some(text) = m.get_one::<String>(&flag) else { continue };
+        // The file's text as it is (a key file stays the JSON text the server parses).
+        let value = match text.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| Failure::usage(format!("--{flag} @{path}: {e}")))?,
+            None => text.clone(),
+        };
+        let parent = map.entry(s.parent).or_insert_with(|| Value::Object(Map::new()));
+        let Value::Object(parent) = parent else {
+            return Err(Failure::usage(format!(
+                "--{flag}: --{} is not an object",
+                kebab(s.parent)
+            )));
+        };
+        parent.insert(s.name.clone(), Value::String(value));
+    }
     if takes_tenant(entry) && !map.contains_key("tenantId") {
         let tenant = tenant.ok_or_else(|| {
             Failure::usage("no tenant: pass --tenant, set BC_TENANT, or run `bc login --tenant …`")
@@ -292,4 +361,50 @@ pub fn body(entry: &Entry, m: &ArgMatches, tenant: Option<&str>) -> Result<Value
         map.insert("tenantId".into(), Value::String(tenant.to_owned()));
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create_account() -> Entry {
+        bc_client::api::catalogue()
+            .into_iter()
+            .find(|e| e.info.resource.name == "providerAccounts" && e.info.name == "create")
+            .expect("providerAccounts.create")
+    }
+
+    #[test]
+    fn a_service_account_key_is_read_from_its_file_into_the_credentials() {
+        let entry = create_account();
+        let flags: Vec<String> = sub_fields(&entry).iter().map(SubField::flag).collect();
+        // `--token` is the CLI's own API token, so DigitalOcean's stays in --credentials.
+        assert_eq!(flags, ["service-account-key", "project-id"]);
+        let dir = std::env::temp_dir().join(format!("bc-cli-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key.json");
+        let text = "{\"type\": \"service_account\"}\n";
+        std::fs::write(&key, text).unwrap();
+        let at = format!("@{}", key.display());
+        let m = method_command(&entry)
+            .try_get_matches_from([
+                "create",
+                "--provider",
+                "gke",
+                "--name",
+                "g",
+                "--service-account-key",
+                at.as_str(),
+                "--project-id",
+                "my-proj-1",
+            ])
+            .unwrap();
+        let body = body(&entry, &m, Some("acme")).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(body["credentials"]["serviceAccountKey"], text, "the file's text, as it is");
+        assert_eq!(body["credentials"]["projectId"], "my-proj-1");
+        assert_eq!(body["provider"], "gke");
+        // The whole body is what the server's input type reads.
+        entry.reserialize(&body).expect("a valid providerAccounts.create input");
+    }
 }

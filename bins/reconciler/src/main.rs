@@ -67,7 +67,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .clone()
         .context("--public-url (BC_PUBLIC_URL) is required: the API URL bcd calls")?;
     let store = Arc::new(bc_stack::db::open(url).await?);
-    let adapters = Adapters::real(store, key, &shared.digitalocean_api_url)?;
+    let adapters = Adapters::real(store, key, &shared.provider_urls())?;
     let replica = cli.replica_id.unwrap_or_else(|| wire::replica_id("bc-reconciler"));
     let mut options = ReconcileOptions::new(&replica, &public_url, &shared.bcd_image);
     options.kinds = cli.only;

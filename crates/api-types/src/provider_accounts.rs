@@ -25,7 +25,7 @@ pub static PROVIDER_ACCOUNTS: Resource = Resource {
     name: "providerAccounts",
     page: "provider-accounts",
     module: "providers",
-    description: "A provider account is a tenant's account at a cloud provider (DigitalOcean first), on which its Kubernetes clusters, node pools and load balancers are made. Its credentials are write-only: they are checked against the provider before the account is created, stored encrypted (AEAD, with a key from the server's secret key), and never returned by any method, log line or error. The provider's API URL is server configuration (`--digitalocean-api-url`), never tenant input.",
+    description: "A provider account is a tenant's account at a cloud provider — DigitalOcean (`digitalocean`: credentials `{token}`) or Google Kubernetes Engine (`gke`: credentials `{serviceAccountKey, projectId?}`, the text of a service-account key file; `projectId` defaults to the key's `project_id` and is shown on the account) — on which its Kubernetes clusters, node pools and load balancers are made. Its credentials are write-only: they are checked against the provider before the account is created, stored encrypted (AEAD, with a key from the server's secret key), and never returned by any method, log line or error. A GKE key's own `token_uri` is never used: access tokens are minted at the server's `--gcp-token-url`, cached per account until shortly before they expire, and never stored. The providers' URLs are server configuration (`--digitalocean-api-url`, `--gke-api-url`, `--gcp-token-url`), never tenant input. What each provider offers differs (GKE: standard and autopilot clusters, no load balancers yet; DigitalOcean: standard clusters, regional and global load balancers); a call a provider cannot serve is FAILED_PRECONDITION naming the provider. On GKE, names hold at most 40 characters, and a node pool's count is its total as everywhere, while GKE counts per zone: a node pool added to a regional cluster is placed in one of its zones, a zonal cluster's pools are in its zone, and a regional cluster's first node pools (made with it) spread over GKE's three default zones, so a fixed count there must be a multiple of three; autoscaled pools use GKE's pool-wide bounds.",
 };
 
 /// Input of `providerAccounts.create`.
@@ -38,7 +38,8 @@ pub struct ProviderAccountsCreateInput {
     pub provider: ProviderKind,
     /// Unique among the tenant's live accounts.
     pub name: ObjectName,
-    /// `{token}`: checked against the provider, stored encrypted, never returned.
+    /// `{token}` (digitalocean) or `{serviceAccountKey, projectId?}` (gke): checked
+    /// against the provider, stored encrypted, never returned.
     pub credentials: ProviderCredentials,
     /// Idempotency key: a repeat within 24 h returns the first result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,6 +64,10 @@ pub struct ProviderAccountView {
     pub provider: ProviderKind,
     /// Name.
     pub name: ObjectName,
+    /// The Google Cloud project a `gke` account manages (its `credentials.projectId`, else
+    /// the key's `project_id`); absent on other providers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
     /// Created.
     pub created_at: Timestamp,
 }
@@ -74,6 +79,7 @@ impl From<&ProviderAccount> for ProviderAccountView {
             tenant_id: a.tenant_id.clone(),
             provider: a.provider,
             name: a.name.clone(),
+            project_id: a.project_id.clone(),
             created_at: a.created_at,
         }
     }
@@ -93,7 +99,7 @@ endpoint!(
         Kind::Write,
         Manage,
         ComputeTenant,
-        "Checks credentials.token against the provider (a refused token is FAILED_PRECONDITION, and nothing is stored), then records the account and returns it: providerAccountId, tenantId, provider (digitalocean), name and createdAt, never the credentials. The name must be unique among the tenant's live accounts. A repeat with the same requestId and the same body within 24 hours returns the first account and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:provider-accounts:manage on the tenant.",
+        "Checks the credentials against the provider — digitalocean: credentials.token; gke: credentials.serviceAccountKey (the key file's text: type service_account, client_email, private_key_id, an RSA private_key in PKCS#8 PEM) and an optional credentials.projectId, by minting an access token and listing the project's clusters — then records the account and returns it: providerAccountId, tenantId, provider (digitalocean or gke), name, projectId (gke) and createdAt, never the credentials. A malformed document is INVALID_ARGUMENT naming the field without quoting it; credentials the provider refuses are FAILED_PRECONDITION with its reason, and nothing is stored. The name must be unique among the tenant's live accounts. A repeat with the same requestId and the same body within 24 hours returns the first account and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:provider-accounts:manage on the tenant.",
     );
     ProviderAccountsCreateInput => ProviderAccountView
 );
@@ -105,7 +111,7 @@ endpoint!(
         Kind::Read,
         Read,
         OnAccount,
-        "Returns the account: providerAccountId, tenantId, provider, name and createdAt; never its credentials. A deleted account, or one of another tenant, is NOT_FOUND. Decided as compute:provider-accounts:read on the account.",
+        "Returns the account: providerAccountId, tenantId, provider, name, projectId (gke) and createdAt; never its credentials. A deleted account, or one of another tenant, is NOT_FOUND. Decided as compute:provider-accounts:read on the account.",
     );
     ProviderAccountRef => ProviderAccountView
 );

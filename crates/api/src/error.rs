@@ -121,9 +121,24 @@ impl ApiError {
             }
             ProviderError::RateLimited { .. }
             | ProviderError::OverBudget { .. }
+            | ProviderError::Busy { .. }
             | ProviderError::Transient { .. } => {
                 Self::unavailable(format!("{what}: the provider could not be reached; try again"))
             }
+        }
+    }
+
+    /// [`ApiError::provider`] for checking credentials the caller is creating an account
+    /// with (SPEC §5: refused credentials are FAILED_PRECONDITION "with the provider's
+    /// reason, scrubbed"): a refusal carries the provider's words, which the adapter has
+    /// already scrubbed of the credentials and cut short.
+    pub fn provider_refusal(what: &str, e: &ProviderError) -> Self {
+        match e {
+            ProviderError::Refused { message } => {
+                tracing::info!(error = %e, "{what}");
+                Self::failed_precondition(format!("{what}: the provider refused: {message}"))
+            }
+            other => Self::provider(what, other),
         }
     }
 

@@ -110,7 +110,7 @@ pub async fn run(ctx: &mut Ctx<'_>) -> Result<()> {
 /// Options: the region, the cheapest size and a version are offered.
 async fn options(ctx: &mut Ctx<'_>) -> Result<()> {
     let step = "options";
-    let o = ctx.provider.kubernetes().options().await.map_err(provider(step))?;
+    let o = ctx.provider.kubernetes().options_in(&ctx.region).await.map_err(provider(step))?;
     ensure(o.regions.contains(&ctx.region), step, || {
         format!("region {} is not offered for clusters: {}", ctx.region, o.regions.join(", "))
     })?;

@@ -111,6 +111,8 @@ pub struct Quota {
 pub enum ProviderKind {
     /// DigitalOcean.
     Digitalocean,
+    /// Google Kubernetes Engine.
+    Gke,
 }
 
 impl ProviderKind {
@@ -118,6 +120,7 @@ impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Digitalocean => "digitalocean",
+            ProviderKind::Gke => "gke",
         }
     }
 }
@@ -133,7 +136,10 @@ pub struct ProviderAccount {
     pub provider: ProviderKind,
     /// Name.
     pub name: ObjectName,
-    /// The credentials (JSON `{token}`), sealed with the server's key.
+    /// The project the account manages (GKE), shown on the account.
+    pub project_id: Option<String>,
+    /// The credentials document (`{token}` or `{serviceAccountKey, projectId}`), sealed
+    /// with the server's key.
     pub credentials: SealedSecret,
     /// Created.
     pub created_at: Timestamp,

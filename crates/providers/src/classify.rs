@@ -1,5 +1,6 @@
 //! The one classification of provider and cluster API failures, per face: what a failed
-//! DigitalOcean answer means as a [`ProviderError`] (`digitalocean`), and what a
+//! DigitalOcean answer means as a [`ProviderError`] (`digitalocean`), what a failed GKE
+//! or Google token-endpoint answer means (`gke`), and what a
 //! Kubernetes `Status` means as an [`ObjectError`] / [`ClusterError`] (`kubernetes`).
 //!
 //! Invariant: only the adapters classify — the reqwest and kube adapters, through these
@@ -37,7 +38,7 @@ pub mod digitalocean {
     use super::*;
 
     /// The message DigitalOcean sends on a 403 while a load balancer still applies an
-    /// earlier change (research §1): retrying later succeeds, so it is `Transient`.
+    /// earlier change (research §1): one change at a time, so it is `Busy`.
     pub const BUSY_MARKER: &str = "can't be updated while it processes previous actions";
 
     /// The message of the 422 refusing a second load balancer resize within a minute
@@ -49,7 +50,7 @@ pub mod digitalocean {
     /// The message of DOKS's 422 to a node-pool change while its cluster is busy with
     /// another operation (research §8.5: such edits, e.g. while the cluster upgrades,
     /// are reported to fail with 422; unconfirmed, no verbatim body — the wording is the
-    /// simulator's).
+    /// simulator's). One change at a time: `Busy`.
     pub const DOKS_BUSY_MARKER: &str = "while the cluster is busy with another operation";
 
     /// One failed answer, as any face received it.
@@ -99,8 +100,8 @@ pub mod digitalocean {
     }
 
     /// The class of a failed answer: 401 `Unauthorized`; 404 `NotFound`; 429
-    /// `RateLimited` with [`rate_limit_wait_ms`]; the load balancer's busy 403, its
-    /// resize-too-soon 422 and DOKS's busy-cluster 422 `Transient`; any other 4xx
+    /// `RateLimited` with [`rate_limit_wait_ms`]; the load balancer's busy 403 and DOKS's
+    /// busy-cluster 422 `Busy`; the resize-too-soon 422 `Transient`; any other 4xx
     /// `Refused`; 5xx and the rest `Transient`. Messages read
     /// `METHOD PATH: STATUS (request "ID") MESSAGE` as godo writes them, with `secret`
     /// scrubbed from everything the provider sent.
@@ -127,12 +128,9 @@ pub mod digitalocean {
             429 => ProviderError::RateLimited {
                 retry_after_ms: rate_limit_wait_ms(f.retry_after_secs, f.ratelimit_reset, now),
             },
-            403 if provider_message.contains(BUSY_MARKER) => ProviderError::Transient { message },
-            422 if provider_message.contains(RESIZE_MARKER)
-                || provider_message.contains(DOKS_BUSY_MARKER) =>
-            {
-                ProviderError::Transient { message }
-            }
+            403 if provider_message.contains(BUSY_MARKER) => ProviderError::Busy { message },
+            422 if provider_message.contains(DOKS_BUSY_MARKER) => ProviderError::Busy { message },
+            422 if provider_message.contains(RESIZE_MARKER) => ProviderError::Transient { message },
             400..=499 => ProviderError::Refused { message },
             _ => ProviderError::Transient { message },
         }
@@ -154,6 +152,261 @@ pub mod digitalocean {
                 ),
             },
             Err(e) => e,
+        }
+    }
+}
+
+/// Google Kubernetes Engine's answers and its token endpoint's (research/gke.md §1, §4).
+pub mod gke {
+    use serde::Deserialize;
+
+    use super::*;
+
+    /// One failed answer of the GKE API.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Failure<'a> {
+        /// The request's method.
+        pub method: &'a str,
+        /// The request's path.
+        pub path: &'a str,
+        /// HTTP status (not 2xx).
+        pub status: u16,
+        /// The body (Google's error envelope, or anything a proxy sent).
+        pub body: &'a str,
+        /// The `retry-after` header, in seconds.
+        pub retry_after_secs: Option<u64>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    struct Envelope {
+        #[serde(default)]
+        error: Option<Status>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    struct Status {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        status: Option<String>,
+        #[serde(default)]
+        errors: Vec<Reason>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    struct Reason {
+        #[serde(default)]
+        reason: Option<String>,
+    }
+
+    /// How long a 429 without `retry-after` waits: GKE enforces its per-minute limit
+    /// "at intervals of every 100 seconds", so a few seconds' backoff is the start.
+    pub const RATE_LIMIT_WAIT_MS: u64 = 10_000;
+    /// How long a per-minute quota 403 waits: the rest of the minute, at most.
+    pub const QUOTA_MINUTE_WAIT_MS: u64 = 60_000;
+
+    /// The class of a failed answer, decided once: 400 `failedPrecondition` (GKE's
+    /// "Cluster is running incompatible operation …": one change at a time) `Busy`;
+    /// a per-minute quota 403 (`rateLimitExceeded`) and 429 `RateLimited`; 401
+    /// `Unauthorized` (the transport re-mints once before it gives up); 404 `NotFound`;
+    /// 409 `ABORTED` (a stale etag: read again) `Transient`; any other 4xx — invalid
+    /// input, a real quota refusal ("Insufficient regional quota"), a missing permission,
+    /// "Already exists" — `Refused`; 5xx and the rest `Transient`. Messages read
+    /// `METHOD PATH: STATUS STATUS_NAME MESSAGE (reason)` with `secrets` scrubbed.
+    pub fn classify(f: &Failure<'_>, secrets: &[&str]) -> ProviderError {
+        let parsed = serde_json::from_str::<Envelope>(f.body).unwrap_or_default().error;
+        let parsed = parsed.unwrap_or_default();
+        let reason = parsed.errors.iter().find_map(|r| r.reason.clone()).unwrap_or_default();
+        let status_name = parsed.status.clone().unwrap_or_default();
+        let provider_message = match parsed.message.filter(|m| !m.trim().is_empty()) {
+            Some(m) => scrub_all_then_cut(&m, secrets),
+            None => scrub_all_then_cut(f.body, secrets),
+        };
+        let (method, path, status) = (f.method, f.path, f.status);
+        let mut message = format!("{method} {path}: {status}");
+        for part in [status_name.as_str(), provider_message.as_str()] {
+            if !part.is_empty() {
+                message.push(' ');
+                message.push_str(part);
+            }
+        }
+        if !reason.is_empty() {
+            message.push_str(&format!(" ({})", scrub_all_then_cut(&reason, secrets)));
+        }
+        let busy = reason == "failedPrecondition" || status_name == "FAILED_PRECONDITION";
+        let per_minute = matches!(
+            reason.as_str(),
+            "rateLimitExceeded" | "userRateLimitExceeded" | "RATE_LIMIT_EXCEEDED"
+        ) || provider_message.contains("per minute");
+        match status {
+            400 if busy => ProviderError::Busy { message },
+            401 => ProviderError::Unauthorized,
+            403 if per_minute => {
+                ProviderError::RateLimited { retry_after_ms: QUOTA_MINUTE_WAIT_MS }
+            }
+            404 => ProviderError::NotFound,
+            409 if status_name == "ABORTED" => ProviderError::Transient { message },
+            429 => ProviderError::RateLimited {
+                retry_after_ms: f
+                    .retry_after_secs
+                    .map_or(RATE_LIMIT_WAIT_MS, |s| s.saturating_mul(1000).max(1000)),
+            },
+            400..=499 => ProviderError::Refused { message },
+            _ => ProviderError::Transient { message },
+        }
+    }
+
+    /// The token endpoint's error body (RFC 6749 §5.2).
+    #[derive(Debug, Default, Deserialize)]
+    struct TokenError {
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default)]
+        error_description: Option<String>,
+    }
+
+    /// The class of a failed access-token request: `invalid_grant` and the other 4xx
+    /// are the key refused — `Refused` with the endpoint's reason, so an account check
+    /// can say why (a deleted key, a bad signature, a clock out of step); 429 and 5xx
+    /// `RateLimited`/`Transient` (google-auth retries exactly those).
+    pub fn classify_token(status: u16, body: &str, secrets: &[&str]) -> ProviderError {
+        let parsed: TokenError = serde_json::from_str(body).unwrap_or_default();
+        let what = match (parsed.error, parsed.error_description) {
+            (Some(e), Some(d)) => format!("{e}: {d}"),
+            (Some(e), None) => e,
+            (None, Some(d)) => d,
+            (None, None) => body.to_owned(),
+        };
+        let what = scrub_all_then_cut(&what, secrets);
+        let message = format!("POST token: {status} {what}");
+        match status {
+            429 => ProviderError::RateLimited { retry_after_ms: RATE_LIMIT_WAIT_MS },
+            400..=499 => ProviderError::Refused {
+                message: format!("the token endpoint refused the service account's key: {message}"),
+            },
+            _ => ProviderError::Transient { message },
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn f(status: u16, body: &str) -> ProviderError {
+            let failure = Failure {
+                method: "POST",
+                path: "/v1/projects/p/locations/us-central1/clusters/c1/nodePools",
+                status,
+                body,
+                retry_after_secs: None,
+            };
+            classify(&failure, &["ya29.SECRET"])
+        }
+
+        fn envelope(code: u16, status: &str, reason: &str, message: &str) -> String {
+            serde_json::json!({"error": {"code": code, "message": message, "status": status,
+                "errors": [{"message": message, "domain": "global", "reason": reason}]}})
+            .to_string()
+        }
+
+        #[test]
+        fn gke_answers_are_classified_once() {
+            let busy = envelope(
+                400,
+                "FAILED_PRECONDITION",
+                "failedPrecondition",
+                "Cluster is running incompatible operation operation-1731137433803-29e34938.",
+            );
+            let ProviderError::Busy { message } = f(400, &busy) else { panic!("{busy}") };
+            assert!(message.contains("incompatible operation") && message.contains("400"));
+            assert!(f(400, &busy).is_retryable());
+            let bad = envelope(
+                400,
+                "INVALID_ARGUMENT",
+                "badRequest",
+                "Invalid value for field \"node_pool.name\"",
+            );
+            assert!(matches!(f(400, &bad), ProviderError::Refused { .. }));
+            let ap = envelope(
+                400,
+                "INVALID_ARGUMENT",
+                "badRequest",
+                "Autopilot node pools cannot be accessed or modified.",
+            );
+            assert!(matches!(f(400, &ap), ProviderError::Refused { .. }));
+            let quota = envelope(
+                403,
+                "PERMISSION_DENIED",
+                "forbidden",
+                "Insufficient regional quota to satisfy request: resource \"CPUS\"",
+            );
+            assert!(
+                matches!(f(403, &quota), ProviderError::Refused { .. }),
+                "a real quota refusal"
+            );
+            let minute = envelope(
+                403,
+                "PERMISSION_DENIED",
+                "rateLimitExceeded",
+                "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute'",
+            );
+            assert_eq!(
+                f(403, &minute),
+                ProviderError::RateLimited { retry_after_ms: QUOTA_MINUTE_WAIT_MS }
+            );
+            assert!(matches!(
+                f(429, &envelope(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "slow down")),
+                ProviderError::RateLimited { .. }
+            ));
+            assert_eq!(
+                f(401, &envelope(401, "UNAUTHENTICATED", "authError", "bad token")),
+                ProviderError::Unauthorized
+            );
+            assert_eq!(
+                f(
+                    404,
+                    &envelope(
+                        404,
+                        "NOT_FOUND",
+                        "notFound",
+                        "Not found: projects/p/locations/l/clusters/c."
+                    )
+                ),
+                ProviderError::NotFound
+            );
+            assert!(matches!(
+                f(
+                    409,
+                    &envelope(409, "ALREADY_EXISTS", "alreadyExists", "Already exists: projects/p")
+                ),
+                ProviderError::Refused { .. }
+            ));
+            assert!(matches!(
+                f(409, &envelope(409, "ABORTED", "aborted", "etag mismatch")),
+                ProviderError::Transient { .. }
+            ));
+            assert!(matches!(f(503, "<html>oops</html>"), ProviderError::Transient { .. }));
+            // The bearer a proxy might echo never survives.
+            let ProviderError::Refused { message } = f(400, "Bearer ya29.SECRET rejected") else {
+                panic!()
+            };
+            assert!(!message.contains("ya29.SECRET"), "{message}");
+        }
+
+        #[test]
+        fn token_endpoint_refusals_carry_their_reason_without_the_key() {
+            let body = r#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#;
+            let ProviderError::Refused { message } = classify_token(400, body, &["eyJ.assertion"])
+            else {
+                panic!()
+            };
+            assert!(message.contains("invalid_grant: Invalid JWT Signature."), "{message}");
+            let echo =
+                r#"{"error":"invalid_request","error_description":"bad assertion eyJ.assertion"}"#;
+            let e = classify_token(400, echo, &["eyJ.assertion"]).to_string();
+            assert!(!e.contains("eyJ.assertion"), "{e}");
+            assert!(matches!(classify_token(503, "", &[]), ProviderError::Transient { .. }));
+            assert!(matches!(classify_token(429, "", &[]), ProviderError::RateLimited { .. }));
         }
     }
 }
@@ -231,12 +484,9 @@ mod tests {
         assert!(matches!(c(400, "error parsing request body"), ProviderError::Refused { .. }));
         let forbidden =
             r#"{"id":"forbidden","message":"You are not authorized to perform this operation"}"#;
-        assert!(
-            matches!(c(403, forbidden), ProviderError::Refused { .. }),
-            "only busy is transient"
-        );
+        assert!(matches!(c(403, forbidden), ProviderError::Refused { .. }), "only busy is retried");
         let busy = r#"{"id":"forbidden","message":"Load Balancer can't be updated while it processes previous actions","request_id":"r9"}"#;
-        let ProviderError::Transient { message } = c(403, busy) else { panic!() };
+        let ProviderError::Busy { message } = c(403, busy) else { panic!() };
         assert!(message.contains("(request \"r9\")"));
         let too_soon = r#"{"id":"unprocessable_entity","message":"Load Balancer can only be resized once per minute"}"#;
         assert!(
@@ -245,7 +495,7 @@ mod tests {
         );
         let cluster_busy = r#"{"id":"unprocessable_entity","message":"node pools cannot be changed while the cluster is busy with another operation (upgrading); try again when it is done"}"#;
         assert!(
-            matches!(c(422, cluster_busy), ProviderError::Transient { .. }),
+            matches!(c(422, cluster_busy), ProviderError::Busy { .. }),
             "a node-pool change retried once the cluster is done"
         );
         assert!(matches!(c(500, ""), ProviderError::Transient { .. }));

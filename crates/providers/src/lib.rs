@@ -1,5 +1,6 @@
-//! bc-providers: the adapters of the provider and cluster ports — DigitalOcean over
-//! reqwest (`digitalocean`) and cluster access over the `kube` crate (`kube`).
+//! bc-providers: the adapters of the provider and cluster ports — DigitalOcean
+//! (`digitalocean`) and Google Kubernetes Engine (`gke`) over reqwest, the registry of
+//! both (`registry`), and cluster access over the `kube` crate (`kube`).
 //!
 //! Invariant: adapters only translate. Every provider failure is classified once, here,
 //! into `bc_domain::ProviderError`; no secret (token, kubeconfig) reaches a log line or
@@ -7,7 +8,9 @@
 
 pub mod classify;
 pub mod digitalocean;
+pub mod gke;
 pub mod kube;
+pub mod registry;
 
 /// Installs ring as rustls's process-wide crypto provider. reqwest is built with
 /// `rustls-no-provider` (so no aws-lc), and panics at `Client::build` without one.

@@ -198,7 +198,7 @@ async fn load_balancer_lifecycle_with_busy_update() {
     changed.targets = ProviderTargets::Tag("web-backends".into());
     changed.size_unit = Some(2);
     let e = a.update(&lb.id, &changed).await.unwrap_err();
-    assert!(matches!(&e, ProviderError::Transient { message } if message.contains("403")), "{e:?}");
+    assert!(matches!(&e, ProviderError::Busy { message } if message.contains("403")), "{e:?}");
     assert!(e.is_retryable());
 
     w.step(2);
@@ -433,7 +433,7 @@ async fn only_the_busy_403_is_transient() {
     let a = adapter(&w);
     let lb = a.create(&testing::lb_request("web")).await.unwrap();
     let busy = a.update(&lb.id, &testing::lb_request("web")).await.unwrap_err();
-    assert!(matches!(busy, ProviderError::Transient { .. }), "{busy:?}");
+    assert!(matches!(busy, ProviderError::Busy { .. }), "{busy:?}");
 }
 
 /// Research §4.4: PUT changes name and tags, and high availability only false → true.

@@ -16,10 +16,10 @@ use bc_domain::model::{
 };
 use bc_domain::policy::{Taint, TaintEffect};
 use bc_domain::ports::{
-    Clock, CreateClusterRequest, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    MaintenanceWindow, ManualClock, NodePoolRequest, ProviderClusterState, ProviderCredentials,
-    ProviderImpl, ProviderLoadBalancerKind, ProviderRegistry, ProviderTargets, SecretBox,
-    SecretError, UpdateClusterRequest,
+    AccountCredentials, Clock, CreateClusterRequest, KubernetesProvider, LoadBalancerProvider,
+    LoadBalancerRequest, MaintenanceWindow, ManualClock, NodePoolRequest, ProviderClusterState,
+    ProviderCredentials, ProviderImpl, ProviderLoadBalancerKind, ProviderRegistry, ProviderTargets,
+    SecretBox, SecretError, UpdateClusterRequest,
 };
 use bc_providers::digitalocean::{
     DigitalOcean, DigitalOceanConfig, DigitalOceanRegistry, RateLimitConfig,
@@ -649,7 +649,7 @@ async fn every_error_class_over_http() {
     let e = a.update("busy403", &req).await.unwrap_err();
     assert_no_token(&e);
     assert!(
-        matches!(&e, ProviderError::Transient { message } if message.contains("can't be updated")),
+        matches!(&e, ProviderError::Busy { message } if message.contains("can't be updated")),
         "{e:?}"
     );
     assert!(e.is_retryable());
@@ -884,6 +884,7 @@ fn account(id_body: &str, token: &str) -> ProviderAccount {
         tenant_id: "acme".parse().unwrap(),
         provider: ProviderKind::Digitalocean,
         name: "main".parse().unwrap(),
+        project_id: None,
         credentials: SealedSecret(sealed),
         created_at: Timestamp::from_unix_ms(t0_ms()),
         deleted_at: None,
@@ -946,9 +947,10 @@ async fn registry_shares_one_adapter_and_bucket_per_account() {
 
     // A token not stored yet: uncached, and a wrong one is Unauthorized.
     let wrong = registry
-        .provider_for_token(ProviderKind::Digitalocean, &SecretString::new("dop_v1_wrong"))
+        .provider_for_credentials(&AccountCredentials::Token(SecretString::new("dop_v1_wrong")))
         .await
         .unwrap();
     assert_eq!(wrong.check_credentials().await.unwrap_err(), ProviderError::Unauthorized);
-    assert_eq!(wrong.capabilities().cluster_modes, vec![ClusterMode::Standard]);
+    assert_eq!(wrong.offer().cluster_modes, vec![ClusterMode::Standard]);
+    assert!(wrong.offer().lacks_mode(ClusterMode::Autopilot).is_some());
 }

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bc_domain::ports::{
     AssociatedResources, Clock, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
-    KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, NodePoolRequest,
-    ProviderCapabilities, ProviderCluster, ProviderImpl, ProviderLoadBalancer, ProviderNodePool,
-    ProviderOptions, ProviderResult, Store, StoredBudget, UpdateClusterRequest,
+    KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, NodePoolRequest, ProviderCluster,
+    ProviderImpl, ProviderLoadBalancer, ProviderNodePool, ProviderOffer, ProviderOptions,
+    ProviderResult, Store, StoredBudget, UpdateClusterRequest,
 };
 use bc_domain::rules::budget::{self, BudgetConfig, BudgetState};
 use bc_domain::{ProviderAccountId, ProviderError, Timestamp};
@@ -254,8 +254,8 @@ impl BudgetedProvider {
 
 #[async_trait]
 impl ProviderImpl for BudgetedProvider {
-    fn capabilities(&self) -> ProviderCapabilities {
-        self.inner.capabilities()
+    fn offer(&self) -> ProviderOffer {
+        self.inner.offer()
     }
 
     async fn check_credentials(&self) -> ProviderResult<()> {
@@ -360,6 +360,10 @@ impl KubernetesProvider for BudgetedProvider {
 
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
         self.write(self.inner.kubernetes().upgrade_cluster(cluster_id, version)).await
+    }
+
+    async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {
+        self.spend(self.inner.kubernetes().options_in(region)).await
     }
 
     async fn options(&self) -> ProviderResult<ProviderOptions> {

@@ -285,6 +285,7 @@ mod tests {
             tenant_id: TenantId::parse("acme").unwrap(),
             provider: bc_domain::model::ProviderKind::Digitalocean,
             name: bc_domain::ObjectName::parse("main").unwrap(),
+            project_id: None,
             credentials: bc_domain::model::SealedSecret(vec![]),
             created_at: Timestamp::EPOCH,
             deleted_at: None,

@@ -62,7 +62,7 @@ impl Schedule {
                 Err(ProviderError::Transient { message: "500 server_error".into() })
             }
             Action::Throttled => Err(ProviderError::RateLimited { retry_after_ms: 2000 }),
-            Action::Busy => Err(ProviderError::Transient {
+            Action::Busy => Err(ProviderError::Busy {
                 message: "403 busy, still applying a previous change".into(),
             }),
             Action::Timeout => Err(ProviderError::Transient { message: "timed out".into() }),
@@ -168,8 +168,8 @@ impl KubernetesProvider for Faulty {
 
 #[async_trait]
 impl ProviderImpl for Faulty {
-    fn capabilities(&self) -> ProviderCapabilities {
-        self.inner.capabilities()
+    fn offer(&self) -> ProviderOffer {
+        self.inner.offer()
     }
     async fn check_credentials(&self) -> ProviderResult<()> {
         self.inner.check_credentials().await

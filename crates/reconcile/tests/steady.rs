@@ -86,8 +86,8 @@ struct Mocked {
 
 #[async_trait]
 impl ProviderImpl for Mocked {
-    fn capabilities(&self) -> ProviderCapabilities {
-        ProviderCapabilities { cluster_modes: vec![bc_domain::model::ClusterMode::Standard] }
+    fn offer(&self) -> ProviderOffer {
+        bc_providers::digitalocean::offer()
     }
     async fn check_credentials(&self) -> ProviderResult<()> {
         Ok(())

@@ -42,6 +42,13 @@ pub struct SharedArgs {
     /// DigitalOcean's API base URL.
     #[arg(long, env = "BC_DIGITALOCEAN_API_URL", default_value = bc_providers::digitalocean::DEFAULT_BASE_URL, global = true)]
     pub digitalocean_api_url: String,
+    /// Google Kubernetes Engine's API base URL (without `/v1`).
+    #[arg(long, env = "BC_GKE_API_URL", default_value = bc_providers::gke::DEFAULT_API_URL, global = true)]
+    pub gke_api_url: String,
+    /// The OAuth 2.0 token endpoint GKE accounts' access tokens are minted at (a service
+    /// account key's own `token_uri` is never used).
+    #[arg(long, env = "BC_GCP_TOKEN_URL", default_value = bc_providers::gke::DEFAULT_TOKEN_URL, global = true)]
+    pub gcp_token_url: String,
     /// Also publish events to this NATS JetStream server.
     #[arg(long, env = "BC_NATS_URL", global = true)]
     pub nats_url: Option<String>,
@@ -58,9 +65,46 @@ impl std::fmt::Debug for SharedArgs {
             .field("public_url", &self.public_url)
             .field("bcd_image", &self.bcd_image)
             .field("digitalocean_api_url", &self.digitalocean_api_url)
+            .field("gke_api_url", &self.gke_api_url)
+            .field("gcp_token_url", &self.gcp_token_url)
             .field("nats_url", &self.nats_url.as_deref().map(redact_url))
             .field("log_format", &self.log_format)
             .finish()
+    }
+}
+
+impl SharedArgs {
+    /// The providers' URLs these flags name.
+    pub fn provider_urls(&self) -> ProviderUrls {
+        ProviderUrls {
+            digitalocean: self.digitalocean_api_url.clone(),
+            gke: self.gke_api_url.clone(),
+            gcp_token: self.gcp_token_url.clone(),
+        }
+    }
+}
+
+/// Where the providers' APIs are: server configuration, never tenant input (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderUrls {
+    /// DigitalOcean's API base URL (without `/v2`).
+    pub digitalocean: String,
+    /// GKE's API base URL (without `/v1`).
+    pub gke: String,
+    /// The OAuth 2.0 token endpoint of GKE accounts.
+    pub gcp_token: String,
+}
+
+impl ProviderUrls {
+    /// Every provider's face of one simulator at `url` (its DigitalOcean `/v2/…`, its
+    /// GKE `/v1/…` and its token endpoint `/token` share one listener).
+    pub fn simulator(url: &str) -> Self {
+        let url = url.trim_end_matches('/');
+        Self {
+            digitalocean: url.to_owned(),
+            gke: url.to_owned(),
+            gcp_token: format!("{url}/token"),
+        }
     }
 }
 

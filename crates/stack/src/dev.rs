@@ -32,6 +32,7 @@ use bc_store::AeadSecretBox;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::config::ProviderUrls;
 use crate::wire::{self, Adapters, ReconcileOptions, Served};
 
 /// The tenant dev mode makes.
@@ -174,7 +175,8 @@ impl DevStack {
         let keeper = sim.keep_in(kept, SIM_SAVE_EVERY);
         let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
 
-        let adapters = Adapters::real_with_clock(store, &key, &sim_url, clock)?;
+        let adapters =
+            Adapters::real_with_clock(store, &key, &ProviderUrls::simulator(&sim_url), clock)?;
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let settings = Settings {
             default_pool_quotas: BTreeMap::from([(

@@ -13,12 +13,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bc_api::{Api, Ports, Settings};
+use bc_domain::model::ProviderKind;
 use bc_domain::ports::{
     Clock, ClusterApi, EventPublisher, ProviderRegistry, SystemClock, WorkKind,
 };
 use bc_domain::rules::budget::BudgetConfig;
 use bc_providers::digitalocean::DigitalOceanRegistry;
+use bc_providers::gke::{GkeConfig, GkeRegistry};
 use bc_providers::kube::KubeClusterApi;
+use bc_providers::registry::Providers;
 use bc_reconcile::provider_resources::plan::Timing;
 use bc_reconcile::shared::OsEntropy;
 use bc_reconcile::{
@@ -30,6 +33,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ProviderUrls;
 use crate::conn::{self, ConnectionLimits, LimitedListener};
 
 /// The adapters a process works on.
@@ -41,21 +45,21 @@ pub struct Adapters {
     pub clock: Arc<dyn Clock>,
     /// Encryption of provider credentials.
     pub secrets: Arc<AeadSecretBox>,
-    /// Provider accounts (DigitalOcean at the configured API URL).
+    /// Provider accounts (each provider at its configured URLs).
     pub providers: Arc<dyn ProviderRegistry>,
     /// Clusters' Kubernetes APIs.
     pub clusters: Arc<dyn ClusterApi>,
 }
 
 impl Adapters {
-    /// The real adapters: DigitalOcean at `digitalocean_api_url`, `kube` for clusters,
-    /// the wall clock, credentials sealed with `secret_key` (base64 of 32 bytes).
+    /// The real adapters: each provider at its URL in `urls`, `kube` for clusters, the
+    /// wall clock, credentials sealed with `secret_key` (base64 of 32 bytes).
     pub fn real(
         store: Arc<SqlStore>,
         secret_key: &str,
-        digitalocean_api_url: &str,
+        urls: &ProviderUrls,
     ) -> anyhow::Result<Self> {
-        Self::real_with_clock(store, secret_key, digitalocean_api_url, Arc::new(SystemClock))
+        Self::real_with_clock(store, secret_key, urls, Arc::new(SystemClock))
     }
 
     /// [`Adapters::real`] on another clock (the tests' stepped clock, shared with the
@@ -63,7 +67,7 @@ impl Adapters {
     pub fn real_with_clock(
         store: Arc<SqlStore>,
         secret_key: &str,
-        digitalocean_api_url: &str,
+        urls: &ProviderUrls,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         bc_providers::install_crypto_provider();
@@ -72,11 +76,21 @@ impl Adapters {
             AeadSecretBox::from_base64_key(secret_key.trim())
                 .map_err(|e| anyhow::anyhow!("--secret-key: {e}"))?,
         );
-        let providers = Arc::new(DigitalOceanRegistry::new(
-            digitalocean_api_url.trim_end_matches('/').to_owned(),
+        let digitalocean = DigitalOceanRegistry::new(
+            urls.digitalocean.trim_end_matches('/').to_owned(),
             secrets.clone(),
             clock.clone(),
-        ));
+        );
+        let gke = GkeRegistry::new(
+            GkeConfig::with_urls(urls.gke.trim_end_matches('/'), urls.gcp_token.clone()),
+            secrets.clone(),
+            clock.clone(),
+        );
+        let providers = Arc::new(
+            Providers::new()
+                .with(ProviderKind::Digitalocean, Arc::new(digitalocean))
+                .with(ProviderKind::Gke, Arc::new(gke)),
+        );
         Ok(Self { store, clock, secrets, providers, clusters: Arc::new(KubeClusterApi::new()) })
     }
 

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use bc_api::Settings;
 use bc_domain::model::{Grant, Role, Scope};
+use bc_stack::config::ProviderUrls;
 use bc_stack::testing::{Scratch, post};
 use bc_stack::wire::{Adapters, Served, api_router};
 use bc_store::SqlStore;
@@ -43,7 +44,9 @@ struct Served1 {
 
 async fn serve(store: Arc<SqlStore>) -> Served1 {
     // Pools need no provider: the DigitalOcean URL is never called.
-    let adapters = Adapters::real(store, SECRET_KEY, "http://127.0.0.1:9").expect("adapters");
+    let adapters =
+        Adapters::real(store, SECRET_KEY, &ProviderUrls::simulator("http://127.0.0.1:9"))
+            .expect("adapters");
     let grants = vec![Grant { role: Role::Operator, scope: Scope::System, tenant_id: None }];
     let token = bc_stack::tokens::create(adapters.store.as_ref(), adapters.clock.as_ref(), grants)
         .await
@@ -207,7 +210,8 @@ async fn a_read_only_database_file_refuses_writes_and_serves_reads() {
     let ro = format!("sqlite://{}?mode=ro", path.display());
     let store = Arc::new(SqlStore::connect(&ro).await.expect("a read-only store opens"));
     let adapters =
-        Adapters::real(store.clone(), SECRET_KEY, "http://127.0.0.1:9").expect("adapters");
+        Adapters::real(store.clone(), SECRET_KEY, &ProviderUrls::simulator("http://127.0.0.1:9"))
+            .expect("adapters");
     let s = serve_with(adapters, Some(token.clone())).await;
     let (status, listed) = call(&s, "pools.list", &json!({"tenantId": TENANT})).await;
     assert_eq!(status, 200, "{listed}");
@@ -221,7 +225,9 @@ async fn a_read_only_database_file_refuses_writes_and_serves_reads() {
 
     // Writable again: the refused request goes through, once.
     let store = Arc::new(SqlStore::connect(&rw).await.expect("store"));
-    let adapters = Adapters::real(store, SECRET_KEY, "http://127.0.0.1:9").expect("adapters");
+    let adapters =
+        Adapters::real(store, SECRET_KEY, &ProviderUrls::simulator("http://127.0.0.1:9"))
+            .expect("adapters");
     let s = serve_with(adapters, Some(token)).await;
     for _ in 0..2 {
         let (status, v) = call(&s, "pools.create", &create_body("refused")).await;

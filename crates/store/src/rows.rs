@@ -49,8 +49,7 @@ pub(crate) fn quota(q: &QueryResult) -> R<Quota> {
 }
 
 /// Columns of `provider_accounts`.
-pub(crate) const ACCOUNT: &str =
-    "provider_account_id, tenant_id, provider, name, credentials, created_at, deleted_at";
+pub(crate) const ACCOUNT: &str = "provider_account_id, tenant_id, provider, name, project_id, credentials, created_at, deleted_at";
 
 pub(crate) fn account(q: &QueryResult) -> R<ProviderAccount> {
     let r = Row(q);
@@ -59,6 +58,7 @@ pub(crate) fn account(q: &QueryResult) -> R<ProviderAccount> {
         tenant_id: r.parse("tenant_id")?,
         provider: r.enumv("provider")?,
         name: r.parse("name")?,
+        project_id: r.opt_string("project_id")?,
         credentials: SealedSecret(r.bytes("credentials")?),
         created_at: r.ts("created_at")?,
         deleted_at: r.opt_ts("deleted_at")?,

@@ -180,6 +180,7 @@ pub fn account(tenant_id: &TenantId, n: &str) -> ProviderAccount {
         tenant_id: tenant_id.clone(),
         provider: ProviderKind::Digitalocean,
         name: name(n),
+        project_id: None,
         credentials: SealedSecret(vec![0, 1, 2, 255]),
         created_at: t(0),
         deleted_at: None,

@@ -140,13 +140,33 @@ async fn create(
         .provider_for(account)
         .await
         .map_err(|e| ApiError::provider("opening the account", &e))?;
-    if !provider.capabilities().cluster_modes.contains(&input.mode) {
-        let mode = serde_json::to_value(input.mode).unwrap_or_default();
-        return Err(ApiError::failed_precondition(format!(
-            "{} offers no {} clusters: use mode standard",
-            account.provider.as_str(),
-            mode.as_str().unwrap_or("such")
-        )));
+    let offer = provider.offer();
+    if let Some(lack) = offer.lacks_mode(input.mode) {
+        return Err(ApiError::failed_precondition(format!("{lack}: use mode standard")));
+    }
+    // Names are the provider's names too: one longer than it takes is refused here, not
+    // by the provider later.
+    if input.name.as_str().len() > offer.name_max {
+        return Err(ApiError::invalid(
+            "name",
+            format!(
+                "{} takes cluster names of at most {} characters",
+                offer.provider.as_str(),
+                offer.name_max
+            ),
+        ));
+    }
+    for (i, pool) in input.node_pools.iter().enumerate() {
+        if pool.name.as_str().len() > offer.name_max {
+            return Err(ApiError::invalid(
+                format!("nodePools[{i}].name"),
+                format!(
+                    "{} takes node pool names of at most {} characters",
+                    offer.provider.as_str(),
+                    offer.name_max
+                ),
+            ));
+        }
     }
     let now = ctx.now();
     let cluster = KubernetesCluster {

@@ -119,6 +119,19 @@ async fn create(
 ) -> Result<Created<LoadBalancerView>, ApiError> {
     let input = &call.input;
     let account = call.access.account()?;
+    // The account's provider declares which load balancers it offers (no call: a static
+    // fact); one it lacks is refused naming it (SPEC §11: none on gke yet).
+    let provider = ctx
+        .providers
+        .provider_for(account)
+        .await
+        .map_err(|e| ApiError::provider("opening the account", &e))?;
+    if let Some(lack) = provider.offer().lacks_load_balancer(input.kind) {
+        return Err(ApiError::failed_precondition(format!(
+            "{lack} (account {}): create load balancers on an account of a provider that offers them",
+            account.provider_account_id
+        )));
+    }
     let pool =
         ctx.store.pool_get(&input.tenant_id, &input.pool_id).await?.ok_or_else(|| {
             ApiError::not_found(format!("pool {} (poolId) not found", input.pool_id))

@@ -159,6 +159,7 @@ async fn create(
         )));
     }
     let name = call.input.name.as_str();
+    check_name_length(&ctx, cluster, name).await?;
     if let Some(theirs) = provider_pool_named(&ctx, cluster, name).await? {
         return Err(ApiError::new(
             ErrorCode::AlreadyExists,
@@ -176,6 +177,35 @@ async fn create(
         now,
     );
     ctx.commit_create(&call, uow, NodePoolView::from(&node_pool)).await
+}
+
+/// A name longer than the cluster's provider takes (GKE: 40) is INVALID_ARGUMENT here,
+/// from the provider's declaration, not a refusal later.
+async fn check_name_length(
+    ctx: &Ctx,
+    cluster: &KubernetesCluster,
+    name: &str,
+) -> Result<(), ApiError> {
+    let Some(account) = ctx.store.account_get_any(&cluster.provider_account_id).await? else {
+        return Ok(());
+    };
+    let provider = ctx
+        .providers
+        .provider_for(&account)
+        .await
+        .map_err(|e| ApiError::provider("opening the account", &e))?;
+    let offer = provider.offer();
+    if name.len() > offer.name_max {
+        return Err(ApiError::invalid(
+            "name",
+            format!(
+                "{} takes node pool names of at most {} characters",
+                offer.provider.as_str(),
+                offer.name_max
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The provider's node pool named `name` in `cluster`, read now (SPEC §8: a name is

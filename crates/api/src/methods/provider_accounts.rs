@@ -6,7 +6,7 @@ pub use bc_api_types::provider_accounts::*;
 
 use bc_domain::ProviderAccountId;
 use bc_domain::model::{ProviderAccount, SealedSecret};
-use bc_domain::ports::{ProviderCredentials, UnitOfWork, Write};
+use bc_domain::ports::{UnitOfWork, Write};
 use serde_json::{Value, json};
 
 use super::examples as ex;
@@ -61,16 +61,18 @@ async fn create(
     call: Call<ProviderAccountsCreateInput>,
 ) -> Result<Created<ProviderAccountView>, ApiError> {
     let input = &call.input;
-    let credentials = ProviderCredentials::new(input.credentials.token.clone())
-        .map_err(|e| ApiError::invalid("credentials.token", e.to_string()))?;
-    // The token is checked before anything is stored: a refused one leaves no account.
-    let what = "checking credentials.token";
+    let credentials = input
+        .credentials
+        .check(input.provider)
+        .map_err(|e| ApiError::invalid(e.field(), e.to_string()))?;
+    // The credentials are checked before anything is stored: refused ones leave no account.
+    let what = "checking the credentials";
     let provider = ctx
         .providers
-        .provider_for_token(input.provider, &credentials.token)
+        .provider_for_credentials(&credentials)
         .await
-        .map_err(|e| ApiError::provider(what, &e))?;
-    provider.check_credentials().await.map_err(|e| ApiError::provider(what, &e))?;
+        .map_err(|e| ApiError::provider_refusal(what, &e))?;
+    provider.check_credentials().await.map_err(|e| ApiError::provider_refusal(what, &e))?;
     let id: ProviderAccountId = ctx.new_id();
     // Sealed with the account id as associated data, exactly as
     // `ProviderCredentials::unseal` opens it: the ciphertext is useless on another row.
@@ -83,6 +85,7 @@ async fn create(
         tenant_id: input.tenant_id.clone(),
         provider: input.provider,
         name: input.name.clone(),
+        project_id: credentials.project_id().map(str::to_owned),
         credentials: SealedSecret(sealed),
         created_at: ctx.now(),
         deleted_at: None,

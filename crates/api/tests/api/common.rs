@@ -246,13 +246,24 @@ impl Harness {
         wrap: impl FnOnce(Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
         build: impl FnOnce(Api) -> Api,
     ) -> Self {
+        Self::with_cloud_providers(store, config, |_, r| wrap(r), build).await
+    }
+
+    /// [`Self::with_providers`] where `wrap` also sees the simulated cloud (its GKE face's
+    /// URLs).
+    pub async fn with_cloud_providers(
+        store: S,
+        config: SimConfig,
+        wrap: impl FnOnce(&Cloud, Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
+        build: impl FnOnce(Api) -> Api,
+    ) -> Self {
         let cloud = Cloud::with_config(config).await;
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let ports = Ports {
             store: store.clone(),
             clock: clock.clone(),
-            providers: wrap(cloud.providers(secrets.clone())),
+            providers: wrap(&cloud, cloud.providers(secrets.clone())),
             clusters: cloud.clusters(),
             secrets: secrets.clone(),
         };

@@ -6,12 +6,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bc_api::methods::examples as ex;
-use bc_domain::model::{
-    ClusterMode, NodePoolOrigin, ProviderAccount, ProviderKind, SecretString, WaitingToJoin,
-};
+use bc_domain::model::{ClusterMode, NodePoolOrigin, ProviderAccount, WaitingToJoin};
 use bc_domain::ports::{
-    KubernetesProvider, LoadBalancerProvider, ProviderCapabilities, ProviderImpl, ProviderRegistry,
-    ProviderResult, UnitOfWork, WorkKind, Write,
+    AccountCredentials, KubernetesProvider, LoadBalancerProvider, ProviderImpl, ProviderOffer,
+    ProviderRegistry, ProviderResult, UnitOfWork, WorkKind, Write,
 };
 use bc_domain::{ClusterId, NodePoolId, PoolId, ResourceState};
 use bc_store::testing as rows;
@@ -126,10 +124,10 @@ struct Autopilot(Arc<dyn ProviderImpl>);
 
 #[async_trait]
 impl ProviderImpl for Autopilot {
-    fn capabilities(&self) -> ProviderCapabilities {
-        let mut modes = self.0.capabilities().cluster_modes;
-        modes.push(ClusterMode::Autopilot);
-        ProviderCapabilities { cluster_modes: modes }
+    fn offer(&self) -> ProviderOffer {
+        let mut offer = self.0.offer();
+        offer.cluster_modes.push(ClusterMode::Autopilot);
+        offer
     }
     async fn check_credentials(&self) -> ProviderResult<()> {
         self.0.check_credentials().await
@@ -150,12 +148,11 @@ impl ProviderRegistry for OffersAutopilot {
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         Ok(Arc::new(Autopilot(self.0.provider_for(account).await?)))
     }
-    async fn provider_for_token(
+    async fn provider_for_credentials(
         &self,
-        provider: ProviderKind,
-        token: &SecretString,
+        credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        Ok(Arc::new(Autopilot(self.0.provider_for_token(provider, token).await?)))
+        Ok(Arc::new(Autopilot(self.0.provider_for_credentials(credentials).await?)))
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod authz;
 pub mod clock;
 pub mod cluster;
+pub mod credentials;
 pub mod events;
 pub mod provider;
 pub mod secret;
@@ -18,6 +19,7 @@ pub use cluster::{
     DeleteOutcome, KubeObject, ObjectError, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel,
     Ownership, Preconditions, digest_secret_values, manifest_in_place, object_in_place,
 };
+pub use credentials::*;
 pub use events::{EventPublisher, PublishError};
 pub use provider::*;
 pub use secret::{SecretBox, SecretError};

@@ -2,9 +2,9 @@
 //! `ProviderRegistry` that maps an account to its implementation.
 //!
 //! Invariant: adapters classify every failure once into [`ProviderError`] (the port's own
-//! error, defined here); the types here
-//! are provider-neutral (DigitalOcean is the first provider), and unknown provider states
-//! parse into `Unknown(..)` rather than failing.
+//! error, defined here); the types here are provider-neutral — what differs between
+//! providers is declared once per adapter in [`ProviderOffer`] — and unknown provider
+//! states parse into `Unknown(..)` rather than failing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,7 +48,15 @@ pub enum ProviderError {
     /// The account's credentials were refused.
     #[error("the provider refused the account's credentials")]
     Unauthorized,
-    /// Worth retrying: 5xx, timeouts, connection errors, "busy" answers.
+    /// One change at a time: the object is busy with an earlier change (GKE's "Cluster
+    /// is running incompatible operation", a DigitalOcean load balancer still applying
+    /// an update). The change waits and is retried; never a refusal, never an `error`.
+    #[error("busy with an earlier change at the provider: {message}")]
+    Busy {
+        /// The provider's words (no secrets).
+        message: String,
+    },
+    /// Worth retrying: 5xx, timeouts, connection errors.
     #[error("transient provider error: {message}")]
     Transient {
         /// What happened (no secrets).
@@ -63,6 +71,7 @@ impl ProviderError {
             self,
             ProviderError::RateLimited { .. }
                 | ProviderError::OverBudget { .. }
+                | ProviderError::Busy { .. }
                 | ProviderError::Transient { .. }
         )
     }
@@ -177,6 +186,8 @@ pub struct ProviderCluster {
     pub version: String,
     /// State.
     pub state: ProviderClusterState,
+    /// Mode (`autopilot`: the provider runs the nodes; it has no node pools).
+    pub mode: ClusterMode,
     /// The provider's status message.
     pub message: Option<String>,
     /// API endpoint, once provisioned.
@@ -330,11 +341,70 @@ pub struct ClusterCredentials {
     pub expires_at: Option<Timestamp>,
 }
 
-/// Static facts about a provider.
+/// How a provider's resource labels (DigitalOcean's tags, GKE's `resourceLabels`)
+/// may be written: the ownership marks above the adapters are tags of
+/// `[a-z0-9-]`, which every rule here takes; the rule says what else a provider
+/// allows, for names derived from tenant input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelRule {
+    /// DigitalOcean tags: up to 255 characters of letters, digits, `:`, `-`, `_`.
+    Tags,
+    /// GCP labels: keys of 1–63 `[a-z0-9_-]` starting with a letter, values of 0–63; no
+    /// `/` or `.` (so `better-compute.dev/…` is not a key there).
+    Gcp,
+}
+
+/// What a provider offers: one declaration per adapter, read by the API and the
+/// reconcilers instead of asking which provider it is (SPEC §5). A call a provider
+/// cannot serve is refused naming [`ProviderOffer::provider`] and what it lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderCapabilities {
+pub struct ProviderOffer {
+    /// The provider, for messages.
+    pub provider: crate::model::ProviderKind,
     /// Cluster modes it offers.
     pub cluster_modes: Vec<ClusterMode>,
+    /// Whether standard clusters take node pools through this system (an autopilot
+    /// cluster never has any).
+    pub node_pools: bool,
+    /// Load balancer types it offers (none: `loadBalancers.create` is refused).
+    pub load_balancer_types: Vec<LoadBalancerType>,
+    /// Most characters of a cluster or node-pool name at the provider.
+    pub name_max: usize,
+    /// Its resource-label rule.
+    pub label_rule: LabelRule,
+    /// Whether an autopilot cluster's `region` must be a region (not a zone).
+    pub autopilot_regions_only: bool,
+}
+
+impl ProviderOffer {
+    /// `None` when the provider offers `mode`, else why not (for FAILED_PRECONDITION).
+    pub fn lacks_mode(&self, mode: ClusterMode) -> Option<String> {
+        if self.cluster_modes.contains(&mode) {
+            return None;
+        }
+        let m = match mode {
+            ClusterMode::Standard => "standard",
+            ClusterMode::Autopilot => "autopilot",
+        };
+        Some(format!("{} offers no {m} clusters", self.provider.as_str()))
+    }
+
+    /// `None` when the provider offers load balancers of `t`, else why not.
+    pub fn lacks_load_balancer(&self, t: LoadBalancerType) -> Option<String> {
+        if self.load_balancer_types.contains(&t) {
+            return None;
+        }
+        let p = self.provider.as_str();
+        Some(if self.load_balancer_types.is_empty() {
+            format!("{p} offers no load balancers")
+        } else {
+            let t = match t {
+                LoadBalancerType::Regional => "regional",
+                LoadBalancerType::Global => "global",
+            };
+            format!("{p} offers no {t} load balancers")
+        })
+    }
 }
 
 /// Managed Kubernetes at a provider.
@@ -402,8 +472,15 @@ pub trait KubernetesProvider: Send + Sync {
     async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>>;
     /// Starts an upgrade.
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()>;
-    /// Regions, versions and sizes.
+    /// Regions, versions and sizes, where the provider has one answer for every region.
     async fn options(&self) -> ProviderResult<ProviderOptions>;
+    /// Regions, versions and sizes for new clusters in `region`: GKE's versions are per
+    /// location, so its adapter answers this and refuses [`KubernetesProvider::options`];
+    /// DigitalOcean's are the same everywhere (the default asks `options`).
+    async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {
+        let _ = region;
+        self.options().await
+    }
     /// A kubeconfig (bearer-token type) for the cluster; adapters cache it until near
     /// expiry. `Transient` while the cluster still provisions (its kubeconfig is not
     /// served yet), `NotFound` once the cluster is gone.
@@ -532,7 +609,7 @@ pub trait LoadBalancerProvider: Send + Sync {
     async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer>;
     /// Creates one.
     async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer>;
-    /// Replaces one whole ("busy" answers are `Transient`).
+    /// Replaces one whole ("busy" answers are `Busy`).
     async fn update(
         &self,
         id: &str,
@@ -545,103 +622,14 @@ pub trait LoadBalancerProvider: Send + Sync {
 /// One provider account's API.
 #[async_trait]
 pub trait ProviderImpl: Send + Sync {
-    /// Static facts.
-    fn capabilities(&self) -> ProviderCapabilities;
+    /// What the provider offers (a static declaration; no call).
+    fn offer(&self) -> ProviderOffer;
     /// Checks the account's credentials (`Unauthorized` when refused).
     async fn check_credentials(&self) -> ProviderResult<()>;
     /// Managed Kubernetes.
     fn kubernetes(&self) -> &dyn KubernetesProvider;
     /// Load balancers.
     fn load_balancers(&self) -> &dyn LoadBalancerProvider;
-}
-
-/// Most characters of a provider API token.
-pub const PROVIDER_TOKEN_MAX: usize = 1024;
-/// The rule of a provider API token, as [`ProviderCredentials::new`] applies it: visible
-/// ASCII only — no whitespace, control or format characters — since it travels in an HTTP
-/// header (and a portable pattern: it means the same to every regex engine).
-pub const PROVIDER_TOKEN_PATTERN: &str = "^[!-~]+$";
-
-/// The credentials document of a provider account (SPEC §5 `credentials: {token}`): what
-/// `providerAccounts.create` takes in and seals with the `SecretBox`, and what a
-/// `ProviderRegistry` opens. `Debug` never prints the token.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderCredentials {
-    /// The provider API token (DigitalOcean: `dop_v1_…`); write-only.
-    #[serde(serialize_with = "SecretString::serialize_exposed")]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(
-            length(min = 1, max = PROVIDER_TOKEN_MAX),
-            regex(pattern = PROVIDER_TOKEN_PATTERN),
-            extend("writeOnly" = true)
-        )
-    )]
-    pub token: SecretString,
-}
-
-impl std::fmt::Debug for ProviderCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderCredentials").field("token", &self.token).finish()
-    }
-}
-
-/// Why a credentials document is not usable (never quoting it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CredentialsError {
-    /// Not the JSON object `{"token": "…"}`.
-    #[error("credentials must be the JSON object {{\"token\": \"…\"}}")]
-    Shape,
-    /// The token is empty, too long, or holds anything but visible ASCII (it travels in
-    /// an HTTP header).
-    #[error(
-        "credentials.token must be a token of 1 to 1024 visible ASCII characters (no spaces, control or format characters)"
-    )]
-    Token,
-}
-
-impl ProviderCredentials {
-    /// Credentials of `token`, checked as [`ProviderCredentials::open`] checks them.
-    pub fn new(token: SecretString) -> Result<Self, CredentialsError> {
-        let t = token.expose();
-        let visible_ascii = t.bytes().all(|b| b.is_ascii_graphic());
-        if t.is_empty() || t.len() > PROVIDER_TOKEN_MAX || !visible_ascii {
-            return Err(CredentialsError::Token);
-        }
-        Ok(Self { token })
-    }
-
-    /// The plaintext to seal: the document's JSON.
-    pub fn to_plaintext(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// Opens an account's sealed credentials with the server's `SecretBox` (the account
-    /// id is the AAD); every `ProviderRegistry` goes through this one function, so a
-    /// failure reads the same whichever provider face is behind it, and never quotes
-    /// the document.
-    pub fn unseal(
-        secret_box: &dyn crate::ports::SecretBox,
-        account: &crate::model::ProviderAccount,
-    ) -> ProviderResult<Self> {
-        let id = account.provider_account_id.as_str();
-        let plain = secret_box.open(&account.credentials.0, id.as_bytes()).map_err(|_| {
-            ProviderError::Refused {
-                message: format!("credentials of account {id} could not be opened"),
-            }
-        })?;
-        Self::open(&plain).map_err(|e| ProviderError::Refused {
-            message: format!("credentials of account {id}: {e}"),
-        })
-    }
-
-    /// Reads an opened document. The parser's message is dropped: it can quote the input.
-    pub fn open(plaintext: &[u8]) -> Result<Self, CredentialsError> {
-        let doc: Self = serde_json::from_slice(plaintext).map_err(|_| CredentialsError::Shape)?;
-        Self::new(doc.token)
-    }
 }
 
 /// Maps an account to its provider implementation.
@@ -653,46 +641,9 @@ pub trait ProviderRegistry: Send + Sync {
         account: &ProviderAccount,
     ) -> ProviderResult<Arc<dyn ProviderImpl>>;
     /// An implementation for credentials not stored yet (`providerAccounts.create`
-    /// checks the token before it stores it).
-    async fn provider_for_token(
+    /// checks them before it stores them); the credentials say which provider.
+    async fn provider_for_credentials(
         &self,
-        provider: crate::model::ProviderKind,
-        token: &SecretString,
+        credentials: &crate::ports::AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credentials_document_round_trips_and_never_shows_the_token() {
-        let c = ProviderCredentials::new(SecretString::new("dop_v1_abc")).unwrap();
-        assert_eq!(c.to_plaintext(), br#"{"token":"dop_v1_abc"}"#.to_vec());
-        assert_eq!(ProviderCredentials::open(&c.to_plaintext()).unwrap(), c);
-        assert!(!format!("{c:?}").contains("dop_v1_abc"));
-        for bad in [&br#"{"token":"dop_v1_abc","x":1}"#[..], b"dop_v1_abc", br#"{"tok":"a"}"#] {
-            let e = ProviderCredentials::open(bad).unwrap_err();
-            assert_eq!(e, CredentialsError::Shape);
-            assert!(!e.to_string().contains("dop_v1_abc"));
-        }
-        let long = "x".repeat(PROVIDER_TOKEN_MAX + 1);
-        for bad in ["", "a b", "a\nb", "a\u{7}", long.as_str()] {
-            assert_eq!(
-                ProviderCredentials::new(SecretString::new(bad)).unwrap_err(),
-                CredentialsError::Token
-            );
-        }
-        // The documented pattern is the rule `new` applies.
-        let re = regex::Regex::new(PROVIDER_TOKEN_PATTERN).unwrap();
-        for t in
-            ["dop_v1_abc", "a b", "a\tb", "a\u{7}", "é\u{a0}x", "x\u{2028}", "a\u{200b}b", "!~"]
-        {
-            assert_eq!(
-                re.is_match(t),
-                ProviderCredentials::new(SecretString::new(t)).is_ok(),
-                "{t:?}"
-            );
-        }
-    }
 }

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bc_domain::ProviderError;
-use bc_domain::model::{ClusterMode, SecretString};
+use bc_domain::model::{ClusterMode, LoadBalancerType, ProviderKind, SecretString};
 use bc_domain::ports::{
-    Clock, KubernetesProvider, LoadBalancerProvider, ProviderCapabilities, ProviderImpl,
+    Clock, KubernetesProvider, LabelRule, LoadBalancerProvider, ProviderImpl, ProviderOffer,
     ProviderResult,
 };
 use serde::de::DeserializeOwned;
@@ -32,7 +32,23 @@ pub use registry::DigitalOceanRegistry;
 pub use transport::SharedBucket;
 
 use kubernetes::CredentialCache;
+pub(crate) use kubernetes::seg;
 use transport::Transport;
+
+/// What DigitalOcean offers: standard clusters only (DOKS has worker node pools, no
+/// autopilot mode), node pools, regional and global load balancers; names up to 255
+/// characters (ours are at most 63); tags.
+pub fn offer() -> ProviderOffer {
+    ProviderOffer {
+        provider: ProviderKind::Digitalocean,
+        cluster_modes: vec![ClusterMode::Standard],
+        node_pools: true,
+        load_balancer_types: vec![LoadBalancerType::Regional, LoadBalancerType::Global],
+        name_max: 255,
+        label_rule: LabelRule::Tags,
+        autopilot_regions_only: false,
+    }
+}
 
 /// The public API's address.
 pub const DEFAULT_BASE_URL: &str = "https://api.digitalocean.com";
@@ -247,9 +263,8 @@ fn next_page_number(next: &str) -> Option<u64> {
 
 #[async_trait]
 impl ProviderImpl for DigitalOcean {
-    fn capabilities(&self) -> ProviderCapabilities {
-        // DOKS has worker node pools only; there is no autopilot mode.
-        ProviderCapabilities { cluster_modes: vec![ClusterMode::Standard] }
+    fn offer(&self) -> ProviderOffer {
+        offer()
     }
 
     async fn check_credentials(&self) -> ProviderResult<()> {

@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bc_domain::ProviderAccountId;
-use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::ProviderError;
+use bc_domain::model::{ProviderAccount, SecretString};
 use bc_domain::ports::{
-    Clock, ProviderCredentials, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox,
+    AccountCredentials, Clock, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox,
 };
 
 use super::{DigitalOcean, DigitalOceanConfig};
@@ -57,7 +58,6 @@ impl DigitalOceanRegistry {
     /// The concrete adapter of `account` (shared; same as `provider_for`), for callers
     /// that need the concrete type (its rate-limit bucket, say).
     pub fn digitalocean_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<DigitalOcean>> {
-        let ProviderKind::Digitalocean = account.provider;
         let sealed = &account.credentials.0;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cache.get(&account.provider_account_id)
@@ -65,9 +65,9 @@ impl DigitalOceanRegistry {
         {
             return Ok(c.provider.clone());
         }
-        let creds = ProviderCredentials::unseal(self.secret_box.as_ref(), account)?;
-        let provider =
-            Arc::new(DigitalOcean::new(self.config.clone(), &creds.token, self.clock.clone())?);
+        let creds = AccountCredentials::unseal(self.secret_box.as_ref(), account)?;
+        let token = token_of(&creds)?;
+        let provider = Arc::new(DigitalOcean::new(self.config.clone(), token, self.clock.clone())?);
         cache.insert(
             account.provider_account_id.clone(),
             Cached { sealed: sealed.clone(), provider: provider.clone() },
@@ -85,13 +85,25 @@ impl ProviderRegistry for DigitalOceanRegistry {
         Ok(self.digitalocean_for(account)?)
     }
 
-    async fn provider_for_token(
+    async fn provider_for_credentials(
         &self,
-        provider: ProviderKind,
-        token: &SecretString,
+        credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        let ProviderKind::Digitalocean = provider;
         // Not cached: the token is not an account yet (it is being checked).
+        let token = token_of(credentials)?;
         Ok(Arc::new(DigitalOcean::new(self.config.clone(), token, self.clock.clone())?))
+    }
+}
+
+/// The token of DigitalOcean credentials; another provider's are not this registry's.
+fn token_of(credentials: &AccountCredentials) -> ProviderResult<&SecretString> {
+    match credentials {
+        AccountCredentials::Token(token) => Ok(token),
+        other => Err(ProviderError::Refused {
+            message: format!(
+                "a {} account is not a DigitalOcean account",
+                other.provider().as_str()
+            ),
+        }),
     }
 }

@@ -350,6 +350,8 @@ impl WireCluster {
     pub(crate) fn into_port(self) -> ProviderCluster {
         let status = self.status.unwrap_or_default();
         ProviderCluster {
+            // DOKS has no other mode.
+            mode: bc_domain::model::ClusterMode::Standard,
             id: self.id,
             name: self.name,
             region: self.region.unwrap_or_default(),

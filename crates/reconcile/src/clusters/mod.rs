@@ -357,9 +357,7 @@ impl Run<'_> {
             }
             None => {
                 let mode = self.row.mode;
-                if mode == ClusterMode::Autopilot
-                    && !provider.capabilities().cluster_modes.contains(&ClusterMode::Autopilot)
-                {
+                if mode == ClusterMode::Autopilot && provider.offer().lacks_mode(mode).is_some() {
                     let m = format!(
                         "provider account {} offers no autopilot clusters: delete this cluster and create a standard one",
                         self.row.provider_account_id

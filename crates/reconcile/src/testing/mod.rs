@@ -178,6 +178,7 @@ impl Env {
             tenant_id: tenant.clone(),
             provider: ProviderKind::Digitalocean,
             name: ObjectName::parse("main").expect("name"),
+            project_id: None,
             credentials: SealedSecret(sealed),
             created_at: clock.now(),
             deleted_at: None,

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bc_domain::model::{LoadBalancerSpec, ProviderAccount, ProviderKind, SecretString};
+use bc_domain::model::{LoadBalancerSpec, ProviderAccount};
 use bc_domain::ports::{
-    KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, ProviderCapabilities,
-    ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind,
+    AccountCredentials, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
+    ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderRegistry, ProviderResult, WorkKind,
 };
 use bc_domain::{LoadBalancerId, ProviderError, ResourceState};
 use bc_reconcile::provider_resources::plan::{events, ownership_tag};
@@ -140,8 +140,8 @@ impl Faulty {
 
 #[async_trait]
 impl ProviderImpl for Faulty {
-    fn capabilities(&self) -> ProviderCapabilities {
-        self.inner.capabilities()
+    fn offer(&self) -> ProviderOffer {
+        self.inner.offer()
     }
     async fn check_credentials(&self) -> ProviderResult<()> {
         self.inner.check_credentials().await
@@ -192,12 +192,11 @@ impl ProviderRegistry for FaultyRegistry {
         let inner = self.inner.provider_for(account).await?;
         Ok(Arc::new(Faulty { inner, sim: self.sim.clone(), plan: self.plan.clone() }))
     }
-    async fn provider_for_token(
+    async fn provider_for_credentials(
         &self,
-        kind: ProviderKind,
-        token: &SecretString,
+        credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        self.inner.provider_for_token(kind, token).await
+        self.inner.provider_for_credentials(credentials).await
     }
 }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bc_domain::ResourceState;
-use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::model::ProviderAccount;
 use bc_domain::ports::{
-    KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, ProviderCapabilities,
-    ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind,
+    AccountCredentials, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
+    ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderRegistry, ProviderResult, WorkKind,
 };
 use bc_reconcile::runtime::ActivationResult;
 use mockall::mock;
@@ -37,8 +37,8 @@ struct Mocked {
 
 #[async_trait]
 impl ProviderImpl for Mocked {
-    fn capabilities(&self) -> ProviderCapabilities {
-        self.kubernetes.capabilities()
+    fn offer(&self) -> ProviderOffer {
+        self.kubernetes.offer()
     }
     async fn check_credentials(&self) -> ProviderResult<()> {
         Ok(())
@@ -58,10 +58,9 @@ impl ProviderRegistry for OneAccount {
     async fn provider_for(&self, _: &ProviderAccount) -> ProviderResult<Arc<dyn ProviderImpl>> {
         Ok(self.0.clone())
     }
-    async fn provider_for_token(
+    async fn provider_for_credentials(
         &self,
-        _: ProviderKind,
-        _: &SecretString,
+        _: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         Ok(self.0.clone())
     }

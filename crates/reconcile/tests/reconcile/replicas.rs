@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bc_domain::model::ClusterMode;
-use bc_domain::model::{ProviderAccount, ProviderKind, SecretString};
+use bc_domain::model::ProviderAccount;
 use bc_domain::policy::Scale;
 use bc_domain::ports::{
-    BudgetRepo, Clock, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    ProviderCapabilities, ProviderImpl, ProviderLoadBalancer, ProviderRegistry, ProviderResult,
-    WorkKind, WorkQueue,
+    AccountCredentials, BudgetRepo, Clock, KubernetesProvider, LoadBalancerProvider,
+    LoadBalancerRequest, ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderRegistry,
+    ProviderResult, WorkKind, WorkQueue,
 };
 use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
 use bc_domain::{ProviderError, ResourceState, Timestamp};
@@ -225,8 +225,8 @@ impl Recording {
 
 #[async_trait]
 impl ProviderImpl for Recording {
-    fn capabilities(&self) -> ProviderCapabilities {
-        self.inner.capabilities()
+    fn offer(&self) -> ProviderOffer {
+        self.inner.offer()
     }
     async fn check_credentials(&self) -> ProviderResult<()> {
         self.record(self.inner.check_credentials()).await
@@ -283,12 +283,11 @@ impl ProviderRegistry for RecordingRegistry {
             replica: self.replica,
         }))
     }
-    async fn provider_for_token(
+    async fn provider_for_credentials(
         &self,
-        kind: ProviderKind,
-        token: &SecretString,
+        credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        self.inner.provider_for_token(kind, token).await
+        self.inner.provider_for_credentials(credentials).await
     }
 }
 

@@ -28,13 +28,15 @@ async fn insert(store: &SqlStore, txn: &Txn, a: &ProviderAccount) -> Tx<()> {
     let live = a.deleted_at.is_none().then(|| a.name.to_string());
     let q = store.st(
         "INSERT INTO provider_accounts (provider_account_id, tenant_id, provider, name, \
-         live_name, credentials, created_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+         live_name, project_id, credentials, created_at, deleted_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             s(&a.provider_account_id),
             s(&a.tenant_id),
             s(a.provider.as_str()),
             s(&a.name),
             os(live),
+            os(a.project_id.clone()),
             Value::from(a.credentials.0.clone()),
             ts(a.created_at),
             ots(a.deleted_at),

@@ -1,0 +1,532 @@
+//! GKE through the [`KubernetesProvider`] port: clusters (standard and autopilot), node
+//! pools by name, upgrades, server config, and credentials for a cluster's own API.
+//!
+//! Invariant: GKE runs one operation at a time per cluster, so a port call that needs
+//! several (a node pool's labels, then its autoscaling, then its size) makes the first
+//! that is still needed and answers with the state after it; the next call finds that
+//! change done and makes the next, and one asked while an operation runs is `Busy` —
+//! every call converges from what GKE has, and none waits on an operation, so a crash
+//! resumes by reading. A create is by a name the caller recorded before; the cluster is
+//! then found by that name. Node-pool calls on an autopilot cluster are refused here,
+//! before GKE is asked.
+
+use async_trait::async_trait;
+use bc_domain::ProviderError;
+use bc_domain::model::{ClusterMode, SecretString};
+use bc_domain::ports::{
+    AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
+    KubernetesVersion, NodePoolRequest, ProviderCluster, ProviderNodePool, ProviderOptions,
+    ProviderResult, UpdateClusterRequest,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::Gke;
+use super::wire::{
+    self, Cluster, ClusterList, NodePool, Operation, ServerConfig, is_zone, labels_of,
+};
+use crate::digitalocean::seg;
+use crate::kube::KubeClusterApi;
+use bc_domain::ports::ClusterApi;
+use std::collections::BTreeMap;
+
+/// The message of the local refusal of node-pool calls on autopilot clusters (GKE's own
+/// words, research/gke.md §5).
+pub const AUTOPILOT_POOLS: &str = "Autopilot node pools cannot be accessed or modified.";
+
+impl Gke {
+    fn located(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (String, String)>> {
+        self.located.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn remember(&self, c: &Cluster) {
+        if !c.id.is_empty() {
+            self.located().insert(c.id.clone(), (c.location.clone(), c.name.clone()));
+        }
+    }
+
+    fn location_path(&self, location: &str) -> String {
+        format!("/v1/projects/{}/locations/{}", seg(&self.project), seg(location))
+    }
+
+    fn cluster_path(&self, location: &str, name: &str) -> String {
+        format!("{}/clusters/{}", self.location_path(location), seg(name))
+    }
+
+    async fn list_wire(&self) -> ProviderResult<Vec<Cluster>> {
+        let path = format!("{}/clusters", self.location_path("-"));
+        let list: ClusterList = self.transport.send(Method::GET, &path, None).await?;
+        if !list.missing_zones.is_empty() {
+            // A partial list must never look like deleted clusters.
+            return Err(ProviderError::Transient {
+                message: format!(
+                    "GET {path}: GKE could not read zones {}; refusing a partial list",
+                    list.missing_zones.join(", ")
+                ),
+            });
+        }
+        for c in &list.clusters {
+            self.remember(c);
+        }
+        Ok(list.clusters)
+    }
+
+    /// Where cluster `id` is: remembered, else found by listing every location.
+    async fn locate(&self, id: &str) -> ProviderResult<(String, String)> {
+        if let Some(l) = self.located().get(id).cloned() {
+            return Ok(l);
+        }
+        self.list_wire().await?;
+        self.located().get(id).cloned().ok_or(ProviderError::NotFound)
+    }
+
+    /// Cluster `id` as GKE has it; `NotFound` when its name now holds another cluster.
+    async fn cluster(&self, id: &str) -> ProviderResult<(Cluster, String)> {
+        let (location, name) = self.locate(id).await?;
+        let path = self.cluster_path(&location, &name);
+        let c: Cluster = self.transport.send(Method::GET, &path, None).await?;
+        if c.id != id {
+            self.located().remove(id);
+            return Err(ProviderError::NotFound);
+        }
+        Ok((c, path))
+    }
+
+    /// A standard cluster's wire form and path; autopilot is refused locally.
+    async fn standard(&self, id: &str) -> ProviderResult<(Cluster, String)> {
+        let (c, path) = self.cluster(id).await?;
+        if c.autopilot.enabled {
+            return Err(ProviderError::Refused { message: AUTOPILOT_POOLS.into() });
+        }
+        Ok((c, path))
+    }
+
+    async fn pool(
+        &self,
+        cluster_id: &str,
+        name: &str,
+    ) -> ProviderResult<(Cluster, NodePool, String)> {
+        let (c, path) = self.standard(cluster_id).await?;
+        let pool =
+            c.node_pools.iter().find(|p| p.name == name).cloned().ok_or(ProviderError::NotFound)?;
+        Ok((c, pool, format!("{path}/nodePools/{}", seg(name))))
+    }
+
+    async fn op(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> ProviderResult<Operation> {
+        self.transport.send(method, path, body).await
+    }
+
+    /// The Nodes of each node pool, counted from the cluster's own API by GKE's
+    /// `cloud.google.com/gke-nodepool` label: GKE's API reports no current size of a
+    /// pool (research/gke.md §2, §6). `None` while the cluster's API is not reachable.
+    async fn node_counts(&self, c: &Cluster) -> Option<BTreeMap<String, u32>> {
+        if c.endpoint.is_empty() || c.autopilot.enabled {
+            return None;
+        }
+        let creds = self.kubeconfig(c).await.ok()?;
+        let client = match KubeClusterApi::new().connect(&creds.kubeconfig).await {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "counting nodes: no connection");
+                return None;
+            }
+        };
+        let nodes = match client.list_nodes(NODE_POOL_LABEL).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "counting nodes failed");
+                return None;
+            }
+        };
+        let mut counts = BTreeMap::new();
+        for pool in nodes.iter().filter_map(|n| n.labels.get(NODE_POOL_LABEL)) {
+            *counts.entry(pool.clone()).or_insert(0u32) += 1;
+        }
+        Some(counts)
+    }
+
+    /// The port's cluster, its pools' counts read from its Nodes.
+    async fn port_cluster(&self, c: Cluster) -> ProviderCluster {
+        let counts = self.node_counts(&c).await;
+        c.into_port(counts.as_ref())
+    }
+
+    /// The port's pool, its count read from its Nodes.
+    async fn port_pool(&self, c: &Cluster, p: NodePool) -> ProviderNodePool {
+        let counts = self.node_counts(c).await;
+        p.into_port(&c.location, &c.locations, counts.as_ref())
+    }
+
+    /// A kubeconfig for `c`'s API: its endpoint, GKE's CA and a fresh access token.
+    async fn kubeconfig(&self, c: &Cluster) -> ProviderResult<ClusterCredentials> {
+        if c.endpoint.is_empty() || c.master_auth.cluster_ca_certificate.is_empty() {
+            return Err(ProviderError::Transient {
+                message: format!(
+                    "the API of cluster {} is not served yet (the cluster is {}); retry later",
+                    c.id, c.status
+                ),
+            });
+        }
+        let token = self.transport.token().await?;
+        let server = if c.endpoint.contains("://") {
+            c.endpoint.clone()
+        } else {
+            format!("https://{}", c.endpoint)
+        };
+        // The endpoint, GKE's CA (already base64 of the PEM, as
+        // `certificate-authority-data` wants it) and an access token — no exec plugin.
+        // JSON is YAML.
+        let kubeconfig = json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": c.name,
+            "clusters": [{"name": c.name, "cluster": {"server": server,
+                "certificate-authority-data": c.master_auth.cluster_ca_certificate}}],
+            "users": [{"name": "better-compute", "user": {"token": token.token.expose()}}],
+            "contexts": [{"name": c.name, "context": {"cluster": c.name, "user": "better-compute"}}],
+        });
+        Ok(ClusterCredentials {
+            kubeconfig: SecretString::new(kubeconfig.to_string()),
+            expires_at: Some(token.expires_at),
+        })
+    }
+}
+
+/// Whether two label sets are the same, an empty value counting as absent: proto3 JSON
+/// may leave a zero value out, and a change that only adds or drops one would be asked
+/// for again on every call.
+fn same_labels(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bool {
+    let set = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    set(a) == set(b)
+}
+
+/// GKE's label naming a Node's pool.
+pub const NODE_POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
+
+/// Whether version `a` (`1.35.7-gke.1150000`) is newer than `b`, by their numbers.
+fn newer(a: &str, b: &str) -> bool {
+    let nums = |v: &str| -> Vec<u64> {
+        v.split(['.', '-']).filter_map(|p| p.trim_start_matches("gke").parse().ok()).collect()
+    };
+    nums(a) > nums(b)
+}
+
+fn version(slug: &str) -> KubernetesVersion {
+    KubernetesVersion {
+        slug: slug.to_owned(),
+        kubernetes_version: slug.split('-').next().unwrap_or(slug).to_owned(),
+    }
+}
+
+#[async_trait]
+impl KubernetesProvider for Gke {
+    async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
+        Ok(self.list_wire().await?.into_iter().map(|c| c.into_port(None)).collect())
+    }
+
+    async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
+        let (c, _) = self.cluster(id).await?;
+        Ok(self.port_cluster(c).await)
+    }
+
+    async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
+        let location = req.region.as_str();
+        let mut cluster = json!({"name": req.name, "releaseChannel": {"channel": "REGULAR"}});
+        if !req.version.is_empty() {
+            cluster["initialClusterVersion"] = json!(req.version);
+        }
+        if !req.tags.is_empty() {
+            cluster["resourceLabels"] = json!(labels_of(&req.tags));
+        }
+        match req.mode {
+            ClusterMode::Autopilot => {
+                if is_zone(location) {
+                    return Err(ProviderError::Refused {
+                        message: format!(
+                            "autopilot clusters are regional: {location} is a zone, use its region"
+                        ),
+                    });
+                }
+                cluster["autopilot"] = json!({"enabled": true});
+            }
+            ClusterMode::Standard => {
+                // Before the cluster exists its zones are unknown: a zonal cluster has one,
+                // a regional one GKE's default three.
+                let zones = if is_zone(location) { 1 } else { 3 };
+                let pools: Vec<Value> = req
+                    .node_pools
+                    .iter()
+                    .map(|p| wire::node_pool_body(p, zones))
+                    .collect::<ProviderResult<_>>()?;
+                cluster["nodePools"] = Value::Array(pools);
+            }
+        }
+        let path = format!("{}/clusters", self.location_path(location));
+        let _: Operation = self.op(Method::POST, &path, Some(&json!({"cluster": cluster}))).await?;
+        // The cluster exists (PROVISIONING) as soon as the operation starts: read it by
+        // the name given, which is how a retry after a crash finds it too.
+        let c: Cluster =
+            self.transport.send(Method::GET, &self.cluster_path(location, &req.name), None).await?;
+        self.remember(&c);
+        Ok(c.into_port(None))
+    }
+
+    async fn update_cluster(
+        &self,
+        id: &str,
+        req: &UpdateClusterRequest,
+    ) -> ProviderResult<ProviderCluster> {
+        let (c, path) = self.cluster(id).await?;
+        if req.name != c.name {
+            return Err(ProviderError::Refused {
+                message: format!("GKE cluster names cannot change ({} to {})", c.name, req.name),
+            });
+        }
+        if req.high_availability == Some(true) && is_zone(&c.location) {
+            return Err(ProviderError::Refused {
+                message: format!(
+                    "a zonal GKE cluster ({}) cannot become regional: create a regional cluster",
+                    c.location
+                ),
+            });
+        }
+        // Labels replace whole: GKE's own (`goog-…`) are kept as they are.
+        let mut labels: std::collections::BTreeMap<String, String> = c
+            .resource_labels
+            .iter()
+            .filter(|(k, _)| k.starts_with("goog-"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        labels.extend(labels_of(&req.tags));
+        if !same_labels(&labels, &c.resource_labels) {
+            let body = json!({"resourceLabels": labels, "labelFingerprint": c.label_fingerprint});
+            let _: Operation =
+                self.op(Method::POST, &format!("{path}:setResourceLabels"), Some(&body)).await?;
+            return self.get_cluster(id).await;
+        }
+        // Upgrade settings and maintenance windows follow the release channel.
+        Ok(c.into_port(None))
+    }
+
+    async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
+        let (_, path) = self.cluster(id).await?;
+        let _: Operation = self.op(Method::DELETE, &path, None).await?;
+        Ok(())
+    }
+
+    async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
+        // GKE has no associated-resources call (research/gke.md §11); this port makes no
+        // load balancers on GKE, so there are none of ours to list.
+        self.cluster(id).await?;
+        Ok(AssociatedResources::default())
+    }
+
+    async fn delete_cluster_selective(
+        &self,
+        id: &str,
+        load_balancer_ids: &[String],
+    ) -> ProviderResult<()> {
+        if !load_balancer_ids.is_empty() {
+            return Err(ProviderError::Refused { message: "gke offers no load balancers".into() });
+        }
+        self.delete_cluster(id).await
+    }
+
+    async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
+        let (c, _) = self.standard(cluster_id).await?;
+        let pools = c.node_pools.clone();
+        let counts = self.node_counts(&c).await;
+        Ok(pools
+            .into_iter()
+            .map(|p| p.into_port(&c.location, &c.locations, counts.as_ref()))
+            .collect())
+    }
+
+    async fn get_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+    ) -> ProviderResult<ProviderNodePool> {
+        let (c, p, _) = self.pool(cluster_id, node_pool_id).await?;
+        Ok(self.port_pool(&c, p).await)
+    }
+
+    async fn create_node_pool(
+        &self,
+        cluster_id: &str,
+        req: &NodePoolRequest,
+    ) -> ProviderResult<ProviderNodePool> {
+        let (c, path) = self.standard(cluster_id).await?;
+        let mut pool = wire::node_pool_body(req, 1)?;
+        // One zone, so the per-zone count is the pool's total (a zonal cluster's pools
+        // are there anyway).
+        if let Some(zone) = c.locations.first().filter(|_| !is_zone(&c.location)) {
+            pool["locations"] = json!([zone]);
+        }
+        let _: Operation = self
+            .op(Method::POST, &format!("{path}/nodePools"), Some(&json!({"nodePool": pool})))
+            .await?;
+        let (c, p, _) = self.pool(cluster_id, &req.name).await?;
+        Ok(self.port_pool(&c, p).await)
+    }
+
+    async fn update_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        req: &NodePoolRequest,
+    ) -> ProviderResult<ProviderNodePool> {
+        let (c, p, path) = self.pool(cluster_id, node_pool_id).await?;
+        let have = self.port_pool(&c, p.clone()).await;
+        let zones = wire::zones(&p, &c.location, &c.locations);
+        // 1. Labels, taints and tags, in place (they replace whole).
+        let wanted_labels = labels_of(&req.tags);
+        let have_labels: std::collections::BTreeMap<_, _> = p
+            .config
+            .resource_labels
+            .iter()
+            .filter(|(k, _)| !k.starts_with("goog-"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !same_labels(&have.labels, &req.labels)
+            || have.taints != req.taints
+            || !same_labels(&have_labels, &wanted_labels)
+        {
+            let mut resource = p.config.resource_labels.clone();
+            resource.retain(|k, _| k.starts_with("goog-"));
+            resource.extend(wanted_labels);
+            let body = json!({
+                "labels": {"labels": req.labels},
+                "taints": {"taints": wire::taints_body(&req.taints)},
+                "resourceLabels": {"labels": resource},
+            });
+            let _: Operation = self.op(Method::PUT, &path, Some(&body)).await?;
+            return self.get_node_pool(cluster_id, node_pool_id).await;
+        }
+        // 2. Autoscaling (pool-wide bounds).
+        let bounds = have.auto_scale.then_some((have.min_nodes, have.max_nodes));
+        if bounds != req.auto_scale {
+            let autoscaling = match req.auto_scale {
+                Some((min, max)) => json!({"enabled": true, "totalMinNodeCount": min,
+                    "totalMaxNodeCount": max, "locationPolicy": "BALANCED"}),
+                None => json!({}),
+            };
+            let body = json!({"autoscaling": autoscaling});
+            let _: Operation =
+                self.op(Method::POST, &format!("{path}:setAutoscaling"), Some(&body)).await?;
+            return self.get_node_pool(cluster_id, node_pool_id).await;
+        }
+        // 3. The size of a fixed pool (never of an autoscaled one: its count is GKE's).
+        if let (None, Some(count)) = (req.auto_scale, req.count)
+            && count != have.count
+        {
+            let body = json!({"nodeCount": wire::per_zone(count, zones, "count")?});
+            let _: Operation =
+                self.op(Method::POST, &format!("{path}:setSize"), Some(&body)).await?;
+            return self.get_node_pool(cluster_id, node_pool_id).await;
+        }
+        Ok(have)
+    }
+
+    async fn delete_node_pool(&self, cluster_id: &str, node_pool_id: &str) -> ProviderResult<()> {
+        let (_, _, path) = self.pool(cluster_id, node_pool_id).await?;
+        let _: Operation = self.op(Method::DELETE, &path, None).await?;
+        Ok(())
+    }
+
+    async fn delete_node(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        _node_id: &str,
+        _skip_drain: bool,
+        _replace: bool,
+    ) -> ProviderResult<()> {
+        self.pool(cluster_id, node_pool_id).await?;
+        // GKE's API has no call for one node (its instance groups are Compute Engine's).
+        Err(ProviderError::Refused {
+            message: "GKE removes nodes by resizing their node pool; one node cannot be deleted"
+                .into(),
+        })
+    }
+
+    async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>> {
+        let (c, _) = self.cluster(cluster_id).await?;
+        let path = format!("{}/serverConfig", self.location_path(&c.location));
+        let config: ServerConfig = self.transport.send(Method::GET, &path, None).await?;
+        Ok(config
+            .valid_master_versions
+            .iter()
+            .filter(|v| newer(v, &c.current_master_version))
+            .map(|v| version(v))
+            .collect())
+    }
+
+    async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
+        // The control plane; the release channel then brings the node pools to it.
+        let (_, path) = self.cluster(cluster_id).await?;
+        let body = json!({"masterVersion": version});
+        let _: Operation =
+            self.op(Method::POST, &format!("{path}:updateMaster"), Some(&body)).await?;
+        Ok(())
+    }
+
+    async fn options(&self) -> ProviderResult<ProviderOptions> {
+        Err(ProviderError::Refused {
+            message: "GKE's versions are per location: ask for a location's options".into(),
+        })
+    }
+
+    async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {
+        let path = format!("{}/serverConfig", self.location_path(region));
+        let config: ServerConfig = self.transport.send(Method::GET, &path, None).await?;
+        let mut versions = config.valid_master_versions.clone();
+        versions.sort_by(|a, b| {
+            if newer(a, b) {
+                std::cmp::Ordering::Less
+            } else if newer(b, a) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+        Ok(ProviderOptions {
+            // The location answered for, so it is offered.
+            regions: vec![region.to_owned()],
+            versions: versions.iter().map(|v| version(v)).collect(),
+            // Machine types are Compute Engine's list; GKE's API has none.
+            sizes: Vec::new(),
+        })
+    }
+
+    async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
+        let (c, _) = self.cluster(cluster_id).await?;
+        self.kubeconfig(&c).await
+    }
+
+    fn invalidate_credentials(&self, _cluster_id: &str) {
+        // The cluster refused the account's token: the next call mints another.
+        self.transport.invalidate_token();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_by_their_numbers() {
+        assert!(newer("1.36.3-gke.1640000", "1.35.7-gke.1150000"));
+        assert!(newer("1.35.7-gke.1150001", "1.35.7-gke.1150000"));
+        assert!(newer("1.35.10-gke.1", "1.35.9-gke.1"));
+        assert!(!newer("1.35.7-gke.1150000", "1.35.7-gke.1150000"));
+        assert_eq!(version("1.35.7-gke.1150000").kubernetes_version, "1.35.7");
+    }
+}
