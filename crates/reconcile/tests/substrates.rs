@@ -1041,3 +1041,41 @@ async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
     assert_eq!(s.state, ResourceState::Ready, "{s:?}");
     assert_eq!(pool_names(&env, &pid).await, vec![ours.name]);
 }
+
+/// A flavor removed and put back before its node pool is gone: the old pool's deletion
+/// finishes, and the flavor gets a new live row and a new pool — the row never stays
+/// `deleting`, and the adopted cluster (whose state follows its pools) ends `ready`.
+#[tokio::test]
+async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges() {
+    let env = Env::start().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    let policy = env.store.pool_get_any(&pool.pool_id).await.unwrap().unwrap().policy;
+    let name = format!("bc-{}-cpu", pool.pool_id.dashed());
+    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![])).await;
+    env.step(STEP).await;
+    let cluster = env.substrate(&pool.pool_id).await.cluster_id.unwrap();
+    let rows = async |env: &Env| {
+        let page = PageRequest::first(100);
+        let all = env.store.node_pool_list_by_cluster(&cluster, &page).await.unwrap().items;
+        let all = all.into_iter();
+        all.filter(|r| r.managed_by.as_ref() == Some(&pool.pool_id)).collect::<Vec<_>>()
+    };
+    let before = rows(&env).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0].state, bc_domain::NodePoolState::Deleting, "{before:?}");
+    assert!(pool_names(&env, &pid).await.contains(&name), "not gone yet");
+
+    env.update_policy(&pool.pool_id, policy.clone()).await;
+    converge_policy(&env, &pool.pool_id, &pid, 40).await;
+    let after = rows(&env).await;
+    assert_eq!(after.len(), 1, "one live row: {after:?}");
+    assert_eq!(after[0].state, bc_domain::NodePoolState::Ready, "{after:?}");
+    assert_eq!(pool_names(&env, &pid).await, vec![name, "own".to_owned()]);
+    let settled = env
+        .run_until(10, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(settled, "{:?}", env.cluster(&cluster).await);
+}
