@@ -1079,3 +1079,31 @@ async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges() {
         .await;
     assert!(settled, "{:?}", env.cluster(&cluster).await);
 }
+
+/// A drain wait does not outlive a standing refusal: the pool waits for a booking to
+/// end before an upgrade, then a policy change adds a flavor the provider refuses. The
+/// refusal stands (no upgrade goes on until the policy changes), so the drain ends and
+/// bookings are taken again.
+#[tokio::test]
+async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
+    let env = Env::start().await;
+    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
+    let b = booking(&pool.pool_id, &env);
+    env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b))).await.unwrap();
+    let upgrading = with_version(&policy, "1.33.1-do.0");
+    env.update_policy(&pool.pool_id, upgrading.clone()).await;
+    let reached =
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
+    assert!(reached, "the drain waits");
+    let refused = vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-64vcpu-1tb", 1)];
+    env.update_policy(&pool.pool_id, with_flavors(&upgrading, refused)).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    steps(&env, 3).await;
+    let s2 = env.substrate(&pool.pool_id).await;
+    assert_eq!((s2.state, &s2.message), (s.state, &s.message), "the refusal stands");
+    assert_eq!(s2.upgrade, None, "no drain under a standing refusal: {s2:?}");
+    env.store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .await
+        .expect("bookings accepted again");
+}
