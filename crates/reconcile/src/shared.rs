@@ -113,6 +113,30 @@ pub fn node_pool_event(entropy: &dyn Entropy, row: &NodePool, now: Timestamp) ->
     Some(event(entropy, &row.tenant_id, subjects::cluster(&row.cluster_id), &kind, data, now))
 }
 
+/// Whether two status messages name the same cause: equal once the per-request noise
+/// providers put in their answers (DigitalOcean's `(request "ID")`) is taken out, so a
+/// refusal answered again is not a new cause (SPEC §6: one event per cause).
+pub fn same_cause(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => without_request_ids(a) == without_request_ids(b),
+        (a, b) => a == b,
+    }
+}
+
+fn without_request_ids(message: &str) -> String {
+    const OPEN: &str = "(request \"";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find(OPEN) {
+        let after = &rest[i + OPEN.len()..];
+        let Some(j) = after.find("\")") else { break };
+        out.push_str(&rest[..i]);
+        rest = &after[j + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// What a failed provider call means for the object that made it.
 pub fn own_error(e: ProviderError) -> Result<String, ReconcileError> {
     match e {
@@ -246,6 +270,18 @@ pub fn converging(after: Duration) -> crate::reconciler::Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_compare_without_request_ids() {
+        let a = r#"DELETE /x: 422 (request "r1") cluster is locked"#;
+        let b = r#"DELETE /x: 422 (request "r2") cluster is locked"#;
+        let c = r#"DELETE /x: 422 (request "r3") cluster is gone"#;
+        assert!(same_cause(Some(a), Some(b)));
+        assert!(!same_cause(Some(a), Some(c)));
+        assert!(!same_cause(Some(a), None));
+        assert!(same_cause(None, None));
+        assert!(same_cause(Some("open (request \"x"), Some("open (request \"x")));
+    }
 
     struct Fixed(u8);
     impl Entropy for Fixed {

@@ -353,3 +353,31 @@ async fn autopilot_on_a_provider_without_it_is_an_error_naming_the_account() {
     assert!(c.status.message.unwrap().contains("autopilot"));
     assert_eq!(env.count("POST", routes::CLUSTERS), 0);
 }
+
+/// A cluster's create with pools a and b loses its answer; the tenant deletes b; the
+/// retried create finds the cluster by its name, with b in it: b is deleted at the
+/// provider (never left billing as a pool nobody can delete), a stays.
+#[tokio::test]
+async fn a_first_pool_deleted_after_a_lost_create_does_not_survive_at_the_provider() {
+    let env = Env::start().await;
+    let pools = vec![("a", NODE_SIZE, Scale::Count(1)), ("b", NODE_SIZE, Scale::Count(1))];
+    env.sim.state().model().lose_answers(&routes::key("POST", routes::CLUSTERS), 1);
+    let (c, rows) = env.create_cluster("web", ClusterMode::Standard, pools).await;
+    let sent = env.run_until(10, async |e: &Env| e.count("POST", routes::CLUSTERS) == 1).await;
+    assert!(sent, "the create was sent");
+    assert!(env.cluster(&c.cluster_id).await.provider_cluster_id.is_none(), "its answer lost");
+    env.change_node_pool(&rows[1].node_pool_id, None, true).await;
+    let gone = env
+        .run_until(40, async |e: &Env| {
+            e.node_pool(&rows[1].node_pool_id).await.state == NodePoolState::Deleted
+                && e.cluster(&c.cluster_id).await.status.state == ResourceState::Ready
+        })
+        .await;
+    let b = env.node_pool(&rows[1].node_pool_id).await;
+    assert!(gone, "{b:?} {:?}", env.cluster(&c.cluster_id).await);
+    assert_eq!(env.count("POST", routes::CLUSTERS), 1, "found by its name, never made twice");
+    let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.expect("recorded");
+    let left = provider(&env).get_cluster(&pid).await.unwrap().node_pools;
+    let names: Vec<&str> = left.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["a"], "b is gone at the provider too");
+}

@@ -38,3 +38,36 @@ async fn an_activation_that_lost_its_lease_makes_no_provider_call() {
     assert!(matches!(r, Err(ReconcileError::LeaseLost)), "{r:?}");
     assert_eq!(env.count("PUT", routes::NODE_POOL), puts, "no provider call without the lease");
 }
+
+/// One replica can lose an item and take it again: its renewals fail for longer than the
+/// lease while its first activation still runs, and its next claim takes the item back.
+/// The lease epoch (bumped on every claim) fences the first activation off like any
+/// other holder: it makes no provider call and commits nothing after the re-claim.
+#[tokio::test]
+async fn a_replica_that_claims_an_item_again_fences_off_its_own_earlier_activation() {
+    let env = Env::start().await;
+    let (_, rows, _) = env.ready_cluster("alpha").await;
+    let np = rows[0].node_pool_id.clone();
+    env.change_node_pool(&np, Some(Scale::Count(2)), false).await;
+    let runtime = bc_reconcile::testing::kubernetes_runtime(&env.deps, &env.entropy);
+    let first = runtime.claim(WorkKind::NodePools, 1).await.unwrap();
+    let first = first.into_iter().next().expect("the resize is due");
+    // The first activation stalls; its renewals fail past the lease; the same replica
+    // claims the item again.
+    let lease = time::Duration::seconds(31);
+    env.clock.advance(lease);
+    let again = runtime.claim(WorkKind::NodePools, 1).await.unwrap();
+    assert_eq!(again.len(), 1, "the same replica holds the item again");
+    let puts = env.count("PUT", routes::NODE_POOL);
+    let stale = Activation { fence: first.fence().unwrap(), item: first, now: env.clock.now() };
+    let reconciler = reconciler_of(WorkKind::NodePools, env.entropy.clone());
+    let r = reconciler.reconcile(&env.deps, &stale).await;
+    assert!(matches!(r, Err(ReconcileError::LeaseLost)), "{r:?}");
+    assert_eq!(env.count("PUT", routes::NODE_POOL), puts, "no provider call from the stale run");
+    // The current claim goes on.
+    let current = again.into_iter().next().unwrap();
+    let fresh = Activation { fence: current.fence().unwrap(), item: current, now: env.clock.now() };
+    let r = reconciler.reconcile(&env.deps, &fresh).await;
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(env.count("PUT", routes::NODE_POOL), puts + 1, "the current run resizes");
+}

@@ -1041,3 +1041,69 @@ async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
     assert_eq!(s.state, ResourceState::Ready, "{s:?}");
     assert_eq!(pool_names(&env, &pid).await, vec![ours.name]);
 }
+
+/// A flavor removed and put back before its node pool is gone: the old pool's deletion
+/// finishes, and the flavor gets a new live row and a new pool — the row never stays
+/// `deleting`, and the adopted cluster (whose state follows its pools) ends `ready`.
+#[tokio::test]
+async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges() {
+    let env = Env::start().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    let policy = env.store.pool_get_any(&pool.pool_id).await.unwrap().unwrap().policy;
+    let name = format!("bc-{}-cpu", pool.pool_id.dashed());
+    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![])).await;
+    env.step(STEP).await;
+    let cluster = env.substrate(&pool.pool_id).await.cluster_id.unwrap();
+    let rows = async |env: &Env| {
+        let page = PageRequest::first(100);
+        let all = env.store.node_pool_list_by_cluster(&cluster, &page).await.unwrap().items;
+        let all = all.into_iter();
+        all.filter(|r| r.managed_by.as_ref() == Some(&pool.pool_id)).collect::<Vec<_>>()
+    };
+    let before = rows(&env).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0].state, bc_domain::NodePoolState::Deleting, "{before:?}");
+    assert!(pool_names(&env, &pid).await.contains(&name), "not gone yet");
+
+    env.update_policy(&pool.pool_id, policy.clone()).await;
+    converge_policy(&env, &pool.pool_id, &pid, 40).await;
+    let after = rows(&env).await;
+    assert_eq!(after.len(), 1, "one live row: {after:?}");
+    assert_eq!(after[0].state, bc_domain::NodePoolState::Ready, "{after:?}");
+    assert_eq!(pool_names(&env, &pid).await, vec![name, "own".to_owned()]);
+    let settled = env
+        .run_until(10, async |e: &Env| {
+            e.cluster(&cluster).await.status.state == ResourceState::Ready
+        })
+        .await;
+    assert!(settled, "{:?}", env.cluster(&cluster).await);
+}
+
+/// A drain wait does not outlive a standing refusal: the pool waits for a booking to
+/// end before an upgrade, then a policy change adds a flavor the provider refuses. The
+/// refusal stands (no upgrade goes on until the policy changes), so the drain ends and
+/// bookings are taken again.
+#[tokio::test]
+async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
+    let env = Env::start().await;
+    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
+    let b = booking(&pool.pool_id, &env);
+    env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b))).await.unwrap();
+    let upgrading = with_version(&policy, "1.33.1-do.0");
+    env.update_policy(&pool.pool_id, upgrading.clone()).await;
+    let reached =
+        env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
+    assert!(reached, "the drain waits");
+    let refused = vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-64vcpu-1tb", 1)];
+    env.update_policy(&pool.pool_id, with_flavors(&upgrading, refused)).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    steps(&env, 3).await;
+    let s2 = env.substrate(&pool.pool_id).await;
+    assert_eq!((s2.state, &s2.message), (s.state, &s.message), "the refusal stands");
+    assert_eq!(s2.upgrade, None, "no drain under a standing refusal: {s2:?}");
+    env.store
+        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .await
+        .expect("bookings accepted again");
+}

@@ -133,3 +133,25 @@ async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind() {
     let left = provider.kubernetes().list_clusters().await.unwrap();
     assert!(left.is_empty(), "no cluster of the pool is left: {left:?}");
 }
+
+/// A teardown the provider keeps refusing: DigitalOcean's message carries a new request
+/// id on every answer, yet it is one cause — one `error` event, however many retries.
+#[tokio::test]
+async fn a_teardown_refused_again_and_again_is_one_error_event() {
+    use bc_sim::model::routes;
+    let env = Env::start().await;
+    let (pool, _, _) = env.creating_pool("latest", 1).await;
+    let key = routes::key("DELETE", routes::ASSOCIATED_SELECTIVE);
+    env.sim.state().model().refuse(&key, "cluster is locked");
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    for _ in 0..6 {
+        env.step(STEP).await;
+    }
+    assert!(env.count("DELETE", routes::ASSOCIATED_SELECTIVE) >= 3, "asked again");
+    let events = substrate_events(&env, &pool.pool_id).await;
+    let errors = events.iter().filter(|k| *k == "kubernetes.substrate.error").count();
+    assert_eq!(errors, 1, "{events:?}");
+    env.sim.state().model().clear_refusal(&key);
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
+}

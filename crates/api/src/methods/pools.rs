@@ -152,7 +152,8 @@ fn substrate_account<I>(call: &Call<I>) -> Result<&ProviderAccount, ApiError> {
 }
 
 /// SPEC §6: a cluster created for a pool's substrate belongs to that pool (archiving it
-/// deletes the cluster), so `substrate` may not adopt it from another pool (`pool`).
+/// deletes the cluster), so `substrate` may not adopt it from another pool (`pool`); nor
+/// may it adopt a cluster whose deletion is pending.
 async fn refuse_adopting_a_pools_cluster(
     ctx: &Ctx,
     account: &ProviderAccount,
@@ -165,6 +166,14 @@ async fn refuse_adopting_a_pools_cluster(
     else {
         return Ok(());
     };
+    // A pool that adopted it before the deletion was asked keeps its row until its
+    // teardown; no other pool adopts a cluster about to go.
+    if row.delete_requested && pool.is_none_or(|p| !row.substrate_pool_ids.contains(p)) {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {id} (policy.substrate.cluster.adopt.providerClusterId) is being deleted (kubernetesClusters.delete of {} is pending): adopt another cluster",
+            row.cluster_id
+        )));
+    }
     let users = ctx.store.substrate_list_by_cluster(&row.cluster_id).await?;
     match cluster_created_for(&users, pool) {
         Some(owner) => Err(ApiError::failed_precondition(format!(

@@ -31,6 +31,7 @@ bc_store::store_suite!(
     an_autopilot_cluster_has_no_node_pools,
     a_cluster_made_for_a_pool_takes_no_other_pool_and_no_node_pool,
     a_node_pool_name_the_provider_has_is_already_taken,
+    a_cluster_being_deleted_is_not_adopted,
 );
 
 async fn a_substrate_shows_exactly_the_seeds_fields(s: S) {
@@ -421,4 +422,33 @@ async fn a_node_pool_name_the_provider_has_is_already_taken(s: S) {
     assert!(!names.contains(&"extra"), "nothing recorded: {names:?}");
     // A name the provider does not have is taken as before.
     h.call("kubernetesNodePools.create", Some(&t), &body).await.ok();
+}
+
+/// A cluster whose deletion is pending (`kubernetesClusters.delete`) is adopted by no
+/// pool, at create or by an update: FAILED_PRECONDITION naming the pending deletion.
+async fn a_cluster_being_deleted_is_not_adopted(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let made = Write::SetClusterStatus {
+        cluster_id: id(ex::CLUSTER),
+        provider_cluster_id: Some("c-going".into()),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(made)).await.unwrap();
+    let delete = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
+    h.call("kubernetesClusters.delete", Some(&t), &delete).await.ok();
+    let mut policy = example("pools.create")["policy"].clone();
+    policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": "c-going" } });
+    let create = without(&example("pools.create"), "requestId");
+    let other = with(&with(&create, "name", json!("other")), "policy", policy.clone());
+    let m = h.call("pools.create", Some(&t), &other).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("c-going") && m.contains("being deleted"), "{m}");
+    let mut bare_policy = example("pools.create")["policy"].clone();
+    bare_policy.as_object_mut().unwrap().remove("substrate");
+    let bare = with(&with(&create, "name", json!("bare")), "policy", bare_policy);
+    let bare = h.call("pools.create", Some(&t), &bare).await.ok();
+    let update = json!({ "tenantId": ex::TENANT, "poolId": bare["poolId"], "policy": policy });
+    let m = h.call("pools.update", Some(&t), &update).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("being deleted"), "{m}");
 }

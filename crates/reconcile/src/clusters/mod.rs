@@ -324,7 +324,8 @@ impl Run<'_> {
 
     /// Creates the cluster with its first pools (or finds the one a lost answer made),
     /// and records the provider ids. The first pools deleted before the cluster was made
-    /// are closed here: they leave the create.
+    /// are closed here (they leave the create), unless an earlier create that lost its
+    /// answer made them: then they are deleted like any pool.
     async fn make(
         &self,
         account: &ProviderAccount,
@@ -333,10 +334,7 @@ impl Run<'_> {
     ) -> Result<Outcome, ReconcileError> {
         let (dropped, first): (Vec<&NodePool>, Vec<&NodePool>) =
             decide::tenant_pools(rows).partition(|r| r.delete_requested);
-        if !dropped.is_empty() {
-            let dropped: Vec<NodePool> = dropped.into_iter().cloned().collect();
-            self.commit(self.close_rows(UnitOfWork::new(), &dropped)).await?;
-        }
+        let dropped: Vec<NodePool> = dropped.into_iter().cloned().collect();
         let tag = cluster_tag(&self.row.cluster_id);
         let found = match self.find_by_name(account).await? {
             Ok(found) => found,
@@ -346,6 +344,12 @@ impl Run<'_> {
                     .await;
             }
         };
+        // A pool deleted before the cluster was made leaves the create. One an earlier
+        // create (whose answer was lost) may have made stays open until the cluster
+        // is found or known not to be ours: then the node pool reconciler deletes it.
+        if !dropped.is_empty() && !found.as_ref().is_some_and(|c| c.tags.contains(&tag)) {
+            self.commit(self.close_rows(UnitOfWork::new(), &dropped)).await?;
+        }
         let made = match found {
             Some(c) if c.tags.contains(&tag) => c,
             Some(c) => {
@@ -426,6 +430,11 @@ impl Run<'_> {
                     updated_at: self.act.now,
                 });
             }
+            uow = uow.enqueue(WorkKind::NodePools, r.node_pool_id.as_str(), self.act.now);
+        }
+        // Found by its name (an earlier create's answer was lost): pools deleted since
+        // are in it, and go by the node pool reconciler's delete (found by their tag).
+        for r in &dropped {
             uow = uow.enqueue(WorkKind::NodePools, r.node_pool_id.as_str(), self.act.now);
         }
         self.commit(uow).await?;

@@ -139,6 +139,18 @@ pub enum Need {
     Wait(Duration),
 }
 
+/// The message of a re-create's intent (the object was deleted at the provider).
+const RECREATING: &str = "re-creating: the load balancer was deleted at the provider";
+
+/// Whether a re-create's intent is recorded: the recorded id is the gone object's, and
+/// a create may be in flight, so the object is guarded like a first create (a listing
+/// surely taken after the create, the event once).
+fn recreating(lb: &LoadBalancer) -> bool {
+    lb.provider_load_balancer_id.is_some()
+        && lb.status.state != ResourceState::Ready
+        && lb.status.message.as_deref() == Some(RECREATING)
+}
+
 /// Whether the state records that a create may have been sent (the intent), so a
 /// listing must be consulted before another.
 fn maybe_sent(lb: &LoadBalancer) -> bool {
@@ -174,8 +186,8 @@ pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     // intent announced was over — whatever became of its answer, on whichever replica's
     // clock — may say so.
     let margin = match lb.provider_load_balancer_id {
-        Some(_) => 1,
-        None => i128::try_from((timing.call_timeout + timing.listing_margin).as_millis())
+        Some(_) if !recreating(lb) => 1,
+        _ => i128::try_from((timing.call_timeout + timing.listing_margin).as_millis())
             .unwrap_or(i128::MAX)
             .max(1),
     };
@@ -486,18 +498,18 @@ pub fn plan(i: &Input<'_>) -> Next {
         Observed::Gone => {
             // It existed (we recorded its id) and a GET says it no longer does: desired
             // state wins, and the tenant is told.
-            let why = "re-creating: the load balancer was deleted at the provider";
-            create(lb, desired, Some(why))
+            create(lb, desired, Some(RECREATING))
         }
     }
 }
 
 /// Create, after recording the intent (and, for a re-creation, its event).
-fn create(lb: &LoadBalancer, desired: &LoadBalancerRequest, recreating: Option<&str>) -> Next {
-    let message = recreating.unwrap_or("creating at the provider");
+fn create(lb: &LoadBalancer, desired: &LoadBalancerRequest, why: Option<&str>) -> Next {
+    let message = why.unwrap_or("creating at the provider");
     let mut intent = to(lb, being_made(lb), Some(message.into()));
     intent.intent = true;
-    if recreating.is_some() {
+    // One event per re-creation, however many attempts it takes.
+    if why.is_some() && !recreating(lb) {
         intent.event = Some(events::RECREATED);
     }
     Next::Create { intent, request: desired.clone() }

@@ -5,7 +5,8 @@
 //! to when the account's call budget frees a call on a budget denial).
 //!
 //! Invariant: an item is worked on only under its lease, every activation's commits
-//! carry that lease's fence, and an activation whose lease is lost (renewal refused, or
+//! carry that lease's fence (the holder name of that one claim, so a replica that
+//! claims an item again fences off its own earlier activation), and an activation whose lease is lost (renewal refused, or
 //! a fenced commit refused) stops and writes nothing more — no `fail`, no `requeue` —
 //! so a replica that lost an item can never disturb its new holder. Nothing in memory
 //! outlives an activation but the queue itself: scheduling lives in the store
@@ -15,6 +16,7 @@ pub mod schedule;
 mod status;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -79,6 +81,17 @@ impl RuntimeConfig {
     pub fn concurrency_of(&self, kind: WorkKind) -> usize {
         self.concurrency_by_kind.get(&kind).copied().unwrap_or(self.concurrency).max(1)
     }
+}
+
+/// Lease epochs: one number per claim in this process, so no two claims share a holder
+/// name (replicas differ by their owner names).
+static LEASE_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The lease holder name of one claim by replica `owner`: `owner#epoch`, the epoch
+/// bumped on every claim.
+pub fn lease_holder(owner: &str) -> String {
+    let epoch = LEASE_EPOCH.fetch_add(1, Ordering::Relaxed) + 1;
+    format!("{owner}#{epoch}")
 }
 
 /// Why a runtime could not be built.
@@ -169,7 +182,12 @@ impl Runtime {
         self.jitter.lock().unwrap_or_else(|e| e.into_inner()).unit()
     }
 
-    /// Claims up to `max` due items of `kind` for this replica.
+    /// Claims up to `max` due items of `kind` for this replica, under a lease holder
+    /// name of this claim alone ([`lease_holder`]): the replica's owner name with a
+    /// lease epoch bumped on every claim. So when this replica takes an item again
+    /// (its renewals failed past the lease while the first activation still runs),
+    /// the first activation's fence no longer holds: `ensure_held` and every fenced
+    /// commit refuse it, as they would for another replica.
     pub async fn claim(&self, kind: WorkKind, max: usize) -> Result<Vec<WorkItem>, StoreError> {
         if !self.reconcilers.contains_key(&kind) || max == 0 {
             return Ok(Vec::new());
@@ -177,16 +195,18 @@ impl Runtime {
         let now = self.deps.clock.now();
         let until = later(now, self.config.lease);
         let max = u32::try_from(max).unwrap_or(u32::MAX);
-        self.deps.store.claim(&self.config.owner, &[kind], max, now, until).await
+        let holder = lease_holder(&self.config.owner);
+        self.deps.store.claim(&holder, &[kind], max, now, until).await
     }
 
     /// Renews `item`'s lease every `renew_every` for as long as it is held; returns
-    /// only when a renewal is refused (another replica holds the item now).
+    /// only when a renewal is refused (another claim holds the item now).
     async fn hold(&self, item: &WorkItem) {
+        let Some(holder) = item.lease_owner.as_deref() else { return };
         loop {
             tokio::time::sleep(self.config.renew_every).await;
             let until = later(self.deps.clock.now(), self.config.lease);
-            match self.deps.store.extend(item.kind, &item.key, &self.config.owner, until).await {
+            match self.deps.store.extend(item.kind, &item.key, holder, until).await {
                 Ok(true) => {}
                 Ok(false) => return,
                 // A store hiccup: try again next time; fenced commits keep us safe
@@ -240,7 +260,10 @@ impl Runtime {
             () = self.hold(&item) => return ActivationResult::LeaseLost,
             () = stop.cancelled() => None,
         };
-        let (kind, key, owner) = (item.kind, item.key.as_str(), self.config.owner.as_str());
+        let Some(owner) = item.lease_owner.as_deref() else {
+            return ActivationResult::LeaseLost;
+        };
+        let (kind, key) = (item.kind, item.key.as_str());
         let queue = &self.deps.store;
         let now = self.deps.clock.now();
         let settled: Result<(bool, ActivationResult), StoreError> = match outcome {

@@ -280,6 +280,13 @@ impl Run<'_> {
                 pc.name, pc.id
             ))));
         }
+        if let Some(row) = existing.as_ref().filter(|r| r.delete_requested) {
+            // It would be deleted under the pool anyway, then reported gone.
+            return Ok(Err(Progress::refused(format!(
+                "cluster {} ({}) is being deleted (kubernetesClusters.delete of {} is pending): adopt another cluster",
+                pc.name, pc.id, row.cluster_id
+            ))));
+        }
         let mut fallback = false;
         // At most: a row inserted under the cluster's name, lost to another pool adopting
         // it at the same moment (then joined), then one under the fallback name.

@@ -20,6 +20,8 @@ use bc_domain::ports::ProviderCluster;
 use bc_domain::rules::join::JoinReport;
 use bc_domain::{ClusterId, ObjectName, PoolId, ResourceState, Timestamp, substrate_base_name};
 
+use crate::shared::same_cause;
+
 /// What a pool wants of its substrate now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target<'a> {
@@ -142,7 +144,10 @@ pub fn next_row(
 ) -> Substrate {
     let mut next = current.clone();
     next.state = state;
-    next.message = message;
+    // The same cause answered again (a new request id, say) is not a change.
+    if state != current.state || !same_cause(message.as_deref(), current.message.as_deref()) {
+        next.message = message;
+    }
     if let Some(j) = join {
         next.nodes_listed = j.nodes_listed;
         next.nodes_joined = j.nodes_joined;

@@ -362,6 +362,13 @@ impl Run<'_> {
             decide::converged_state(&self.sub, &progress, self.join.as_ref(), self.pool_generation);
         // A refusal stands at this pool generation; anything else ends one.
         let refused = matches!(progress, Progress::Refused { .. }).then_some(self.pool_generation);
+        // An error or a standing refusal stops the run before any upgrade (nothing goes
+        // on until it is fixed), so a drain wait recorded earlier ends with it: bookings
+        // are taken again (as when the upgrade call itself fails so); the drain is
+        // recorded again, before any upgrade, once the run gets there.
+        if matches!(progress, Progress::Refused { .. } | Progress::Error { .. }) {
+            self.upgrade = None;
+        }
         let current = Substrate { refused_generation: refused, ..self.sub.clone() };
         let next = decide::next_row(
             &current,

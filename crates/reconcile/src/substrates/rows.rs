@@ -8,7 +8,8 @@
 //! never inserted beside it; desired fields change only under the row's generation
 //! (CAS); a status is written only when something in it changed, so a converged
 //! substrate writes nothing; a row leaves `deleting` for `deleted` only once the
-//! provider no longer lists a pool of ours by that name.
+//! provider no longer lists a pool of ours by that name, and never for a live state (a
+//! flavor put back meanwhile gets a new row once the old pool is gone).
 
 use std::collections::BTreeMap;
 
@@ -77,8 +78,11 @@ pub fn sync(inputs: &Inputs<'_>, new_id: &mut dyn FnMut() -> NodePoolId) -> RowS
                 out.writes.push(Write::InsertNodePool(r.clone()));
                 r
             }
-            Some(r) if r.size != want.size => {
-                // Size is immutable at providers: the old pool goes, then a new row.
+            // Size is immutable at providers: the old pool goes, then a new row. A flavor
+            // put back while its removed pool is still being deleted is the same: that
+            // deletion cannot be called off, so it finishes, then the flavor gets a new
+            // row (a `deleting` row never comes back to life).
+            Some(r) if r.size != want.size || r.state == NodePoolState::Deleting => {
                 if ours_at_provider(&r.name).is_empty() {
                     finish(&mut out, r, None, NodePoolState::Deleted, None, inputs.now);
                     let fresh = new_row(inputs, want, new_id());

@@ -364,6 +364,36 @@ async fn deleted_behind_our_back_it_is_made_again_after_a_get_confirms_it() {
     assert_eq!(env.billing().await.len(), 1, "still the one interval from the first ready");
 }
 
+/// A re-create is guarded like a first create: its answer is lost and, for 20 s,
+/// listings do not show what it made; the next look waits for a listing surely taken
+/// after the create, finds the new object by its tag, and makes nothing more — one
+/// re-create, one `recreated` event.
+#[tokio::test]
+async fn a_re_create_whose_answer_was_lost_is_made_once_with_one_event() {
+    let env = Env::start().await;
+    let runtime = env.runtime("r1", env.deps());
+    let id = env.create_lb("web").await.load_balancer_id;
+    env.stepper(runtime.clone()).run_until_idle(ROUNDS).await.unwrap();
+    let old = env.lb(&id).await.provider_load_balancer_id.unwrap();
+    assert!(env.sim.state().model().delete_load_balancer_behind_back(&old));
+    {
+        let mut m = env.sim.state().model();
+        m.lose_answers(&routes::key("POST", routes::LOAD_BALANCERS), 1);
+        m.set_list_lag(Some(std::time::Duration::from_secs(20)));
+    }
+    env.stepper(runtime.clone())
+        .run_until(env.now() + time::Duration::minutes(25), ROUNDS)
+        .await
+        .unwrap();
+    env.sim.state().model().set_list_lag(None);
+    env.stepper(runtime).run_until_idle(ROUNDS).await.unwrap();
+    assert_eq!(env.creates(), 2, "made again once");
+    assert_eq!(env.provider_lbs().len(), 1, "never made twice");
+    let row = env.lb(&id).await;
+    assert_eq!(row.status.state, ResourceState::Ready, "{row:?}");
+    assert_eq!(env.event_types(&id).await, [events::READY, events::RECREATED, events::READY]);
+}
+
 #[tokio::test]
 async fn missing_from_a_lagging_listing_is_not_proof_of_deletion() {
     let env = Env::start().await;
