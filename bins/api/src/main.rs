@@ -149,6 +149,7 @@ async fn serve(
     }
     let settings = bc_api::Settings {
         default_pool_quotas: api.default_pool_quota.iter().copied().collect(),
+        public_url: public_url.clone(),
         ..bc_api::Settings::default()
     };
     let (work, events) = (Arc::default(), Arc::default());
