@@ -140,6 +140,8 @@ async fn serve(
     budget: BudgetArgs,
 ) -> anyhow::Result<()> {
     let key = secret_key(&shared)?;
+    // A bad policy file stops the start before anything listens (SPEC §3).
+    let authorizer = bc_stack::config::policy_authorizer(api.policy_file.as_deref())?;
     let listener = wire::bind(api.listen).await?;
     let store = Arc::new(bc_stack::db::open(database_url(&shared)?).await?);
     let adapters = Adapters::real(store, key, &shared.digitalocean_api_url)?;
@@ -156,7 +158,13 @@ async fn serve(
     let mut served = Served::default();
     served.http(
         listener,
-        wire::api_router(&adapters, settings, Arc::clone(&work), Arc::clone(&events)),
+        wire::api_router_authorized(
+            &adapters,
+            settings,
+            authorizer.map(|a| a as Arc<dyn bc_domain::ports::Authorizer>),
+            Arc::clone(&work),
+            Arc::clone(&events),
+        ),
     );
     if reconcile {
         let replica = wire::replica_id("bc-api");

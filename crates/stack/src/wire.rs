@@ -100,7 +100,23 @@ pub fn api_router(
     work: Arc<Notify>,
     events: Arc<Notify>,
 ) -> axum::Router {
-    Api::new(adapters.ports()).settings(settings).work_notify(work).events_notify(events).router()
+    api_router_authorized(adapters, settings, None, work, events)
+}
+
+/// [`api_router`] deciding with `authorizer` (Cedar with the operator's `--policy-file`)
+/// when given.
+pub fn api_router_authorized(
+    adapters: &Adapters,
+    settings: Settings,
+    authorizer: Option<Arc<dyn bc_domain::ports::Authorizer>>,
+    work: Arc<Notify>,
+    events: Arc<Notify>,
+) -> axum::Router {
+    let mut api = Api::new(adapters.ports()).settings(settings);
+    if let Some(a) = authorizer {
+        api = api.authorizer(a);
+    }
+    api.work_notify(work).events_notify(events).router()
 }
 
 /// What the reconcilers of one replica run.
