@@ -699,7 +699,8 @@ pub fn bcd_daemonset_spec(node_selector: Option<Value>, tolerations: &[Value]) -
     let mut pod = json!({
         "serviceAccountName": BCD_NAME,
         "volumes": [{"name": "bcd-token", "projected": {"sources": [{"serviceAccountToken":
-            {"path": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_PATH}}]}}],
+            {"path": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_PATH,
+             "expirationSeconds": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_SECONDS}}]}}],
         "containers": [{"name": BCD_NAME, "image": "bcd:sim", "env": env,
             "volumeMounts": [{"name": "bcd-token", "readOnly": true,
                 "mountPath": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_DIR}]}],
