@@ -74,29 +74,24 @@ fn a_bad_policy_file_stops_the_start_naming_the_line() {
         "// operator policies\nforbid(principal, action, resource == LoadBalancer::\"lb_1\");\n\nforbid(principal, action == Action::\"compute:pools:reed\", resource);\n",
     )
     .unwrap();
-    let key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
-    let out = Command::new(BIN)
-        .env_clear()
-        .env("BC_SECRET_KEY", key)
-        .env("BC_DATABASE_URL", sqlite(&dir))
-        .args(["serve", "--listen", "127.0.0.1:0", "--policy-file"])
-        .arg(&file)
-        .output()
-        .expect("runs");
+    let serve = || {
+        Command::new(BIN)
+            .env_clear()
+            .env("BC_SECRET_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+            .env("BC_DATABASE_URL", sqlite(&dir))
+            .args(["serve", "--listen", "127.0.0.1:0", "--policy-file"])
+            .arg(&file)
+            .output()
+            .expect("runs")
+    };
+    let out = serve();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--policy-file") && err.contains("policies.cedar"), "{err}");
     assert!(err.contains("line 4"), "{err}");
     // A file that does not parse names its line too.
     std::fs::write(&file, "forbid(principal, action, resource);\npermit(principal,\n").unwrap();
-    let out = Command::new(BIN)
-        .env_clear()
-        .env("BC_SECRET_KEY", key)
-        .env("BC_DATABASE_URL", sqlite(&dir))
-        .args(["serve", "--listen", "127.0.0.1:0", "--policy-file"])
-        .arg(&file)
-        .output()
-        .expect("runs");
+    let out = serve();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 2") || err.contains("line 3"), "{err}");
