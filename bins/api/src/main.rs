@@ -140,6 +140,8 @@ async fn serve(
     budget: BudgetArgs,
 ) -> anyhow::Result<()> {
     let key = secret_key(&shared)?;
+    // A bad policy file stops the start before anything listens (SPEC §3).
+    let authorizer = bc_stack::config::policy_authorizer(api.policy_file.as_deref())?;
     let listener = wire::bind(api.listen).await?;
     let store = Arc::new(bc_stack::db::open(database_url(&shared)?).await?);
     let adapters = Adapters::real(store, key, &shared.provider_urls())?;
@@ -149,15 +151,17 @@ async fn serve(
     }
     let settings = bc_api::Settings {
         default_pool_quotas: api.default_pool_quota.iter().copied().collect(),
+        public_url: public_url.clone(),
         ..bc_api::Settings::default()
     };
     let (work, events) = (Arc::default(), Arc::default());
     let mut served = Served::default();
     served.http(
         listener,
-        wire::api_router(
+        wire::api_router_authorized(
             &adapters,
             settings,
+            authorizer.map(|a| a as Arc<dyn bc_domain::ports::Authorizer>),
             Arc::clone(&work),
             Arc::clone(&events),
             served.cancel.clone(),

@@ -63,6 +63,40 @@ fn serve_requires_a_secret_key() {
     assert!(err.contains("--secret-key (BC_SECRET_KEY) is required"), "{err}");
 }
 
+/// Issue 29, item 8 (SPEC §3): `--policy-file` is validated against the schema at start;
+/// a policy naming an action the schema lacks stops the start, naming the file and line.
+#[test]
+fn a_bad_policy_file_stops_the_start_naming_the_line() {
+    let dir = Scratch::new("bc-cli-policy");
+    let file = dir.path().join("policies.cedar");
+    std::fs::write(
+        &file,
+        "// operator policies\nforbid(principal, action, resource == LoadBalancer::\"lb_1\");\n\nforbid(principal, action == Action::\"compute:pools:reed\", resource);\n",
+    )
+    .unwrap();
+    let serve = || {
+        Command::new(BIN)
+            .env_clear()
+            .env("BC_SECRET_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+            .env("BC_DATABASE_URL", sqlite(&dir))
+            .args(["serve", "--listen", "127.0.0.1:0", "--policy-file"])
+            .arg(&file)
+            .output()
+            .expect("runs")
+    };
+    let out = serve();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--policy-file") && err.contains("policies.cedar"), "{err}");
+    assert!(err.contains("line 4"), "{err}");
+    // A file that does not parse names its line too.
+    std::fs::write(&file, "forbid(principal, action, resource);\npermit(principal,\n").unwrap();
+    let out = serve();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2") || err.contains("line 3"), "{err}");
+}
+
 #[test]
 fn a_bad_secret_key_is_named_and_not_echoed() {
     let dir = Scratch::new("bc-cli-badkey");

@@ -1,6 +1,8 @@
 //! The real `bcd` binary against a dev server (`bc_stack::DevStack`: the API, the
 //! reconcilers, the simulated cloud): it joins with the token of the cluster's
-//! `bcd-join` Secret and a node name the cluster lists, heartbeats on the interval the
+//! `bcd-join` Secret, a node name the cluster lists and the projected ServiceAccount
+//! token the kubelet wrote for the DaemonSet's pod on that node (the server reviews it
+//! with the cluster's TokenReview), heartbeats on the interval the
 //! server returns, keeps heartbeating after the server restarts on the same address and
 //! data, and exits 0 on SIGTERM; its log never carries the join token.
 //!
@@ -104,6 +106,32 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
         .expect("a node")
         .to_owned();
 
+    // What the kubelet writes into the DaemonSet pod's projected volume on that node
+    // (issue 29, item 4): a token bound to the pod and node, for the server's URL.
+    let pods = stack.sim.state().kube.list(
+        &provider_cluster,
+        Resource::Pod,
+        Some(&namespace),
+        &Default::default(),
+    );
+    let pod = pods
+        .iter()
+        .find(|p| p["spec"]["nodeName"] == node.as_str())
+        .and_then(|p| p["metadata"]["name"].as_str())
+        .expect("the bcd pod on the node")
+        .to_owned();
+    let sa_token = bc_sim::kube::tokens::projected_token(
+        stack.sim.state(),
+        &provider_cluster,
+        &namespace,
+        &pod,
+        bc_domain::agent::SERVICE_ACCOUNT_TOKEN_FILE,
+    )
+    .expect("the pod's token")
+    .expect("the DaemonSet mounts a projected token at the file bcd reads");
+    let token_file = scratch.path().join("sa-token");
+    std::fs::write(&token_file, &sa_token).expect("token file");
+
     let log = scratch.path().join("bcd.log");
     let mut agent = Agent(
         Command::new(BIN)
@@ -112,6 +140,7 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
             .env("BCD_INSECURE_HTTP", &insecure)
             .env("BCD_JOIN_TOKEN", &token)
             .env("NODE_NAME", &node)
+            .env("BCD_SERVICE_ACCOUNT_TOKEN_FILE", &token_file)
             .env("BC_LOG_FORMAT", "json")
             .stderr(Stdio::from(std::fs::File::create(&log).expect("log file")))
             .spawn()
@@ -160,5 +189,6 @@ async fn bcd_joins_heartbeats_and_survives_a_server_restart() {
     assert_eq!(exit.and_then(|s| s.code()), Some(0), "bcd exits 0 on SIGTERM");
     let logged = std::fs::read_to_string(&log).expect("log");
     assert!(!logged.contains(&token), "the join token was logged");
+    assert!(!logged.contains(&sa_token), "the ServiceAccount token was logged");
     stack.stop().await;
 }

@@ -12,7 +12,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use bc_domain::agent::{
-    ENV_INSECURE_HTTP, ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JoinRequest, is_plain_http,
+    ENV_INSECURE_HTTP, ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL,
+    ENV_SERVICE_ACCOUNT_TOKEN_FILE, JoinRequest, SERVICE_ACCOUNT_TOKEN_FILE, is_plain_http,
 };
 use bc_domain::id::{NodeId, PoolId};
 use bc_domain::model::SecretString;
@@ -31,6 +32,10 @@ pub struct AgentConfig {
     pub join_token: SecretString,
     /// The node's Kubernetes name (`NODE_NAME`).
     pub node_name: String,
+    /// The file holding the pod's projected ServiceAccount token
+    /// (`BCD_SERVICE_ACCOUNT_TOKEN_FILE`, else the DaemonSet's mount): read afresh for
+    /// every join, since the kubelet renews it.
+    pub service_account_token_file: std::path::PathBuf,
     /// The node's provider id, when known.
     pub provider_node_id: Option<String>,
     /// The agent's version, sent on join.
@@ -71,23 +76,42 @@ impl AgentConfig {
         if is_plain_http(&server_url) && !insecure {
             return Err(ConfigError::PlainHttp(server_url));
         }
+        let token_file = get(ENV_SERVICE_ACCOUNT_TOKEN_FILE)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| SERVICE_ACCOUNT_TOKEN_FILE.to_owned());
         Ok(Self {
             server_url,
             join_token: SecretString::new(join_token),
             node_name,
+            service_account_token_file: token_file.into(),
             provider_node_id: None,
             bcd_version: env!("CARGO_PKG_VERSION").to_owned(),
             backoff: Backoff::default(),
         })
     }
 
-    fn join_request(&self) -> JoinRequest {
-        JoinRequest {
+    /// The join body, with the projected token as the file holds it now; an error names
+    /// the file (never its content).
+    fn join_request(&self) -> Result<JoinRequest, String> {
+        let file = &self.service_account_token_file;
+        let token = std::fs::read_to_string(file).map_err(|e| {
+            format!(
+                "cannot read the pod's ServiceAccount token at {} ({ENV_SERVICE_ACCOUNT_TOKEN_FILE}; the DaemonSet mounts it as a projected volume): {e}",
+                file.display()
+            )
+        })?;
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(format!("the ServiceAccount token file {} is empty", file.display()));
+        }
+        Ok(JoinRequest {
             join_token: self.join_token.clone(),
             node_name: self.node_name.clone(),
             provider_node_id: self.provider_node_id.clone(),
             bcd_version: self.bcd_version.clone(),
-        }
+            service_account_token: SecretString::new(token),
+        })
     }
 }
 
@@ -155,33 +179,38 @@ pub async fn run<P: Pause>(
     shutdown: &CancellationToken,
     state: &watch::Sender<AgentState>,
 ) -> Result<(), RunError> {
-    let request = config.join_request();
     let mut joins = 0u64;
     'join: loop {
         let mut attempt = 0u32;
         let joined = loop {
-            let outcome = tokio::select! {
-                () = shutdown.cancelled() => break 'join,
-                r = client.join(&request) => r,
-            };
-            match outcome {
-                Ok(j) => break j,
-                Err(e) if e.is_unauthenticated() || !e.is_retryable() => {
-                    tracing::error!(error = %e, "join refused; exiting so a restart reads the current join Secret");
-                    return Err(RunError::JoinRefused(e));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, attempt, "join failed; retrying");
-                    state.send_replace(AgentState::Joining {
-                        attempt: attempt + 1,
-                        last_error: Some(e.to_string()),
-                    });
-                    if !wait(pause, config.backoff.delay(attempt, jitter()), shutdown).await {
-                        break 'join;
+            // The kubelet writes the token before the container starts; a missing one
+            // is a misconfigured pod, retried in case it is being written.
+            let failed = match config.join_request() {
+                Err(why) => why,
+                Ok(request) => {
+                    let called = tokio::select! {
+                        () = shutdown.cancelled() => break 'join,
+                        r = client.join(&request) => r,
+                    };
+                    match called {
+                        Ok(j) => break j,
+                        Err(e) if e.is_unauthenticated() || !e.is_retryable() => {
+                            tracing::error!(error = %e, "join refused; exiting so a restart reads the current join Secret");
+                            return Err(RunError::JoinRefused(e));
+                        }
+                        Err(e) => e.to_string(),
                     }
-                    attempt = attempt.saturating_add(1);
                 }
+            };
+            tracing::warn!(error = %failed, attempt, "join failed; retrying");
+            state.send_replace(AgentState::Joining {
+                attempt: attempt + 1,
+                last_error: Some(failed),
+            });
+            if !wait(pause, config.backoff.delay(attempt, jitter()), shutdown).await {
+                break 'join;
             }
+            attempt = attempt.saturating_add(1);
         };
         joins += 1;
         tracing::info!(node_id = %joined.node_id, pool_id = %joined.pool_id, "joined");

@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "bcj_join-token-secret";
+/// What the kubelet wrote into the pod's projected token file.
+const SA_TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.projected.token";
 const NODE_ID: &str = "node_01hq3k5v9x8y7z6w5v4t3s2r1q";
 const POOL_ID: &str = "pool_01hq3k5v9x8y7z6w5v4t3s2r1q";
 
@@ -95,16 +97,34 @@ impl Pause for Recorder {
     }
 }
 
-fn config(url: &str) -> AgentConfig {
+/// A file of this test's own holding `content` (the projected token's volume).
+fn token_file(content: Option<&str>) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("bc-agent-test-{}-{n}-token", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    if let Some(c) = content {
+        std::fs::write(&path, c).unwrap();
+    }
+    path
+}
+
+fn config_with(url: &str, token: &std::path::Path) -> AgentConfig {
     // The test servers are plain http on loopback, as in dev mode.
+    let token = token.display().to_string();
     let env = [
         ("BCD_SERVER_URL", url),
         ("BCD_JOIN_TOKEN", TOKEN),
         ("NODE_NAME", "node-a"),
         ("BCD_INSECURE_HTTP", "1"),
+        ("BCD_SERVICE_ACCOUNT_TOKEN_FILE", token.as_str()),
     ];
     AgentConfig::from_env(|k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()))
         .unwrap()
+}
+
+fn config(url: &str) -> AgentConfig {
+    config_with(url, &token_file(Some(SA_TOKEN)))
 }
 
 /// Runs the agent until `done` holds for its state (bounded by a generous limit, so a
@@ -114,8 +134,15 @@ async fn run_until(
     pause: &Recorder,
     done: impl Fn(&AgentState) -> bool,
 ) -> (Result<(), RunError>, AgentState) {
-    let client = AgentClient::new(url).unwrap();
-    let cfg = config(url);
+    run_with(config(url), pause, done).await
+}
+
+async fn run_with(
+    cfg: AgentConfig,
+    pause: &Recorder,
+    done: impl Fn(&AgentState) -> bool,
+) -> (Result<(), RunError>, AgentState) {
+    let client = AgentClient::new(&cfg.server_url).unwrap();
     let shutdown = CancellationToken::new();
     let (tx, mut rx) = watch::channel(AgentState::Joining { attempt: 0, last_error: None });
     let agent = run(&client, &cfg, pause, || 0.5, &shutdown, &tx);
@@ -185,6 +212,7 @@ async fn joins_then_heartbeats_on_the_interval_the_server_names() {
     assert_eq!(s.joins.len(), 1);
     assert_eq!(s.joins[0].node_name, "node-a");
     assert_eq!(s.joins[0].join_token.expose(), TOKEN);
+    assert_eq!(s.joins[0].service_account_token.expose(), SA_TOKEN);
     assert!(s.heartbeat_auth.iter().all(|a| a == "Bearer cred-1"), "{:?}", s.heartbeat_auth);
     let waits = pause.0.lock().unwrap().clone();
     // The join answer names 30 s; each heartbeat answer then names 20 s.
@@ -192,6 +220,55 @@ async fn joins_then_heartbeats_on_the_interval_the_server_names() {
         &waits[..3],
         &[Duration::from_secs(30), Duration::from_secs(20), Duration::from_secs(20)]
     );
+}
+
+/// Issue 29, item 4 (SPEC §9): bcd sends the projected token as the file holds it at
+/// each join (the kubelet renews it), and a missing file is retried with a message that
+/// names the file, without a call.
+#[tokio::test]
+async fn each_join_sends_the_projected_token_the_file_holds_then() {
+    let mut script = Script::default();
+    script.heartbeat.push_back((401, "UNAUTHENTICATED"));
+    let (url, shared) = serve(script).await;
+    let file = token_file(None);
+    let cfg = config_with(&url, &file);
+    let pause = Recorder::default();
+    let (result, last) = run_with(
+        cfg.clone(),
+        &pause,
+        |s| matches!(s, AgentState::Joining { attempt, .. } if *attempt >= 2),
+    )
+    .await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(last, AgentState::Stopped);
+    assert!(shared.lock().unwrap().joins.is_empty(), "no join without the token");
+    let waits = pause.0.lock().unwrap().len();
+    assert!(waits >= 2, "the missing file is retried with backoff");
+
+    // The kubelet wrote it, then renewed it before the second join.
+    std::fs::write(&file, format!("{SA_TOKEN}-1\n")).unwrap();
+    let renew = {
+        let (shared, file) = (shared.clone(), file.clone());
+        move |s: &AgentState| {
+            if matches!(s, AgentState::Joined { joins: 1, .. })
+                && shared.lock().unwrap().joins.len() == 1
+            {
+                std::fs::write(&file, format!("{SA_TOKEN}-2")).unwrap();
+            }
+            joined_with(0, 2)(s)
+        }
+    };
+    let (result, _) = run_with(cfg, &Recorder::default(), renew).await;
+    assert_eq!(result, Ok(()));
+    let sent: Vec<String> = shared
+        .lock()
+        .unwrap()
+        .joins
+        .iter()
+        .map(|j| j.service_account_token.expose().to_owned())
+        .collect();
+    assert_eq!(sent, [format!("{SA_TOKEN}-1"), format!("{SA_TOKEN}-2")]);
+    let _ = std::fs::remove_file(&file);
 }
 
 #[tokio::test]

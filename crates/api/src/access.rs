@@ -296,6 +296,50 @@ pub async fn authorize(
     }
 }
 
+/// Of the `items` a list read within its readable scope, those the caller may read one by
+/// one (SPEC §3: an object a `forbid` policy hides from `get` is absent from lists and
+/// from the events the caller reads). Asked only when the authorizer has policies that
+/// decide on single objects; `chain` gives an item's scope chain (`None`: no object of
+/// its own, decided by the scope the list was allowed on).
+pub fn readable_items<T>(
+    ctx: &Ctx,
+    caller: &Caller,
+    permission: Permission,
+    items: Vec<T>,
+    chain: impl Fn(&T) -> Option<Vec<Scope>>,
+) -> Vec<T> {
+    let Caller::Token(token) = caller else { return items };
+    if !ctx.authorizer.has_object_policies() {
+        return items;
+    }
+    items
+        .into_iter()
+        .filter(|item| {
+            chain(item).is_none_or(|chain| {
+                let decision =
+                    ctx.authorizer.authorize(&token.token_id, &token.grants, permission, &chain);
+                decision.is_allowed()
+            })
+        })
+        .collect()
+}
+
+/// The scope chain of the object an event's subject names (`compute.pools.<id>`,
+/// `compute.kubernetes.clusters.<id>`, `compute.load-balancers.<id>`), looked up in the
+/// event's tenant; `None` for a subject naming no object, or one that is gone.
+pub async fn event_object_chain(ctx: &Ctx, tenant: &TenantId, subject: &str) -> Option<Vec<Scope>> {
+    let target = if let Some(id) = subject.strip_prefix("compute.pools.") {
+        Target::Pool(tenant.clone(), PoolId::parse(id).ok()?)
+    } else if let Some(id) = subject.strip_prefix("compute.kubernetes.clusters.") {
+        Target::Cluster(tenant.clone(), ClusterId::parse(id).ok()?)
+    } else if let Some(id) = subject.strip_prefix("compute.load-balancers.") {
+        Target::LoadBalancer(tenant.clone(), LoadBalancerId::parse(id).ok()?)
+    } else {
+        return None;
+    };
+    resolve(ctx, target).await.ok().map(|r| r.chain())
+}
+
 /// Whether `token` may do `permission` on the first scope of `chain` (the rest are its
 /// containers): `PERMISSION_DENIED` naming both when not.
 fn decide(

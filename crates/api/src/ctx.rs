@@ -40,7 +40,13 @@ pub struct Settings {
     /// The limits of `agents.join` per join token and per client address; `None` turns
     /// them off.
     pub join_rate_limit: Option<JoinRateLimit>,
+    /// The server's public URL (`--public-url`): what bcd calls, and the audience its
+    /// pod's projected ServiceAccount token must name (SPEC §9).
+    pub public_url: String,
 }
+
+/// The public URL of a server that names none: its default listen address.
+pub const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:8080";
 
 impl Default for Settings {
     fn default() -> Self {
@@ -50,6 +56,7 @@ impl Default for Settings {
             heartbeat_seconds: 30,
             default_pool_quotas: BTreeMap::new(),
             join_rate_limit: Some(JoinRateLimit::default()),
+            public_url: DEFAULT_PUBLIC_URL.to_owned(),
         }
     }
 }

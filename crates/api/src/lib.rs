@@ -38,7 +38,7 @@ use bc_api_types::schema;
 pub use access::{Access, Resolved, Target};
 pub use auth::Caller;
 pub use authz::CedarAuthorizer;
-pub use ctx::{Ctx, Services, Settings};
+pub use ctx::{Ctx, DEFAULT_PUBLIC_URL, Services, Settings};
 pub use error::ApiError;
 pub use methods::registry;
 pub use registry::{Call, Method, MethodInfo, MethodInput};

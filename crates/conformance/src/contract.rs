@@ -402,7 +402,7 @@ fn build(pool: &PoolId, kind: ObjectKind, token: &SecretString) -> KubeObject {
         ObjectKind::Namespace => objects::namespace(pool),
         ObjectKind::ServiceAccount => objects::service_account(pool),
         ObjectKind::Secret => objects::join_secret(pool, token, SERVER_URL),
-        ObjectKind::DaemonSet => objects::daemonset(pool, &[], BCD_IMAGE),
+        ObjectKind::DaemonSet => objects::daemonset(pool, &[], BCD_IMAGE, SERVER_URL),
     }
 }
 

@@ -32,6 +32,17 @@ pub const ENV_INSECURE_HTTP: &str = "BCD_INSECURE_HTTP";
 /// Key of the join Secret holding `1` when the server's public URL is `http://` (and
 /// absent otherwise): the DaemonSet maps it, optionally, to [`ENV_INSECURE_HTTP`].
 pub const SECRET_KEY_INSECURE_HTTP: &str = "insecureHttp";
+/// Env var naming the file that holds the pod's projected ServiceAccount token (SPEC §9:
+/// what proves which node bcd runs on); [`SERVICE_ACCOUNT_TOKEN_FILE`] when unset.
+pub const ENV_SERVICE_ACCOUNT_TOKEN_FILE: &str = "BCD_SERVICE_ACCOUNT_TOKEN_FILE";
+/// Where the DaemonSet mounts the projected token's volume.
+pub const SERVICE_ACCOUNT_TOKEN_DIR: &str = "/var/run/secrets/better-compute";
+/// The token's file in that volume (the projection's `path`).
+pub const SERVICE_ACCOUNT_TOKEN_PATH: &str = "token";
+/// The token file bcd reads: [`SERVICE_ACCOUNT_TOKEN_DIR`]/[`SERVICE_ACCOUNT_TOKEN_PATH`].
+pub const SERVICE_ACCOUNT_TOKEN_FILE: &str = "/var/run/secrets/better-compute/token";
+/// How long a projected token lives (`expirationSeconds`; the kubelet renews it at 80%).
+pub const SERVICE_ACCOUNT_TOKEN_SECONDS: i64 = 3600;
 
 /// Whether `url` is a plain `http://` URL (its scheme, in any case).
 pub fn is_plain_http(url: &str) -> bool {
@@ -98,12 +109,26 @@ pub struct JoinRequest {
         schemars(length(max = BCD_VERSION_MAX), regex(pattern = BCD_VERSION_PATTERN))
     )]
     pub bcd_version: String,
+    /// The pod's projected ServiceAccount token (audience: the server's public URL),
+    /// which the server reviews with the cluster's TokenReview API: its bound node must
+    /// be `nodeName` (SPEC §9).
+    #[serde(serialize_with = "SecretString::serialize_exposed")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = SERVICE_ACCOUNT_TOKEN_MAX), extend("writeOnly" = true))
+    )]
+    pub service_account_token: SecretString,
 }
+
+/// Most characters of a projected ServiceAccount token the server reads (a JWT of a few
+/// claims is well under 2 KiB).
+pub const SERVICE_ACCOUNT_TOKEN_MAX: usize = 8192;
 
 impl fmt::Debug for JoinRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinRequest")
             .field("join_token", &self.join_token)
+            .field("service_account_token", &self.service_account_token)
             .field("node_name", &self.node_name)
             .field("provider_node_id", &self.provider_node_id)
             .field("bcd_version", &self.bcd_version)
@@ -186,11 +211,17 @@ mod tests {
             node_name: "n1".into(),
             provider_node_id: None,
             bcd_version: "1.0".into(),
+            service_account_token: SecretString::new("eyJ.sa.jwt"),
         };
         let v = serde_json::to_value(&r).unwrap();
-        assert_eq!(v, json!({"joinToken": "bcj_secret", "nodeName": "n1", "bcdVersion": "1.0"}));
+        assert_eq!(
+            v,
+            json!({"joinToken": "bcj_secret", "nodeName": "n1", "bcdVersion": "1.0",
+                "serviceAccountToken": "eyJ.sa.jwt"})
+        );
         assert_eq!(serde_json::from_value::<JoinRequest>(v).unwrap(), r);
-        assert!(!format!("{r:?}").contains("bcj_secret"));
+        let shown = format!("{r:?}");
+        assert!(!shown.contains("bcj_secret") && !shown.contains("eyJ.sa.jwt"), "{shown}");
         let extra = json!({"joinToken": "t", "nodeName": "n", "bcdVersion": "v", "x": 1});
         assert!(serde_json::from_value::<JoinRequest>(extra).is_err());
     }

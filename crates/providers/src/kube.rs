@@ -20,11 +20,12 @@ use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
     ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, ObjectError,
-    ObjectKind, ObjectMeta, ObjectRef, Preconditions,
+    ObjectKind, ObjectMeta, ObjectRef, Preconditions, TokenReview,
 };
 use bytes::Bytes;
 use http::{Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
+use k8s_openapi::api::authentication::v1 as authn;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -385,5 +386,42 @@ impl ClusterOps for KubeClusterClient {
                 }
             })
             .collect())
+    }
+
+    async fn review_token(
+        &self,
+        token: &SecretString,
+        audiences: &[String],
+    ) -> Result<TokenReview, ClusterError> {
+        let review = authn::TokenReview {
+            spec: authn::TokenReviewSpec {
+                token: token.expose().to_owned(),
+                audiences: (!audiences.is_empty()).then(|| audiences.to_vec()),
+            },
+            ..Default::default()
+        };
+        // The reviewed token is a secret too: the server echoes the spec, and a message
+        // about the call must not quote it.
+        let secrets: Vec<&str> = self
+            .credentials
+            .iter()
+            .map(String::as_str)
+            .chain(std::iter::once(token.expose()))
+            .collect();
+        let answered = Api::<authn::TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| classify(&e, &secrets).into_cluster_error(&"the TokenReview"))?;
+        let status = answered.status.unwrap_or_default();
+        let user = status.user.unwrap_or_default();
+        Ok(TokenReview {
+            authenticated: status.authenticated.unwrap_or(false),
+            username: user.username.unwrap_or_default(),
+            uid: user.uid.unwrap_or_default(),
+            groups: user.groups.unwrap_or_default(),
+            extra: user.extra.unwrap_or_default().into_iter().collect(),
+            audiences: status.audiences.unwrap_or_default(),
+            error: status.error.filter(|e| !e.is_empty()),
+        })
     }
 }

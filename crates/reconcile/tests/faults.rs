@@ -284,6 +284,13 @@ impl ClusterClient for FaultyClient {
     async fn list_nodes(&self, selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
         self.inner.list_nodes(selector).await
     }
+    async fn review_token(
+        &self,
+        token: &SecretString,
+        audiences: &[String],
+    ) -> Result<bc_domain::ports::TokenReview, ClusterError> {
+        self.inner.review_token(token, audiences).await
+    }
 }
 
 struct FaultyApi {

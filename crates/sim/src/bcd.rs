@@ -16,7 +16,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use bc_agent::{AgentClient, CallError};
 use bc_domain::NodeId;
-use bc_domain::agent::{ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, JoinRequest, JoinResponse};
+use bc_domain::agent::{
+    ENV_JOIN_TOKEN, ENV_NODE_NAME, ENV_SERVER_URL, ENV_SERVICE_ACCOUNT_TOKEN_FILE, JoinRequest,
+    JoinResponse, SERVICE_ACCOUNT_TOKEN_FILE,
+};
 use bc_domain::model::SecretString;
 use bc_domain::policy::TaintEffect;
 use serde_json::Value;
@@ -100,6 +103,8 @@ pub(crate) struct PodEnv {
     server_url: String,
     join_token: String,
     node_name: String,
+    /// Where the container reads its projected ServiceAccount token.
+    token_file: String,
 }
 
 /// One join call to make.
@@ -107,6 +112,8 @@ struct Planned {
     cluster: String,
     node: SimNode,
     env: PodEnv,
+    /// The pod's projected ServiceAccount token, as the kubelet wrote it.
+    service_account_token: String,
 }
 
 /// One round: every scheduled bcd that has not joined (or whose token changed) calls
@@ -241,6 +248,7 @@ async fn join(p: &Planned) -> Result<(u16, Result<JoinResponse, String>), String
         node_name: p.env.node_name.clone(),
         provider_node_id: Some(p.node.provider_id.clone()),
         bcd_version: BCD_VERSION.to_owned(),
+        service_account_token: SecretString::new(p.service_account_token.clone()),
     };
     match client.join_with_status(&body).await {
         Ok((status, answer)) => Ok((status, Ok(answer))),
@@ -265,6 +273,8 @@ fn plan(state: &SimState) -> Vec<Planned> {
         if daemonsets.is_empty() && !state.bcd.joins_mut().keys().any(|(c, _)| *c == cluster) {
             continue;
         }
+        // The controllers make the DaemonSet's pods first: a pod's token is bound to it.
+        crate::kube::KubeStore::refresh(state, &cluster);
         let nodes = {
             let mut model = state.model();
             model.advance(now);
@@ -313,10 +323,54 @@ fn plan(state: &SimState) -> Vec<Planned> {
                 outcome.last_error = Some("unreachable".to_owned());
                 continue;
             }
-            planned.push(Planned { cluster: cluster.clone(), node, env });
+            // What the real bcd reads from its projected volume; without it, it does not
+            // call (and retries).
+            let token = match pod_token(state, &cluster, ds, &node, &env.token_file) {
+                Ok(t) => t,
+                Err(why) => {
+                    outcome.joined = false;
+                    outcome.token_fingerprint = None;
+                    outcome.last_error = Some(why);
+                    continue;
+                }
+            };
+            planned.push(Planned {
+                cluster: cluster.clone(),
+                node,
+                env,
+                service_account_token: token,
+            });
         }
     }
     planned
+}
+
+/// The projected ServiceAccount token the kubelet wrote at `file` in the DaemonSet's pod
+/// on `node` (see `crate::kube::tokens::projected_token`), or why there is none.
+fn pod_token(
+    state: &SimState,
+    cluster: &str,
+    ds: &Value,
+    node: &SimNode,
+    file: &str,
+) -> Result<String, String> {
+    let s =
+        |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let (ns, uid) = (s(ds, "/metadata/namespace"), s(ds, "/metadata/uid"));
+    let pods = state.kube.list(cluster, Resource::Pod, Some(&ns), &Selector::default());
+    let pod = pods
+        .iter()
+        .find(|p| {
+            s(p, "/spec/nodeName") == node.name
+                && p.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
+        })
+        .ok_or_else(|| format!("no bcd pod on node {} yet", node.name))?;
+    let name = s(pod, "/metadata/name");
+    crate::kube::tokens::projected_token(state, cluster, &ns, &name, file)?.ok_or_else(|| {
+        format!("cannot read the pod's ServiceAccount token at {file}: no projected serviceAccountToken volume is mounted there")
+    })
 }
 
 fn ds_name(ds: &Value) -> String {
@@ -400,6 +454,10 @@ pub(crate) fn pod_env_with(
                 server_url: url.clone(),
                 join_token: tok.clone(),
                 node_name: name.clone(),
+                token_file: env
+                    .get(ENV_SERVICE_ACCOUNT_TOKEN_FILE)
+                    .cloned()
+                    .unwrap_or_else(|| SERVICE_ACCOUNT_TOKEN_FILE.to_owned()),
             }));
         }
     }

@@ -85,6 +85,8 @@ pub struct SimState {
     pub kube: kube::KubeStore,
     /// What the simulated bcd agents did.
     pub bcd: bcd::Agents,
+    /// Each cluster's ServiceAccount token signing key (projected tokens, TokenReview).
+    pub tokens: kube::tokens::TokenIssuer,
     /// Actions of other actors, run at chosen moments of request handling.
     pub interleave: interleave::Interleaves,
     /// The clock that drives every transition.
@@ -133,6 +135,7 @@ impl Sim {
                 model: Mutex::new(model),
                 kube: kube::KubeStore::default(),
                 bcd: bcd::Agents::default(),
+                tokens: kube::tokens::TokenIssuer::default(),
                 interleave: interleave::Interleaves::default(),
                 clock,
                 config,

@@ -738,9 +738,16 @@ pub fn bcd_daemonset_spec(node_selector: Option<Value>, tolerations: &[Value]) -
     env.push(
         json!({"name": ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}),
     );
+    // The projected token bcd proves its node with (SPEC §9), at the file it reads by
+    // default, for the cluster's own audience (these tests' join servers review nothing).
     let mut pod = json!({
         "serviceAccountName": BCD_NAME,
-        "containers": [{"name": BCD_NAME, "image": "bcd:sim", "env": env}],
+        "volumes": [{"name": "bcd-token", "projected": {"sources": [{"serviceAccountToken":
+            {"path": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_PATH,
+             "expirationSeconds": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_SECONDS}}]}}],
+        "containers": [{"name": BCD_NAME, "image": "bcd:sim", "env": env,
+            "volumeMounts": [{"name": "bcd-token", "readOnly": true,
+                "mountPath": bc_domain::agent::SERVICE_ACCOUNT_TOKEN_DIR}]}],
     });
     if let Some(sel) = node_selector {
         pod["nodeSelector"] = sel;

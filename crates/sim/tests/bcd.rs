@@ -48,6 +48,18 @@ async fn matching_nodes_join_once_and_rejoin_when_the_token_changes() {
         assert_eq!(request.bcd_version, bcd::BCD_VERSION);
         let node = ours.iter().find(|n| request.node_name == n.name).expect("a labelled node");
         assert_eq!(request.provider_node_id.as_deref(), Some(node.provider_id.as_str()));
+        // The pod's projected token, bound to this node (issue 29, item 4).
+        let review = bc_sim::kube::tokens::review(
+            sim.state(),
+            &id,
+            request.service_account_token.expose(),
+            &[],
+        );
+        assert_eq!(review["authenticated"], true, "{review}");
+        assert_eq!(
+            review["user"]["extra"]["authentication.kubernetes.io/node-name"],
+            serde_json::json!([node.name])
+        );
     }
     let outcomes = sim.state().bcd.join_outcomes();
     assert_eq!(outcomes.len(), 2);

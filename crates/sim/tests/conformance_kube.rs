@@ -922,7 +922,8 @@ fn pool_nodes(env: &ClusterEnv) -> Vec<String> {
 }
 
 /// SPEC §9: a node matching the DaemonSet's nodeSelector, with the Secret present, POSTs
-/// `/api/compute/agents/join` with `{joinToken, nodeName, providerNodeId?, bcdVersion}`;
+/// `/api/compute/agents/join` with `{joinToken, nodeName, providerNodeId?, bcdVersion,
+/// serviceAccountToken}` (the pod's projected token, issue 29 item 4);
 /// SPEC §6: the tenant's own nodes (no pool label) never do.
 #[tokio::test]
 async fn bcd_matching_nodes_join_with_the_documented_body() {
@@ -938,12 +939,14 @@ async fn bcd_matching_nodes_join_with_the_documented_body() {
         let keys: Vec<&str> = call.as_object().unwrap().keys().map(String::as_str).collect();
         for k in &keys {
             assert!(
-                ["joinToken", "nodeName", "providerNodeId", "bcdVersion"].contains(k),
+                ["joinToken", "nodeName", "providerNodeId", "bcdVersion", "serviceAccountToken"]
+                    .contains(k),
                 "undocumented field {k} in {call}"
             );
         }
         assert_eq!(call["joinToken"], "join-token-1");
         assert!(call["bcdVersion"].as_str().is_some_and(|v| !v.is_empty()));
+        assert!(call["serviceAccountToken"].as_str().is_some_and(|t| t.split('.').count() == 3));
         assert!(call.get("providerNodeId").is_none_or(Value::is_string));
     }
 }

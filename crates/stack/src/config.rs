@@ -117,6 +117,25 @@ pub struct ApiArgs {
     /// A quota row every new pool gets, `RESOURCE=N` (repeatable).
     #[arg(long = "default-pool-quota", env = "BC_DEFAULT_POOL_QUOTA", value_delimiter = ',', value_parser = parse_quota)]
     pub default_pool_quota: Vec<(QuotaResource, u32)>,
+    /// Cedar policies of the operator's own, beside the roles' (SPEC §3), e.g.
+    /// `forbid(principal, action, resource == LoadBalancer::"lb_…");`; validated against
+    /// the schema at start.
+    #[arg(long = "policy-file", env = "BC_POLICY_FILE", value_name = "FILE")]
+    pub policy_file: Option<std::path::PathBuf>,
+}
+
+/// The authorizer of `--policy-file`: the role templates and the file's policies,
+/// validated against the schema; `None` without a file. A file that cannot be read, does
+/// not parse or does not validate is an error naming the file and the line.
+pub fn policy_authorizer(
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<std::sync::Arc<bc_api::authz::CedarAuthorizer>>> {
+    let Some(file) = file else { return Ok(None) };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("--policy-file {}: {e}", file.display()))?;
+    let authorizer = bc_api::authz::CedarAuthorizer::with_policies(&text)
+        .map_err(|e| anyhow::anyhow!("--policy-file {}: {e}", file.display()))?;
+    Ok(Some(std::sync::Arc::new(authorizer)))
 }
 
 /// The per-account provider-call budget of the reconcilers (`bc-reconciler`, and

@@ -184,6 +184,7 @@ impl DevStack {
                 DEV_LOAD_BALANCERS,
             )]),
             heartbeat_seconds: options.heartbeat_seconds,
+            public_url: api_url.clone(),
             ..Settings::default()
         };
         let mut served = Served::default();

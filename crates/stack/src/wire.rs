@@ -116,12 +116,24 @@ pub fn api_router(
     events: Arc<Notify>,
     shutdown: CancellationToken,
 ) -> axum::Router {
-    Api::new(adapters.ports())
-        .settings(settings)
-        .work_notify(work)
-        .events_notify(events)
-        .shutdown(shutdown)
-        .router()
+    api_router_authorized(adapters, settings, None, work, events, shutdown)
+}
+
+/// [`api_router`] deciding with `authorizer` (Cedar with the operator's `--policy-file`)
+/// when given.
+pub fn api_router_authorized(
+    adapters: &Adapters,
+    settings: Settings,
+    authorizer: Option<Arc<dyn bc_domain::ports::Authorizer>>,
+    work: Arc<Notify>,
+    events: Arc<Notify>,
+    shutdown: CancellationToken,
+) -> axum::Router {
+    let mut api = Api::new(adapters.ports()).settings(settings);
+    if let Some(a) = authorizer {
+        api = api.authorizer(a);
+    }
+    api.work_notify(work).events_notify(events).shutdown(shutdown).router()
 }
 
 /// What the reconcilers of one replica run.

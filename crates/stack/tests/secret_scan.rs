@@ -202,11 +202,35 @@ async fn no_plaintext_secret_at_rest_or_in_logs(backend: Backend) {
         &Default::default(),
     );
     let node_name = nodes[0]["metadata"]["name"].as_str().expect("name").to_owned();
+    // The projected token of the bcd pod on that node (SPEC §9), as its kubelet wrote it.
+    let namespace = secret["metadata"]["namespace"].as_str().expect("namespace").to_owned();
+    let pods = stack.sim.state().kube.list(
+        provider_cluster,
+        bc_sim::kube::Resource::Pod,
+        Some(&namespace),
+        &Default::default(),
+    );
+    let pod = pods
+        .iter()
+        .find(|p| p["spec"]["nodeName"] == node_name.as_str())
+        .and_then(|p| p["metadata"]["name"].as_str())
+        .expect("the bcd pod on the node")
+        .to_owned();
+    let sa_token = bc_sim::kube::tokens::projected_token(
+        stack.sim.state(),
+        provider_cluster,
+        &namespace,
+        &pod,
+        bc_domain::agent::SERVICE_ACCOUNT_TOKEN_FILE,
+    )
+    .expect("minted")
+    .expect("mounted");
     let joined = post(
         &stack,
         "agents.join",
         None,
-        &json!({ "joinToken": join_token, "nodeName": node_name, "bcdVersion": "scan" }),
+        &json!({ "joinToken": join_token, "nodeName": node_name, "bcdVersion": "scan",
+            "serviceAccountToken": sa_token }),
     )
     .await;
     let node_credential = joined["nodeCredential"].as_str().expect("credential").to_owned();
@@ -216,6 +240,7 @@ async fn no_plaintext_secret_at_rest_or_in_logs(backend: Backend) {
         ("provider token", provider_token),
         ("cluster API token (kubeconfig)", cluster_token),
         ("join token", join_token),
+        ("projected ServiceAccount token", sa_token),
         ("node credential", node_credential),
         ("operator API token", stack.token.clone()),
         ("server secret key", stack.secret_key.clone()),

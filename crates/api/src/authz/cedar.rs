@@ -153,8 +153,10 @@ impl CedarAuthorizer {
                 .map_err(|e| err("role template", &e))?;
             base.add_template(template).map_err(|e| err("role template", &e))?;
         }
-        let operator =
-            PolicySet::from_str(operator_policies).map_err(|e| err("operator policies", &e))?;
+        let operator = PolicySet::from_str(operator_policies).map_err(|e| {
+            let at = e.iter().find_map(|p| first_line(operator_policies, p));
+            PolicyError(format!("operator policies{}: {e}", at_line(at)))
+        })?;
         if operator.templates().next().is_some() {
             return Err(PolicyError("operator policies may not be templates".into()));
         }
@@ -166,10 +168,16 @@ impl CedarAuthorizer {
         }
         let result = Validator::new(schema.clone()).validate(&base, ValidationMode::Strict);
         if !result.validation_passed() || result.validation_warnings().next().is_some() {
+            // Only the operator's policies can fail (the templates are tested): each
+            // problem names its line of the operator's text.
             let problems = result
                 .validation_errors()
-                .map(|e| e.to_string())
-                .chain(result.validation_warnings().map(|w| w.to_string()))
+                .map(|e| format!("{}{e}", line_prefix(first_line(operator_policies, e))))
+                .chain(
+                    result
+                        .validation_warnings()
+                        .map(|w| format!("{}{w}", line_prefix(first_line(operator_policies, w)))),
+                )
                 .collect::<Vec<_>>()
                 .join("; ");
             return Err(PolicyError(format!("do not validate against the schema: {problems}")));
@@ -266,6 +274,28 @@ impl Authorizer for CedarAuthorizer {
         // to) is a Deny: e.g. `compute:pools:read` on a grant's provider account.
         self.decide(principal, grants, permission, chain).unwrap_or(Decision::Deny)
     }
+
+    fn has_object_policies(&self) -> bool {
+        // The role templates decide by scope containment only: without the operator's
+        // own policies, a permission on a container holds on everything in it.
+        self.has_operator_policies
+    }
+}
+
+/// The 1-based line of `text` where `diagnostic`'s first label points, if it has one.
+fn first_line(text: &str, diagnostic: &dyn miette::Diagnostic) -> Option<usize> {
+    let offset = diagnostic.labels()?.next()?.offset();
+    Some(text.get(..offset).unwrap_or(text).matches('\n').count() + 1)
+}
+
+/// ` at line N` for a known line.
+fn at_line(line: Option<usize>) -> String {
+    line.map(|n| format!(" at line {n}")).unwrap_or_default()
+}
+
+/// `line N: ` for a known line.
+fn line_prefix(line: Option<usize>) -> String {
+    line.map(|n| format!("line {n}: ")).unwrap_or_default()
 }
 
 fn role_name(role: Role) -> &'static str {

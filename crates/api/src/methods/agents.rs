@@ -10,7 +10,10 @@
 //! are limited per join token (here, before the lookup: a bad token costs a hash) and
 //! per client address (in the dispatch, before the body is read), and a substrate's
 //! cluster is asked for its Nodes at most once per [`NODE_LISTING_TTL`], however many
-//! join.
+//! join; a node joins only as the node its pod's projected ServiceAccount token is bound
+//! to, by the cluster's TokenReview of that token for the server's public URL, from the
+//! substrate's own `bcd` ServiceAccount (SPEC §9) — so the join token alone names no
+//! node.
 
 use std::time::{Duration, Instant};
 
@@ -20,10 +23,12 @@ use bc_domain::PoolId;
 use bc_domain::agent::{
     HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, new_node_credential,
 };
+use bc_domain::model::ProviderAccount;
 use bc_domain::model::{JoinToken, Node, Substrate};
-use bc_domain::name::LABEL_SUBSTRATE_POOL;
+use bc_domain::name::{BCD_NAME, LABEL_SUBSTRATE_POOL, substrate_namespace};
 use bc_domain::ports::{ClusterClient, ClusterError, ClusterSession, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::join::teardown_begun;
+use bc_domain::rules::node_proof::{NodeProofRefusal, proven_node};
 use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
 
@@ -42,7 +47,8 @@ impl MethodInput for JoinRequest {
             "joinToken": "the-join-token-from-the-secret",
             "nodeName": "pool-gpu-1",
             "providerNodeId": "digitalocean://3164444",
-            "bcdVersion": "0.1.0"
+            "bcdVersion": "0.1.0",
+            "serviceAccountToken": "the-pods-projected-serviceaccount-token"
         })
     }
 }
@@ -85,15 +91,12 @@ async fn torn_down(ctx: &Ctx, pool_id: &PoolId) -> Result<(bool, Option<Substrat
     Ok((ended, substrate))
 }
 
-/// The names of the Nodes the pool's cluster lists with the pool's label, read through
-/// the cluster's API with the credentials its provider hands out — at most once per
-/// [`NODE_LISTING_TTL`] for a substrate (the answer, or the failure, is shared meanwhile).
-async fn listed_nodes(
+/// The pool's cluster as the provider knows it: its account and provider cluster id.
+async fn pool_cluster(
     ctx: &Ctx,
     token: &JoinToken,
     substrate: Option<Substrate>,
-) -> Result<Vec<String>, ApiError> {
-    let pool_id = &token.pool_id;
+) -> Result<(ProviderAccount, String), ApiError> {
     let cluster_id = substrate
         .and_then(|s| s.cluster_id)
         .ok_or_else(|| not_ready(token, "its cluster is not recorded yet"))?;
@@ -112,27 +115,83 @@ async fn listed_nodes(
         .await?
         .filter(|a| a.deleted_at.is_none())
         .ok_or_else(|| not_ready(token, "its provider account is gone"))?;
+    Ok((account, provider_cluster_id))
+}
+
+/// A session with the pool's cluster, with the credentials its provider hands out.
+async fn session(
+    ctx: &Ctx,
+    account: &ProviderAccount,
+    provider_cluster_id: &str,
+    what: &str,
+) -> Result<ClusterSession, ApiError> {
+    let provider =
+        ctx.providers.provider_for(account).await.map_err(|e| ApiError::provider(what, &e))?;
+    Ok(ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id))
+}
+
+/// A failed call to the pool's cluster, as the join answers it.
+fn cluster_failed(what: &str, e: ClusterError) -> ApiError {
+    match e {
+        ClusterError::Provider(p) => ApiError::provider(what, &p),
+        other => {
+            tracing::info!(error = %other, "{what}");
+            ApiError::unavailable(format!("{what}: the cluster's API did not answer; try again"))
+        }
+    }
+}
+
+/// The names of the Nodes the pool's cluster lists with the pool's label, read through
+/// the cluster's API with the credentials its provider hands out — at most once per
+/// [`NODE_LISTING_TTL`] for a substrate (the answer, or the failure, is shared meanwhile).
+async fn listed_nodes(
+    ctx: &Ctx,
+    pool_id: &PoolId,
+    account: ProviderAccount,
+    provider_cluster_id: String,
+) -> Result<Vec<String>, ApiError> {
     // Every join of the substrate within a few seconds reads the one listing: a burst of
     // joins (a DaemonSet starting) makes one call to the cluster, not one each.
     let key = format!("{pool_id}/{provider_cluster_id}");
     let list = || async move {
         let what = "listing the cluster's nodes";
-        let provider =
-            ctx.providers.provider_for(&account).await.map_err(|e| ApiError::provider(what, &e))?;
-        let session = ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id);
+        let session = session(ctx, &account, &provider_cluster_id, what).await?;
         let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
-        let nodes = session.list_nodes(&selector).await.map_err(|e| match e {
-            ClusterError::Provider(p) => ApiError::provider(what, &p),
-            other => {
-                tracing::info!(error = %other, "{what}");
-                ApiError::unavailable(format!(
-                    "{what}: the cluster's API did not answer; try again"
-                ))
-            }
-        })?;
+        let nodes = session.list_nodes(&selector).await.map_err(|e| cluster_failed(what, e))?;
         Ok(nodes.into_iter().map(|n| n.name).collect())
     };
     ctx.node_listings.get_or(&key, Instant::now(), list).await
+}
+
+/// Whether the pod's projected ServiceAccount token proves `input.node_name`: the
+/// cluster's TokenReview for the server's public URL, of the substrate's `bcd`
+/// ServiceAccount, bound to that node (SPEC §9).
+async fn prove_node(
+    ctx: &Ctx,
+    input: &JoinRequest,
+    pool_id: &PoolId,
+    account: &ProviderAccount,
+    provider_cluster_id: &str,
+) -> Result<(), ApiError> {
+    let what = "reviewing the pod's ServiceAccount token";
+    let session = session(ctx, account, provider_cluster_id, what).await?;
+    let audience = ctx.settings.public_url.clone();
+    let review = session
+        .review_token(&input.service_account_token, std::slice::from_ref(&audience))
+        .await
+        .map_err(|e| cluster_failed(what, e))?;
+    let namespace = substrate_namespace(pool_id);
+    proven_node(&review, &audience, &namespace, BCD_NAME, &input.node_name).map(drop).map_err(
+        |refusal| {
+            // The cluster's words are its own; they never carry the token, but make sure.
+            let message =
+                refusal.to_string().replace(input.service_account_token.expose(), "[token]");
+            match refusal {
+                NodeProofRefusal::OtherNode { .. } => ApiError::permission_denied(message),
+                _ => ApiError::unauthenticated(message),
+            }
+        },
+    )
 }
 
 async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiError> {
@@ -147,12 +206,16 @@ async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiErro
             token.pool_id
         )));
     }
-    if !listed_nodes(&ctx, &token, substrate).await?.contains(&input.node_name) {
+    let (account, provider_cluster_id) = pool_cluster(&ctx, &token, substrate).await?;
+    let listed =
+        listed_nodes(&ctx, &token.pool_id, account.clone(), provider_cluster_id.clone()).await?;
+    if !listed.contains(&input.node_name) {
         return Err(ApiError::failed_precondition(format!(
             "node {} is not listed by the cluster of pool {} with the label {LABEL_SUBSTRATE_POOL}={}",
             input.node_name, token.pool_id, token.pool_id
         )));
     }
+    prove_node(&ctx, input, &token.pool_id, &account, &provider_cluster_id).await?;
     let credential = new_node_credential(rand::random());
     let now = ctx.now();
     let node = Node {

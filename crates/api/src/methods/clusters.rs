@@ -211,7 +211,11 @@ async fn list(
         include_deleted: false,
     };
     let scope = call.access.scope()?;
-    let clusters = ctx.store.cluster_list(&input.tenant_id, scope, &filter, &page).await?;
+    let mut clusters = ctx.store.cluster_list(&input.tenant_id, scope, &filter, &page).await?;
+    let read = bc_domain::ports::Permission::KubernetesRead;
+    clusters.items = crate::access::readable_items(&ctx, &call.caller, read, clusters.items, |c| {
+        Some(crate::access::Resolved::Cluster(c.clone()).chain())
+    });
     Ok(KubernetesClustersListOutput::of(call.method, clusters, |c| KubernetesClusterView::from(&c)))
 }
 

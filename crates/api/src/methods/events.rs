@@ -36,5 +36,18 @@ async fn list(ctx: Ctx, call: Call<EventsListInput>) -> Result<EventsListOutput,
             input.limit.unwrap_or(PAGE_SIZE_DEFAULT),
         )
         .await?;
+    // SPEC §3: the events of an object a policy hides are hidden with it.
+    let events = if ctx.authorizer.has_object_policies() {
+        let mut pairs = Vec::with_capacity(events.len());
+        for e in events {
+            let chain = crate::access::event_object_chain(&ctx, &input.tenant_id, &e.subject).await;
+            pairs.push((e, chain));
+        }
+        let read = bc_domain::ports::Permission::EventsRead;
+        let kept = crate::access::readable_items(&ctx, &call.caller, read, pairs, |p| p.1.clone());
+        kept.into_iter().map(|(e, _)| e).collect()
+    } else {
+        events
+    };
     Ok(EventsListOutput { events })
 }

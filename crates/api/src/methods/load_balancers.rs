@@ -188,7 +188,14 @@ async fn list(
         include_deleted: false,
     };
     let scope = call.access.scope()?;
-    let lbs = ctx.store.load_balancer_list(&input.tenant_id, scope, &filter, &page).await?;
+    let mut lbs = ctx.store.load_balancer_list(&input.tenant_id, scope, &filter, &page).await?;
+    lbs.items = crate::access::readable_items(
+        &ctx,
+        &call.caller,
+        bc_domain::ports::Permission::LoadBalancersRead,
+        lbs.items,
+        |l| Some(crate::access::Resolved::LoadBalancer(l.clone()).chain()),
+    );
     Ok(LoadBalancersListOutput::of(call.method, lbs, |l| LoadBalancerView::from(&l)))
 }
 

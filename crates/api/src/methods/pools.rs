@@ -217,7 +217,12 @@ async fn list(ctx: Ctx, call: Call<PoolsListInput>) -> Result<PoolsListOutput, A
     let input = &call.input;
     let page = input.page(call.method)?;
     let scope = call.access.scope()?;
-    let pools = ctx.store.pool_list(&input.tenant_id, scope, input.include_archived, &page).await?;
+    let mut pools =
+        ctx.store.pool_list(&input.tenant_id, scope, input.include_archived, &page).await?;
+    let read = bc_domain::ports::Permission::PoolsRead;
+    pools.items = crate::access::readable_items(&ctx, &call.caller, read, pools.items, |p| {
+        Some(crate::access::Resolved::Pool(p.clone()).chain())
+    });
     Ok(PoolsListOutput::of(call.method, pools, |p| p))
 }
 

@@ -104,7 +104,12 @@ async fn list(
 ) -> Result<ProviderAccountsListOutput, ApiError> {
     let input = &call.input;
     let page = input.page(call.method)?;
-    let accounts = ctx.store.account_list(&input.tenant_id, call.access.scope()?, &page).await?;
+    let mut accounts =
+        ctx.store.account_list(&input.tenant_id, call.access.scope()?, &page).await?;
+    let read = bc_domain::ports::Permission::ProviderAccountsRead;
+    accounts.items = crate::access::readable_items(&ctx, &call.caller, read, accounts.items, |a| {
+        Some(crate::access::Resolved::ProviderAccount(a.clone()).chain())
+    });
     Ok(ProviderAccountsListOutput::of(call.method, accounts, |a| ProviderAccountView::from(&a)))
 }
 

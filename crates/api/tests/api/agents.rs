@@ -1,6 +1,7 @@
 //! `agents.join` and `agents.heartbeat` (SPEC §9) against a simulated cluster: the join
 //! token is looked up by its hash, the node must be listed by the pool's cluster with the
-//! pool label right now, and the node credential is handed out once.
+//! pool label right now, the pod's projected ServiceAccount token must be bound to that
+//! node (the cluster's TokenReview), and the node credential is handed out once.
 
 use axum::body::Body;
 use axum::http::Request;
@@ -25,6 +26,8 @@ bc_store::store_suite!(
     nodes_no_longer_join_a_substrate_that_was_removed,
     a_burst_of_joins_lists_the_cluster_once_and_bad_tokens_never,
     joins_are_limited_per_join_token_and_per_client_address,
+    a_pod_of_one_node_cannot_join_as_another,
+    expired_or_other_audience_tokens_are_refused,
 );
 
 /// A running simulated cluster behind the example pool's substrate, with `nodes` labelled
@@ -77,14 +80,61 @@ async fn substrate_cluster(h: &Harness, nodes: i64) -> (String, Vec<String>, Vec
     (token, ours, theirs)
 }
 
+/// A join body whose ServiceAccount token proves nothing (for joins refused before the
+/// cluster reviews it).
 fn join_body(token: &str, node: &str) -> Value {
-    json!({ "joinToken": token, "nodeName": node, "providerNodeId": "digitalocean://1", "bcdVersion": "0.1.0" })
+    join_body_with(token, node, "not-a-projected-token")
+}
+
+fn join_body_with(token: &str, node: &str, sa_token: &str) -> Value {
+    json!({ "joinToken": token, "nodeName": node, "providerNodeId": "digitalocean://1",
+        "bcdVersion": "0.1.0", "serviceAccountToken": sa_token })
+}
+
+/// The simulated cluster behind the example pool.
+async fn provider_cluster(h: &Harness) -> String {
+    let cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
+    cluster.provider_cluster_id.expect("made at the provider")
+}
+
+/// The projected token (for `audience`, valid `seconds`) of a pod of ServiceAccount
+/// `namespace/sa` on `node`, as the kubelet writes it; marked as a secret.
+async fn pod_token(
+    h: &Harness,
+    (namespace, sa): (&str, &str),
+    node: &str,
+    audience: &str,
+    seconds: i64,
+) -> String {
+    let cluster = provider_cluster(h).await;
+    let token = bc_sim::kube::tokens::pod_token_on(
+        h.sim.state(),
+        &cluster,
+        (namespace, sa),
+        node,
+        audience,
+        seconds,
+    )
+    .expect("minted");
+    h.capture.secret(&token);
+    token
+}
+
+/// The token of the substrate's bcd pod on `node`, for the server's public URL.
+async fn bcd_token(h: &Harness, node: &str) -> String {
+    let ns = bc_domain::name::substrate_namespace(&id(ex::POOL));
+    pod_token(h, (&ns, "bcd"), node, bc_api::DEFAULT_PUBLIC_URL, 3600).await
+}
+
+/// A join body of the bcd pod on `node`: its own projected token.
+async fn proven_body(h: &Harness, token: &str, node: &str) -> Value {
+    join_body_with(token, node, &bcd_token(h, node).await)
 }
 
 /// Joins `node` with `token` (200 expected) and returns the node credential, marked as a
 /// secret no log or other answer may carry.
 async fn join(h: &Harness, token: &str, node: &str) -> String {
-    let joined = h.call("agents.join", None, &join_body(token, node)).await.ok();
+    let joined = h.call("agents.join", None, &proven_body(h, token, node).await).await.ok();
     let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
     h.capture.secret(&credential);
     credential
@@ -94,7 +144,7 @@ async fn a_listed_node_joins_and_heartbeats(s: S) {
     let h = Harness::on(s).await;
     let (token, ours, _) = substrate_cluster(&h, 2).await;
     assert_eq!(ours.len(), 2);
-    let joined = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    let joined = h.call("agents.join", None, &proven_body(&h, &token, &ours[0]).await).await.ok();
     let credential = joined["nodeCredential"].as_str().unwrap().to_owned();
     h.capture.secret(&credential);
     assert_eq!(
@@ -116,8 +166,8 @@ async fn a_listed_node_joins_and_heartbeats(s: S) {
 async fn joining_again_keeps_the_node_and_replaces_its_credential(s: S) {
     let h = Harness::on(s).await;
     let (token, ours, _) = substrate_cluster(&h, 1).await;
-    let first = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
-    let again = h.call("agents.join", None, &join_body(&token, &ours[0])).await.ok();
+    let first = h.call("agents.join", None, &proven_body(&h, &token, &ours[0]).await).await.ok();
+    let again = h.call("agents.join", None, &proven_body(&h, &token, &ours[0]).await).await.ok();
     for a in [&first, &again] {
         h.capture.secret(a["nodeCredential"].as_str().unwrap());
     }
@@ -263,4 +313,60 @@ async fn joins_are_limited_per_join_token_and_per_client_address(s: S) {
     assert!(fourth.err("RESOURCE_EXHAUSTED").contains("address"), "{}", fourth.text);
     assert!(fourth.headers.contains_key("retry-after"));
     h.send(join_from("198.51.100.2:40000", "bcj_guess_y", "n")).await.err("UNAUTHENTICATED");
+}
+
+/// Issue 29, item 4 (SPEC §9): the join token says only "a pod of this substrate"; the
+/// pod's projected token names its node. A bcd pod of node A claiming node B is refused
+/// and B's credential keeps working; so is a pod of another ServiceAccount on B, and a
+/// bcd of another namespace.
+async fn a_pod_of_one_node_cannot_join_as_another(s: S) {
+    let h = Harness::on(s).await;
+    let (token, ours, _) = substrate_cluster(&h, 2).await;
+    let (a, b) = (&ours[0], &ours[1]);
+    let b_credential = join(&h, &token, b).await;
+    let b_node = h.store.node_find_by_name(&id(ex::POOL), b).await.unwrap().unwrap();
+
+    let a_pod = bcd_token(&h, a).await;
+    let taken = h.call("agents.join", None, &join_body_with(&token, b, &a_pod)).await;
+    let m = taken.err("PERMISSION_DENIED");
+    assert!(m.contains(&format!("node {a}, not on node {b}")), "{m}");
+    assert!(!taken.text.contains(&a_pod), "the answer quotes no token");
+    let ns = bc_domain::name::substrate_namespace(&id(ex::POOL));
+    let audience = bc_api::DEFAULT_PUBLIC_URL;
+    let other_sa = pod_token(&h, (&ns, "default"), b, audience, 3600).await;
+    let other_ns = pod_token(&h, ("tenant-apps", "bcd"), b, audience, 3600).await;
+    for sa_token in [other_sa, other_ns, "not-a-projected-token".to_owned()] {
+        let r = h.call("agents.join", None, &join_body_with(&token, b, &sa_token)).await;
+        r.err("UNAUTHENTICATED");
+    }
+    // B's credential and row are as B's own join left them.
+    h.call("agents.heartbeat", Some(&b_credential), &json!({})).await.ok();
+    let after = h.store.node_find_by_name(&id(ex::POOL), b).await.unwrap().unwrap();
+    assert_eq!(after.credential_hash, b_node.credential_hash);
+    // A joins as itself.
+    join(&h, &token, a).await;
+}
+
+/// Issue 29, item 4: a token for another audience (the cluster's own API, say) or past
+/// its expiry does not prove a node.
+async fn expired_or_other_audience_tokens_are_refused(s: S) {
+    let h = Harness::on(s).await;
+    let (token, ours, _) = substrate_cluster(&h, 1).await;
+    let ns = bc_domain::name::substrate_namespace(&id(ex::POOL));
+    let node = &ours[0];
+    let cluster_audience = bc_sim::kube::tokens::ISSUER;
+    let elsewhere = pod_token(&h, (&ns, "bcd"), node, cluster_audience, 3600).await;
+    let m = h
+        .call("agents.join", None, &join_body_with(&token, node, &elsewhere))
+        .await
+        .err("UNAUTHENTICATED");
+    assert!(m.contains("audiences"), "{m}");
+    let short = pod_token(&h, (&ns, "bcd"), node, bc_api::DEFAULT_PUBLIC_URL, 600).await;
+    bc_sim::testing::step(&h.clock, 601);
+    let m = h
+        .call("agents.join", None, &join_body_with(&token, node, &short))
+        .await
+        .err("UNAUTHENTICATED");
+    assert!(m.contains("expired"), "{m}");
+    assert_eq!(h.store.node_find_by_name(&id(ex::POOL), node).await.unwrap(), None);
 }

@@ -79,7 +79,8 @@ async fn agents_authenticate_with_their_own_credentials(s: S) {
     assert_eq!(beat["heartbeatSeconds"], 30);
     // Joining carries its credential in the body: no bearer is asked for, and a join
     // token that opens no pool is the same 401.
-    let join = json!({ "joinToken": "jt", "nodeName": "pool-gpu-1", "bcdVersion": "0.1.0" });
+    let join = json!({ "joinToken": "jt", "nodeName": "pool-gpu-1", "bcdVersion": "0.1.0",
+        "serviceAccountToken": "sa" });
     let a = h.call("agents.join", None, &join).await;
     assert_eq!((a.status.as_u16(), a.code()), (401, "UNAUTHENTICATED"), "{}", a.text);
 }

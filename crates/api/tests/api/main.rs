@@ -20,6 +20,7 @@ mod kubernetes;
 mod layers;
 mod ledger;
 mod load_balancers;
+mod object_policies;
 mod openapi;
 mod pipeline;
 mod pools;

@@ -40,12 +40,12 @@ async fn secrets_never_reach_an_answer_or_a_log_line(s: S) {
     let node = h.node_credential().await;
     h.call("agents.heartbeat", Some(&node), &json!({})).await.ok();
     h.call("agents.heartbeat", Some(&format!("{node}x")), &json!({})).await;
-    let join =
-        json!({ "joinToken": "bcj_never_issued_token", "nodeName": "n1", "bcdVersion": "1" });
+    let join = json!({ "joinToken": "bcj_never_issued_token", "nodeName": "n1", "bcdVersion": "1",
+            "serviceAccountToken": "sa" });
     h.capture.secret("bcj_never_issued_token");
     assert_eq!(h.call("agents.join", None, &join).await.status, 401);
-    let misplaced =
-        json!({ "joinToken": ["bcj_never_issued_token"], "nodeName": "n1", "bcdVersion": "1" });
+    let misplaced = json!({ "joinToken": ["bcj_never_issued_token"], "nodeName": "n1", "bcdVersion": "1",
+            "serviceAccountToken": "sa" });
     assert_eq!(h.call("agents.join", None, &misplaced).await.status, 400);
     // The capture saw the traffic (so an empty scan means something).
     assert!(h.capture.logs().contains("answered"), "the log lines were captured");

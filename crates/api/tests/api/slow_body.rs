@@ -22,8 +22,9 @@ async fn trickle_a_body(s: S) {
     let server = h.serve().await;
     let mut conn = TcpStream::connect(server.url.trim_start_matches("http://")).await.unwrap();
     // agents.join reads its body before any credential (the join token is in it).
-    let body = json!({"joinToken": "bcj_x".repeat(40), "nodeName": "n", "bcdVersion": "0.1.0"})
-        .to_string();
+    let body = json!({"joinToken": "bcj_x".repeat(40), "nodeName": "n", "bcdVersion": "0.1.0",
+        "serviceAccountToken": "sa"})
+    .to_string();
     let head = format!(
         "POST /api/compute/agents/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()

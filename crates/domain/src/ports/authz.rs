@@ -120,4 +120,12 @@ pub trait Authorizer: Send + Sync {
         permission: Permission,
         chain: &[Scope],
     ) -> Decision;
+
+    /// Whether policies beyond the grants may decide on single objects (an operator's
+    /// `forbid` on one load balancer), so that a permission held on a tenant does not
+    /// make each object in it readable: lists then ask about each object (SPEC §3).
+    /// Assumed so unless the engine knows better.
+    fn has_object_policies(&self) -> bool {
+        true
+    }
 }

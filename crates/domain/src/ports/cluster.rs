@@ -184,6 +184,27 @@ pub struct ClusterNode {
     pub ready: bool,
 }
 
+/// What a cluster's TokenReview API (`authentication.k8s.io/v1`) said of a bearer token:
+/// the `status` of the review, as the API server fills it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenReview {
+    /// Whether the token is valid for one of the audiences asked.
+    pub authenticated: bool,
+    /// `user.username` (`system:serviceaccount:<namespace>:<name>` for a ServiceAccount).
+    pub username: String,
+    /// `user.uid`.
+    pub uid: String,
+    /// `user.groups`.
+    pub groups: Vec<String>,
+    /// `user.extra`: for a bound token, `authentication.kubernetes.io/pod-name`,
+    /// `pod-uid`, `node-name`, `node-uid` and `credential-id`.
+    pub extra: BTreeMap<String, Vec<String>>,
+    /// The audiences the token is valid for, of those asked.
+    pub audiences: Vec<String>,
+    /// Why the token was not authenticated, as the server says it.
+    pub error: Option<String>,
+}
+
 /// Errors reaching a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterError {
@@ -390,6 +411,12 @@ pub trait ClusterOps: Send + Sync {
     ) -> Result<(), ObjectError>;
     /// Nodes matching a label selector.
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError>;
+    /// Creates a TokenReview of `token` for `audiences` and returns its status.
+    async fn review_token(
+        &self,
+        token: &SecretString,
+        audiences: &[String],
+    ) -> Result<TokenReview, ClusterError>;
 }
 
 /// Whose an object is, by its owner label.
@@ -522,6 +549,13 @@ pub trait ClusterClient: Send + Sync {
     ) -> Result<DeleteOutcome, ClusterError>;
     /// Nodes matching a label selector (`k=v,k2 in (a,b)`).
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError>;
+    /// What the cluster's TokenReview API says of `token` for `audiences` (a token that
+    /// is not valid is `Ok` with `authenticated: false`, not an error).
+    async fn review_token(
+        &self,
+        token: &SecretString,
+        audiences: &[String],
+    ) -> Result<TokenReview, ClusterError>;
 }
 
 /// Builds cluster clients from credentials.
@@ -561,6 +595,13 @@ impl<O: ClusterOps + ?Sized> ClusterClient for O {
     }
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
         ClusterOps::list_nodes(self, label_selector).await
+    }
+    async fn review_token(
+        &self,
+        token: &SecretString,
+        audiences: &[String],
+    ) -> Result<TokenReview, ClusterError> {
+        ClusterOps::review_token(self, token, audiences).await
     }
 }
 
@@ -675,6 +716,13 @@ impl ClusterClient for ClusterSession {
     }
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
         self.with_client(|c| async move { c.list_nodes(label_selector).await }).await
+    }
+    async fn review_token(
+        &self,
+        token: &SecretString,
+        audiences: &[String],
+    ) -> Result<TokenReview, ClusterError> {
+        self.with_client(|c| async move { c.review_token(token, audiences).await }).await
     }
 }
 

@@ -17,7 +17,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use cluster::{
     ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, ClusterSession,
     DeleteOutcome, KubeObject, ObjectError, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel,
-    Ownership, Preconditions, digest_secret_values, manifest_in_place, object_in_place,
+    Ownership, Preconditions, TokenReview, digest_secret_values, manifest_in_place,
+    object_in_place,
 };
 pub use credentials::*;
 pub use events::{EventPublisher, PublishError};

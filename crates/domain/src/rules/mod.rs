@@ -14,6 +14,7 @@
 //!   opens and closes (SPEC §11, §12).
 //! - [`join`]: `nodesListed`/`nodesJoined`/`waitingToJoin` and the 15-minute message
 //!   (SPEC §6).
+//! - [`node_proof`]: which node a joining bcd proves it runs on (SPEC §9).
 //! - [`plan`]: the flavor → provider node-pool plan that never touches the tenant's
 //!   pools (SPEC §6).
 //! - [`load_balancer`]: what regional and global load balancers take (SPEC §11).
@@ -28,6 +29,7 @@ pub mod drain;
 pub mod idempotency;
 pub mod join;
 pub mod load_balancer;
+pub mod node_proof;
 pub mod plan;
 pub mod policy;
 pub mod quota;

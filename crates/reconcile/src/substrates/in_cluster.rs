@@ -88,7 +88,9 @@ impl Run<'_> {
                 }
                 ObjectKind::Namespace => objects::namespace(&pool),
                 ObjectKind::ServiceAccount => objects::service_account(&pool),
-                ObjectKind::DaemonSet => objects::daemonset(&pool, flavors, &settings.bcd_image),
+                ObjectKind::DaemonSet => {
+                    objects::daemonset(&pool, flavors, &settings.bcd_image, &settings.public_url)
+                }
             };
             // Compared as a server answers it (never as sent: a real server leaves out
             // empty `omitempty` fields such as `tolerations: []`).

@@ -17,8 +17,10 @@ use std::collections::BTreeSet;
 use base64::Engine as _;
 use bc_domain::PoolId;
 use bc_domain::agent::{
-    ENV_INSECURE_HTTP, ENV_NODE_NAME, SECRET_ENV, SECRET_KEY_INSECURE_HTTP, SECRET_KEY_JOIN_TOKEN,
-    SECRET_KEY_SERVER_URL, is_plain_http,
+    ENV_INSECURE_HTTP, ENV_NODE_NAME, ENV_SERVICE_ACCOUNT_TOKEN_FILE, SECRET_ENV,
+    SECRET_KEY_INSECURE_HTTP, SECRET_KEY_JOIN_TOKEN, SECRET_KEY_SERVER_URL,
+    SERVICE_ACCOUNT_TOKEN_DIR, SERVICE_ACCOUNT_TOKEN_FILE, SERVICE_ACCOUNT_TOKEN_PATH,
+    SERVICE_ACCOUNT_TOKEN_SECONDS, is_plain_http,
 };
 use bc_domain::model::SecretString;
 use bc_domain::name::{
@@ -140,10 +142,16 @@ fn bcd_resources() -> Value {
     json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
 }
 
+/// The volume of the pod's projected ServiceAccount token: bound to the pod (and so to
+/// its node), for the audience `server_url` (SPEC §9: what bcd proves its node with; a
+/// token for the cluster's own API would not do, and this one opens nothing there).
+const TOKEN_VOLUME: &str = "bcd-token";
+
 /// bcd's DaemonSet: on the pool's Nodes only, tolerating the flavors' taints, with the
-/// join Secret's keys and the node's name in its env, hardened to the Pod Security
+/// join Secret's keys and the node's name in its env and the pod's projected
+/// ServiceAccount token (audience `server_url`) mounted, hardened to the Pod Security
 /// Standards' `restricted` profile with small resource requests and limits.
-pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
+pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str, server_url: &str) -> KubeObject {
     let mut env: Vec<Value> = SECRET_ENV
         .iter()
         .map(|(var, key)| {
@@ -155,6 +163,7 @@ pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
         {"name": JOIN_SECRET_NAME, "key": SECRET_KEY_INSECURE_HTTP, "optional": true}}}));
     env.push(json!({"name": ENV_NODE_NAME,
         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}));
+    env.push(json!({"name": ENV_SERVICE_ACCOUNT_TOKEN_FILE, "value": SERVICE_ACCOUNT_TOKEN_FILE}));
     let selector = json!({APP_NAME_LABEL: BCD_NAME, LABEL_SUBSTRATE_POOL: pool.as_str()});
     let mut pod_labels = labels(pool);
     pod_labels[APP_NAME_LABEL] = json!(BCD_NAME);
@@ -171,10 +180,18 @@ pub fn daemonset(pool: &PoolId, flavors: &[Flavor], image: &str) -> KubeObject {
                     "nodeSelector": {LABEL_SUBSTRATE_POOL: pool.as_str()},
                     "tolerations": tolerations(flavors),
                     "securityContext": pod_security_context(),
+                    "volumes": [{"name": TOKEN_VOLUME, "projected": {"sources": [{
+                        "serviceAccountToken": {
+                            "audience": server_url,
+                            "expirationSeconds": SERVICE_ACCOUNT_TOKEN_SECONDS,
+                            "path": SERVICE_ACCOUNT_TOKEN_PATH,
+                        }}]}}],
                     "containers": [{
                         "name": BCD_NAME,
                         "image": image,
                         "env": env,
+                        "volumeMounts": [{"name": TOKEN_VOLUME,
+                            "mountPath": SERVICE_ACCOUNT_TOKEN_DIR, "readOnly": true}],
                         "securityContext": container_security_context(),
                         "resources": bcd_resources(),
                     }],
@@ -256,7 +273,7 @@ mod tests {
             namespace(&p),
             service_account(&p),
             join_secret(&p, &token, "https://bc"),
-            daemonset(&p, &[], "bcd:1"),
+            daemonset(&p, &[], "bcd:1", "https://bc"),
         ] {
             let l = &o.manifest["metadata"]["labels"];
             assert_eq!(l[LABEL_SUBSTRATE_POOL], p.as_str(), "{:?}", o.object);
@@ -278,6 +295,7 @@ mod tests {
             &p,
             &[flavor("a", &[("gpu", "")]), flavor("b", &[("gpu", ""), ("x", "y")])],
             "img",
+            "https://bc.example",
         );
         let spec = &ds.manifest["spec"];
         let selector = &spec["selector"]["matchLabels"];
@@ -296,7 +314,16 @@ mod tests {
         assert_eq!(c["image"], "img");
         let env: Vec<&str> =
             c["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
-        assert_eq!(env, vec!["BCD_SERVER_URL", "BCD_JOIN_TOKEN", "BCD_INSECURE_HTTP", "NODE_NAME"]);
+        assert_eq!(
+            env,
+            vec![
+                "BCD_SERVER_URL",
+                "BCD_JOIN_TOKEN",
+                "BCD_INSECURE_HTTP",
+                "NODE_NAME",
+                "BCD_SERVICE_ACCOUNT_TOKEN_FILE"
+            ]
+        );
         assert_eq!(
             c["env"][1]["valueFrom"]["secretKeyRef"],
             json!({"name": "bcd-join", "key": "joinToken"})
@@ -306,6 +333,19 @@ mod tests {
             json!({"name": "bcd-join", "key": "insecureHttp", "optional": true})
         );
         assert_eq!(c["env"][3]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+        // Issue 29, item 4 (SPEC §9): the pod's projected token, for the server's URL, at
+        // the file bcd reads.
+        let volume = &spec["template"]["spec"]["volumes"][0];
+        assert_eq!(
+            volume["projected"]["sources"][0]["serviceAccountToken"],
+            json!({"audience": "https://bc.example", "expirationSeconds": 3600, "path": "token"})
+        );
+        let mount = &c["volumeMounts"][0];
+        assert_eq!((&mount["name"], &mount["readOnly"]), (&volume["name"], &json!(true)));
+        assert_eq!(
+            format!("{}/token", mount["mountPath"].as_str().unwrap()),
+            c["env"][4]["value"].as_str().unwrap()
+        );
     }
 
     /// Issue 20, item 8 (SPEC §9): bcd gets BCD_INSECURE_HTTP=1 (the Secret's optional

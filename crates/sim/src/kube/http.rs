@@ -66,6 +66,7 @@ pub(super) fn router(state: Arc<SimState>, cluster: Option<String>) -> Router {
         .route("/api/{version}/{plural}/{name}", any(core_top_item))
         .route("/api/{version}/namespaces/{ns}/{plural}", any(core_ns))
         .route("/api/{version}/namespaces/{ns}/{plural}/{name}", any(core_ns_item))
+        .route("/apis/authentication.k8s.io/v1/tokenreviews", any(token_review))
         .route("/apis/{group}/{version}/{plural}", any(group_top))
         .route("/apis/{group}/{version}/{plural}/{name}", any(group_top_item))
         .route("/apis/{group}/{version}/namespaces/{ns}/{plural}", any(group_ns))
@@ -936,6 +937,15 @@ handler!(core_ns_item, |c| c.target("").and_then(|t| c.serve(t)));
 handler!(group_top, |c| {
     let g = c.param("group").unwrap_or_default().to_owned();
     c.target(&g).and_then(|t| c.serve(t))
+});
+// TokenReview is create-only and stores nothing: answered by `tokens`.
+handler!(token_review, |c| {
+    if c.method != Method::POST {
+        return Err(KubeError::method_not_allowed(c.method.as_str()));
+    }
+    KubeStore::gate_op(&c.state, &c.cluster, c.bearer(), super::tokens::REVIEW_OP, None)?;
+    let body = c.body_value(true)?;
+    Ok(respond(201, &super::tokens::create_review(&c.state, &c.cluster, &body)?))
 });
 handler!(group_top_item, |c| {
     let g = c.param("group").unwrap_or_default().to_owned();

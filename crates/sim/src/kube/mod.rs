@@ -29,6 +29,7 @@ pub mod schema;
 pub mod selector;
 pub mod store;
 pub mod table;
+pub mod tokens;
 pub mod validate;
 
 use std::collections::BTreeMap;
