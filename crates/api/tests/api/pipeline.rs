@@ -140,8 +140,9 @@ async fn a_list_gets_the_scope_its_caller_may_read(s: S) {
     let a = h.call("probe.nodePools", Some(&account_viewer), &nodes).await;
     assert_eq!(a.json["all"], true, "{}", a.text);
     assert!(a.json["parent"].as_str().is_some_and(|p| p.contains(ex::CLUSTER)));
+    // A cluster the caller may not read is refused as its `get` would be (SPEC §3).
     let a = h.call("probe.nodePools", Some(&scoped), &nodes).await;
-    assert_eq!(a.json["clusters"], json!([]), "{}", a.text);
+    assert_eq!((a.status.as_u16(), a.code()), (403, "PERMISSION_DENIED"), "{}", a.text);
 }
 
 async fn handler_errors_are_answered_by_the_one_mapping(s: S) {
