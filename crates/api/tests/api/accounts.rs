@@ -14,6 +14,7 @@ bc_store::store_suite!(
     create_checks_the_token_then_stores_it_sealed,
     a_refused_token_stores_nothing,
     get_list_and_delete,
+    a_deleted_account_keeps_no_credentials_and_takes_no_new_objects,
 );
 
 fn create_body(name: &str, token: &str) -> Value {
@@ -88,4 +89,52 @@ async fn get_list_and_delete(s: S) {
     let list =
         h.call("providerAccounts.list", Some(&t), &json!({ "tenantId": ex::TENANT })).await.ok();
     assert_eq!(list["providerAccounts"], json!([account]));
+}
+
+/// Issue 29, item 6: deleting an account erases its sealed credentials in the same
+/// transaction, and a create that read the account live before the delete committed (its
+/// unit of work committed after) leaves nothing live on the deleted account.
+async fn a_deleted_account_keeps_no_credentials_and_takes_no_new_objects(s: S) {
+    use bc_domain::model::QuotaResource;
+    use bc_domain::ports::{UnitOfWork, Write};
+    use bc_store::testing as rows;
+
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let made =
+        h.call("providerAccounts.create", Some(&t), &create_body("doomed", TEST_TOKEN)).await.ok();
+    let id: ProviderAccountId = made["providerAccountId"].as_str().unwrap().parse().unwrap();
+    // What a create read before the delete: the account, live.
+    let live = h.store.account_get_any(&id).await.unwrap().expect("stored");
+    assert!(!live.credentials.0.is_empty());
+    let spare = json!({ "tenantId": ex::TENANT, "providerAccountId": id });
+    h.call("providerAccounts.delete", Some(&t), &spare).await.ok();
+    let row = h.store.account_get_any(&id).await.unwrap().expect("kept as deleted");
+    assert!(row.deleted_at.is_some());
+    assert!(row.credentials.0.is_empty(), "the sealed credentials are erased with the delete");
+    // The creates that raced the delete commit their units of work now: each is refused.
+    let pool = h.store.pool_get(&live.tenant_id, &ex::POOL.parse().unwrap()).await.unwrap();
+    let pool = pool.expect("the fixture's pool");
+    let lb = rows::load_balancer(&pool, &live, "raced-lb");
+    let cluster = rows::cluster(&live, "raced-cluster");
+    let substrate = rows::substrate(&pool, &live, None);
+    let units = [
+        UnitOfWork::new().write(Write::InsertLoadBalancer(lb.clone())).write(Write::BookQuota {
+            pool_id: pool.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+        }),
+        UnitOfWork::new().write(Write::InsertCluster(cluster.clone())),
+        UnitOfWork::new().write(Write::PutSubstrate(substrate)),
+    ];
+    for (i, uow) in units.into_iter().enumerate() {
+        let e = h.store.commit(uow).await.expect_err("nothing is created on a deleted account");
+        assert!(e.to_string().contains(id.as_str()), "unit {i}: {e}");
+    }
+    assert!(
+        h.store.load_balancer_get(&live.tenant_id, &lb.load_balancer_id).await.unwrap().is_none()
+    );
+    assert!(h.store.cluster_get(&live.tenant_id, &cluster.cluster_id).await.unwrap().is_none());
+    let substrate = h.store.substrate_get_any(&pool.pool_id).await.unwrap();
+    let on_deleted = substrate.as_ref().is_some_and(|s| s.provider_account_id == id);
+    assert!(!on_deleted, "{substrate:?}");
 }
