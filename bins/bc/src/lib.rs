@@ -355,18 +355,49 @@ fn login(flags: Config, print_path: bool) -> Result<i32, Failure> {
     Ok(exit::OK)
 }
 
-/// Parses `10m`, `90s`, `2h`, `500ms` or a number of seconds.
+/// The longest duration `bc` takes (a year): beyond it a deadline could overflow the clock.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parses `10m`, `90s`, `2h`, `500ms` or a number of seconds, at most [`MAX_DURATION`];
+/// never wraps or panics, whatever the number.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
-    let n: u64 = n.parse().map_err(|_| format!("{text:?} is not a duration like 10m or 30s"))?;
+    let too_long = || format!("{text:?} is longer than a year (8760h)");
+    let n: u64 = match n.parse() {
+        Ok(n) => n,
+        Err(_) if !n.is_empty() => return Err(too_long()),
+        Err(_) => return Err(format!("{text:?} is not a duration like 10m or 30s")),
+    };
     let secs = match unit {
-        "" | "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
+        "" | "s" => Some(Duration::from_secs(n)),
+        "ms" => Some(Duration::from_millis(n)),
+        "m" => n.checked_mul(60).map(Duration::from_secs),
+        "h" => n.checked_mul(3600).map(Duration::from_secs),
         _ => return Err(format!("{text:?}: the unit is ms, s, m or h")),
     };
-    Ok(secs)
+    secs.filter(|d| *d <= MAX_DURATION).ok_or_else(too_long)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_past_a_year_are_refused_without_wrapping() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("8760h"), Ok(MAX_DURATION));
+        for huge in [
+            "18446744073709551615s",
+            "18446744073709551615m",
+            "307445734561825861h",
+            "99999999999999999999999s",
+            "8761h",
+        ] {
+            let e = parse_duration(huge).expect_err(huge);
+            assert!(e.contains("longer than a year"), "{huge}: {e}");
+        }
+        assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+    }
 }

@@ -194,7 +194,7 @@ endpoint!(
         Kind::Read,
         Read,
         OnCluster,
-        "Lists the tenant's clusters that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; with providerAccountId, only that account's. Decided as compute:kubernetes:read on each cluster; a grant on its provider account covers it.",
+        "Lists the tenant's clusters that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; with providerAccountId, only that account's. Decided as compute:kubernetes:read on each cluster; a grant on its provider account covers it. A providerAccountId the caller may not read is refused as providerAccounts.get would refuse it.",
     );
     KubernetesClustersListInput => KubernetesClustersListOutput
 );

@@ -305,7 +305,7 @@ endpoint!(
         Kind::Write,
         Manage,
         OnAccount,
-        "Records a load balancer on providerAccountId for poolId and returns it, state pending, booking one loadBalancers quota unit on the pool in the same transaction (RESOURCE_EXHAUSTED when none is free, or the pool has no quota row). A regional load balancer takes region, forwardingRules (1–25; udp pairs with udp) and targets (exactly one of tag or dropletIds, 1–10 of them), and optionally sizeUnit (1–100), stickySessions and redirectHttpToHttps. A global one takes no region and no forwardingRules, but globalSettings (targetProtocol http, https or http2; targetPort 80 or 443; cdn; regionPriorities; failoverThreshold), domains (at least one) and targets (exactly one of loadBalancerIds, regional load balancers of this system on the same account, tag or dropletIds). healthCheck defaults to http on port 80, path /, every 10 s with a 5 s timeout, healthy after 5 and unhealthy after 3. The name must be unique among the account's live load balancers. A repeat with the same requestId and the same body within 24 hours returns the first load balancer and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:load-balancers:manage on the provider account.",
+        "Records a load balancer on providerAccountId for poolId and returns it, state pending, booking one loadBalancers quota unit on the pool in the same transaction (RESOURCE_EXHAUSTED when none is free, or the pool has no quota row). A regional load balancer takes region, forwardingRules (1–25; udp pairs with udp) and targets (exactly one of tag or dropletIds, 1–10 of them), and optionally sizeUnit (1–100), stickySessions and redirectHttpToHttps. A global one takes no region and no forwardingRules, but globalSettings (targetProtocol http, https or http2; targetPort 80 or 443; cdn; regionPriorities; failoverThreshold), domains (at least one) and targets (exactly one of loadBalancerIds, regional load balancers of this system on the same account, tag or dropletIds). healthCheck defaults to http on port 80, path /, every 10 s with a 5 s timeout, healthy after 5 and unhealthy after 3. The name must be unique among the account's live load balancers. A repeat with the same requestId and the same body within 24 hours returns the first load balancer and creates nothing; the same requestId with another body is ALREADY_EXISTS. Decided as compute:load-balancers:manage on the provider account, and also on the pool (whose quota it books) and on each of targets.loadBalancerIds.",
     );
     LoadBalancersCreateInput => LoadBalancerView
 );
@@ -329,7 +329,7 @@ endpoint!(
         Kind::Read,
         Read,
         OnLb,
-        "Lists the tenant's load balancers that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; poolId and providerAccountId narrow it. Decided as compute:load-balancers:read on each load balancer; a grant on its provider account covers it.",
+        "Lists the tenant's load balancers that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain; poolId and providerAccountId narrow it. Decided as compute:load-balancers:read on each load balancer; a grant on its provider account covers it. A providerAccountId the caller may not read is refused as providerAccounts.get would refuse it.",
     );
     LoadBalancersListInput => LoadBalancersListOutput
 );
@@ -341,7 +341,7 @@ endpoint!(
         Kind::Write,
         Manage,
         OnLb,
-        "Replaces the fields given (name, forwardingRules, healthCheck, stickySessions, targets, sizeUnit, redirectHttpToHttps, globalSettings, domains) and returns the load balancer with its generation bumped; the provider gets the whole object again. type, region and the account are fixed. The result is checked whole, as a create is. With expectedGeneration, a load balancer changed since is ABORTED. Decided as compute:load-balancers:manage on the load balancer.",
+        "Replaces the fields given (name, forwardingRules, healthCheck, stickySessions, targets, sizeUnit, redirectHttpToHttps, globalSettings, domains) and returns the load balancer with its generation bumped; the provider gets the whole object again. type, region and the account are fixed. The result is checked whole, as a create is. With expectedGeneration, a load balancer changed since is ABORTED. Decided as compute:load-balancers:manage on the load balancer, and also on each of targets.loadBalancerIds.",
     );
     LoadBalancersUpdateInput => LoadBalancerView
 );

@@ -293,7 +293,7 @@ endpoint!(
         Kind::Read,
         Read,
         OnNodePool,
-        "Lists the node pools of clusterId that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain. It shows the provider's pools that this system did not create too, without managedBy and read-only. Decided as compute:kubernetes:read on each node pool; a grant on its cluster or provider account covers it.",
+        "Lists the node pools of clusterId that the caller may read, by id, pageSize at a time (1–500, default 100), with nextPageToken while more remain. It shows the provider's pools that this system did not create too, without managedBy and read-only. Decided as compute:kubernetes:read on each node pool; a grant on its cluster or provider account covers it. A clusterId the caller may not read is refused as kubernetesClusters.get would refuse it.",
     );
     KubernetesNodePoolsListInput => KubernetesNodePoolsListOutput
 );

@@ -259,7 +259,14 @@ pub async fn authorize(
         Target::Agent => Err(bug("unreachable: no tenant")),
         Target::List { tenant, within } => {
             let parent = match within {
-                Some(parent) => Some(resolve(ctx, *parent).await?),
+                Some(parent) => {
+                    // SPEC §3: a parent named to filter a list is answered as a `get` of
+                    // it would be, so a list tells nothing of a parent the caller may
+                    // not read.
+                    let parent = resolve(ctx, *parent).await?;
+                    self::decide(ctx, token, get_permission(&parent, &bug)?, &parent.chain())?;
+                    Some(parent)
+                }
                 None => None,
             };
             let parent_chain = parent.as_ref().map(Resolved::chain);
@@ -338,6 +345,26 @@ pub async fn event_object_chain(ctx: &Ctx, tenant: &TenantId, subject: &str) -> 
         return None;
     };
     resolve(ctx, target).await.ok().map(|r| r.chain())
+}
+
+/// The permission a `get` of `parent` is decided with: its `get` method's declaration.
+fn get_permission(
+    parent: &Resolved,
+    bug: &dyn Fn(&str) -> ApiError,
+) -> Result<Permission, ApiError> {
+    use bc_api_types::endpoint::Endpoint as _;
+    let info = match parent {
+        Resolved::Pool(_) => bc_api_types::pools::Get::INFO,
+        Resolved::ProviderAccount(_) => bc_api_types::provider_accounts::Get::INFO,
+        Resolved::Cluster(_) => bc_api_types::clusters::Get::INFO,
+        Resolved::NodePool { .. } => bc_api_types::node_pools::Get::INFO,
+        Resolved::LoadBalancer(_) => bc_api_types::load_balancers::Get::INFO,
+        Resolved::Booking(_) => return Err(bug("a list inside a booking")),
+    };
+    match info.authorization {
+        Authorization::Permission { permission, .. } => Ok(permission),
+        _ => Err(bug("a list's parent has no get decided by a permission")),
+    }
 }
 
 /// Whether `token` may do `permission` on the first scope of `chain` (the rest are its

@@ -68,14 +68,18 @@ fn compact_authorization(a: Authorization) -> String {
 
 fn method_section(m: &Method) -> String {
     let info = &m.info;
-    let also = m.also_authorization().map_or(String::new(), |a| {
-        format!(
-            "\n- Also: {}@{}, on the object named by `{}` when it is set",
-            a.permission.as_str(),
-            a.on.as_str(),
-            a.field
-        )
-    });
+    let also: String = m
+        .also_authorization()
+        .iter()
+        .map(|a| {
+            format!(
+                "\n- Also: {}@{}, on the object named by `{}` when it is set",
+                a.permission.as_str(),
+                a.on.as_str(),
+                a.field
+            )
+        })
+        .collect();
     let mut out = format!(
         "\n## {}\n\n`POST {}`\n\n{}\n\n- Kind: {}\n- Authorization: {}{also}\n- Module: {}\n- Phase: {PHASE} ({STATUS})\n\n### Input\n\n",
         info.name,
@@ -540,8 +544,10 @@ pub fn openapi(registry: &Registry) -> Value {
                 "default": error_response.clone()
             }
         });
-        if let Some(also) = m.also_authorization() {
-            operation["x-also-authorization"] = json!(also.to_string());
+        let also = m.also_authorization();
+        if !also.is_empty() {
+            let text: Vec<String> = also.iter().map(ToString::to_string).collect();
+            operation["x-also-authorization"] = json!(text.join("; "));
         }
         let links = links(registry, m);
         if !links.is_empty() {

@@ -52,15 +52,17 @@ pub trait MethodInput: Input {
     /// shown in OpenAPI and sent by the registry-wide tests.
     fn example() -> Value;
 
-    /// The second authorization calls of this input may need, declared once for the
-    /// docs and the pipeline (SPEC §3); `None` for most methods.
-    const ALSO: Option<AlsoAuthorization> = None;
+    /// The further authorizations calls of this input may need, declared once for the
+    /// docs and the pipeline (SPEC §3: ids named in a body besides the target); empty for
+    /// most methods.
+    const ALSO: &'static [AlsoAuthorization] = &[];
 
-    /// The object this call also acts on, when [`MethodInput::ALSO`] applies to it (a
-    /// pool's policy with a substrate names its account): authorized as `ALSO` says
-    /// after the method's own authorization, before the handler ([`Call::also`]).
-    fn also(&self) -> Option<Target> {
-        None
+    /// The objects this call also acts on, each with the rule of [`MethodInput::ALSO`]
+    /// that applies to it (a pool's policy with a substrate names its account; a load
+    /// balancer's pool and target load balancers): authorized in order after the method's
+    /// own authorization, before the handler ([`Call::also`]).
+    fn also(&self) -> Vec<(AlsoAuthorization, Target)> {
+        Vec::new()
     }
 }
 
@@ -81,9 +83,9 @@ pub struct Call<I> {
     pub caller: Caller,
     /// What the caller was allowed, with the records looked up to decide it.
     pub access: Access,
-    /// The object the call also acts on ([`MethodInput::also`]), looked up and
-    /// authorized.
-    pub also: Option<Resolved>,
+    /// The objects the call also acts on ([`MethodInput::also`]), looked up and
+    /// authorized, in the order `also` named them.
+    pub also: Vec<Resolved>,
     /// The method called.
     pub method: MethodId,
     /// For a create with a `requestId` not seen before: the key its answer is stored
@@ -158,7 +160,7 @@ pub struct Method {
     input: Arc<Checker>,
     output_schema: Value,
     example: Value,
-    also: Option<AlsoAuthorization>,
+    also: &'static [AlsoAuthorization],
     run: Run,
     target: TargetOf,
     fields: FieldsOf,
@@ -200,12 +202,16 @@ impl Method {
                 let target = input.target();
                 let tenant = target.tenant().cloned();
                 let access = access::authorize(&ctx, &info, &caller, target).await?;
-                let also = match (I::ALSO, input.also()) {
-                    (Some(rule), Some(object)) => {
-                        Some(access::authorize_also(&ctx, &info, &caller, rule, object).await?)
+                let mut also = Vec::new();
+                for (rule, object) in input.also() {
+                    if !I::ALSO.contains(&rule) {
+                        return Err(ApiError::internal(format!(
+                            "registry: {}: an undeclared second authorization",
+                            info.id()
+                        )));
                     }
-                    _ => None,
-                };
+                    also.push(access::authorize_also(&ctx, &info, &caller, rule, object).await?);
+                }
                 let mut idempotency = None;
                 if let (Some(request_id), Some(tenant)) = (input.request_id().cloned(), tenant) {
                     match before_create(&ctx, tenant, info.id(), request_id, &body).await? {
@@ -297,8 +303,8 @@ impl Method {
         &self.example
     }
 
-    /// The second authorization its calls may need ([`MethodInput::ALSO`]).
-    pub fn also_authorization(&self) -> Option<AlsoAuthorization> {
+    /// The further authorizations its calls may need ([`MethodInput::ALSO`]).
+    pub fn also_authorization(&self) -> &'static [AlsoAuthorization] {
         self.also
     }
 }

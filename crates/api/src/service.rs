@@ -1,6 +1,6 @@
 //! The HTTP surface: the router built from the ports (no globals), the dispatch of
 //! `POST /api/compute/<resource>/<method>` through the registry, and the cross-cutting
-//! layer every request passes (request id, span, metrics, log line).
+//! layer every request passes (request id, span, metrics, log line, a caught panic).
 //!
 //! Invariants: every answer, success or error, of every path carries an `x-request-id`,
 //! and every error is the JSON error of SPEC §2 (404 for an unknown method, 405 for
@@ -153,6 +153,7 @@ impl Api {
             .route("/metrics", get(serve_metrics).fallback(verb_not_allowed))
             .merge(crate::console::router())
             .fallback(no_such_path)
+            .layer(middleware::from_fn(catch_panic))
             .layer(middleware::from_fn_with_state(state.clone(), observe))
             .with_state(state)
     }
@@ -187,6 +188,25 @@ fn request_id(headers: &HeaderMap) -> String {
     match given {
         Some(v) => v.to_owned(),
         None => format!("req_{}", ulid::Ulid(rand::random()).to_string().to_ascii_lowercase()),
+    }
+}
+
+/// A panic anywhere on a request's path (a handler, a library it calls) is answered as
+/// the JSON `INTERNAL` of SPEC §2 with an error id and logged with that id, instead of
+/// dropping the connection; the rest of the server goes on (issue 29).
+async fn catch_panic(req: Request, next: Next) -> Response {
+    use futures::FutureExt as _;
+    match std::panic::AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(resp) => resp,
+        Err(payload) => {
+            let text = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            let text: String = text.chars().take(300).collect();
+            ApiError::internal(format!("the request panicked: {text}")).into_response()
+        }
     }
 }
 

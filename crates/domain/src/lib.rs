@@ -27,4 +27,4 @@ pub use id::*;
 pub use name::*;
 pub use ports::{ProviderError, StoreError};
 pub use state::{NodePoolState, ResourceState};
-pub use time::Timestamp;
+pub use time::{TimeError, Timestamp};

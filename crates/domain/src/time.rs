@@ -1,13 +1,16 @@
 //! Timestamps: RFC 3339 UTC with millisecond precision on the wire (SPEC §2).
 //!
-//! Invariant: a `Timestamp` is always UTC and truncated to whole milliseconds, so what is
-//! stored, compared and serialized is the same value.
+//! Invariant: a `Timestamp` is always UTC, truncated to whole milliseconds, and within
+//! the years 0000–9999 (what RFC 3339 can write), so what is stored, compared and
+//! serialized is the same value; nothing here panics on any input: a parse out of range is
+//! an error, arithmetic and conversions past the range saturate at its ends.
 
 use std::fmt;
 use std::ops::{Add, Sub};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
 use time::{Duration, OffsetDateTime, UtcOffset};
 
 /// A UTC instant with millisecond precision.
@@ -17,20 +20,61 @@ pub struct Timestamp(OffsetDateTime);
 /// Most characters of a time as input (RFC 3339 with a fraction and an offset needs 35).
 pub const TIMESTAMP_MAX: usize = 64;
 
+/// Why a text is not a [`Timestamp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeError {
+    /// Not RFC 3339.
+    Syntax,
+    /// RFC 3339, but its UTC instant is outside the years 0000–9999.
+    OutOfRange,
+}
+
+impl fmt::Display for TimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeError::Syntax => "must be an RFC 3339 time, e.g. 2026-12-02T12:57:15.123Z",
+            TimeError::OutOfRange => {
+                "must be a time in UTC from 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"
+            }
+        })
+    }
+}
+
+impl std::error::Error for TimeError {}
+
 impl Timestamp {
     /// The Unix epoch.
     pub const EPOCH: Timestamp = Timestamp(OffsetDateTime::UNIX_EPOCH);
+    /// The earliest instant: the first of the year 0000, UTC.
+    pub const MIN: Timestamp = Timestamp(datetime!(0000-01-01 0:00 UTC));
+    /// The latest instant: the last millisecond of the year 9999, UTC.
+    pub const MAX: Timestamp = Timestamp(datetime!(9999-12-31 23:59:59.999 UTC));
 
-    /// From an `OffsetDateTime`, converted to UTC and truncated to milliseconds.
+    /// From an `OffsetDateTime`, converted to UTC and truncated to milliseconds; an instant
+    /// outside [`Timestamp::MIN`]..=[`Timestamp::MAX`] saturates at that end.
     pub fn from_datetime(t: OffsetDateTime) -> Self {
-        let t = t.to_offset(UtcOffset::UTC);
-        let ms = t.millisecond();
-        Self(t.replace_nanosecond(u32::from(ms) * 1_000_000).expect("valid nanosecond"))
+        Self::checked(t).unwrap_or_else(|_| if t < Self::MIN.0 { Self::MIN } else { Self::MAX })
     }
 
-    /// From milliseconds since the Unix epoch.
+    /// From an `OffsetDateTime`, converted to UTC and truncated to milliseconds, or
+    /// [`TimeError::OutOfRange`] outside [`Timestamp::MIN`]..=[`Timestamp::MAX`].
+    pub fn checked(t: OffsetDateTime) -> Result<Self, TimeError> {
+        // `to_offset` panics when the UTC year leaves ±9999: compare first (comparison is
+        // across offsets), convert after.
+        if t < Self::MIN.0 || t > Self::MAX.0 {
+            return Err(TimeError::OutOfRange);
+        }
+        let t = t.checked_to_offset(UtcOffset::UTC).ok_or(TimeError::OutOfRange)?;
+        let ms = u32::from(t.millisecond());
+        let t = t.replace_nanosecond(ms * 1_000_000).map_err(|_| TimeError::OutOfRange)?;
+        Ok(Self(t))
+    }
+
+    /// From milliseconds since the Unix epoch, saturating at [`Timestamp::MIN`] and
+    /// [`Timestamp::MAX`] (a provider's header may say anything).
     pub fn from_unix_ms(ms: i64) -> Self {
-        Self(OffsetDateTime::UNIX_EPOCH + Duration::milliseconds(ms))
+        let (min, max) = (Self::MIN.unix_ms(), Self::MAX.unix_ms());
+        Self(OffsetDateTime::UNIX_EPOCH + Duration::milliseconds(ms.clamp(min, max)))
     }
 
     /// Milliseconds since the Unix epoch.
@@ -43,9 +87,11 @@ impl Timestamp {
         self.0
     }
 
-    /// Parses RFC 3339 (any offset, any precision), normalizing to UTC milliseconds.
-    pub fn parse_rfc3339(s: &str) -> Result<Self, time::error::Parse> {
-        OffsetDateTime::parse(s, &Rfc3339).map(Self::from_datetime)
+    /// Parses RFC 3339 (any offset, any precision), normalizing to UTC milliseconds; a
+    /// time whose UTC instant leaves the years 0000–9999 is [`TimeError::OutOfRange`].
+    pub fn parse_rfc3339(s: &str) -> Result<Self, TimeError> {
+        let t = OffsetDateTime::parse(s, &Rfc3339).map_err(|_| TimeError::Syntax)?;
+        Self::checked(t)
     }
 
     /// `2026-12-02T12:57:15.123Z`.
@@ -67,13 +113,21 @@ impl Timestamp {
 impl Add<Duration> for Timestamp {
     type Output = Timestamp;
     fn add(self, d: Duration) -> Timestamp {
-        Timestamp::from_datetime(self.0 + d)
+        match self.0.checked_add(d) {
+            Some(t) => Timestamp::from_datetime(t),
+            None if d.is_negative() => Timestamp::MIN,
+            None => Timestamp::MAX,
+        }
     }
 }
 impl Sub<Duration> for Timestamp {
     type Output = Timestamp;
     fn sub(self, d: Duration) -> Timestamp {
-        Timestamp::from_datetime(self.0 - d)
+        match self.0.checked_sub(d) {
+            Some(t) => Timestamp::from_datetime(t),
+            None if d.is_negative() => Timestamp::MAX,
+            None => Timestamp::MIN,
+        }
     }
 }
 impl Sub for Timestamp {
@@ -100,9 +154,7 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Timestamp::parse_rfc3339(&s).map_err(|_| {
-            serde::de::Error::custom("must be an RFC 3339 time, e.g. 2026-12-02T12:57:15.123Z")
-        })
+        Timestamp::parse_rfc3339(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -117,5 +169,24 @@ mod tests {
         assert_eq!(Timestamp::from_unix_ms(t.unix_ms()), t);
         assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-12-02T12:57:15.123Z\"");
         assert!(serde_json::from_str::<Timestamp>("\"yesterday\"").is_err());
+    }
+
+    #[test]
+    fn times_past_the_years_0000_to_9999_are_errors_and_arithmetic_saturates() {
+        for out in ["9999-12-31T23:59:59-01:00", "0000-01-01T00:00:00+01:00"] {
+            assert_eq!(Timestamp::parse_rfc3339(out), Err(TimeError::OutOfRange), "{out}");
+            let e = serde_json::from_str::<Timestamp>(&format!("\"{out}\"")).unwrap_err();
+            assert!(e.to_string().contains("9999-12-31"), "{e}");
+        }
+        let max = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999Z").unwrap();
+        assert_eq!(max, Timestamp::MAX);
+        assert_eq!(Timestamp::parse_rfc3339("0000-01-01T01:00:00+01:00"), Ok(Timestamp::MIN));
+        assert_eq!(Timestamp::from_unix_ms(i64::MAX), Timestamp::MAX);
+        assert_eq!(Timestamp::from_unix_ms(i64::MIN), Timestamp::MIN);
+        assert_eq!(max + Duration::days(2), Timestamp::MAX);
+        assert_eq!(Timestamp::MIN - Duration::days(2), Timestamp::MIN);
+        assert_eq!(Timestamp::EPOCH + Duration::MAX, Timestamp::MAX);
+        assert_eq!(Timestamp::EPOCH - Duration::MAX, Timestamp::MIN);
+        assert_eq!(Timestamp::MAX.to_rfc3339(), "9999-12-31T23:59:59.999Z");
     }
 }

@@ -26,7 +26,7 @@ pub enum LogFormat {
 #[derive(Clone, clap::Args)]
 pub struct SharedArgs {
     /// Database: `sqlite://PATH?mode=rwc` or `postgres://…`.
-    #[arg(long, env = "BC_DATABASE_URL", global = true)]
+    #[arg(long, env = "BC_DATABASE_URL", hide_env_values = true, global = true)]
     pub database_url: Option<String>,
     /// The server's secret key (base64 of 32 bytes): encrypts provider credentials.
     #[arg(long, env = "BC_SECRET_KEY", hide_env_values = true, global = true)]
@@ -50,7 +50,7 @@ pub struct SharedArgs {
     #[arg(long, env = "BC_GCP_TOKEN_URL", default_value = bc_providers::gke::DEFAULT_TOKEN_URL, global = true)]
     pub gcp_token_url: String,
     /// Also publish events to this NATS JetStream server.
-    #[arg(long, env = "BC_NATS_URL", global = true)]
+    #[arg(long, env = "BC_NATS_URL", hide_env_values = true, global = true)]
     pub nats_url: Option<String>,
     /// Log format.
     #[arg(long, env = "BC_LOG_FORMAT", value_enum, default_value = "text", global = true)]
@@ -311,6 +311,26 @@ mod tests {
         let e = parse_budget_per_hour("0").unwrap_err();
         assert!(e.contains("at least 1") && e.contains("at most 5000"), "{e}");
         assert!(parse_budget_per_hour("x").unwrap_err().contains("whole number"));
+    }
+
+    /// The shared flags in miniature, as the binaries flatten them.
+    #[derive(Debug, clap::Parser)]
+    struct WithShared {
+        #[command(flatten)]
+        shared: SharedArgs,
+    }
+
+    /// Issue 29, item 9: `--help` never prints a value taken from the environment for a
+    /// flag that may hold a password or a key (SPEC §13).
+    #[test]
+    fn help_never_shows_the_values_of_secret_bearing_environment_variables() {
+        use clap::CommandFactory as _;
+        let cmd = WithShared::command();
+        for id in ["database_url", "secret_key", "nats_url"] {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id).expect(id);
+            assert!(arg.get_env().is_some(), "{id} is also an environment variable");
+            assert!(arg.is_hide_env_values_set(), "--help would print {id}'s value");
+        }
     }
 
     #[test]

@@ -22,7 +22,8 @@ use cedar_policy::{
 
 /// The Cedar schema: the scope tree and the permissions of SPEC §3. Each action lists
 /// the entity types it may be asked about: its objects' own type and every container, since
-/// creates and lists are decided on the container.
+/// creates and lists are decided on the container (and a load balancer's create also on
+/// the pool whose quota it books, SPEC §3).
 pub const CEDAR_SCHEMA: &str = r#"
 entity Token, System;
 entity Tenant in [System];
@@ -51,7 +52,7 @@ action "compute:kubernetes:manage" in ["role:editor"]
 action "compute:load-balancers:read" in ["role:viewer"]
   appliesTo { principal: [Token], resource: [System, Tenant, ProviderAccount, LoadBalancer] };
 action "compute:load-balancers:manage" in ["role:editor"]
-  appliesTo { principal: [Token], resource: [System, Tenant, ProviderAccount, LoadBalancer] };
+  appliesTo { principal: [Token], resource: [System, Tenant, Pool, ProviderAccount, LoadBalancer] };
 action "compute:billing:read" in ["role:viewer"]
   appliesTo { principal: [Token], resource: [System, Tenant] };
 action "compute:events:read" in ["role:viewer"]

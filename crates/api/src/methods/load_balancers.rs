@@ -6,24 +6,52 @@ pub use bc_api_types::load_balancers::*;
 use bc_domain::model::{
     LoadBalancer, LoadBalancerType, ObservedStatus, PoolState, QuotaResource, Targets,
 };
-use bc_domain::ports::{LoadBalancerFilter, UnitOfWork, WorkKind, Write};
+use bc_domain::ports::{LoadBalancerFilter, Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::load_balancer::validate_load_balancer;
 use bc_domain::{Error as DomainError, FieldViolation, ProviderAccountId, TenantId};
 use serde_json::{Value, json};
 
 use super::examples as ex;
 use super::{check_generation, object_ref};
-use crate::access::Target;
+use crate::access::{Resolved, Target};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
 use crate::page::AnswerPage;
 use crate::page::AskedPage;
-use crate::registry::{Call, Method, MethodInput};
+use crate::registry::{AlsoAuthorization, Call, Method, MethodInput, ResourceType};
 use crate::write::Created;
 
+/// SPEC §3: a load balancer books its pool's quota and bills to it.
+const POOL: AlsoAuthorization = AlsoAuthorization {
+    permission: Permission::LoadBalancersManage,
+    on: ResourceType::Pool,
+    field: "poolId",
+};
+
+/// SPEC §3: a global load balancer sends traffic to the regional ones it names.
+const TARGET_BALANCERS: AlsoAuthorization = AlsoAuthorization {
+    permission: Permission::LoadBalancersManage,
+    on: ResourceType::ProviderLoadBalancer,
+    field: "targets.loadBalancerIds",
+};
+
+/// Each load balancer `targets` names, as a target in `tenant`.
+fn target_balancers(tenant: &TenantId, targets: &Targets) -> Vec<(AlsoAuthorization, Target)> {
+    let ids = targets.load_balancer_ids.iter().flatten();
+    ids.map(|id| (TARGET_BALANCERS, Target::LoadBalancer(tenant.clone(), id.clone()))).collect()
+}
+
 impl MethodInput for LoadBalancersCreateInput {
+    const ALSO: &'static [AlsoAuthorization] = &[POOL, TARGET_BALANCERS];
+
     fn target(&self) -> Target {
         Target::ProviderAccount(self.tenant_id.clone(), self.provider_account_id.clone())
+    }
+    fn also(&self) -> Vec<(AlsoAuthorization, Target)> {
+        let pool = (POOL, Target::Pool(self.tenant_id.clone(), self.pool_id.clone()));
+        let mut also = vec![pool];
+        also.extend(target_balancers(&self.tenant_id, &self.targets));
+        also
     }
     fn validate(&self) -> Vec<FieldViolation> {
         validate_load_balancer(&self.spec(), "")
@@ -59,8 +87,13 @@ impl MethodInput for LoadBalancersListInput {
 }
 
 impl MethodInput for LoadBalancersUpdateInput {
+    const ALSO: &'static [AlsoAuthorization] = &[TARGET_BALANCERS];
+
     fn target(&self) -> Target {
         Target::LoadBalancer(self.tenant_id.clone(), self.load_balancer_id.clone())
+    }
+    fn also(&self) -> Vec<(AlsoAuthorization, Target)> {
+        self.targets.as_ref().map_or_else(Vec::new, |t| target_balancers(&self.tenant_id, t))
     }
     fn example() -> Value {
         json!({
@@ -132,10 +165,10 @@ async fn create(
             account.provider_account_id
         )));
     }
-    let pool =
-        ctx.store.pool_get(&input.tenant_id, &input.pool_id).await?.ok_or_else(|| {
-            ApiError::not_found(format!("pool {} (poolId) not found", input.pool_id))
-        })?;
+    // Looked up and authorized with the call (`compute:load-balancers:manage` on it).
+    let Some(Resolved::Pool(pool)) = call.also.first().cloned() else {
+        return Err(ApiError::internal("a load balancer without its authorized pool"));
+    };
     if pool.state == PoolState::Archived {
         return Err(ApiError::failed_precondition(format!(
             "pool {} is archived: a load balancer needs an active pool to book",

@@ -46,18 +46,19 @@ const SUBSTRATE_ACCOUNT: AlsoAuthorization = AlsoAuthorization {
 };
 
 /// The provider account a policy's substrate names, as a target in `tenant`.
-fn substrate_target(tenant: &TenantId, policy: &PoolPolicy) -> Option<Target> {
-    let account = ProviderAccountId::parse(&policy.substrate.as_ref()?.account).ok()?;
-    Some(Target::ProviderAccount(tenant.clone(), account))
+fn substrate_target(tenant: &TenantId, policy: &PoolPolicy) -> Vec<(AlsoAuthorization, Target)> {
+    let Some(substrate) = policy.substrate.as_ref() else { return Vec::new() };
+    let Ok(account) = ProviderAccountId::parse(&substrate.account) else { return Vec::new() };
+    vec![(SUBSTRATE_ACCOUNT, Target::ProviderAccount(tenant.clone(), account))]
 }
 
 impl MethodInput for PoolsCreateInput {
-    const ALSO: Option<AlsoAuthorization> = Some(SUBSTRATE_ACCOUNT);
+    const ALSO: &'static [AlsoAuthorization] = &[SUBSTRATE_ACCOUNT];
 
     fn target(&self) -> Target {
         Target::Tenant(self.tenant_id.clone())
     }
-    fn also(&self) -> Option<Target> {
+    fn also(&self) -> Vec<(AlsoAuthorization, Target)> {
         substrate_target(&self.tenant_id, &self.policy)
     }
     fn validate(&self) -> Vec<FieldViolation> {
@@ -84,12 +85,12 @@ impl MethodInput for PoolsListInput {
 }
 
 impl MethodInput for PoolsUpdateInput {
-    const ALSO: Option<AlsoAuthorization> = Some(SUBSTRATE_ACCOUNT);
+    const ALSO: &'static [AlsoAuthorization] = &[SUBSTRATE_ACCOUNT];
 
     fn target(&self) -> Target {
         Target::Pool(self.tenant_id.clone(), self.pool_id.clone())
     }
-    fn also(&self) -> Option<Target> {
+    fn also(&self) -> Vec<(AlsoAuthorization, Target)> {
         substrate_target(&self.tenant_id, &self.policy)
     }
     fn validate(&self) -> Vec<FieldViolation> {
@@ -145,7 +146,7 @@ fn add_substrate(
 /// The provider account the call's substrate names, as authorized with the call
 /// (`compute:kubernetes:manage` on it, SPEC §3).
 fn substrate_account<I>(call: &Call<I>) -> Result<&ProviderAccount, ApiError> {
-    match &call.also {
+    match call.also.first() {
         Some(Resolved::ProviderAccount(a)) => Ok(a),
         _ => Err(ApiError::internal("a substrate without its authorized account")),
     }

@@ -27,6 +27,7 @@ bc_store::store_suite!(
     a_malformed_service_account_key_is_invalid_and_never_echoed,
     a_gke_account_offers_what_gke_offers,
     a_gke_account_is_checked_by_minting_a_token_and_listing_clusters,
+    a_deleted_account_keeps_no_credentials_and_takes_no_new_objects,
 );
 
 /// A throwaway RSA key made for the adapter's tests, as the text of a key file.
@@ -288,4 +289,50 @@ async fn a_gke_account_is_checked_by_minting_a_token_and_listing_clusters(s: S) 
     let message =
         h.call("providerAccounts.create", Some(&t), &again).await.err("FAILED_PRECONDITION");
     assert!(message.contains("invalid_grant"), "{message}");
+/// Issue 29, item 6: deleting an account erases its sealed credentials in the same
+/// transaction, and a create that read the account live before the delete committed (its
+/// unit of work committed after) leaves nothing live on the deleted account.
+async fn a_deleted_account_keeps_no_credentials_and_takes_no_new_objects(s: S) {
+    use bc_domain::model::QuotaResource;
+    use bc_domain::ports::{UnitOfWork, Write};
+    use bc_store::testing as rows;
+
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let made =
+        h.call("providerAccounts.create", Some(&t), &create_body("doomed", TEST_TOKEN)).await.ok();
+    let id: ProviderAccountId = made["providerAccountId"].as_str().unwrap().parse().unwrap();
+    // What a create read before the delete: the account, live.
+    let live = h.store.account_get_any(&id).await.unwrap().expect("stored");
+    assert!(!live.credentials.0.is_empty());
+    let spare = json!({ "tenantId": ex::TENANT, "providerAccountId": id });
+    h.call("providerAccounts.delete", Some(&t), &spare).await.ok();
+    let row = h.store.account_get_any(&id).await.unwrap().expect("kept as deleted");
+    assert!(row.deleted_at.is_some());
+    assert!(row.credentials.0.is_empty(), "the sealed credentials are erased with the delete");
+    // The creates that raced the delete commit their units of work now: each is refused.
+    let pool = h.store.pool_get(&live.tenant_id, &ex::POOL.parse().unwrap()).await.unwrap();
+    let pool = pool.expect("the fixture's pool");
+    let lb = rows::load_balancer(&pool, &live, "raced-lb");
+    let cluster = rows::cluster(&live, "raced-cluster");
+    let substrate = rows::substrate(&pool, &live, None);
+    let units = [
+        UnitOfWork::new().write(Write::InsertLoadBalancer(lb.clone())).write(Write::BookQuota {
+            pool_id: pool.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+        }),
+        UnitOfWork::new().write(Write::InsertCluster(cluster.clone())),
+        UnitOfWork::new().write(Write::PutSubstrate(substrate)),
+    ];
+    for (i, uow) in units.into_iter().enumerate() {
+        let e = h.store.commit(uow).await.expect_err("nothing is created on a deleted account");
+        assert!(e.to_string().contains(id.as_str()), "unit {i}: {e}");
+    }
+    assert!(
+        h.store.load_balancer_get(&live.tenant_id, &lb.load_balancer_id).await.unwrap().is_none()
+    );
+    assert!(h.store.cluster_get(&live.tenant_id, &cluster.cluster_id).await.unwrap().is_none());
+    let substrate = h.store.substrate_get_any(&pool.pool_id).await.unwrap();
+    let on_deleted = substrate.as_ref().is_some_and(|s| s.provider_account_id == id);
+    assert!(!on_deleted, "{substrate:?}");
 }

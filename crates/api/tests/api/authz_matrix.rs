@@ -33,17 +33,76 @@ enum Expect {
     Answered(Option<BTreeSet<String>>),
 }
 
-/// SPEC §3: a pool's substrate acts on its provider account, so these methods, when their
-/// policy has a substrate, also need `compute:kubernetes:manage` on that account.
-const SUBSTRATE_METHODS: &[&str] = &["pools.create", "pools.update"];
+/// SPEC §3: ids named in a body besides the target are authorized too — a pool's
+/// substrate account (`compute:kubernetes:manage`), a load balancer's pool and target load
+/// balancers (`compute:load-balancers:manage`). These methods declare such a rule.
+const ALSO_METHODS: &[&str] =
+    &["pools.create", "pools.update", "loadBalancers.create", "loadBalancers.update"];
 
-/// The provider account the body's policy's substrate names, for the methods above.
-fn substrate_account(method: &Method, body: &Value) -> Option<Scope> {
-    if !SUBSTRATE_METHODS.contains(&method.info.id().to_string().as_str()) {
-        return None;
+/// Each object `body` names besides the target, with the permission SPEC §3 needs on it.
+fn also_scopes(method: &Method, body: &Value) -> Vec<(Permission, Scope)> {
+    let mut also = Vec::new();
+    let lb_targets = |also: &mut Vec<(Permission, Scope)>| {
+        for lb in body["targets"]["loadBalancerIds"].as_array().into_iter().flatten() {
+            let lb = Scope::LoadBalancer(id(lb.as_str().expect("an id")));
+            also.push((Permission::LoadBalancersManage, lb));
+        }
+    };
+    match method.info.id().to_string().as_str() {
+        "pools.create" | "pools.update" => {
+            if let Some(account) = body["policy"]["substrate"]["account"].as_str() {
+                also.push((Permission::KubernetesManage, Scope::ProviderAccount(id(account))));
+            }
+        }
+        "loadBalancers.create" => {
+            let pool = body["poolId"].as_str().expect("poolId");
+            also.push((Permission::LoadBalancersManage, Scope::Pool(id(pool))));
+            lb_targets(&mut also);
+        }
+        "loadBalancers.update" => lb_targets(&mut also),
+        _ => {}
     }
-    let account = body["policy"]["substrate"]["account"].as_str()?;
-    Some(Scope::ProviderAccount(id(account)))
+    also
+}
+
+/// SPEC §3: a list's parent (`providerAccountId`, `clusterId`) is answered as a `get` of
+/// it would be: the permission of that `get`, on the parent.
+fn parent_get(parent: &Target) -> (Permission, Scope) {
+    let scope = object_scope(parent).expect("a parent object");
+    let permission = match parent {
+        Target::ProviderAccount(..) => Permission::ProviderAccountsRead,
+        Target::Cluster(..) => Permission::KubernetesRead,
+        other => panic!("a list inside {other:?}: add its get's permission here"),
+    };
+    (permission, scope)
+}
+
+/// Bodies besides the examples, each run by every caller like the examples, with the
+/// answer an allowed caller gets: a global load balancer aimed at the fixture's two
+/// regional ones (created), and the regional example retargeted at another load balancer
+/// (authorized on the target before it is refused, since a regional one takes no load
+/// balancers).
+fn extra_cases() -> Vec<(&'static str, Value, &'static str)> {
+    let global = serde_json::json!({
+        "tenantId": ex::TENANT,
+        "poolId": ex::POOL,
+        "providerAccountId": ex::ACCOUNT,
+        "name": "matrix-global",
+        "type": "global",
+        "globalSettings": { "targetProtocol": "https", "targetPort": 443 },
+        "domains": [{ "name": "example.com", "isManaged": true }],
+        "targets": { "loadBalancerIds": [ex::LOAD_BALANCER, OTHER_LB] },
+        "requestId": "matrix-global-1"
+    });
+    let retarget = serde_json::json!({
+        "tenantId": ex::TENANT,
+        "loadBalancerId": ex::LOAD_BALANCER,
+        "targets": { "loadBalancerIds": [OTHER_LB] }
+    });
+    vec![
+        ("loadBalancers.create", global, "OK"),
+        ("loadBalancers.update", retarget, "INVALID_ARGUMENT"),
+    ]
 }
 
 /// Allowed calls whose real answer on the fixture is not a 200: the account still has
@@ -121,7 +180,7 @@ fn scope_id(scope: &Scope) -> String {
     scope.to_scope_string().split_once('/').map(|(_, id)| id.to_owned()).unwrap_or_default()
 }
 
-fn expected(grants: Option<&[Grant]>, method: &Method) -> Expect {
+fn expected_for(grants: Option<&[Grant]>, method: &Method, body: &Value) -> Expect {
     let Some(grants) = grants else { return Expect::Unauthenticated };
     let Authorization::Permission { permission, on } = method.info.authorization else {
         unreachable!("tenant methods only")
@@ -132,7 +191,13 @@ fn expected(grants: Option<&[Grant]>, method: &Method) -> Expect {
     if !in_tenant {
         return Expect::Denied;
     }
-    let target = method.check(method.example()).expect("the example is valid");
+    let target = method.check(body).expect("the body is valid");
+    if let Target::List { within: Some(parent), .. } = &target {
+        let (permission, scope) = parent_get(parent);
+        if !allows(grants, permission, &chain_of(&scope)) {
+            return Expect::Denied;
+        }
+    }
     if matches!(target, Target::List { .. }) {
         let (_, _, objects) = fixture_list(method);
         let visible = objects
@@ -142,8 +207,9 @@ fn expected(grants: Option<&[Grant]>, method: &Method) -> Expect {
             .collect();
         return Expect::Answered(Some(visible));
     }
-    let also = substrate_account(method, &matrix_body(method))
-        .is_none_or(|account| allows(grants, Permission::KubernetesManage, &chain_of(&account)));
+    let also = also_scopes(method, body)
+        .iter()
+        .all(|(permission, scope)| allows(grants, *permission, &chain_of(scope)));
     if allows(grants, permission, &decision_chain(on, &target)) && also {
         Expect::Answered(None)
     } else {
@@ -172,9 +238,15 @@ fn profiles() -> Vec<(&'static str, Vec<Grant>)> {
                 grant(Role::Editor, Scope::ProviderAccount(id(ex::ACCOUNT))),
             ],
         ),
+        // Issue 29, item 2: a grant on the account but not the pool may not book the pool.
         (
             "editor on the account",
             vec![grant(Role::Editor, Scope::ProviderAccount(id(ex::ACCOUNT)))],
+        ),
+        // Issue 29, item 2: a grant on a load balancer but not on the ones it would target.
+        (
+            "editor on the load balancer",
+            vec![grant(Role::Editor, Scope::LoadBalancer(id(ex::LOAD_BALANCER)))],
         ),
         (
             "operator on the cluster",
@@ -209,6 +281,19 @@ async fn assert_answer(
     expect: &Expect,
     who: &str,
 ) {
+    assert_answer_is(h, method, token, body, expect, who, None).await;
+}
+
+/// As [`assert_answer`], an allowed call answering `allowed_code` when given.
+async fn assert_answer_is(
+    h: &Harness,
+    method: &Method,
+    token: Option<&str>,
+    body: &Value,
+    expect: &Expect,
+    who: &str,
+    allowed_code: Option<&str>,
+) {
     let name = method.info.id().to_string();
     let a = h.call(&name, token, body).await;
     let ok = match expect {
@@ -216,7 +301,8 @@ async fn assert_answer(
         Expect::Denied => a.status == 403 && a.code() == "PERMISSION_DENIED",
         Expect::NotFound => a.status == 404 && a.code() == "NOT_FOUND",
         Expect::Answered(list) => {
-            let code = FIXTURE_ANSWERS.iter().find(|(m, _)| *m == name).map_or("OK", |(_, c)| c);
+            let fixture = FIXTURE_ANSWERS.iter().find(|(m, _)| *m == name).map(|(_, c)| *c);
+            let code = allowed_code.or(fixture).unwrap_or("OK");
             let items = list.as_ref().map(|_| {
                 let (key, id_field, _) = fixture_list(method);
                 let items = a.json[key].as_array().cloned().unwrap_or_default();
@@ -230,6 +316,18 @@ async fn assert_answer(
 
 /// One method, by every caller, on a fresh fixture in `store`.
 async fn method_by_every_caller(store: S, method: &'static Method) {
+    let body = matrix_body(method);
+    body_by_every_caller(store, method, body, None).await;
+}
+
+/// One body of a method, by every caller, on a fresh fixture in `store`; an allowed call
+/// answers `allowed_code` when given.
+async fn body_by_every_caller(
+    store: S,
+    method: &'static Method,
+    body: Value,
+    allowed_code: Option<&'static str>,
+) {
     let h = Harness::on(store).await;
     let mut tokens = Vec::new();
     for (who, grants) in profiles() {
@@ -238,22 +336,30 @@ async fn method_by_every_caller(store: S, method: &'static Method) {
     tokens.push(("no token", None, None));
     let revoked = h.revoked_token(vec![grant(Role::Operator, Scope::System)]).await;
     tokens.push(("a revoked token", None, Some(revoked)));
-    let body = matrix_body(method);
     for (who, grants, token) in &tokens {
-        let expect = expected(grants.as_deref(), method);
-        assert_answer(&h, method, token.as_deref(), &body, &expect, who).await;
+        let expect = expected_for(grants.as_deref(), method, &body);
+        assert_answer_is(&h, method, token.as_deref(), &body, &expect, who, allowed_code).await;
     }
 }
 
 async fn matrix_on(backend: Backend) {
     // The methods with a second authorization are exactly those SPEC §3 names.
     let also: Vec<String> = tenant_methods()
-        .filter(|m| m.also_authorization().is_some())
+        .filter(|m| !m.also_authorization().is_empty())
         .map(|m| m.info.id().to_string())
         .collect();
-    assert_eq!(also, SUBSTRATE_METHODS);
-    for m in tenant_methods().filter(|m| m.also_authorization().is_some()) {
-        assert!(substrate_account(m, &matrix_body(m)).is_some(), "its example has a substrate");
+    assert_eq!(also, ALSO_METHODS);
+    // Each of them is called with a body naming such an object.
+    for name in ALSO_METHODS {
+        let method = tenant_methods().find(|m| m.info.id().to_string() == *name).expect("declared");
+        let named = std::iter::once(matrix_body(method))
+            .chain(extra_cases().into_iter().filter(|c| c.0 == *name).map(|c| c.1))
+            .any(|body| !also_scopes(method, &body).is_empty());
+        assert!(named, "{name}: no body of the matrix names another object");
+    }
+    for (name, body, code) in extra_cases() {
+        let method = tenant_methods().find(|m| m.info.id().to_string() == name).expect("declared");
+        run(backend, |store| body_by_every_caller(store, method, body.clone(), Some(code))).await;
     }
     let mut checked = 0;
     for method in tenant_methods() {

@@ -76,6 +76,7 @@ bc_store::store_suite!(
     integers_past_their_range_are_invalid_naming_the_field,
     slugs_refuse_format_characters_and_more_than_64_characters,
     labels_taints_and_domains_have_a_maximum_count,
+    times_past_the_years_0000_to_9999_are_invalid_naming_the_field,
 );
 
 /// An `INVALID_ARGUMENT` naming `field`.
@@ -203,4 +204,27 @@ async fn labels_taints_and_domains_have_a_maximum_count(s: S) {
     pool["name"] = json!("bounds-at-limit");
     pool["requestId"] = json!("bounds-at-limit");
     h.call("pools.create", Some(&t), &pool).await.ok();
+}
+
+/// Issue 29, item 3: a time whose UTC instant leaves the years 0000–9999 (an offset
+/// pushing the last second of 9999 into 10000, or the first of 0000 back into -0001) is
+/// `INVALID_ARGUMENT` naming the field, never a panic or a dropped connection.
+async fn times_past_the_years_0000_to_9999_are_invalid_naming_the_field(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    for time in ["9999-12-31T23:59:59-01:00", "0000-01-01T00:00:00+01:00"] {
+        let mut booking = without(&example("bookings.create"), "requestId");
+        booking["endsAt"] = json!(time);
+        invalid_at(&h.call("bookings.create", Some(&t), &booking).await, "endsAt");
+        for field in ["from", "to"] {
+            let mut usage = example("billing.usage");
+            usage[field] = json!(time);
+            invalid_at(&h.call("billing.usage", Some(&t), &usage).await, field);
+        }
+    }
+    // The last millisecond of 9999 in UTC is a valid bound.
+    let mut usage = example("billing.usage");
+    usage["to"] = json!("9999-12-31T23:59:59.999Z");
+    let a = h.call("billing.usage", Some(&t), &usage).await;
+    assert_eq!(a.status, 200, "{}", a.text);
 }

@@ -2,7 +2,10 @@
 //!
 //! Invariant: a tenant's live account names are unique (`live_name`), and an account is
 //! deleted only while nothing live uses it (SPEC §5) — no live cluster, load balancer or
-//! substrate — checked by the deleting statement itself.
+//! substrate — checked by the deleting statement itself; the delete erases the sealed
+//! credentials in the same statement, and every insert of a live object naming an account
+//! re-checks in its own transaction that the account is live ([`require_live`]), so a
+//! create that raced the delete never leaves a live object on a deleted account.
 
 use bc_domain::model::ProviderAccount;
 use bc_domain::ports::Write;
@@ -13,6 +16,7 @@ use super::{Tx, Txn, misrouted};
 use crate::error::conflict;
 use crate::sql::{os, ots, s, ts};
 use crate::store::{SqlStore, exec};
+use sea_orm::{ConnectionTrait as _, DbBackend};
 
 pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     match w {
@@ -69,9 +73,38 @@ const USERS: [(&str, &str, &str); 3] = [
     ),
 ];
 
-async fn delete(store: &SqlStore, txn: &Txn, id: &ProviderAccountId, at: Timestamp) -> Tx<()> {
+/// Fails unless account `id` exists and is not deleted, read inside the transaction; on
+/// PostgreSQL the row is share-locked until the commit, so a delete waits for this
+/// transaction and then sees what it inserted (and one that committed first is seen here).
+pub(super) async fn require_live(store: &SqlStore, txn: &Txn, id: &ProviderAccountId) -> Tx<()> {
+    let lock = if store.backend == DbBackend::Postgres { " FOR SHARE" } else { "" };
     let q = store.st(
-        "UPDATE provider_accounts SET deleted_at = COALESCE(deleted_at, ?), live_name = NULL \
+        &format!(
+            "SELECT 1 AS present FROM provider_accounts \
+             WHERE provider_account_id = ? AND deleted_at IS NULL{lock}"
+        ),
+        vec![s(id)],
+    );
+    if txn.query_one_raw(q).await?.is_some() {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound(format!("provider account {id} (deleted)")).into())
+    }
+}
+
+async fn delete(store: &SqlStore, txn: &Txn, id: &ProviderAccountId, at: Timestamp) -> Tx<()> {
+    if store.backend == DbBackend::Postgres {
+        // Waits for the creates holding the row (require_live), so the next statement's
+        // snapshot sees what they committed.
+        let lock = store.st(
+            "SELECT 1 AS present FROM provider_accounts WHERE provider_account_id = ? FOR UPDATE",
+            vec![s(id)],
+        );
+        txn.query_one_raw(lock).await?;
+    }
+    let q = store.st(
+        "UPDATE provider_accounts SET deleted_at = COALESCE(deleted_at, ?), live_name = NULL, \
+         credentials = ? \
          WHERE provider_account_id = ? \
          AND NOT EXISTS (SELECT 1 FROM kubernetes_clusters \
                          WHERE provider_account_id = ? AND state <> 'deleted') \
@@ -79,7 +112,7 @@ async fn delete(store: &SqlStore, txn: &Txn, id: &ProviderAccountId, at: Timesta
                          WHERE provider_account_id = ? AND deleted_at IS NULL) \
          AND NOT EXISTS (SELECT 1 FROM substrates \
                          WHERE provider_account_id = ? AND state <> 'deleted')",
-        vec![ts(at), s(id), s(id), s(id), s(id)],
+        vec![ts(at), Value::from(Vec::<u8>::new()), s(id), s(id), s(id), s(id)],
     );
     if exec(txn, q).await? > 0 {
         return Ok(());

@@ -96,6 +96,9 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
 
 async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
     let live = (c.status.state != ResourceState::Deleted).then(|| c.name.to_string());
+    if live.is_some() {
+        super::accounts::require_live(store, txn, &c.provider_account_id).await?;
+    }
     let q = store.st(
         "INSERT INTO kubernetes_clusters (cluster_id, tenant_id, provider_account_id, \
          name, live_name, region, desired_version, high_availability, mode, origin, \

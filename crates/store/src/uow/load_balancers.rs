@@ -80,6 +80,9 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
 
 async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
     let live = lb.deleted_at.is_none().then(|| lb.name.to_string());
+    if live.is_some() {
+        super::accounts::require_live(store, txn, &lb.provider_account_id).await?;
+    }
     let q = store.st(
         "INSERT INTO load_balancers (load_balancer_id, tenant_id, pool_id, \
          provider_account_id, name, live_name, spec, generation, created_at, \

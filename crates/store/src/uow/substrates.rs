@@ -17,6 +17,9 @@ use crate::store::{SqlStore, exec};
 
 pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     let Write::PutSubstrate(x) = w else { return Err(misrouted(w)) };
+    if x.state != bc_domain::ResourceState::Deleted {
+        super::accounts::require_live(store, txn, &x.provider_account_id).await?;
+    }
     let q = store.st(
         "INSERT INTO substrates (pool_id, tenant_id, provider_account_id, mode, \
          cluster_id, state, message, nodes_listed, nodes_joined, waiting_to_join, \
