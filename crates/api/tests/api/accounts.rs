@@ -289,6 +289,8 @@ async fn a_gke_account_is_checked_by_minting_a_token_and_listing_clusters(s: S) 
     let message =
         h.call("providerAccounts.create", Some(&t), &again).await.err("FAILED_PRECONDITION");
     assert!(message.contains("invalid_grant"), "{message}");
+}
+
 /// Issue 29, item 6: deleting an account erases its sealed credentials in the same
 /// transaction, and a create that read the account live before the delete committed (its
 /// unit of work committed after) leaves nothing live on the deleted account.
