@@ -26,6 +26,9 @@ pub const SERVICE_ACCOUNT_KEY_MAX: usize = 16_384;
 /// starting with a letter and not ending with `-`, optionally after a legacy
 /// `domain:` prefix.
 pub const PROJECT_ID_PATTERN: &str = "^([a-z0-9.-]{1,63}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$";
+/// Most characters of a project id: the longest [`PROJECT_ID_PATTERN`] admits (a 63-character
+/// domain prefix, its `:`, and 30 characters).
+pub const PROJECT_ID_MAX: usize = 94;
 
 /// The document as it travels and as it is sealed: `{token}` for DigitalOcean,
 /// `{serviceAccountKey, projectId?}` for GKE. Which fields a provider needs is decided
@@ -65,7 +68,10 @@ pub struct ProviderCredentials {
     /// GKE: the project whose clusters the account manages; defaults to the key's
     /// `project_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = PROJECT_ID_PATTERN)))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 6, max = PROJECT_ID_MAX), regex(pattern = PROJECT_ID_PATTERN))
+    )]
     pub project_id: Option<String>,
 }
 
@@ -392,6 +398,16 @@ pub fn is_project_id(p: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_project_id_bounds_are_the_patterns() {
+        let longest = format!("{}:a{}", "d".repeat(63), "b".repeat(29));
+        assert_eq!(longest.len(), super::PROJECT_ID_MAX);
+        assert!(super::is_project_id(&longest));
+        assert!(!super::is_project_id(&format!("{}:a{}", "d".repeat(64), "b".repeat(29))));
+        assert!(!super::is_project_id(&format!("{}:a{}", "d".repeat(63), "b".repeat(30))));
+        assert!(super::is_project_id("a1234b") && !super::is_project_id("a123b"));
+    }
+
     use super::*;
 
     /// A well-formed PKCS#8 RSA PEM body: the first bytes of a real 2048-bit key's DER
