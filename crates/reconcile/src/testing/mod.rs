@@ -86,7 +86,7 @@ impl Entropy for SeqEntropy {
 
 /// The environment of the Kubernetes reconcilers' tests.
 pub struct Env {
-    /// The store (SQLite in memory).
+    /// The store (SQLite in memory; a SQLite file for [`Env::shared`]).
     pub store: Arc<SqlStore>,
     /// The simulated cloud and the production adapters that reach it.
     pub cloud: Cloud,
@@ -108,6 +108,8 @@ pub struct Env {
     pub driver: Stepper,
     /// The entropy the reconcilers draw from.
     pub entropy: Arc<SeqEntropy>,
+    /// The directory of a file-backed store ([`Env::shared`]), removed with the env.
+    _dir: Option<Arc<bc_store::testing::TempDir>>,
 }
 
 /// A runtime (replica `test-replica`, a fixed jitter seed) of the three Kubernetes
@@ -154,9 +156,18 @@ impl Env {
     /// A fresh environment with the default simulator, its reconcilers on the
     /// production observer ([`SharedObserver`]: one budgeted provider and one cached
     /// listing per kind and account, the default budget kept in the store).
+    ///
+    /// Its store is a SQLite file (a pool of connections in WAL mode, as production runs),
+    /// not `sqlite::memory:`: an in-memory database lives on one connection, and the one
+    /// full-suite run that replaced it mid-test saw every table gone ("no such table:
+    /// join_tokens").
     pub async fn shared() -> Self {
-        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
-        Self::build(store, SimConfig::default(), true).await
+        let dir = bc_store::testing::TempDir::new();
+        let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
+        let store = Arc::new(SqlStore::connect(&url).await.expect("store"));
+        let mut env = Self::build(store, SimConfig::default(), true).await;
+        env._dir = Some(Arc::new(dir));
+        env
     }
 
     /// An environment on `store` (any backend of `bc_store::testing`, migrated and
@@ -205,7 +216,20 @@ impl Env {
         };
         let entropy = Arc::new(SeqEntropy::default());
         let driver = Stepper::new(kubernetes_runtime(&deps, &entropy), clock.clone());
-        Self { store, cloud, sim, clock, secret_box, deps, join, tenant, account, driver, entropy }
+        Self {
+            store,
+            cloud,
+            sim,
+            clock,
+            secret_box,
+            deps,
+            join,
+            tenant,
+            account,
+            driver,
+            entropy,
+            _dir: None,
+        }
     }
 
     /// `pools.create`'s writes (contracts.md): the pool, its pending substrate when the
