@@ -1,4 +1,4 @@
-//! Migration 13: `provider_accounts.project_id`, the Google Cloud project a `gke` account
+//! Migration 11: `provider_accounts.project_id`, the Google Cloud project a `gke` account
 //! manages (SPEC §5: `projectId` is shown on the account). It is kept beside the sealed
 //! credentials so reading an account never opens them.
 //!
