@@ -5,12 +5,53 @@
 //! a provider is beyond its kind.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bc_domain::ProviderError;
 use bc_domain::model::{ProviderAccount, ProviderKind};
-use bc_domain::ports::{AccountCredentials, ProviderImpl, ProviderRegistry, ProviderResult};
+use bc_domain::ports::{
+    AccountCredentials, ProviderImpl, ProviderRegistry, ProviderResult, SecretBox,
+};
+use bc_domain::{ProviderAccountId, ProviderError};
+
+/// One adapter instance per account, shared by every caller (so one token cache and one
+/// budget), until the account's sealed credentials change: a rotated secret seals to
+/// other bytes, and then a new instance is built. Each provider's registry keeps one.
+pub(crate) struct AccountCache<P> {
+    entries: Mutex<HashMap<ProviderAccountId, Cached<P>>>,
+}
+
+/// The ciphertext an instance was built from, and the instance.
+type Cached<P> = (Vec<u8>, Arc<P>);
+
+impl<P> Default for AccountCache<P> {
+    fn default() -> Self {
+        Self { entries: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<P> AccountCache<P> {
+    /// The instance of `account`, built by `build` from its opened credentials when there
+    /// is none yet or its sealed credentials changed.
+    pub(crate) fn get_or_build(
+        &self,
+        account: &ProviderAccount,
+        secret_box: &dyn SecretBox,
+        build: impl FnOnce(&AccountCredentials) -> ProviderResult<P>,
+    ) -> ProviderResult<Arc<P>> {
+        let sealed = &account.credentials.0;
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((s, provider)) = entries.get(&account.provider_account_id)
+            && s == sealed
+        {
+            return Ok(provider.clone());
+        }
+        let creds = AccountCredentials::unseal(secret_box, account)?;
+        let provider = Arc::new(build(&creds)?);
+        entries.insert(account.provider_account_id.clone(), (sealed.clone(), provider.clone()));
+        Ok(provider)
+    }
+}
 
 /// Every provider's registry: an account goes to its provider's. A provider this server
 /// was not configured for refuses its accounts, naming it.

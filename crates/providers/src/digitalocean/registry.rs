@@ -5,11 +5,9 @@
 //! bucket and kubeconfig cache — until the account's sealed credentials change; the
 //! plaintext token lives only inside that instance's transport.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use bc_domain::ProviderAccountId;
 use bc_domain::ProviderError;
 use bc_domain::model::{ProviderAccount, SecretString};
 use bc_domain::ports::{
@@ -17,20 +15,14 @@ use bc_domain::ports::{
 };
 
 use super::{DigitalOcean, DigitalOceanConfig};
-
-struct Cached {
-    /// The ciphertext the instance was built from: a rotated token seals differently,
-    /// and then a new instance is built.
-    sealed: Vec<u8>,
-    provider: Arc<DigitalOcean>,
-}
+use crate::registry::AccountCache;
 
 /// DigitalOcean accounts by id.
 pub struct DigitalOceanRegistry {
     config: DigitalOceanConfig,
     secret_box: Arc<dyn SecretBox>,
     clock: Arc<dyn Clock>,
-    cache: Mutex<HashMap<ProviderAccountId, Cached>>,
+    cache: AccountCache<DigitalOcean>,
 }
 
 impl std::fmt::Debug for DigitalOceanRegistry {
@@ -52,27 +44,15 @@ impl DigitalOceanRegistry {
         secret_box: Arc<dyn SecretBox>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { config, secret_box, clock, cache: Mutex::new(HashMap::new()) }
+        Self { config, secret_box, clock, cache: AccountCache::default() }
     }
 
     /// The concrete adapter of `account` (shared; same as `provider_for`), for callers
     /// that need the concrete type (its rate-limit bucket, say).
     pub fn digitalocean_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<DigitalOcean>> {
-        let sealed = &account.credentials.0;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = cache.get(&account.provider_account_id)
-            && c.sealed == *sealed
-        {
-            return Ok(c.provider.clone());
-        }
-        let creds = AccountCredentials::unseal(self.secret_box.as_ref(), account)?;
-        let token = token_of(&creds)?;
-        let provider = Arc::new(DigitalOcean::new(self.config.clone(), token, self.clock.clone())?);
-        cache.insert(
-            account.provider_account_id.clone(),
-            Cached { sealed: sealed.clone(), provider: provider.clone() },
-        );
-        Ok(provider)
+        self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| {
+            DigitalOcean::new(self.config.clone(), token_of(creds)?, self.clock.clone())
+        })
     }
 }
 

@@ -4,11 +4,9 @@
 //! Invariant: every caller of an account gets the same instance until the account's
 //! sealed credentials change; the key lives only inside that instance's signer.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use bc_domain::ProviderAccountId;
 use bc_domain::ProviderError;
 use bc_domain::model::ProviderAccount;
 use bc_domain::ports::{
@@ -17,18 +15,14 @@ use bc_domain::ports::{
 };
 
 use super::{Gke, GkeConfig};
-
-struct Cached {
-    sealed: Vec<u8>,
-    provider: Arc<Gke>,
-}
+use crate::registry::AccountCache;
 
 /// GKE accounts by id.
 pub struct GkeRegistry {
     config: GkeConfig,
     secret_box: Arc<dyn SecretBox>,
     clock: Arc<dyn Clock>,
-    cache: Mutex<HashMap<ProviderAccountId, Cached>>,
+    cache: AccountCache<Gke>,
 }
 
 impl std::fmt::Debug for GkeRegistry {
@@ -43,26 +37,14 @@ impl std::fmt::Debug for GkeRegistry {
 impl GkeRegistry {
     /// A registry with `config`.
     pub fn new(config: GkeConfig, secret_box: Arc<dyn SecretBox>, clock: Arc<dyn Clock>) -> Self {
-        Self { config, secret_box, clock, cache: Mutex::new(HashMap::new()) }
+        Self { config, secret_box, clock, cache: AccountCache::default() }
     }
 
     /// The concrete adapter of `account` (shared; same as `provider_for`).
     pub fn gke_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<Gke>> {
-        let sealed = &account.credentials.0;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = cache.get(&account.provider_account_id)
-            && c.sealed == *sealed
-        {
-            return Ok(c.provider.clone());
-        }
-        let creds = AccountCredentials::unseal(self.secret_box.as_ref(), account)?;
-        let provider =
-            Arc::new(Gke::new(&self.config, service_account(&creds)?, self.clock.clone(), None)?);
-        cache.insert(
-            account.provider_account_id.clone(),
-            Cached { sealed: sealed.clone(), provider: provider.clone() },
-        );
-        Ok(provider)
+        self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| {
+            Gke::new(&self.config, service_account(creds)?, self.clock.clone(), None)
+        })
     }
 }
 
