@@ -49,18 +49,25 @@ tasks:
       it with umoci and run its binary with --version from its own root as its user
       (needs root, skopeo and umoci).
       --no-build: pack the release binaries already in target/release as they are.
-  conformance [--digitalocean-api-url URL] [--sweep-only]
+  conformance [--provider digitalocean|gke] [--digitalocean-api-url URL]
+              [--gke-api-url URL] [--gcp-token-url URL] [--sweep-only]
       Run the provider adapters' contract (crates/conformance, the same checks its tests
-      run against the simulator) against real DigitalOcean with the API token in
-      BC_CONFORMANCE_DIGITALOCEAN_TOKEN (region: BC_CONFORMANCE_DIGITALOCEAN_REGION,
-      default nyc1): a one-node s-1vcpu-2gb cluster, a second node pool resized and
-      deleted, a one-unit regional load balancer created, updated and deleted, and the
-      substrate's Namespace, Secret, ServiceAccount and DaemonSet applied in the cluster.
-      Everything is named bc-conf-<run>-… and tagged bc-conformance; a sweeper deletes
-      whatever carries both, first and last (also after a failure). Prints what it made,
-      for how long, and the cost at list prices (a few cents; about 25 minutes). Without
-      the token it says so and exits 0 with `skipped`. Never run in CI.
+      run against the simulator) against a real provider. DigitalOcean (the default):
+      the API token in BC_CONFORMANCE_DIGITALOCEAN_TOKEN (region:
+      BC_CONFORMANCE_DIGITALOCEAN_REGION, default nyc1); a one-node s-1vcpu-2gb cluster,
+      a second node pool resized and deleted, a one-unit regional load balancer created,
+      updated and deleted. GKE (--provider gke): the service-account key file named by
+      BC_CONFORMANCE_GKE_KEY_FILE (zone: BC_CONFORMANCE_GKE_LOCATION, default
+      us-central1-a); a one-node e2-medium zonal cluster, a second node pool resized and
+      deleted, and an autopilot cluster in the zone's region refusing node pools. Both:
+      the substrate's Namespace, Secret, ServiceAccount and DaemonSet applied in the
+      cluster and refused where a tenant's stand. Everything is named bc-conf-<run>-…
+      and tagged (GKE: labelled) bc-conformance; a sweeper deletes whatever carries
+      both, first and last (also after a failure). Prints what it made, for how long,
+      and the cost at list prices (cents; 25-40 minutes). Without the credentials it
+      names the variables and exits 0 with `skipped`. Never run in CI.
       --digitalocean-api-url URL: any DigitalOcean-shaped API (e.g. bc-sim's).
+      --gke-api-url URL, --gcp-token-url URL: any GKE-shaped API and token endpoint.
       --sweep-only: only delete what earlier (crashed) runs left.
   bench [--quick] [NAME...] [-- <args for the benchmark>]
       Build the named benchmarks (all that exist when none is named) in release mode,
@@ -984,6 +991,10 @@ mod tests {
         assert_eq!(parse_args(&args(&["conformance"])), Ok(Task::Conformance(vec![])));
         assert!(parse_args(&args(&["conformance", "--", "x"])).is_err());
         assert!(USAGE.contains("BC_CONFORMANCE_DIGITALOCEAN_TOKEN"));
+        assert!(USAGE.contains("BC_CONFORMANCE_GKE_KEY_FILE"));
+        let task = parse_args(&args(&["conformance", "--provider", "gke"]));
+        let Ok(Task::Conformance(a)) = task else { panic!("{task:?}") };
+        assert_eq!(conformance_command(&a)[7..], args(&["--provider", "gke"])[..]);
     }
 
     #[test]

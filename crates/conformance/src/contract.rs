@@ -1,7 +1,9 @@
-//! The contract: what the reconcilers rely on the DigitalOcean adapter and the kube
-//! adapter to do, checked on the smallest billable objects — a one-node cluster of the
-//! cheapest size; a second node pool made, resized and deleted; a regional load
-//! balancer of one size unit made, changed and deleted; and in the cluster the
+//! The contract: what the reconcilers rely on a provider adapter and the kube adapter to
+//! do, checked on the smallest billable objects — a one-node cluster of a small size; a
+//! second node pool made, resized and deleted; where the provider offers them (as its
+//! [`ProviderOffer`](bc_domain::ports::ProviderOffer) declares), a regional load balancer
+//! of one size unit made, changed and deleted and an autopilot cluster made, refusing
+//! node pools, and deleted; and in the cluster the
 //! substrate's Namespace, Secret, ServiceAccount and DaemonSet, built by the
 //! reconciler's own builders (`bc_reconcile::substrates::objects`), applied server-side
 //! through the real kube adapter, read back "in place" by the reconciler's rule, and
@@ -22,20 +24,21 @@ use bc_domain::model::SecretString;
 use bc_domain::model::{ClusterMode, ForwardingRule, HealthCheck, LoadBalancerType, Protocol};
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::VERSION_LATEST;
+use bc_domain::ports::ProviderNodePool;
 use bc_domain::ports::{
     ApplyOutcome, ClusterApi, ClusterClient, ClusterSession, CreateClusterRequest, DeleteOutcome,
     KubeObject, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, NodePoolRequest,
     ObjectKind, ObjectMeta, OwnerLabel, ProviderCluster, ProviderClusterState, ProviderImpl,
-    ProviderLoadBalancerKind, ProviderLoadBalancerStatus, ProviderNodeState, ProviderTargets,
-    object_in_place,
+    ProviderLoadBalancerKind, ProviderLoadBalancerStatus, ProviderNodeState, ProviderResult,
+    ProviderTargets, object_in_place,
 };
 use bc_domain::{PoolId, ProviderError};
 use bc_reconcile::substrates::objects;
 use serde_json::json;
 
-use crate::ledger::{CONTROL_PLANE, LB_SIZE_UNIT, Ledger};
-use crate::wait::{Deadlines, Seen, not_yet, until, until_gone};
-use crate::{ConformanceError, NODE_SIZE, Result, TAG, check, ensure};
+use crate::ledger::{CONTROL_PLANE, LB_SIZE_UNIT, Ledger, PriceList};
+use crate::wait::{Deadlines, Seen, busy, not_yet, until, until_gone};
+use crate::{ConformanceError, Result, TAG, check, ensure};
 
 /// The server URL the join Secret names (nothing calls it: bcd runs on no node, see
 /// [`BCD_IMAGE`]).
@@ -48,14 +51,45 @@ pub const BCD_IMAGE: &str = "ghcr.io/better-compute/bcd:conformance";
 /// The label a tenant's objects carry instead of ours.
 pub const TENANT_LABEL: &str = "conformance.better-compute.dev/tenant";
 
+/// How a provider's nodes are matched with the cluster's Nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeMatch {
+    /// The provider lists a pool's nodes with their droplets (DigitalOcean); a Node's
+    /// provider id is `digitalocean://<droplet id>`.
+    Droplets,
+    /// The provider lists no nodes (GKE: a pool's size is its Nodes); a pool's Nodes
+    /// carry `label=<pool name>` and a provider id starting with `provider_id_prefix`.
+    PoolLabel {
+        /// The label naming a Node's pool.
+        label: &'static str,
+        /// How the provider ids of its Nodes start.
+        provider_id_prefix: &'static str,
+    },
+}
+
+/// Where and of what a run makes its objects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The location of the standard cluster and the load balancer.
+    pub location: String,
+    /// Where the autopilot cluster goes (a region), if the provider offers autopilot.
+    pub autopilot_region: Option<String>,
+    /// The node size of every pool.
+    pub node_size: &'static str,
+    /// How nodes are matched.
+    pub nodes: NodeMatch,
+    /// The list prices of the bill.
+    pub prices: PriceList,
+}
+
 /// What a run works with.
 pub struct Ctx<'a> {
-    /// The DigitalOcean adapter.
+    /// The provider adapter.
     pub provider: Arc<dyn ProviderImpl>,
     /// The kube adapter.
     pub clusters: Arc<dyn ClusterApi>,
-    /// The region of everything made.
-    pub region: String,
+    /// Where and of what.
+    pub target: Target,
     /// The run's name prefix (`bc-conf-<run id>`).
     pub prefix: String,
     /// The waits' bounds.
@@ -86,52 +120,64 @@ fn secs(since: Instant) -> String {
     format!("{:.1} s", since.elapsed().as_secs_f64())
 }
 
-/// The whole contract; the cluster is deleted whatever happens once it exists.
+/// The whole contract; each cluster is deleted whatever happens once it exists.
 pub async fn run(ctx: &mut Ctx<'_>) -> Result<()> {
     options(ctx).await?;
+    let offer = ctx.provider.offer();
     let made = create_cluster(ctx).await?;
     let result = async {
         let running = wait_running(ctx, &made).await?;
         node_pools(ctx, &running).await?;
-        let droplet = running
-            .node_pools
-            .iter()
-            .flat_map(|p| &p.nodes)
-            .find_map(|n| n.droplet_id.as_deref().and_then(|d| d.parse::<u64>().ok()))
-            .ok_or_else(|| check("cluster", "no running node has a numeric droplet id"))?;
-        load_balancer(ctx, droplet).await?;
+        if offer.load_balancer_types.contains(&LoadBalancerType::Regional) {
+            let droplet = running
+                .node_pools
+                .iter()
+                .flat_map(|p| &p.nodes)
+                .find_map(|n| n.droplet_id.as_deref().and_then(|d| d.parse::<u64>().ok()))
+                .ok_or_else(|| check("cluster", "no running node has a numeric droplet id"))?;
+            load_balancer(ctx, droplet).await?;
+        } else {
+            ctx.say("--   load balancer: the provider offers none through the port");
+        }
         cluster_objects(ctx, &running).await
     }
     .await;
     let deleted = delete_cluster(ctx, &made).await;
-    result.and(deleted)
+    result.and(deleted)?;
+    match ctx.target.autopilot_region.clone() {
+        Some(region) if offer.cluster_modes.contains(&ClusterMode::Autopilot) => {
+            autopilot(ctx, &region).await
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Options: the region, the cheapest size and a version are offered.
 async fn options(ctx: &mut Ctx<'_>) -> Result<()> {
     let step = "options";
-    let o = ctx.provider.kubernetes().options_in(&ctx.region).await.map_err(provider(step))?;
-    ensure(o.regions.contains(&ctx.region), step, || {
-        format!("region {} is not offered for clusters: {}", ctx.region, o.regions.join(", "))
+    let (location, size) = (ctx.target.location.clone(), ctx.target.node_size);
+    let o = ctx.provider.kubernetes().options_in(&location).await.map_err(provider(step))?;
+    ensure(o.regions.contains(&location), step, || {
+        format!("region {location} is not offered for clusters: {}", o.regions.join(", "))
     })?;
-    ensure(o.sizes.iter().any(|s| s == NODE_SIZE), step, || {
-        format!("size {NODE_SIZE} is not offered: {}", o.sizes.join(", "))
+    // A provider that lists no sizes (GKE: machine types are Compute Engine's) is
+    // checked by the create.
+    ensure(o.sizes.is_empty() || o.sizes.iter().any(|s| s == size), step, || {
+        format!("size {size} is not offered: {}", o.sizes.join(", "))
     })?;
     let newest = o.versions.first().ok_or_else(|| check(step, "no version is offered"))?;
-    let line = format!(
-        "ok   options: region {}, size {NODE_SIZE}, newest version {}",
-        ctx.region, newest.slug
-    );
+    let line =
+        format!("ok   options: region {location}, size {size}, newest version {}", newest.slug);
     ctx.say(&line);
     Ok(())
 }
 
-/// A fixed pool of `count` nodes of [`NODE_SIZE`], tagged [`TAG`], without labels (so
-/// the substrate's DaemonSet selects none of its nodes).
-fn pool_request(name: &str, count: u32) -> NodePoolRequest {
+/// A fixed pool of `count` nodes of `size`, tagged [`TAG`], without labels (so the
+/// substrate's DaemonSet selects none of its nodes).
+fn pool_request(name: &str, size: &str, count: u32) -> NodePoolRequest {
     NodePoolRequest {
         name: name.to_owned(),
-        size: NODE_SIZE.to_owned(),
+        size: size.to_owned(),
         count: Some(count),
         auto_scale: None,
         labels: BTreeMap::new(),
@@ -145,28 +191,29 @@ async fn create_cluster(ctx: &mut Ctx<'_>) -> Result<ProviderCluster> {
     let step = "cluster create";
     let name = format!("{}-c", ctx.prefix);
     let pool = format!("{}-p1", ctx.prefix);
+    let (location, size) = (ctx.target.location.clone(), ctx.target.node_size);
     let req = CreateClusterRequest {
         name: name.clone(),
-        region: ctx.region.clone(),
+        region: location.clone(),
         version: VERSION_LATEST.to_owned(),
         high_availability: false,
         mode: ClusterMode::Standard,
         tags: vec![TAG.to_owned()],
-        node_pools: vec![pool_request(&pool, 1)],
+        node_pools: vec![pool_request(&pool, size, 1)],
     };
     let made = ctx.provider.kubernetes().create_cluster(&req).await.map_err(provider(step))?;
     ctx.ledger.made(&made.id, &format!("cluster {name}"), CONTROL_PLANE, 1);
-    ctx.ledger.made(&made.id, &format!("node pool {pool}"), NODE_SIZE, 1);
-    ensure(made.name == name && made.region == ctx.region, step, || {
-        format!("asked {name} in {}, got {} in {}", ctx.region, made.name, made.region)
+    ctx.ledger.made(&made.id, &format!("node pool {pool}"), size, 1);
+    ensure(made.name == name && made.region == location, step, || {
+        format!("asked {name} in {location}, got {} in {}", made.name, made.region)
     })?;
     ensure(made.tags == [TAG], step, || {
         format!("tags {:?}, want [{TAG}] (server tags stripped)", made.tags)
     })?;
     let pools: Vec<_> =
         made.node_pools.iter().map(|p| (p.name.as_str(), p.size.as_str(), p.count)).collect();
-    ensure(pools == [(pool.as_str(), NODE_SIZE, 1)], step, || {
-        format!("node pools {pools:?}, want one pool {pool} of 1 × {NODE_SIZE}")
+    ensure(pools == [(pool.as_str(), size, 1)], step, || {
+        format!("node pools {pools:?}, want one pool {pool} of 1 × {size}")
     })?;
     ensure(made.state == ProviderClusterState::Provisioning, step, || {
         format!("state {:?} right after create, want Provisioning", made.state)
@@ -182,6 +229,7 @@ async fn wait_running(ctx: &mut Ctx<'_>, made: &ProviderCluster) -> Result<Provi
     let started = Instant::now();
     let k = ctx.provider.kubernetes();
     let d = &ctx.deadlines;
+    let matching = &ctx.target.nodes;
     let running = until(step, d.cluster, d.pause_max, || async {
         match k.get_cluster(&made.id).await {
             Ok(c) if c.state == ProviderClusterState::Error => {
@@ -189,12 +237,10 @@ async fn wait_running(ctx: &mut Ctx<'_>, made: &ProviderCluster) -> Result<Provi
             }
             Ok(c) => {
                 let nodes: Vec<_> = c.node_pools.iter().flat_map(|p| &p.nodes).collect();
+                // A provider that lists no nodes has them counted in each pool.
                 let ready = c.state == ProviderClusterState::Running
                     && c.endpoint.is_some()
-                    && !nodes.is_empty()
-                    && nodes
-                        .iter()
-                        .all(|n| n.state == ProviderNodeState::Running && n.droplet_id.is_some());
+                    && c.node_pools.iter().all(|p| pool_ready(matching, p, 1));
                 let states: Vec<_> = nodes.iter().map(|n| &n.state).collect();
                 Ok(if ready {
                     Seen::Done(c)
@@ -222,17 +268,31 @@ async fn wait_running(ctx: &mut Ctx<'_>, made: &ProviderCluster) -> Result<Provi
     Ok(running)
 }
 
+/// Whether pool `p` has `count` nodes, all running: listed with their droplets, or (a
+/// provider that lists none) counted.
+fn pool_ready(matching: &NodeMatch, p: &ProviderNodePool, count: u32) -> bool {
+    match matching {
+        NodeMatch::Droplets => {
+            usize::try_from(count).is_ok_and(|c| p.nodes.len() == c)
+                && p.nodes
+                    .iter()
+                    .all(|n| n.state == ProviderNodeState::Running && n.droplet_id.is_some())
+        }
+        NodeMatch::PoolLabel { .. } => p.count == count,
+    }
+}
+
 /// Waits until pool `pool_id` has `count` nodes, all running.
-async fn wait_pool(ctx: &mut Ctx<'_>, cluster_id: &str, pool_id: &str, count: usize) -> Result<()> {
+async fn wait_pool(ctx: &mut Ctx<'_>, cluster_id: &str, pool_id: &str, count: u32) -> Result<()> {
     let step = format!("node pool with {count} running node(s)");
     let k = ctx.provider.kubernetes();
     let d = &ctx.deadlines;
+    let matching = &ctx.target.nodes;
     until(&step, d.node_pool, d.pause_max, || async {
         match k.get_node_pool(cluster_id, pool_id).await {
             Ok(p) => {
                 let states: Vec<_> = p.nodes.iter().map(|n| &n.state).collect();
-                let done = p.nodes.len() == count
-                    && p.nodes.iter().all(|n| n.state == ProviderNodeState::Running);
+                let done = p.count == count && pool_ready(matching, &p, count);
                 Ok(if done {
                     Seen::Done(())
                 } else {
@@ -246,30 +306,46 @@ async fn wait_pool(ctx: &mut Ctx<'_>, cluster_id: &str, pool_id: &str, count: us
     .await
 }
 
-/// A second pool: made with one node, resized to two, listed, deleted until 404.
+/// A second pool: made with one node, resized to two, listed, deleted until 404. A
+/// provider that runs one operation at a time per cluster answers `Busy` while an earlier
+/// one runs; each change is asked again until it is taken.
 async fn node_pools(ctx: &mut Ctx<'_>, cluster: &ProviderCluster) -> Result<()> {
     let started = Instant::now();
     let p = ctx.provider.clone();
     let k = p.kubernetes();
+    let d = ctx.deadlines.clone();
+    let size = ctx.target.node_size;
     let name = format!("{}-p2", ctx.prefix);
     let step = "node pool create";
-    let made =
-        k.create_node_pool(&cluster.id, &pool_request(&name, 1)).await.map_err(provider(step))?;
-    ctx.ledger.made(&made.id, &format!("node pool {name}"), NODE_SIZE, 1);
-    let got = (made.name.as_str(), made.size.as_str(), made.count, made.auto_scale);
-    ensure(got == (name.as_str(), NODE_SIZE, 1, false), step, || {
-        format!("answered {got:?}, want ({name}, {NODE_SIZE}, 1, fixed)")
+    let made = until(step, d.busy, d.pause_max, || async {
+        match k.create_node_pool(&cluster.id, &pool_request(&name, size, 1)).await {
+            Ok(made) => Ok(Seen::Done(made)),
+            Err(e) => busy(step, e),
+        }
+    })
+    .await?;
+    ctx.ledger.made(&made.id, &format!("node pool {name}"), size, 1);
+    // The count is checked once the nodes run: a provider that counts a pool's Nodes
+    // answers 0 until they join.
+    let got = (made.name.as_str(), made.size.as_str(), made.auto_scale);
+    ensure(got == (name.as_str(), size, false), step, || {
+        format!("answered {got:?}, want ({name}, {size}, fixed)")
     })?;
     ensure(made.tags == [TAG], step, || format!("tags {:?}, want [{TAG}]", made.tags))?;
     wait_pool(ctx, &cluster.id, &made.id, 1).await?;
 
     let step = "node pool resize";
-    let resized = k
-        .update_node_pool(&cluster.id, &made.id, &pool_request(&name, 2))
-        .await
-        .map_err(provider(step))?;
+    let resized = until(step, d.busy, d.pause_max, || async {
+        match k.update_node_pool(&cluster.id, &made.id, &pool_request(&name, size, 2)).await {
+            Ok(p) => Ok(Seen::Done(p)),
+            Err(e) => not_yet(step, e),
+        }
+    })
+    .await?;
     ctx.ledger.resized(&made.id, 2);
-    ensure(resized.count == 2, step, || format!("count {} after a resize to 2", resized.count))?;
+    ensure(resized.name == name && !resized.auto_scale, step, || {
+        format!("answered {} (autoscaled: {}) after a resize", resized.name, resized.auto_scale)
+    })?;
     wait_pool(ctx, &cluster.id, &made.id, 2).await?;
     let pools = k.list_node_pools(&cluster.id).await.map_err(provider("node pool list"))?;
     let mut names: Vec<_> = pools.iter().map(|p| p.name.clone()).collect();
@@ -280,18 +356,82 @@ async fn node_pools(ctx: &mut Ctx<'_>, cluster: &ProviderCluster) -> Result<()> 
     })?;
 
     let step = "node pool delete";
-    k.delete_node_pool(&cluster.id, &made.id).await.map_err(provider(step))?;
-    let d = &ctx.deadlines;
+    until(step, d.busy, d.pause_max, || async {
+        match k.delete_node_pool(&cluster.id, &made.id).await {
+            Ok(()) => Ok(Seen::Done(())),
+            Err(e) => not_yet(step, e),
+        }
+    })
+    .await?;
     until_gone(
         step,
-        d,
+        &d,
         || k.get_node_pool(&cluster.id, &made.id),
-        |p| Some(format!("{} node(s) left", p.nodes.len())),
+        |p| Some(format!("{} node(s) left", p.nodes.len().max(p.count as usize))),
     )
     .await?;
     ctx.ledger.gone(&made.id);
     let line = format!(
         "ok   node pool {name}: created with 1 node, resized to 2, listed, deleted ({})",
+        secs(started)
+    );
+    ctx.say(&line);
+    Ok(())
+}
+
+/// An autopilot cluster in `region`: made without node pools, running with an endpoint,
+/// every node-pool call refused (the provider runs its nodes), deleted until gone.
+async fn autopilot(ctx: &mut Ctx<'_>, region: &str) -> Result<()> {
+    let started = Instant::now();
+    let p = ctx.provider.clone();
+    let k = p.kubernetes();
+    let d = ctx.deadlines.clone();
+    let name = format!("{}-a", ctx.prefix);
+    let step = "autopilot create";
+    let req = CreateClusterRequest {
+        name: name.clone(),
+        region: region.to_owned(),
+        version: VERSION_LATEST.to_owned(),
+        high_availability: true,
+        mode: ClusterMode::Autopilot,
+        tags: vec![TAG.to_owned()],
+        node_pools: vec![],
+    };
+    let made = k.create_cluster(&req).await.map_err(provider(step))?;
+    ctx.ledger.made(&made.id, &format!("autopilot cluster {name}"), CONTROL_PLANE, 1);
+    let result = async {
+        ensure(made.mode == ClusterMode::Autopilot && made.node_pools.is_empty(), step, || {
+            format!("mode {:?} with pools {:?}, want autopilot without", made.mode, made.node_pools)
+        })?;
+        let step = "autopilot running";
+        until(step, d.cluster, d.pause_max, || async {
+            match k.get_cluster(&made.id).await {
+                Ok(c) if c.state == ProviderClusterState::Error => {
+                    Err(check(step, format!("the cluster failed: {:?}", c.message)))
+                }
+                Ok(c) if c.state == ProviderClusterState::Running && c.endpoint.is_some() => {
+                    Ok(Seen::Done(()))
+                }
+                Ok(c) => Ok(Seen::NotYet(format!("{:?}", c.state))),
+                Err(ProviderError::NotFound) => Ok(Seen::NotYet("not found yet".into())),
+                Err(e) => not_yet(step, e),
+            }
+        })
+        .await?;
+        let step = "autopilot node pools";
+        let refused = |r: ProviderResult<()>| matches!(r, Err(ProviderError::Refused { .. }));
+        let listed = k.list_node_pools(&made.id).await.map(|_| ());
+        let created =
+            k.create_node_pool(&made.id, &pool_request("p", ctx.target.node_size, 1)).await;
+        ensure(refused(listed.clone()) && refused(created.clone().map(|_| ())), step, || {
+            format!("list: {listed:?}, create: {:?}; want both refused", created.map(|p| p.id))
+        })
+    }
+    .await;
+    let deleted = delete_cluster(ctx, &made).await;
+    result.and(deleted)?;
+    let line = format!(
+        "ok   autopilot cluster {name} in {region}: running, node pools refused, deleted ({})",
         secs(started)
     );
     ctx.say(&line);
@@ -330,7 +470,7 @@ async fn load_balancer(ctx: &mut Ctx<'_>, droplet: u64) -> Result<()> {
     let p = ctx.provider.clone();
     let lbs: &dyn LoadBalancerProvider = p.load_balancers();
     let name = format!("{}-lb", ctx.prefix);
-    let req = lb_request(&name, &ctx.region, droplet);
+    let req = lb_request(&name, &ctx.target.location, droplet);
     let step = "load balancer create";
     let made = lbs.create(&req).await.map_err(provider(step))?;
     ctx.ledger.made(&made.id, &format!("load balancer {name}"), LB_SIZE_UNIT, 1);
@@ -495,10 +635,12 @@ async fn cluster_objects(ctx: &mut Ctx<'_>, running: &ProviderCluster) -> Result
     .await?;
     let session = ClusterSession::new(ctx.provider.clone(), ctx.clusters.clone(), cluster_id);
     let c: &dyn ClusterClient = &session;
-    // The first pool's nodes, as the provider names them, are Nodes of the cluster
-    // whose provider id is their droplet's (how a node is matched across the two APIs).
+    // The first pool's nodes are Nodes of the cluster, matched across the two APIs by
+    // their provider id (DigitalOcean: each node's droplet) or by their pool's label
+    // (GKE, whose API names no nodes).
     let step = "nodes";
     let first = &running.node_pools[0];
+    let matching = ctx.target.nodes.clone();
     let want: Vec<(String, String)> = first
         .nodes
         .iter()
@@ -508,14 +650,34 @@ async fn cluster_objects(ctx: &mut Ctx<'_>, running: &ProviderCluster) -> Result
         })
         .collect();
     until(step, d.cluster_api, d.pause_max, || async {
-        let nodes = c.list_nodes("").await.map_err(cluster(step))?;
-        let listed: Vec<(String, String)> =
-            nodes.into_iter().map(|n| (n.name, n.provider_id.unwrap_or_default())).collect();
-        Ok(if want.iter().all(|w| listed.contains(w)) {
-            Seen::Done(())
-        } else {
-            Seen::NotYet(format!("Nodes {listed:?}, want {want:?} among them"))
-        })
+        let seen = match &matching {
+            NodeMatch::Droplets => {
+                let nodes = c.list_nodes("").await.map_err(cluster(step))?;
+                let listed: Vec<(String, String)> = nodes
+                    .into_iter()
+                    .map(|n| (n.name, n.provider_id.unwrap_or_default()))
+                    .collect();
+                if want.iter().all(|w| listed.contains(w)) {
+                    Seen::Done(())
+                } else {
+                    Seen::NotYet(format!("Nodes {listed:?}, want {want:?} among them"))
+                }
+            }
+            NodeMatch::PoolLabel { label, provider_id_prefix } => {
+                let selector = format!("{label}={}", first.name);
+                let nodes = c.list_nodes(&selector).await.map_err(cluster(step))?;
+                let ids: Vec<String> =
+                    nodes.into_iter().map(|n| n.provider_id.unwrap_or_default()).collect();
+                if ids.len() == 1 && ids.iter().all(|i| i.starts_with(provider_id_prefix)) {
+                    Seen::Done(())
+                } else {
+                    Seen::NotYet(format!(
+                        "Nodes of {selector} with provider ids {ids:?}, want one under {provider_id_prefix}"
+                    ))
+                }
+            }
+        };
+        Ok(seen)
     })
     .await?;
 
@@ -615,12 +777,9 @@ async fn delete_cluster(ctx: &mut Ctx<'_>, made: &ProviderCluster) -> Result<()>
     let step = "cluster delete";
     let p = ctx.provider.clone();
     let k = p.kubernetes();
-    match k.delete_cluster(&made.id).await {
-        Ok(()) | Err(ProviderError::NotFound) => {}
-        Err(e) => return Err(provider(step)(e)),
-    }
-    until_gone(step, &ctx.deadlines, || k.get_cluster(&made.id), crate::sweep::cluster_left)
-        .await?;
+    let d = ctx.deadlines.clone();
+    crate::sweep::delete_cluster(k, &d, &made.id, step).await?;
+    until_gone(step, &d, || k.get_cluster(&made.id), crate::sweep::cluster_left).await?;
     ctx.ledger.gone(&made.id);
     let line = format!("ok   cluster {}: deleted ({})", made.name, secs(started));
     ctx.say(&line);

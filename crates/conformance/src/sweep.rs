@@ -10,9 +10,9 @@
 use std::io::Write;
 
 use bc_domain::ProviderError;
-use bc_domain::ports::{ProviderCluster, ProviderClusterState, ProviderImpl};
+use bc_domain::ports::{KubernetesProvider, ProviderCluster, ProviderClusterState, ProviderImpl};
 
-use crate::wait::{Deadlines, until_gone};
+use crate::wait::{Deadlines, Seen, not_yet, until, until_gone};
 use crate::{ConformanceError, NAME_PREFIX, Result, TAG};
 
 /// Whether an object named `name` with `tags` is one of ours.
@@ -23,6 +23,23 @@ pub fn is_ours(name: &str, tags: &[String]) -> bool {
 /// What is left of a deleted cluster as read (`None`: it counts as gone).
 pub fn cluster_left(c: &ProviderCluster) -> Option<String> {
     (c.state != ProviderClusterState::Deleted).then(|| format!("{:?}", c.state))
+}
+
+/// Asks for cluster `id`'s deletion until it is taken (a provider busy with an earlier
+/// operation on it answers `Busy`) or the cluster is gone; `step` names the wait.
+pub async fn delete_cluster(
+    k: &dyn KubernetesProvider,
+    deadlines: &Deadlines,
+    id: &str,
+    step: &str,
+) -> Result<()> {
+    until(step, deadlines.busy, deadlines.pause_max, || async {
+        match k.delete_cluster(id).await {
+            Ok(()) | Err(ProviderError::NotFound) => Ok(Seen::Done(())),
+            Err(e) => not_yet(step, e),
+        }
+    })
+    .await
 }
 
 /// Deletes what [`is_ours`] and waits for each to be gone; `when` names the sweep in
@@ -68,10 +85,7 @@ pub async fn sweep(
         if matches!(c.state, ProviderClusterState::Deleting | ProviderClusterState::Deleted) {
             continue;
         }
-        match k.delete_cluster(&c.id).await {
-            Ok(()) | Err(ProviderError::NotFound) => {}
-            Err(e) => return Err(failed(e)),
-        }
+        delete_cluster(k, deadlines, &c.id, &step).await?;
     }
     for lb in &balancers {
         let what = format!("{step}: load balancer {} gone", lb.spec.name);

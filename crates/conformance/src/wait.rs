@@ -53,6 +53,22 @@ impl Deadlines {
             pause_max: Duration::from_secs(15),
         }
     }
+
+    /// Bounds for real GKE (research/gke.md §8: a cluster takes 5–10 minutes, Terraform
+    /// allows 90 for a cluster operation and 2 hours for a pool's; an operation holds its
+    /// cluster for minutes, so a busy cluster is waited for as long as a node pool).
+    pub fn gke() -> Self {
+        let min = |m: u64| Duration::from_secs(m * 60);
+        Self {
+            cluster: min(40),
+            node_pool: min(30),
+            load_balancer: min(10),
+            gone: min(30),
+            busy: min(30),
+            cluster_api: min(5),
+            pause_max: Duration::from_secs(15),
+        }
+    }
 }
 
 /// Looks with `probe` until it answers `Some`, pausing [`FIRST_PAUSE`] doubling up to
@@ -118,6 +134,19 @@ pub enum Seen<T> {
     Done(T),
     /// Not yet: what there is instead.
     NotYet(String),
+}
+
+/// A provider error from a call that changes something, while the target is busy: only
+/// an answer that says the change was not taken (busy with an earlier operation, rate
+/// limited, over budget) is "not yet" — a lost answer may have been taken, and is the
+/// step's failure.
+pub fn busy<T>(step: &str, error: ProviderError) -> Result<Seen<T>> {
+    match error {
+        ProviderError::Busy { .. }
+        | ProviderError::RateLimited { .. }
+        | ProviderError::OverBudget { .. } => Ok(Seen::NotYet(format!("{error}"))),
+        error => Err(ConformanceError::Provider { step: step.to_owned(), error }),
+    }
 }
 
 /// A provider error during a wait: a retryable one (5xx, 429, busy, not served yet) is

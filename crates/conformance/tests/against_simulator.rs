@@ -13,67 +13,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bc_conformance::{NAME_PREFIX, PASSED, REGION_VAR, SKIPPED, TAG, TOKEN_VAR};
+use bc_conformance::{NAME_PREFIX, PASSED, SKIPPED, TAG, TOKEN_VAR};
 use bc_domain::model::SecretString;
 use bc_domain::ports::{
     KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest, SystemClock,
 };
 use bc_providers::digitalocean::DigitalOcean;
+use bc_sim::SimServer;
 use bc_sim::model::routes;
 use bc_sim::testing::{self, TEST_TOKEN};
-use bc_sim::{Sim, SimConfig, SimServer};
 
-/// How long one run of the binary may take against the simulator before the test fails
-/// (the simulated transitions take seconds; the bound is for a loaded machine).
-const RUN_BOUND: Duration = Duration::from_secs(300);
-
-/// What one run of the binary printed and how it ended.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-}
-
-/// `bc-conformance args…` with the token variable set to `token` (unset when `None`),
-/// no region variable and no proxy, killed when dropped.
-fn command(args: &[&str], token: Option<&str>) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_bc-conformance"));
-    c.args(args).env_remove(REGION_VAR).env_remove(TOKEN_VAR).kill_on_drop(true);
-    for v in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
-        c.env_remove(v);
-    }
-    if let Some(t) = token {
-        c.env(TOKEN_VAR, t);
-    }
-    c
-}
-
-/// Waits (bounded by [`RUN_BOUND`]) for the child `c` to end, and reads its output.
-async fn finish(c: tokio::process::Child) -> Run {
-    let out = tokio::time::timeout(RUN_BOUND, c.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("bc-conformance did not finish within {RUN_BOUND:?}"))
-        .expect("run bc-conformance");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    println!("{stdout}");
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    Run { code: out.status.code(), stdout }
-}
-
-/// Runs `bc-conformance args…` as [`command`] makes it, to its end.
-async fn conformance(args: &[&str], token: Option<&str>) -> Run {
-    let mut c = command(args, token);
-    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    finish(c.spawn().expect("start bc-conformance")).await
-}
-
-/// A simulator on the wall clock (the binary cannot step a test's clock) with its
-/// default fast delays, serving DigitalOcean over http and each cluster's API over TLS
-/// on loopback.
-async fn simulator() -> (Sim, SimServer) {
-    let sim = Sim::new(SimConfig::default(), Arc::new(SystemClock));
-    let server = sim.serve("127.0.0.1:0".parse().expect("addr")).await.expect("serve");
-    (sim, server)
-}
+mod common;
+use common::{command, conformance, finish, simulator};
 
 /// The production adapter of the simulator's account, on the wall clock.
 fn adapter(server: &SimServer) -> DigitalOcean {
