@@ -430,6 +430,21 @@ impl Served {
         self.sim.gke_key(crate::model::gke::SIM_PROJECT)
     }
 
+    /// The production GKE adapter of a new key of [`crate::model::gke::SIM_PROJECT`],
+    /// aimed at this simulator's API and token endpoint, on its clock, with its own
+    /// request budget.
+    pub fn gke_adapter(&self) -> bc_providers::gke::Gke {
+        use bc_domain::ports::{AccountCredentials, ProviderCredentials};
+        let text = bc_domain::model::SecretString::new(self.gke_key());
+        let checked = ProviderCredentials::service_account(text, None)
+            .check(bc_domain::model::ProviderKind::Gke)
+            .expect("the simulator's key is a key");
+        let AccountCredentials::ServiceAccount(account) = checked else { unreachable!("gke") };
+        let config =
+            bc_providers::gke::GkeConfig::with_urls(self.gke_api_url(), self.gke_token_url());
+        bc_providers::gke::Gke::new(&config, &account, self.clock.clone(), None).expect("adapter")
+    }
+
     /// An access token for a new key of [`crate::model::gke::SIM_PROJECT`], minted over the
     /// wire by the token endpoint (valid for an hour of the simulator's clock).
     pub async fn gke_access_token(&self) -> String {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::Timestamp;
 use crate::model::SecretString;
 use crate::ports::provider::ProviderError;
 use crate::ports::provider::ProviderImpl;
@@ -606,15 +607,22 @@ impl<O: ClusterOps + ?Sized> ClusterClient for O {
 }
 
 /// One provider cluster reached through a [`ClusterApi`] with the credentials its
-/// provider hands out: the client is made on first use and kept; when the cluster
-/// refuses the credentials (`Credentials`: an expired or revoked token), the provider's
-/// cached kubeconfig is dropped, a new one minted, and the call made once more.
+/// provider hands out: the client is made on first use and kept until the provider says
+/// its credentials are due for renewal (`KubernetesProvider::credentials_due`, by the
+/// adapter's clock; then it is made again with the provider's current credentials,
+/// before the cluster would refuse them); when the
+/// cluster refuses the credentials (`Credentials`: an expired or revoked token), the
+/// provider's cached kubeconfig is dropped, a new one minted, and the call made once
+/// more.
 pub struct ClusterSession {
     provider: Arc<dyn ProviderImpl>,
     api: Arc<dyn ClusterApi>,
     cluster_id: String,
-    client: Mutex<Option<Arc<dyn ClusterClient>>>,
+    client: Mutex<Option<Connected>>,
 }
+
+/// A session's client and when its credentials expire (if they say).
+type Connected = (Arc<dyn ClusterClient>, Option<Timestamp>);
 
 impl std::fmt::Debug for ClusterSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -637,8 +645,13 @@ impl ClusterSession {
         &self.cluster_id
     }
 
+    /// The client, unless none is made or its credentials are due for renewal.
     fn cached(&self) -> Option<Arc<dyn ClusterClient>> {
-        self.client.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let (client, expires_at) = self.client.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        match expires_at {
+            Some(at) if self.provider.kubernetes().credentials_due(at) => None,
+            _ => Some(client),
+        }
     }
 
     /// Credentials from the provider (its cache, or a mint), connected.
@@ -650,11 +663,13 @@ impl ClusterSession {
             .await
             .map_err(ClusterError::Provider)?;
         let client = self.api.connect(&creds.kubeconfig).await?;
-        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((client.clone(), creds.expires_at));
         Ok(client)
     }
 
-    /// The connected client, connecting on first use.
+    /// The connected client, connecting on first use and again when its credentials are
+    /// due for renewal.
     pub async fn client(&self) -> Result<Arc<dyn ClusterClient>, ClusterError> {
         match self.cached() {
             Some(c) => Ok(c),

@@ -485,6 +485,14 @@ pub trait KubernetesProvider: Send + Sync {
     /// expiry. `Transient` while the cluster still provisions (its kubeconfig is not
     /// served yet), `NotFound` once the cluster is gone.
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials>;
+    /// Whether credentials this adapter handed out that expire at `expires_at` are due
+    /// for renewal now, by the adapter's own clock (the one that set `expires_at`): a
+    /// `ClusterSession` then asks `credentials` again before the cluster would refuse
+    /// them, and gets new ones. Adapters whose credentials are only renewed when refused
+    /// keep this default.
+    fn credentials_due(&self, _expires_at: Timestamp) -> bool {
+        false
+    }
     /// Forgets cached credentials of the cluster, so the next `credentials` call mints
     /// new ones. Call it when the cluster's API refuses them (401). Adapters that cache
     /// nothing keep this default.

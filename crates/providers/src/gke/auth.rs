@@ -30,7 +30,9 @@ pub const SCOPES: &str =
 pub const AUDIENCE: &str = "https://oauth2.googleapis.com/token";
 /// An assertion's lifetime (Google's maximum: an hour).
 pub const ASSERTION_LIFETIME_SECS: i64 = 3600;
-/// A cached token is replaced once less than this is left of its life.
+/// A cached token is replaced once less than this is left of its life; a cluster
+/// session's credentials are due for renewal from the same moment, so the kubeconfig it
+/// then asks for carries the new token.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 /// The grant type of RFC 7523.
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
@@ -111,8 +113,14 @@ pub struct AccessToken {
 
 /// Whether `cached` may still be handed out at `now`.
 pub fn fresh(cached: &AccessToken, now: Timestamp) -> bool {
+    fresh_until(cached.expires_at, now)
+}
+
+/// Whether a token expiring at `expires_at` has more than [`REFRESH_MARGIN`] left at
+/// `now`.
+pub fn fresh_until(expires_at: Timestamp, now: Timestamp) -> bool {
     let margin = time::Duration::try_from(REFRESH_MARGIN).unwrap_or(time::Duration::ZERO);
-    now < cached.expires_at - margin
+    now < expires_at - margin
 }
 
 /// The token source of one account.

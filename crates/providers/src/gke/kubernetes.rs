@@ -11,13 +11,13 @@
 //! before GKE is asked.
 
 use async_trait::async_trait;
-use bc_domain::ProviderError;
 use bc_domain::model::{ClusterMode, SecretString};
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
     KubernetesVersion, NodePoolRequest, ProviderCluster, ProviderNodePool, ProviderOptions,
     ProviderResult, UpdateClusterRequest,
 };
+use bc_domain::{ProviderError, Timestamp};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -29,6 +29,11 @@ use crate::digitalocean::seg;
 use crate::kube::KubeClusterApi;
 use bc_domain::ports::ClusterApi;
 use std::collections::BTreeMap;
+
+/// The refusal of `delete_node`: GKE's API cannot delete or replace one node.
+pub const NO_SINGLE_NODE: &str = "GKE cannot delete or replace one node: its API has no call for \
+     one node (a node pool shrinks by setSize, and GKE picks which nodes go); resize the node \
+     pool instead";
 
 /// The message of the local refusal of node-pool calls on autopilot clusters (GKE's own
 /// words, research/gke.md §5).
@@ -443,18 +448,17 @@ impl KubernetesProvider for Gke {
 
     async fn delete_node(
         &self,
-        cluster_id: &str,
-        node_pool_id: &str,
+        _cluster_id: &str,
+        _node_pool_id: &str,
         _node_id: &str,
         _skip_drain: bool,
         _replace: bool,
     ) -> ProviderResult<()> {
-        self.pool(cluster_id, node_pool_id).await?;
-        // GKE's API has no call for one node (its instance groups are Compute Engine's).
-        Err(ProviderError::Refused {
-            message: "GKE removes nodes by resizing their node pool; one node cannot be deleted"
-                .into(),
-        })
+        // GKE's v1 API (google/container/v1/cluster_service.proto, service
+        // ClusterManager) has no call for one node: a pool shrinks by setSize, and GKE
+        // picks which nodes go; the instances belong to Compute Engine's managed instance
+        // groups. Refused whatever the ids, without asking GKE.
+        Err(ProviderError::Refused { message: NO_SINGLE_NODE.into() })
     }
 
     async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>> {
@@ -509,6 +513,11 @@ impl KubernetesProvider for Gke {
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
         let (c, _) = self.cluster(cluster_id).await?;
         self.kubeconfig(&c).await
+    }
+
+    fn credentials_due(&self, expires_at: Timestamp) -> bool {
+        // The kubeconfig's token is the account's cached one: due when that is.
+        self.transport.token_due(expires_at)
     }
 
     fn invalidate_credentials(&self, _cluster_id: &str) {

@@ -88,6 +88,11 @@ impl Transport {
         self.tokens.invalidate_all();
     }
 
+    /// Whether a token that expires at `expires_at` is due for replacement now.
+    pub(crate) fn token_due(&self, expires_at: bc_domain::Timestamp) -> bool {
+        !super::auth::fresh_until(expires_at, self.clock.now())
+    }
+
     /// A token for the account (for the clusters' Kubernetes APIs too).
     pub(crate) async fn token(&self) -> ProviderResult<AccessToken> {
         self.tokens.token(self.clock.now()).await

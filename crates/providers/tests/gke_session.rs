@@ -1,0 +1,93 @@
+//! The GKE adapter's cluster sessions and single-node calls against the simulator's GKE
+//! face over loopback, on the simulator's `ManualClock`: a `ClusterSession` over the
+//! adapter renews the cluster's access token before the token's hour is up (never
+//! waiting for the cluster's 401), and a single node is never deleted on GKE — refused
+//! before GKE is asked, since GKE's API has no call for one node.
+//!
+//! Invariant kept: what is asserted is counted by the simulator's per-route counters
+//! (tokens minted, clusters read), never timed.
+
+use std::sync::Arc;
+
+use bc_domain::ProviderError;
+use bc_domain::ports::{
+    Clock, ClusterClient, ClusterSession, KubernetesProvider, NodePoolRequest, ProviderClusterState,
+};
+use bc_providers::gke::Gke;
+use bc_providers::kube::KubeClusterApi;
+use bc_sim::SimConfig;
+use bc_sim::gke_api::routes;
+use bc_sim::model::routes::key;
+use bc_sim::testing::{self, Served, bounded};
+
+fn count(w: &Served, method: &str, route: &str) -> u64 {
+    w.sim.state().model().request_count(&key(method, route))
+}
+
+/// A running zonal cluster with one pool of one node; its id.
+async fn running_cluster(w: &Served, gke: &Gke) -> String {
+    let pool =
+        NodePoolRequest { size: "e2-medium".into(), ..testing::node_pool_request("alpha", 1) };
+    let mut req = testing::cluster_request("s1", vec![pool]);
+    req.region = "us-central1-a".into();
+    req.version = "latest".into();
+    let made = gke.create_cluster(&req).await.expect("create");
+    for _ in 0..20 {
+        if gke.get_cluster(&made.id).await.expect("get").state == ProviderClusterState::Running {
+            return made.id;
+        }
+        w.step(30);
+    }
+    panic!("the cluster did not run within 20 steps");
+}
+
+#[tokio::test]
+async fn a_session_renews_the_access_token_before_the_cluster_would_refuse_it() {
+    bounded(async {
+        let w = Served::start(SimConfig::default()).await;
+        let gke = Arc::new(w.gke_adapter());
+        let id = running_cluster(&w, &gke).await;
+        let session = ClusterSession::new(gke.clone(), Arc::new(KubeClusterApi::new()), &id);
+        let c: &dyn ClusterClient = &session;
+        assert_eq!(c.list_nodes("").await.expect("nodes").len(), 1);
+        let expires_at = gke.credentials(&id).await.expect("credentials").expires_at;
+        let expires_at = expires_at.expect("GKE's credentials say when they expire");
+        let mints = || count(&w, "POST", routes::TOKEN);
+        let reads = || count(&w, "GET", routes::CLUSTER);
+        let (minted, read) = (mints(), reads());
+
+        // 100 s before the token expires (inside the renewal margin), the cluster would
+        // still take it; the session renews it anyway.
+        let left = (expires_at - w.clock.now()).whole_seconds();
+        assert!(left > 300, "the token has more than the margin left: {left} s");
+        w.step(left - 100);
+        assert_eq!(c.list_nodes("").await.expect("nodes").len(), 1);
+        assert_eq!(mints(), minted + 1, "a new token is minted before the old one expires");
+        assert_eq!(reads(), read + 1, "the session asked the adapter for credentials again");
+
+        // Past the first token's expiry the renewed one serves: nothing more is minted.
+        w.step(200);
+        assert_eq!(c.list_nodes("").await.expect("nodes").len(), 1);
+        assert_eq!((mints(), reads()), (minted + 1, read + 1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn one_node_is_never_deleted_on_gke_and_gke_is_not_asked() {
+    bounded(async {
+        let w = Served::start(SimConfig::default()).await;
+        let gke = w.gke_adapter();
+        for replace in [false, true] {
+            let e = gke.delete_node("c-id", "alpha", "node-1", false, replace).await.unwrap_err();
+            let ProviderError::Refused { message } = &e else { panic!("{e:?}") };
+            assert!(message.contains("one node") && message.contains("node pool"), "{message}");
+            assert!(!e.is_retryable());
+        }
+        // Refused before any call: no token minted, no cluster read.
+        assert_eq!(count(&w, "POST", routes::TOKEN), 0);
+        assert_eq!(count(&w, "GET", routes::CLUSTERS), 0);
+        assert_eq!(count(&w, "GET", routes::CLUSTER), 0);
+    })
+    .await;
+}
