@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 use crate::SimState;
-use crate::kube::Resource;
+use crate::kube::resource::Resource;
 
 /// An action of another actor.
 pub type Action = Box<dyn FnOnce(&SimState) + Send>;

@@ -13,6 +13,7 @@
 //! Invariant: there is one model. Every route reads and changes the same [`SimState`];
 //! time comes from an injectable clock, so tests step it instead of sleeping.
 
+pub mod agents;
 pub mod bcd;
 pub mod config;
 pub mod do_api;

@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::decode::FieldValidation;
+use super::pod_start;
 use super::store::{ApplyRequest, EventType, Key, Objects};
 use super::{Edit, Resource, kube_time};
-use crate::bcd;
 use crate::model::catalog;
 use crate::{SimNode, SimState};
 use bc_domain::time::Timestamp;
@@ -30,16 +30,6 @@ pub const SYSTEM_NAMESPACES: &[&str] =
 const KCM: &str = "kube-controller-manager";
 const KUBELET: &str = "kubelet";
 const APISERVER: &str = "kube-apiserver";
-
-/// Per-cluster controller bookkeeping.
-#[derive(Debug, Default, Clone)]
-pub struct State {
-    bootstrapped: bool,
-    /// The cluster change the controllers caught up to.
-    seen: u64,
-    /// Fingerprint of the model's nodes and the agents' outcomes at the last pass.
-    world: u64,
-}
 
 fn world_fingerprint(nodes: &[SimNode], agents: u64) -> u64 {
     let mut text = format!("{agents};");
@@ -134,9 +124,9 @@ pub fn sync(state: &SimState, cluster: &str, nodes: &[SimNode], now: Timestamp) 
             let lookup = |r: Resource, ns: &str, name: &str| o.get(cluster, r, Some(ns), name).ok();
             let starts: BTreeMap<String, PodStart> = nodes
                 .iter()
-                .filter(|n| bcd::schedules_onto(&ds, n))
+                .filter(|n| pod_start::schedules_onto(&ds, n))
                 .map(|n| {
-                    let start = match bcd::pod_env_with(&lookup, &ds, n) {
+                    let start = match pod_start::pod_env_with(&lookup, &ds, n) {
                         Ok(Some(_)) => PodStart::Bcd { joined: state.bcd.joined(cluster, &n.name) },
                         Ok(None) => PodStart::Plain,
                         Err(why) => PodStart::Blocked(why),
@@ -513,7 +503,8 @@ fn run_daemonset(
         ds.pointer("/spec/updateStrategy/type").and_then(Value::as_str) != Some("OnDelete");
     let ready_nodes: BTreeMap<&str, &SimNode> =
         nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let desired: Vec<&SimNode> = nodes.iter().filter(|n| bcd::schedules_onto(ds, n)).collect();
+    let desired: Vec<&SimNode> =
+        nodes.iter().filter(|n| pod_start::schedules_onto(ds, n)).collect();
     let hash = format!(
         "{:010x}",
         crate::fnv1a(&ds.pointer("/spec/template").map(Value::to_string).unwrap_or_default())

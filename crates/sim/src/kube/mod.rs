@@ -23,6 +23,7 @@ mod http;
 pub mod openapi;
 pub mod patch;
 pub mod pod_security;
+pub mod pod_start;
 pub mod protobuf;
 pub mod resource;
 pub mod schema;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use bc_domain::time::Timestamp;
 use serde_json::{Value, json};
 
-use super::{ClusterObjects, Objects, Stored};
+use super::types::{ClusterObjects, Objects, Stored};
 use crate::kube::Resource;
 
 impl Objects {
@@ -111,7 +111,7 @@ fn read_object(o: &Value) -> Result<(super::Key, Stored), String> {
     let stored = Stored {
         content: o.get("content").cloned().ok_or_else(|| format!("{kind} {name}: no content"))?,
         status: o.get("status").filter(|s| !s.is_null()).cloned(),
-        managed: super::parse_managed(&managed, created),
+        managed: super::ownership::parse_managed(&managed, created),
         uid: text("uid")?.to_owned(),
         resource_version: number(o, "resourceVersion")?,
         created,
