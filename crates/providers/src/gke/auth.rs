@@ -19,6 +19,7 @@ use bc_domain::{ProviderError, Timestamp};
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use serde::Deserialize;
 
+use super::http::failure_kind;
 use crate::classify::gke::classify_token;
 
 /// The scopes asked for: the API's one scope, and the account's email so a cluster's
@@ -191,11 +192,11 @@ impl TokenSource {
             .send()
             .await
             .map_err(|e| ProviderError::Transient {
-                message: format!("POST token: {}", super::transport::failure_kind(&e)),
+                message: format!("POST token: {}", failure_kind(&e)),
             })?;
         let status = resp.status().as_u16();
         let text = resp.text().await.map_err(|e| ProviderError::Transient {
-            message: format!("POST token: {}", super::transport::failure_kind(&e)),
+            message: format!("POST token: {}", failure_kind(&e)),
         })?;
         if !(200..300).contains(&status) {
             let e = classify_token(status, &text, &[&assertion]);

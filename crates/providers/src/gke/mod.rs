@@ -16,6 +16,7 @@
 //! Autoscaled pools use GKE's pool-wide `totalMinNodeCount`/`totalMaxNodeCount`.
 
 mod auth;
+mod http;
 mod kubernetes;
 mod registry;
 mod transport;
@@ -128,7 +129,7 @@ impl Gke {
         bucket: Option<SharedBucket>,
     ) -> ProviderResult<Self> {
         let signer = auth::Signer::new(&account.key)?;
-        let client = transport::client(config.connect_timeout, config.request_timeout)?;
+        let client = http::client(config.connect_timeout, config.request_timeout)?;
         let tokens = auth::TokenSource::new(signer, config.token_url.clone(), client.clone());
         let transport =
             Transport::new(client, &config.api_url, tokens, &config.rate_limit, bucket, clock);

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::auth::{AccessToken, TokenSource};
+use super::http::failure_kind;
 use crate::classify::gke::{Failure, classify};
 use crate::digitalocean::SharedBucket;
 use crate::digitalocean::rate_limit::{Acquire, RateLimitConfig, TokenBucket};
@@ -30,32 +31,6 @@ pub(crate) struct Transport {
     bucket: SharedBucket,
     clock: Arc<dyn Clock>,
     max_wait: Duration,
-}
-
-/// An HTTP client as both halves use it: bounded, and never following a redirect (one
-/// could carry the bearer elsewhere).
-pub(crate) fn client(connect: Duration, request: Duration) -> ProviderResult<reqwest::Client> {
-    crate::install_crypto_provider();
-    reqwest::Client::builder()
-        .connect_timeout(connect)
-        .timeout(request)
-        .user_agent(concat!("better-compute/", env!("CARGO_PKG_VERSION")))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| ProviderError::Transient {
-            message: format!("could not build the HTTP client: {e}"),
-        })
-}
-
-/// What failed before a status arrived, without the URL.
-pub(crate) fn failure_kind(e: &reqwest::Error) -> &'static str {
-    if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else {
-        "request failed"
-    }
 }
 
 impl Transport {
