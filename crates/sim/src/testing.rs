@@ -461,15 +461,37 @@ impl Served {
             "exp": now + 3600,
         });
         let assertion = crate::model::gke::auth::sign(&issued, &claims, false);
+        let (status, body) = self.gke_grant(&assertion).await;
+        assert_eq!(status, StatusCode::OK, "token endpoint: {body}");
+        body["access_token"].as_str().expect("access_token").to_owned()
+    }
+
+    /// The token endpoint's answer to a JWT-bearer grant of `assertion`.
+    pub async fn gke_grant(&self, assertion: &str) -> (StatusCode, Value) {
         // Base64url and dots need no form escaping.
         let form = format!(
             "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}"
         );
         let rb = self.http.post(self.gke_token_url()).body(form);
-        let reply = send(rb.header("content-type", "application/x-www-form-urlencoded")).await;
-        let (status, body) = reply.parts();
-        assert_eq!(status, StatusCode::OK, "token endpoint: {body}");
-        body["access_token"].as_str().expect("access_token").to_owned()
+        send(rb.header("content-type", "application/x-www-form-urlencoded")).await.parts()
+    }
+
+    /// `method path` on the GKE face with bearer `token` and a JSON `body`; a `path`
+    /// without a leading `/` is under [`GKE_LOCATIONS`] (`us-central1/clusters`).
+    pub async fn gke_call(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> Reply {
+        let path =
+            if path.starts_with('/') { path.to_owned() } else { format!("{GKE_LOCATIONS}/{path}") };
+        let mut rb = self.http.request(method, self.url(&path)).bearer_auth(token);
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        send(rb).await
     }
 
     /// Requests the DigitalOcean face received on `method template`.
@@ -479,6 +501,10 @@ impl Served {
 }
 
 // ----- a running cluster --------------------------------------------------------------------
+
+/// The GKE face's locations of [`crate::model::gke::SIM_PROJECT`]: `{GKE_LOCATIONS}/-/clusters`
+/// lists every cluster of the project.
+pub const GKE_LOCATIONS: &str = "/v1/projects/bc-sim-project/locations";
 
 /// A served simulator with one cluster, its Kubernetes API base URL, bearer token and
 /// kubeconfig: the harness of the Kubernetes face and of the cluster adapters.

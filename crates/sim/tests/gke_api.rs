@@ -7,30 +7,22 @@ use bc_sim::gke_api::routes;
 use bc_sim::model::gke::auth::{self, GOOGLE_TOKEN_URL};
 use bc_sim::model::gke::{GkeFault, SIM_PROJECT};
 use bc_sim::model::routes::key;
-use bc_sim::testing::{Reply, Served, bounded, send};
+use bc_sim::testing::{GKE_LOCATIONS, Reply, Served, bounded, send};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-const P: &str = "/v1/projects/bc-sim-project/locations";
+const P: &str = GKE_LOCATIONS;
 
 async fn served() -> Served {
     Served::start(SimConfig::default()).await
 }
 
 async fn call(s: &Served, method: Method, path: &str, token: &str, body: Option<Value>) -> Reply {
-    let mut rb = s.http.request(method, s.url(path)).bearer_auth(token);
-    if let Some(b) = body {
-        rb = rb.json(&b);
-    }
-    send(rb).await
+    s.gke_call(method, path, token, body).await
 }
 
 async fn grant(s: &Served, assertion: &str) -> (StatusCode, Value) {
-    let form = format!(
-        "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}"
-    );
-    let rb = s.http.post(s.gke_token_url()).body(form);
-    send(rb.header("content-type", "application/x-www-form-urlencoded")).await.parts()
+    s.gke_grant(assertion).await
 }
 
 fn issued(s: &Served, key_json: &str) -> auth::IssuedKey {
@@ -159,8 +151,7 @@ impl Gke {
         Self { s, token }
     }
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let path = if path.starts_with('/') { path.to_owned() } else { format!("{P}/{path}") };
-        call(&self.s, method, &path, &self.token, body).await.parts()
+        self.s.gke_call(method, path, &self.token, body).await.parts()
     }
     async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
         let (status, v) = self.call(method, path, body).await;

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use bc_sim::SimConfig;
 use bc_sim::gke_api::routes;
-use bc_sim::testing::{Served, bounded, send};
+use bc_sim::testing::{Served, bounded};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -179,26 +179,17 @@ struct Checked {
     covered: Mutex<BTreeSet<String>>,
 }
 
-const P: &str = "/v1/projects/bc-sim-project/locations";
-
 impl Checked {
     async fn call(&self, method: Method, template: &str, path: &str, body: Option<Value>) -> Value {
         for ints in [false, true] {
-            let url = if ints {
-                format!("{P}/{path}?$alt=json;enum-encoding=int")
-            } else {
-                format!("{P}/{path}")
-            };
+            let path =
+                if ints { format!("{path}?$alt=json;enum-encoding=int") } else { path.to_owned() };
             // A mutation runs once, with the encoding the Python client uses.
             if method != Method::GET && !ints {
                 continue;
             }
-            let mut rb =
-                self.s.http.request(method.clone(), self.s.url(&url)).bearer_auth(&self.token);
-            if let Some(b) = &body {
-                rb = rb.json(b);
-            }
-            let (status, v) = send(rb).await.parts();
+            let reply = self.s.gke_call(method.clone(), &path, &self.token, body.clone()).await;
+            let (status, v) = reply.parts();
             assert_eq!(status, StatusCode::OK, "{method} {path}: {v}");
             let route = format!("{method} {template}");
             let schema = self.doc.response(&route);
