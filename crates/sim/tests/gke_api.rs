@@ -5,7 +5,7 @@
 use bc_sim::SimConfig;
 use bc_sim::gke_api::routes;
 use bc_sim::model::gke::auth::{self, GOOGLE_TOKEN_URL};
-use bc_sim::model::gke::{GkeFault, SIM_PROJECT};
+use bc_sim::model::gke::{ClusterName, GkeFault, SIM_PROJECT};
 use bc_sim::model::routes::key;
 use bc_sim::testing::{GKE_LOCATIONS, Reply, Served, bounded, send};
 use reqwest::{Method, StatusCode};
@@ -581,7 +581,12 @@ async fn gke_state_survives_a_restart() {
         bc_sim::testing::step(&clock, 10);
         let mut m = sim.state().model();
         let now = bc_domain::ports::Clock::now(&*clock);
-        let c = m.gke_cluster(SIM_PROJECT, "us-central1-a", "keep", now).unwrap();
+        let c = m
+            .gke_cluster(
+                &ClusterName { project: SIM_PROJECT, location: "us-central1-a", name: "keep" },
+                now,
+            )
+            .unwrap();
         assert_eq!(c.status(), "RUNNING");
         assert_eq!(m.gke_keys().len(), 1);
     })

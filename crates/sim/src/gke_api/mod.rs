@@ -22,7 +22,7 @@ use axum::routing::{any, post};
 use serde_json::{Value, json};
 
 use crate::SimState;
-use crate::model::gke::GkeError;
+use crate::model::gke::{ClusterName, GkeError};
 use crate::model::routes::key;
 use wire::Enc;
 
@@ -266,7 +266,8 @@ fn handle(
 ) -> Result<Value, GkeError> {
     use routes::*;
     let now = s.clock.now();
-    let (p, l, c) = (t.project.as_str(), t.location.as_str(), t.cluster.as_str());
+    let (p, l) = (t.project.as_str(), t.location.as_str());
+    let c = &ClusterName { project: p, location: l, name: t.cluster.as_str() };
     let op = |o: crate::model::gke::Operation| wire::operation(&o, now, enc);
     let body = wire::body(body)?;
     let m = wire::top(&body);
@@ -282,9 +283,9 @@ fn handle(
             op(model.gke_create_cluster(p, l, spec, route_key, now)?)
         }
         CLUSTER => match route_key.split_once(' ').map(|(m, _)| m) {
-            Some("GET") => wire::cluster(&model.gke_cluster(p, l, c, now)?, enc),
-            Some("DELETE") => op(model.gke_delete_cluster(p, l, c, now)?),
-            _ => op(model.gke_update_cluster(p, l, c, wire::cluster_change(&body)?, now)?),
+            Some("GET") => wire::cluster(&model.gke_cluster(c, now)?, enc),
+            Some("DELETE") => op(model.gke_delete_cluster(c, now)?),
+            _ => op(model.gke_update_cluster(c, wire::cluster_change(&body)?, now)?),
         },
         UPDATE_MASTER => {
             let v = m.str("masterVersion")?.unwrap_or_default();
@@ -293,15 +294,15 @@ fn handle(
                     "Invalid value for field \"master_version\": a version is required.",
                 ));
             }
-            op(model.gke_update_master(p, l, c, &v, now)?)
+            op(model.gke_update_master(c, &v, now)?)
         }
         SET_RESOURCE_LABELS => {
             let labels = m.map("resourceLabels")?.unwrap_or_default();
             let fp = m.str("labelFingerprint")?.unwrap_or_default();
-            op(model.gke_set_labels(p, l, c, labels, &fp, now)?)
+            op(model.gke_set_labels(c, labels, &fp, now)?)
         }
         NODE_POOLS if route_key.starts_with("GET") => {
-            let view = model.gke_pools(p, l, c, now)?;
+            let view = model.gke_pools(c, now)?;
             let list: Vec<Value> =
                 view.gke.pools.iter().map(|np| wire::node_pool(&view, np, enc)).collect();
             json!({"nodePools": list})
@@ -316,24 +317,24 @@ fn handle(
             let spec = wire::pool_spec(
                 body.get("nodePool").or_else(|| body.get("node_pool")).unwrap_or(&Value::Null),
             )?;
-            op(model.gke_create_pool(p, l, c, spec, route_key, now)?)
+            op(model.gke_create_pool(c, spec, route_key, now)?)
         }
         NODE_POOL => match route_key.split_once(' ').map(|(m, _)| m) {
             Some("GET") => {
-                let view = model.gke_pool(p, l, c, &t.pool, now)?;
+                let view = model.gke_pool(c, &t.pool, now)?;
                 let np = view.gke.pools.iter().find(|np| np.name == t.pool).expect("checked");
                 wire::node_pool(&view, np, enc)
             }
-            Some("DELETE") => op(model.gke_delete_pool(p, l, c, &t.pool, now)?),
-            _ => op(model.gke_update_pool(p, l, c, &t.pool, wire::pool_update(&body)?, now)?),
+            Some("DELETE") => op(model.gke_delete_pool(c, &t.pool, now)?),
+            _ => op(model.gke_update_pool(c, &t.pool, wire::pool_update(&body)?, now)?),
         },
         SET_SIZE => {
             let n = m.int("nodeCount")?.unwrap_or(0);
-            op(model.gke_set_size(p, l, c, &t.pool, n, now)?)
+            op(model.gke_set_size(c, &t.pool, n, now)?)
         }
         SET_AUTOSCALING => {
             let a = wire::autoscaling(&m.msg("autoscaling", "autoscaling")?)?;
-            op(model.gke_set_autoscaling(p, l, c, &t.pool, a, now)?)
+            op(model.gke_set_autoscaling(c, &t.pool, a, now)?)
         }
         OPERATIONS => {
             let list: Vec<Value> = model.gke_operations(p, l, now)?.into_iter().map(op).collect();

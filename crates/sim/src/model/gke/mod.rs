@@ -220,6 +220,25 @@ pub struct PoolSpec {
     pub max_pods: Option<i64>,
 }
 
+/// A cluster's resource name, `projects/{project}/locations/{location}/clusters/{name}`:
+/// what every call on one cluster (and its node pools) is addressed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterName<'a> {
+    /// The project.
+    pub project: &'a str,
+    /// The location (zone or region).
+    pub location: &'a str,
+    /// The cluster's name.
+    pub name: &'a str,
+}
+
+impl ClusterName<'_> {
+    /// The resource name, as GKE's messages write it.
+    pub fn path(&self) -> String {
+        format!("projects/{}/locations/{}/clusters/{}", self.project, self.location, self.name)
+    }
+}
+
 /// What a cluster create asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterSpec {
@@ -780,34 +799,25 @@ impl Model {
     // ----- reads -----------------------------------------------------------------------
 
     /// The model cluster and GKE's view of `project/location/name` at `now`.
-    fn gke_find(
-        &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
-        now: Timestamp,
-    ) -> Result<String, GkeError> {
+    fn gke_find(&mut self, at: &ClusterName<'_>, now: Timestamp) -> Result<String, GkeError> {
         self.advance(now);
-        let path = format!("projects/{project}/locations/{location}/clusters/{name}");
-        let account = self.accounts.get(&account_key(project));
+        let account = self.accounts.get(&account_key(at.project));
         let found = self.gke.clusters.iter().find(|(id, g)| {
-            g.location == location
-                && g.name == name
-                && g.project == project
+            g.location == at.location
+                && g.name == at.name
+                && g.project == at.project
                 && account.is_some_and(|a| a.clusters.iter().any(|c| &c.id == *id))
         });
-        found.map(|(id, _)| id.clone()).ok_or_else(|| GkeError::not_found(&path))
+        found.map(|(id, _)| id.clone()).ok_or_else(|| GkeError::not_found(&at.path()))
     }
 
     /// A cluster as GKE shows it: its GKE view, the model cluster, and what shows at `now`.
     pub fn gke_cluster(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         now: Timestamp,
     ) -> Result<ClusterView, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         Ok(self.gke_view(&id, now))
     }
 
@@ -973,8 +983,9 @@ impl Model {
         let loc = check_location(location)?;
         check_name("cluster.name", &spec.name)?;
         check_resource_labels("cluster.resource_labels", &spec.resource_labels)?;
-        let path = format!("projects/{project}/locations/{location}/clusters/{}", spec.name);
-        if self.gke_find(project, location, &spec.name, now).is_ok() {
+        let at = ClusterName { project, location, name: &spec.name };
+        let path = at.path();
+        if self.gke_find(&at, now).is_ok() {
             return Err(GkeError::exists(&path));
         }
         let zones =
@@ -1249,12 +1260,10 @@ impl Model {
     /// Deletes a cluster: STOPPING, then gone (404).
     pub fn gke_delete_cluster(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         if let Some(op) = self.gke.running_op(&id, now) {
             if op.op_type == "DELETE_CLUSTER" {
                 return Err(GkeError::busy(&op.name));
@@ -1276,13 +1285,11 @@ impl Model {
     /// downgrades of the minor).
     pub fn gke_update_master(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         requested: &str,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_idle(&id, now)?;
         let g = &self.gke.clusters[&id];
         let current = g.master_version.clone();
@@ -1314,13 +1321,11 @@ impl Model {
     /// `PUT` a ClusterUpdate (one change per call).
     pub fn gke_update_cluster(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         change: ClusterChange,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         let g = &self.gke.clusters[&id];
         if let Some(etag) = &change.etag
             && *etag != cluster_etag(g)
@@ -1350,26 +1355,24 @@ impl Model {
             ));
         }
         if let Some(v) = change.master_version {
-            return self.gke_update_master(project, location, name, &v, now);
+            return self.gke_update_master(at, &v, now);
         }
         self.gke_idle(&id, now)?;
         let path = g.path();
         let channel = g.channel.clone();
         if let Some((pool, v)) = change.node_version {
             return self.gke_update_pool(
-                project,
-                location,
-                name,
+                at,
                 &pool,
                 PoolUpdate { node_version: Some(v), ..PoolUpdate::default() },
                 now,
             );
         }
         if let Some((pool, a)) = change.pool_autoscaling {
-            return self.gke_set_autoscaling(project, location, name, &pool, a, now);
+            return self.gke_set_autoscaling(at, &pool, a, now);
         }
         if let Some(zones) = change.locations {
-            let loc = check_location(location)?;
+            let loc = check_location(at.location)?;
             if zones.is_empty() || zones.iter().any(|z| !loc.has_zone(z)) {
                 return Err(GkeError::invalid(
                     "Invalid value for field \"update.desired_locations\": every location must be a zone of the cluster's region.",
@@ -1396,14 +1399,12 @@ impl Model {
     /// new one.
     pub fn gke_set_labels(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         labels: BTreeMap<String, String>,
         fingerprint: &str,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         check_resource_labels("resource_labels", &labels)?;
         if fingerprint.is_empty() {
             return Err(GkeError::invalid(
@@ -1439,12 +1440,10 @@ impl Model {
     /// The node pools of a cluster.
     pub fn gke_pools(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         now: Timestamp,
     ) -> Result<ClusterView, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_standard(&id)?;
         Ok(self.gke_view(&id, now))
     }
@@ -1452,13 +1451,11 @@ impl Model {
     /// One node pool (404 unknown): the cluster's view and the pool's name.
     pub fn gke_pool(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         pool: &str,
         now: Timestamp,
     ) -> Result<ClusterView, GkeError> {
-        let view = self.gke_pools(project, location, name, now)?;
+        let view = self.gke_pools(at, now)?;
         if !view.gke.pools.iter().any(|p| p.name == pool) {
             return Err(GkeError::not_found(&format!("{}/nodePools/{pool}", view.gke.path())));
         }
@@ -1468,14 +1465,12 @@ impl Model {
     /// Creates a node pool: `CREATE_NODE_POOL`.
     pub fn gke_create_pool(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         spec: PoolSpec,
         route_key: &str,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_standard(&id)?;
         let g = self.gke.clusters[&id].clone();
         let path = format!("{}/nodePools/{}", g.path(), spec.name);
@@ -1485,7 +1480,7 @@ impl Model {
         }
         self.gke_idle(&id, now)?;
         for z in &spec.locations {
-            if !g.zones.contains(z) && !check_location(location)?.has_zone(z) {
+            if !g.zones.contains(z) && !check_location(at.location)?.has_zone(z) {
                 return Err(GkeError::invalid(format!(
                     "Invalid value for field \"node_pool.locations\": zone \"{z}\" is not in the cluster's region."
                 )));
@@ -1523,7 +1518,7 @@ impl Model {
             None,
             now,
         );
-        Ok(if stockout { self.fail_stockout(&op.name, &pool_name, location) } else { op })
+        Ok(if stockout { self.fail_stockout(&op.name, &pool_name, at.location) } else { op })
     }
 
     fn pool_mut<'a>(g: &'a mut GkeCluster, pool: &str) -> Result<&'a mut GkePool, GkeError> {
@@ -1563,14 +1558,12 @@ impl Model {
     /// `setSize`: `nodeCount` per zone.
     pub fn gke_set_size(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         pool: &str,
         count: i64,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_standard(&id)?;
         let g = self.gke.clusters.get_mut(&id).expect("found");
         let p = Self::pool_mut(g, pool)?;
@@ -1600,14 +1593,12 @@ impl Model {
     /// `setAutoscaling`.
     pub fn gke_set_autoscaling(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         pool: &str,
         autoscaling: Autoscaling,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_standard(&id)?;
         check_autoscaling(&autoscaling)?;
         let g = self.gke.clusters.get_mut(&id).expect("found");
@@ -1638,14 +1629,12 @@ impl Model {
     /// resource labels wholesale); none known → 400 naming them; a stale etag → ABORTED.
     pub fn gke_update_pool(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         pool: &str,
         u: PoolUpdate,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_standard(&id)?;
         let g = self.gke.clusters.get_mut(&id).expect("found");
         let master = g.master_version.clone();
@@ -1739,13 +1728,11 @@ impl Model {
     /// Deletes a node pool: `DELETE_NODE_POOL`, STOPPING until its nodes are gone.
     pub fn gke_delete_pool(
         &mut self,
-        project: &str,
-        location: &str,
-        name: &str,
+        at: &ClusterName<'_>,
         pool: &str,
         now: Timestamp,
     ) -> Result<Operation, GkeError> {
-        let id = self.gke_find(project, location, name, now)?;
+        let id = self.gke_find(at, now)?;
         self.gke_standard(&id)?;
         let g = self.gke.clusters.get_mut(&id).expect("found");
         let model_id = Self::pool_mut(g, pool)?.model_id.clone();
