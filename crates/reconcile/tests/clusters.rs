@@ -429,3 +429,105 @@ async fn a_first_pool_deleted_after_a_lost_create_does_not_survive_at_the_provid
     let names: Vec<&str> = left.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["a"], "b is gone at the provider too");
 }
+
+/// An autopilot cluster on a provider that offers them (GKE; DigitalOcean offers none,
+/// see the two tests above): made in a region, `ready` with no node pool, a node pool
+/// asked for on it refused before any provider call, upgraded, deleted.
+#[tokio::test]
+async fn an_autopilot_cluster_is_created_upgraded_and_deleted_with_no_node_pools() {
+    let on = OnProvider::Gke;
+    let env = Env::start_on(on).await;
+    let (old, new) = on.versions();
+    let region = on.multi_zone_region();
+    let (c, rows) = env.create_cluster_in("auto", region, ClusterMode::Autopilot, vec![]).await;
+    assert!(rows.is_empty());
+    env.change_cluster(&c.cluster_id, Some(old), None, false).await;
+    let c = until_cluster(&env, &c.cluster_id, ResourceState::Ready, 30).await;
+    assert_eq!(c.version.as_deref(), Some(old));
+    let pid = c.provider_cluster_id.clone().unwrap();
+    let pc = provider(&env).kubernetes().get_cluster(&pid).await.unwrap();
+    assert_eq!((pc.mode, pc.region.as_str()), (ClusterMode::Autopilot, region));
+    // A node pool on it: refused by the reconciler from the cluster's mode.
+    let np = env.create_node_pool(&c.cluster_id, "nope", on.node_size(), Scale::Count(1)).await;
+    let refused = env
+        .run_until(5, async |e: &Env| {
+            e.node_pool(&np.node_pool_id).await.state == NodePoolState::Error
+        })
+        .await;
+    assert!(refused);
+    assert!(env.node_pool(&np.node_pool_id).await.message.unwrap().contains("autopilot"));
+    assert_eq!(env.calls(Call::CreateNodePool), 0);
+    env.change_node_pool(&np.node_pool_id, None, true).await;
+    // Upgraded.
+    env.change_cluster(&c.cluster_id, Some(new), None, false).await;
+    let ok = env
+        .run_until(30, async |e: &Env| {
+            let c = e.cluster(&c.cluster_id).await;
+            c.status.state == ResourceState::Ready && c.version.as_deref() == Some(new)
+        })
+        .await;
+    assert!(ok, "{:?}", env.cluster(&c.cluster_id).await);
+    assert_eq!(env.calls(Call::Upgrade), 1);
+    // Deleted.
+    env.change_cluster(&c.cluster_id, None, None, true).await;
+    until_cluster(&env, &c.cluster_id, ResourceState::Deleted, 20).await;
+    assert!(matches!(
+        provider(&env).kubernetes().get_cluster(&pid).await,
+        Err(bc_domain::ProviderError::NotFound)
+    ));
+    assert_eq!(env.calls(Call::CreateCluster), 1);
+}
+
+/// SPEC §6: a cluster made with `latest` records the version it got and is not upgraded
+/// when the provider offers a newer one (GKE offers a newer version than its channel's
+/// default at once; on DigitalOcean the newest is what `latest` makes, so nothing newer
+/// is offered and the test holds trivially there).
+async fn latest_resolves_once_and_is_recorded(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (c, _, pid) = env.ready_cluster("alpha").await;
+    let running = provider(&env).kubernetes().get_cluster(&pid).await.unwrap().version;
+    assert_eq!(c.version.as_deref(), Some(running.as_str()), "the version it got is recorded");
+    for _ in 0..5 {
+        env.change_cluster(&c.cluster_id, None, None, false).await; // a resync
+        env.step(STEP).await;
+    }
+    let after = env.cluster(&c.cluster_id).await;
+    assert_eq!(after.status.state, ResourceState::Ready, "{after:?}");
+    assert_eq!(after.version.as_deref(), Some(running.as_str()));
+    assert_eq!(env.calls(Call::Upgrade), 0, "never upgraded on its own");
+}
+
+on_each_provider!(latest_resolves_once_and_is_recorded);
+
+/// SPEC §8: a provider busy with an earlier change (GKE runs one operation per cluster at
+/// a time) makes the change wait: the cluster and the pool are `updating` (or still
+/// `pending`) with a message saying so, never `error`, and the change is made after.
+/// DigitalOcean takes concurrent pool changes, so the scenario is GKE's.
+#[tokio::test]
+async fn a_change_while_the_provider_runs_another_operation_waits_and_is_no_error() {
+    let on = OnProvider::Gke;
+    let env = Env::start_on(on).await;
+    let (c, rows, _) = env.ready_cluster("alpha").await;
+    // A resize (an operation that runs a while), then at once a new pool.
+    env.change_node_pool(&rows[0].node_pool_id, Some(Scale::Count(2)), false).await;
+    let np = env.create_node_pool(&c.cluster_id, "more", on.node_size(), Scale::Count(1)).await;
+    let mut waited = None;
+    for _ in 0..30 {
+        env.driver.step(Duration::ZERO).await.unwrap();
+        let (cl, more) = (env.cluster(&c.cluster_id).await, env.node_pool(&np.node_pool_id).await);
+        assert_ne!(cl.status.state, ResourceState::Error, "{cl:?}");
+        assert_ne!(more.state, NodePoolState::Error, "{more:?}");
+        if let Some(m) = more.message.clone().filter(|m| m.contains("earlier change")) {
+            waited = Some((more.state, m));
+        }
+        if more.state == NodePoolState::Ready {
+            break;
+        }
+        env.cloud.step(1);
+    }
+    let (state, message) = waited.expect("the pool said it waits for the earlier change");
+    assert_eq!(state, NodePoolState::Pending, "{message}");
+    until_all_ready(&env, &c.cluster_id, 20).await;
+    assert_eq!(env.node_pool(&rows[0].node_pool_id).await.nodes_listed, 2);
+    assert_eq!(env.calls(Call::CreateNodePool), 2, "asked again once the resize was done");
+}

@@ -71,6 +71,11 @@ macro_rules! provider {
     ($e:expr) => {
         match $e {
             Ok(v) => v,
+            // One change at a time at the provider (SPEC §8): wait, never `error`.
+            Err(ProviderError::Busy { message }) => {
+                let m = format!("waiting for the provider to finish an earlier change: {message}");
+                return Ok((Derived::Converging(m), waits::CLUSTER));
+            }
             Err(e) => return own_error(e).map(|m| (Derived::Error(m), waits::ERROR)),
         }
     };

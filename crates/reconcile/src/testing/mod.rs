@@ -477,6 +477,17 @@ impl Env {
         mode: ClusterMode,
         pools: Vec<(&str, &str, Scale)>,
     ) -> (KubernetesCluster, Vec<NodePool>) {
+        self.create_cluster_in(name, self.on.region(), mode, pools).await
+    }
+
+    /// [`Self::create_cluster`] in `region`.
+    pub async fn create_cluster_in(
+        &self,
+        name: &str,
+        region: &str,
+        mode: ClusterMode,
+        pools: Vec<(&str, &str, Scale)>,
+    ) -> (KubernetesCluster, Vec<NodePool>) {
         let now = self.clock.now();
         let ms = u64::try_from(now.unix_ms()).unwrap_or(0);
         let cluster = KubernetesCluster {
@@ -484,7 +495,7 @@ impl Env {
             tenant_id: self.tenant.clone(),
             provider_account_id: self.account.provider_account_id.clone(),
             name: ObjectName::parse(name).expect("cluster name"),
-            region: self.on.region().into(),
+            region: region.into(),
             desired_version: Some("latest".into()),
             high_availability: false,
             mode,
