@@ -749,6 +749,15 @@ impl Env {
         }
     }
 
+    /// The simulator's id of provider cluster `pid` (its Kubernetes API's key): GKE shows
+    /// the simulator's id without its dashes.
+    pub fn kube_id(&self, pid: &str) -> String {
+        let ids = self.sim.state().kube.cluster_ids();
+        ids.into_iter()
+            .find(|id| id == pid || id.replace('-', "") == pid)
+            .unwrap_or_else(|| pid.to_owned())
+    }
+
     /// The provider requests made so far for `call` (on every route it may take).
     pub fn calls(&self, call: Call) -> u64 {
         let model = self.sim.state().model();
