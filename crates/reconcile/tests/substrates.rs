@@ -14,7 +14,9 @@ use bc_domain::token::sha256_hex;
 use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
 use bc_domain::{FlavorName, SubstrateNaming};
 use bc_reconcile::on_each_provider;
-use bc_reconcile::testing::{Env, OnProvider, adopt_policy, create_policy, flavor, with_version};
+use bc_reconcile::testing::{
+    Call, Env, OnProvider, adopt_policy, create_policy, flavor, with_version,
+};
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
@@ -1117,4 +1119,41 @@ async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
         .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
         .await
         .expect("bookings accepted again");
+}
+
+/// SPEC §6: adopting an autopilot cluster (GKE's; DigitalOcean has none) is refused,
+/// recorded once — one `error`, one event — and not asked again until the policy changes.
+#[tokio::test]
+async fn adopting_an_autopilot_cluster_is_refused_once() {
+    let on = OnProvider::Gke;
+    let env = Env::start_on(on).await;
+    let req = CreateClusterRequest {
+        region: on.multi_zone_region().into(),
+        mode: bc_domain::model::ClusterMode::Autopilot,
+        ..bc_sim::testing::cluster_request("theirs", vec![])
+    };
+    let made = env.provider().kubernetes().create_cluster(&req).await.unwrap();
+    env.cloud.step(600);
+    let policy = adopt_policy(
+        &env.account.provider_account_id,
+        &made.id,
+        vec![flavor("cpu", on.node_size(), 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    let m = s.message.clone().unwrap();
+    assert!(m.contains("autopilot") && m.contains(&made.id), "{m}");
+    steps(&env, 5).await;
+    let errors =
+        event_kinds(&env).await.into_iter().filter(|k| k == "kubernetes.substrate.error").count();
+    assert_eq!(errors, 1, "recorded once");
+    assert_eq!(env.calls(Call::CreateNodePool), 0);
+    assert!(
+        env.store
+            .cluster_find_by_provider_id(&env.account.provider_account_id, &made.id)
+            .await
+            .unwrap()
+            .is_none(),
+        "not recorded as adopted"
+    );
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bc_domain::SubstrateNaming;
-use bc_domain::model::{KubernetesCluster, NewEvent, ProviderAccount, subjects};
+use bc_domain::model::{ClusterMode, KubernetesCluster, NewEvent, ProviderAccount, subjects};
 use bc_domain::policy::{AdoptClusterPolicy, CreateClusterPolicy};
 use bc_domain::ports::{
     CreateClusterRequest, NodePoolRequest, ProviderCluster, ProviderImpl, UnitOfWork, WorkKind,
@@ -234,6 +234,14 @@ impl Run<'_> {
             }
             Err(e) => return failed(e).map(Err),
         };
+        if pc.mode == ClusterMode::Autopilot {
+            // SPEC §6: a substrate's cluster is standard; the provider runs an autopilot
+            // cluster's nodes, so there is no node pool of ours to add to it.
+            return Ok(Err(Progress::refused(format!(
+                "cluster {} ({id}) is an autopilot cluster, which takes no node pools: adopt a standard cluster, or let the substrate create one (policy.substrate.cluster.create)",
+                pc.name
+            ))));
+        }
         let row = match self.sub.cluster_id.clone() {
             Some(cid) => self.deps.store.cluster_get_any(&cid).await?,
             None => None,
