@@ -388,6 +388,32 @@ impl Env {
         pid
     }
 
+    /// [`Self::tenant_cluster`] on the env's provider (on GKE made through the adapter,
+    /// in the provider's region, and stepped until it runs): its provider id.
+    pub async fn their_cluster(&self) -> String {
+        if self.on == OnProvider::DigitalOcean {
+            return self.tenant_cluster();
+        }
+        let own = bc_domain::ports::NodePoolRequest {
+            size: self.on.node_size().into(),
+            ..bc_sim::testing::node_pool_request("own", 1)
+        };
+        let req = bc_domain::ports::CreateClusterRequest {
+            region: self.on.region().into(),
+            ..bc_sim::testing::cluster_request("tenant", vec![own])
+        };
+        let k = self.provider();
+        let made = k.kubernetes().create_cluster(&req).await.expect("the tenant's cluster");
+        for _ in 0..30 {
+            let c = k.kubernetes().get_cluster(&made.id).await.expect("the tenant's cluster");
+            if c.state == bc_domain::ports::ProviderClusterState::Running {
+                break;
+            }
+            self.cloud.step(60);
+        }
+        made.id
+    }
+
     /// Pool `web` adopting provider cluster `pid` with one flavor `cpu` of one node,
     /// stepped until its substrate is `ready` (panics otherwise).
     pub async fn adopting_pool(&self, pid: &str) -> Pool {
@@ -426,6 +452,7 @@ impl Env {
         let kube = &self.sim.state().kube;
         let now = self.clock.now();
         let name = bc_domain::name::JOIN_SECRET_NAME;
+        let pid = &self.kube_id(pid);
         kube.delete(
             pid,
             bc_sim::kube::Resource::Secret,
