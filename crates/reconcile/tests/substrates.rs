@@ -943,13 +943,19 @@ async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_ba
 /// SPEC §6: a created cluster the provider no longer has (deleted behind our back) is
 /// made again under the same derived names, with its node pools, an event saying so, and
 /// the join flow repeats on the new nodes; archiving the pool is how to stop it.
-#[tokio::test]
-async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
-    let env = Env::start().await;
+on_each_provider!(
+    a_created_cluster_deleted_behind_our_back_is_made_again,
+    a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing,
+);
+
+async fn a_created_cluster_deleted_behind_our_back_is_made_again(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, _, s) = env.creating_pool("latest", 2).await;
     let (row, old) = cluster_of(&env, &s).await;
     let joins = env.join.calls().len();
-    provider(&env).delete_cluster(&old).await.expect("deleted behind our back");
+    let k = env.provider();
+    let k = k.kubernetes();
+    k.delete_cluster(&old).await.expect("deleted behind our back");
     let back = env
         .run_until(80, async |e: &Env| {
             let s = e.substrate(&pool.pool_id).await;
@@ -964,12 +970,14 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
     let (again, new) = cluster_of(&env, &s).await;
     assert_eq!((&again.cluster_id, &again.name), (&row.cluster_id, &row.name), "the same row");
     assert_eq!(again.status.state, ResourceState::Ready);
-    assert!(matches!(provider(&env).get_cluster(&old).await, Err(ProviderError::NotFound)));
-    let dashed = pool.pool_id.dashed();
-    let pc = provider(&env).get_cluster(&new).await.unwrap();
-    assert_eq!(pc.name, format!("bc-{dashed}"));
-    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
-    assert_eq!(pool_names(&env, &new).await, vec![format!("bc-{dashed}-cpu")]);
+    assert!(matches!(k.get_cluster(&old).await, Err(ProviderError::NotFound)));
+    let naming = SubstrateNaming::of(&env.provider().offer());
+    let p = &pool.pool_id;
+    let pc = k.get_cluster(&new).await.unwrap();
+    assert_eq!(pc.name, naming.cluster_name(p).as_str());
+    assert_eq!(pc.tags, vec![substrate_tag_for(p, naming)]);
+    let cpu = FlavorName::parse("cpu").unwrap();
+    assert_eq!(pool_names(&env, &new).await, vec![naming.node_pool_name(p, &cpu)]);
     let ns = substrate_namespace(&pool.pool_id);
     assert!(stored(&env, &new, ObjectKind::DaemonSet, Some(&ns), "bcd").is_some());
     assert!(env.join.calls().len() >= joins + 2, "the new cluster's nodes joined");
@@ -992,11 +1000,11 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
         events.iter().filter(|e| e.kind == "kubernetes.cluster.recreated").collect();
     assert_eq!(recreated.len(), 1, "{:?}", events.iter().map(|e| &e.kind).collect::<Vec<_>>());
     assert_eq!(recreated[0].data["previousProviderClusterId"], old.as_str());
-    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 2, "made once more");
+    assert_eq!(env.calls(Call::CreateCluster), 2, "made once more");
     // Archiving the pool stops it: the new cluster goes.
     env.archive(&pool.pool_id).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
-    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+    assert!(k.list_clusters().await.unwrap().is_empty());
 }
 
 /// SPEC §6: an adopted cluster that is gone is not ours to make again — the substrate is
@@ -1025,13 +1033,12 @@ async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
 /// create changed what the cached listing shows, so the retry lists again and finds the
 /// pool — one create, never a second one refused as "not unique" and shown as the
 /// substrate's error.
-#[tokio::test]
-async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
-    use bc_sim::model::routes;
-    let env = Env::shared().await;
+async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing(on: OnProvider) {
+    let env = Env::shared_on(on).await;
     let (pool, _, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
-    let p = provider(&env);
+    let p = env.provider();
+    let p = p.kubernetes();
     let ours = p.get_cluster(&pid).await.unwrap().node_pools[0].clone();
     p.delete_node_pool(&pid, &ours.id).await.expect("deleted behind our back");
     // The provider finishes the deletion (its clock only: no reconciler runs meanwhile).
@@ -1044,13 +1051,13 @@ async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
         }
     }
     assert!(gone, "the node pool is gone at the provider");
-    env.sim.state().model().lose_answers(&routes::key("POST", routes::NODE_POOLS), 1);
-    let sent = env.run_until(20, async |e: &Env| e.count("POST", routes::NODE_POOLS) == 1).await;
+    env.lose(Call::CreateNodePool, 1);
+    let sent = env.run_until(20, async |e: &Env| e.calls(Call::CreateNodePool) == 1).await;
     assert!(sent, "the node pool is made again");
     // The retries, and the steady resyncs after them.
     steps(&env, 8).await;
     let s = env.substrate(&pool.pool_id).await;
-    assert_eq!(env.count("POST", routes::NODE_POOLS), 1, "made once: {s:?}");
+    assert_eq!(env.calls(Call::CreateNodePool), 1, "made once: {s:?}");
     assert_eq!(s.state, ResourceState::Ready, "{s:?}");
     assert_eq!(pool_names(&env, &pid).await, vec![ours.name]);
 }
