@@ -940,14 +940,14 @@ async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_ba
     assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
 }
 
-/// SPEC §6: a created cluster the provider no longer has (deleted behind our back) is
-/// made again under the same derived names, with its node pools, an event saying so, and
-/// the join flow repeats on the new nodes; archiving the pool is how to stop it.
 on_each_provider!(
     a_created_cluster_deleted_behind_our_back_is_made_again,
     a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing,
 );
 
+/// SPEC §6: a created cluster the provider no longer has (deleted behind our back) is
+/// made again under the same derived names, with its node pools, an event saying so, and
+/// the join flow repeats on the new nodes; archiving the pool is how to stop it.
 async fn a_created_cluster_deleted_behind_our_back_is_made_again(on: OnProvider) {
     let env = Env::start_on(on).await;
     let (pool, _, s) = env.creating_pool("latest", 2).await;
