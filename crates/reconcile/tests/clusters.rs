@@ -42,6 +42,18 @@ async fn until_cluster(
     c
 }
 
+/// Asks for `version` and steps until the cluster runs it, `ready`.
+async fn upgrade_to(env: &Env, id: &ClusterId, version: &str) {
+    env.change_cluster(id, Some(version), None, false).await;
+    let ok = env
+        .run_until(30, async |e: &Env| {
+            let c = e.cluster(id).await;
+            c.status.state == ResourceState::Ready && c.version.as_deref() == Some(version)
+        })
+        .await;
+    assert!(ok, "{:?}", env.cluster(id).await);
+}
+
 /// Steps until the cluster is ready with every tenant pool of it ready.
 async fn until_all_ready(env: &Env, id: &ClusterId, max: usize) {
     let ok = env
@@ -155,14 +167,7 @@ async fn a_cluster_is_created_with_its_first_pools_then_pools_are_added_resized_
 #[tokio::test]
 async fn a_refused_node_pool_errors_the_pool_and_the_cluster_and_waits_for_a_change() {
     let env = Env::start().await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", NODE_SIZE, Scale::Count(1))],
-        )
-        .await;
-    until_all_ready(&env, &c.cluster_id, 30).await;
+    let (c, _, _) = env.ready_cluster("alpha").await;
     let key = routes::key("POST", routes::NODE_POOLS);
     env.sim.state().model().refuse(&key, "node pool quota exceeded");
     let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
@@ -192,14 +197,7 @@ async fn a_refused_node_pool_errors_the_pool_and_the_cluster_and_waits_for_a_cha
 
 async fn a_refused_pool_that_is_deleted_lets_the_cluster_be_ready(on: OnProvider) {
     let env = Env::start_on(on).await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", on.node_size(), Scale::Count(1))],
-        )
-        .await;
-    until_all_ready(&env, &c.cluster_id, 30).await;
+    let (c, _, _) = env.ready_cluster("alpha").await;
     let np = env.create_node_pool(&c.cluster_id, "huge", on.unknown_size(), Scale::Count(1)).await;
     until_cluster(&env, &c.cluster_id, ResourceState::Error, 10).await;
     env.change_node_pool(&np.node_pool_id, None, true).await;
@@ -209,14 +207,7 @@ async fn a_refused_pool_that_is_deleted_lets_the_cluster_be_ready(on: OnProvider
 
 async fn server_errors_and_throttling_on_pools_are_retried_not_refusals(on: OnProvider) {
     let env = Env::start_on(on).await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", on.node_size(), Scale::Count(1))],
-        )
-        .await;
-    until_all_ready(&env, &c.cluster_id, 30).await;
+    let (c, _, _) = env.ready_cluster("alpha").await;
     env.fail(Call::CreateNodePool, 2);
     env.throttle(Call::CreateNodePool, 1);
     let np = env.create_node_pool(&c.cluster_id, "more", on.node_size(), Scale::Count(1)).await;
@@ -251,14 +242,7 @@ async fn upgrade_and_delete(on: OnProvider) {
     let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
     let k = provider(&env);
     assert_eq!(k.kubernetes().get_cluster(&pid).await.unwrap().version, old);
-    env.change_cluster(&c.cluster_id, Some(new), None, false).await;
-    let ok = env
-        .run_until(30, async |e: &Env| {
-            let c = e.cluster(&c.cluster_id).await;
-            c.status.state == ResourceState::Ready && c.version.as_deref() == Some(new)
-        })
-        .await;
-    assert!(ok, "{:?}", env.cluster(&c.cluster_id).await);
+    upgrade_to(&env, &c.cluster_id, new).await;
     assert_eq!(k.kubernetes().get_cluster(&pid).await.unwrap().version, new);
     assert_eq!(env.calls(Call::Upgrade), 1, "one upgrade call");
     env.change_cluster(&c.cluster_id, None, None, true).await;
@@ -277,14 +261,7 @@ async fn upgrade_and_delete(on: OnProvider) {
 #[tokio::test]
 async fn high_availability_is_turned_on() {
     let env = Env::start().await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", NODE_SIZE, Scale::Count(1))],
-        )
-        .await;
-    until_all_ready(&env, &c.cluster_id, 30).await;
+    let (c, _, _) = env.ready_cluster("alpha").await;
     let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
     env.change_cluster(&c.cluster_id, None, Some(true), false).await;
     let ok = env
@@ -298,14 +275,7 @@ async fn high_availability_is_turned_on() {
 
 async fn the_providers_own_pools_are_recorded_read_only(on: OnProvider) {
     let env = Env::start_on(on).await;
-    let (c, _) = env
-        .create_cluster(
-            "alpha",
-            ClusterMode::Standard,
-            vec![("workers", on.node_size(), Scale::Count(1))],
-        )
-        .await;
-    until_all_ready(&env, &c.cluster_id, 30).await;
+    let (c, _, _) = env.ready_cluster("alpha").await;
     let pid = env.cluster(&c.cluster_id).await.provider_cluster_id.unwrap();
     // Someone adds a pool in the provider's console.
     let console = NodePoolRequest {
@@ -459,14 +429,7 @@ async fn an_autopilot_cluster_is_created_upgraded_and_deleted_with_no_node_pools
     assert_eq!(env.calls(Call::CreateNodePool), 0);
     env.change_node_pool(&np.node_pool_id, None, true).await;
     // Upgraded.
-    env.change_cluster(&c.cluster_id, Some(new), None, false).await;
-    let ok = env
-        .run_until(30, async |e: &Env| {
-            let c = e.cluster(&c.cluster_id).await;
-            c.status.state == ResourceState::Ready && c.version.as_deref() == Some(new)
-        })
-        .await;
-    assert!(ok, "{:?}", env.cluster(&c.cluster_id).await);
+    upgrade_to(&env, &c.cluster_id, new).await;
     assert_eq!(env.calls(Call::Upgrade), 1);
     // Deleted.
     env.change_cluster(&c.cluster_id, None, None, true).await;

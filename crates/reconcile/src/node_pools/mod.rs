@@ -104,14 +104,7 @@ impl NodePoolReconciler {
         row: &NodePool,
         message: String,
     ) -> Result<Outcome, ReconcileError> {
-        let status = Status {
-            provider_id: None,
-            state: NodePoolState::Error,
-            message: Some(message),
-            listed: row.nodes_listed,
-            ready: row.nodes_ready,
-            observed_generation: row.generation,
-        };
+        let status = held(row, None, NodePoolState::Error, message, row.generation);
         self.record(deps, act, row, status).await?;
         Ok(Outcome::Steady)
     }
@@ -191,6 +184,24 @@ impl NodePoolReconciler {
             Err(ProviderError::NotFound) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// A status that keeps the row's node counts, with `message`.
+fn held(
+    row: &NodePool,
+    provider_id: Option<String>,
+    state: NodePoolState,
+    message: String,
+    observed_generation: u64,
+) -> Status {
+    Status {
+        provider_id,
+        state,
+        message: Some(message),
+        listed: row.nodes_listed,
+        ready: row.nodes_ready,
+        observed_generation,
     }
 }
 
