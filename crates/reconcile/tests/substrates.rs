@@ -9,9 +9,14 @@ use bc_domain::model::{Booking, BookingState, KubernetesCluster, Substrate};
 use bc_domain::name::{LABEL_SUBSTRATE_POOL, substrate_namespace};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePolicy};
 use bc_domain::ports::*;
+use bc_domain::rules::plan::substrate_tag_for;
 use bc_domain::token::sha256_hex;
 use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
+use bc_domain::{FlavorName, SubstrateNaming};
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{
+    Call, Env, OnProvider, adopt_policy, create_policy, flavor, with_version,
+};
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
@@ -41,7 +46,7 @@ fn stored(
     ns: Option<&str>,
     name: &str,
 ) -> Option<serde_json::Value> {
-    env.sim.state().kube.get_object(cluster, kind, ns, name)
+    env.sim.state().kube.get_object(&env.kube_id(cluster), kind, ns, name)
 }
 
 async fn event_kinds(env: &Env) -> Vec<String> {
@@ -55,7 +60,9 @@ async fn event_kinds(env: &Env) -> Vec<String> {
 }
 
 async fn pool_names(env: &Env, pid: &str) -> Vec<String> {
-    let mut v: Vec<String> = provider(env)
+    let mut v: Vec<String> = env
+        .provider()
+        .kubernetes()
         .get_cluster(pid)
         .await
         .unwrap()
@@ -92,21 +99,18 @@ async fn steps(env: &Env, n: usize) {
     }
 }
 
-#[tokio::test]
-async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
-    let env = Env::start().await;
-    let mut gpu = flavor("gpu", "g-4vcpu-16gb", 1);
+on_each_provider!(create_mode_makes_the_cluster_pools_objects_and_nodes_join);
+
+async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let mut gpu = flavor("gpu", on.other_size(), 1);
     gpu.taints.push(Taint {
         key: "gpu".into(),
         value: "true".into(),
         effect: TaintEffect::NoSchedule,
     });
     gpu.labels.insert("team".into(), "ml".into());
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2), gpu],
-    );
+    let policy = env.create_policy("latest", vec![flavor("cpu", on.node_size(), 2), gpu]);
     let pool = env.create_pool("web", policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     assert_eq!(
@@ -115,15 +119,24 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
         "{s:?}"
     );
     let (cluster, pid) = cluster_of(&env, &s).await;
-    let dashed = pool.pool_id.dashed();
-    assert_eq!(cluster.name.as_str(), format!("bc-{dashed}"));
+    // Names as the provider's offer allows (GKE: at most 40 characters, `bc-<d>`).
+    let naming = SubstrateNaming::of(&env.provider().offer());
+    let p = &pool.pool_id;
+    assert_eq!(cluster.name, naming.cluster_name(p));
+    assert!(cluster.name.as_str().len() <= env.provider().offer().name_max);
     assert_eq!(cluster.status.state, ResourceState::Ready);
+    let [cpu, gpu] = ["cpu", "gpu"].map(|f| FlavorName::parse(f).unwrap());
     assert_eq!(
         pool_names(&env, &pid).await,
-        vec![format!("bc-{dashed}-cpu"), format!("bc-{dashed}-gpu")]
+        vec![naming.node_pool_name(p, &cpu), naming.node_pool_name(p, &gpu)]
     );
-    let pc = provider(&env).get_cluster(&pid).await.unwrap();
-    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
+    let pc = env.provider().kubernetes().get_cluster(&pid).await.unwrap();
+    // On GKE the tag is the label `better-compute-substrate-pool=<pool id>` (the adapter
+    // reads a label back as `<key>-<value>`).
+    assert_eq!(pc.tags, vec![substrate_tag_for(p, naming)]);
+    if naming.gcp_labels {
+        assert_eq!(pc.tags, vec![format!("better-compute-substrate-pool-{p}")]);
+    }
     let gpu_pool = pc.node_pools.iter().find(|p| p.name.ends_with("-gpu")).unwrap();
     assert_eq!(gpu_pool.labels.get("team").map(String::as_str), Some("ml"));
     assert_eq!(gpu_pool.labels.get("better-compute.dev/flavor").map(String::as_str), Some("gpu"));
@@ -927,16 +940,22 @@ async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_ba
     assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
 }
 
+on_each_provider!(
+    a_created_cluster_deleted_behind_our_back_is_made_again,
+    a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing,
+);
+
 /// SPEC §6: a created cluster the provider no longer has (deleted behind our back) is
 /// made again under the same derived names, with its node pools, an event saying so, and
 /// the join flow repeats on the new nodes; archiving the pool is how to stop it.
-#[tokio::test]
-async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
-    let env = Env::start().await;
+async fn a_created_cluster_deleted_behind_our_back_is_made_again(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, _, s) = env.creating_pool("latest", 2).await;
     let (row, old) = cluster_of(&env, &s).await;
     let joins = env.join.calls().len();
-    provider(&env).delete_cluster(&old).await.expect("deleted behind our back");
+    let k = env.provider();
+    let k = k.kubernetes();
+    k.delete_cluster(&old).await.expect("deleted behind our back");
     let back = env
         .run_until(80, async |e: &Env| {
             let s = e.substrate(&pool.pool_id).await;
@@ -951,12 +970,14 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
     let (again, new) = cluster_of(&env, &s).await;
     assert_eq!((&again.cluster_id, &again.name), (&row.cluster_id, &row.name), "the same row");
     assert_eq!(again.status.state, ResourceState::Ready);
-    assert!(matches!(provider(&env).get_cluster(&old).await, Err(ProviderError::NotFound)));
-    let dashed = pool.pool_id.dashed();
-    let pc = provider(&env).get_cluster(&new).await.unwrap();
-    assert_eq!(pc.name, format!("bc-{dashed}"));
-    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
-    assert_eq!(pool_names(&env, &new).await, vec![format!("bc-{dashed}-cpu")]);
+    assert!(matches!(k.get_cluster(&old).await, Err(ProviderError::NotFound)));
+    let naming = SubstrateNaming::of(&env.provider().offer());
+    let p = &pool.pool_id;
+    let pc = k.get_cluster(&new).await.unwrap();
+    assert_eq!(pc.name, naming.cluster_name(p).as_str());
+    assert_eq!(pc.tags, vec![substrate_tag_for(p, naming)]);
+    let cpu = FlavorName::parse("cpu").unwrap();
+    assert_eq!(pool_names(&env, &new).await, vec![naming.node_pool_name(p, &cpu)]);
     let ns = substrate_namespace(&pool.pool_id);
     assert!(stored(&env, &new, ObjectKind::DaemonSet, Some(&ns), "bcd").is_some());
     assert!(env.join.calls().len() >= joins + 2, "the new cluster's nodes joined");
@@ -979,11 +1000,11 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again() {
         events.iter().filter(|e| e.kind == "kubernetes.cluster.recreated").collect();
     assert_eq!(recreated.len(), 1, "{:?}", events.iter().map(|e| &e.kind).collect::<Vec<_>>());
     assert_eq!(recreated[0].data["previousProviderClusterId"], old.as_str());
-    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 2, "made once more");
+    assert_eq!(env.calls(Call::CreateCluster), 2, "made once more");
     // Archiving the pool stops it: the new cluster goes.
     env.archive(&pool.pool_id).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
-    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+    assert!(k.list_clusters().await.unwrap().is_empty());
 }
 
 /// SPEC §6: an adopted cluster that is gone is not ours to make again — the substrate is
@@ -1012,13 +1033,12 @@ async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
 /// create changed what the cached listing shows, so the retry lists again and finds the
 /// pool — one create, never a second one refused as "not unique" and shown as the
 /// substrate's error.
-#[tokio::test]
-async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
-    use bc_sim::model::routes;
-    let env = Env::shared().await;
+async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing(on: OnProvider) {
+    let env = Env::shared_on(on).await;
     let (pool, _, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
-    let p = provider(&env);
+    let p = env.provider();
+    let p = p.kubernetes();
     let ours = p.get_cluster(&pid).await.unwrap().node_pools[0].clone();
     p.delete_node_pool(&pid, &ours.id).await.expect("deleted behind our back");
     // The provider finishes the deletion (its clock only: no reconciler runs meanwhile).
@@ -1031,13 +1051,13 @@ async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing() {
         }
     }
     assert!(gone, "the node pool is gone at the provider");
-    env.sim.state().model().lose_answers(&routes::key("POST", routes::NODE_POOLS), 1);
-    let sent = env.run_until(20, async |e: &Env| e.count("POST", routes::NODE_POOLS) == 1).await;
+    env.lose(Call::CreateNodePool, 1);
+    let sent = env.run_until(20, async |e: &Env| e.calls(Call::CreateNodePool) == 1).await;
     assert!(sent, "the node pool is made again");
     // The retries, and the steady resyncs after them.
     steps(&env, 8).await;
     let s = env.substrate(&pool.pool_id).await;
-    assert_eq!(env.count("POST", routes::NODE_POOLS), 1, "made once: {s:?}");
+    assert_eq!(env.calls(Call::CreateNodePool), 1, "made once: {s:?}");
     assert_eq!(s.state, ResourceState::Ready, "{s:?}");
     assert_eq!(pool_names(&env, &pid).await, vec![ours.name]);
 }
@@ -1106,4 +1126,41 @@ async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
         .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
         .await
         .expect("bookings accepted again");
+}
+
+/// SPEC §6: adopting an autopilot cluster (GKE's; DigitalOcean has none) is refused,
+/// recorded once — one `error`, one event — and not asked again until the policy changes.
+#[tokio::test]
+async fn adopting_an_autopilot_cluster_is_refused_once() {
+    let on = OnProvider::Gke;
+    let env = Env::start_on(on).await;
+    let req = CreateClusterRequest {
+        region: on.multi_zone_region().into(),
+        mode: bc_domain::model::ClusterMode::Autopilot,
+        ..bc_sim::testing::cluster_request("theirs", vec![])
+    };
+    let made = env.provider().kubernetes().create_cluster(&req).await.unwrap();
+    env.cloud.step(600);
+    let policy = adopt_policy(
+        &env.account.provider_account_id,
+        &made.id,
+        vec![flavor("cpu", on.node_size(), 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    let m = s.message.clone().unwrap();
+    assert!(m.contains("autopilot") && m.contains(&made.id), "{m}");
+    steps(&env, 5).await;
+    let errors =
+        event_kinds(&env).await.into_iter().filter(|k| k == "kubernetes.substrate.error").count();
+    assert_eq!(errors, 1, "recorded once");
+    assert_eq!(env.calls(Call::CreateNodePool), 0);
+    assert!(
+        env.store
+            .cluster_find_by_provider_id(&env.account.provider_account_id, &made.id)
+            .await
+            .unwrap()
+            .is_none(),
+        "not recorded as adopted"
+    );
 }
