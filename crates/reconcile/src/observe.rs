@@ -6,7 +6,8 @@
 //! listing may be older than `max_age` never, and an absence seen in a listing is not
 //! proof that an object is gone (confirm with a GET before re-creating it). The
 //! [`SharedObserver`] hands every caller of an account one budgeted provider and one
-//! listing per kind, taken by one caller at a time.
+//! listing per kind, taken by one caller at a time; no observer makes a call with a
+//! deleted account (SPEC §5).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,6 +40,15 @@ impl<T> Listing<T> {
     pub fn fresh(&self, now: Timestamp, max_age: Duration) -> bool {
         let age = now - self.listed_at;
         age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
+    }
+}
+
+/// Refuses a deleted account (or one whose credentials were erased) before any call is
+/// made with it: whichever reconciler asks, a deleted account reaches no provider.
+fn usable(account: &ProviderAccount) -> Result<(), ProviderError> {
+    match crate::shared::deleted(account) {
+        Some(message) => Err(ProviderError::Refused { message }),
+        None => Ok(()),
     }
 }
 
@@ -94,6 +104,7 @@ impl Observer for UnsharedObserver {
         &self,
         account: &ProviderAccount,
     ) -> Result<Arc<dyn ProviderImpl>, ProviderError> {
+        usable(account)?;
         self.registry.provider_for(account).await
     }
 
@@ -233,6 +244,14 @@ impl SharedObserver {
     }
 
     async fn view(&self, account: &ProviderAccount) -> Result<Arc<AccountView>, ProviderError> {
+        if let Err(e) = usable(account) {
+            // Nothing of a deleted account is kept either.
+            self.accounts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&account.provider_account_id);
+            return Err(e);
+        }
         if let Some(v) = self.cached(account) {
             return Ok(v);
         }

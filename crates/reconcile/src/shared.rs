@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use bc_domain::model::{KubernetesCluster, NewEvent, NodePool, ProviderAccount, subjects};
 use bc_domain::ports::{ClusterApi, ClusterSession, KubernetesVersion, ProviderImpl};
-use bc_domain::{EventId, NodePoolState, ProviderError, ResourceState, TenantId, Timestamp};
+use bc_domain::{
+    EventId, NodePoolState, ProviderAccountId, ProviderError, ResourceState, TenantId, Timestamp,
+};
 
 use crate::reconciler::ReconcileError;
 
@@ -135,6 +137,35 @@ fn without_request_ids(message: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The account an object names, when its objects can still be reached at the provider;
+/// else why not. A deleted account (SPEC §5: its sealed credentials are erased in the
+/// delete's transaction) is never used for a provider call again, whatever object names
+/// it, so an object left on it — by a create that raced the delete on a store from before
+/// the store re-checked it — is unreachable, and says so naming the account.
+pub fn live_account(
+    id: &ProviderAccountId,
+    account: Option<ProviderAccount>,
+) -> Result<ProviderAccount, String> {
+    match account {
+        Some(a) => match deleted(&a) {
+            Some(why) => Err(why),
+            None => Ok(a),
+        },
+        None => Err(format!("provider account {id} does not exist")),
+    }
+}
+
+/// Why `account` is never used for a provider call, if it is not: it was deleted, or its
+/// sealed credentials were erased (which only a delete does).
+pub fn deleted(account: &ProviderAccount) -> Option<String> {
+    (account.deleted_at.is_some() || account.credentials.0.is_empty()).then(|| {
+        format!(
+            "provider account {} was deleted: nothing it holds can be reached at the provider any more",
+            account.provider_account_id
+        )
+    })
 }
 
 /// What a failed provider call means for the object that made it.

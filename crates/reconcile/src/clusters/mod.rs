@@ -34,8 +34,8 @@ use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceSta
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use crate::shared::records::{cluster_closed, cluster_status, node_pool_request};
 use crate::shared::{
-    Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, node_pool_event,
-    own_error, waits,
+    Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, live_account,
+    node_pool_event, own_error, waits,
 };
 use decide::Derived;
 
@@ -544,13 +544,11 @@ impl Run<'_> {
             // No substrate uses it any more: forget it, touching nothing at the provider.
             return self.close(&rows).await;
         }
-        let account = self.deps.store.account_get_any(&self.row.provider_account_id).await?;
-        let Some(account) = account.filter(|a| a.deleted_at.is_none()) else {
-            if self.row.delete_requested {
-                return self.close(&rows).await;
-            }
-            let m = format!("provider account {} no longer exists", self.row.provider_account_id);
-            return self.stopped((Derived::Error(m), waits::ERROR)).await;
+        let id = &self.row.provider_account_id;
+        let account = match live_account(id, self.deps.store.account_get_any(id).await?) {
+            Ok(a) => a,
+            Err(_) if self.row.delete_requested => return self.close(&rows).await,
+            Err(why) => return self.stopped((Derived::Error(why), waits::ERROR)).await,
         };
         let provider = match self.deps.observer.provider(&account).await {
             Ok(p) => p,

@@ -46,7 +46,7 @@ impl Run<'_> {
                 .filter(|c| c.status.state != ResourceState::Deleted),
             None => None,
         };
-        let account = self.account().await?;
+        let account = self.account().await?.ok();
         let progress = match (cluster, account) {
             (Some(cluster), Some(account)) => {
                 self.cluster = Some(cluster.clone());

@@ -1,0 +1,130 @@
+//! Edges of issue 28 (items 10–12) and issue 29 item 6 (the reconcilers' side): a
+//! deleted provider account's objects are unreachable — no provider call is made with a
+//! deleted or erased account, and each object says why — and the edge cases of node
+//! ends, tenant objects in our Namespace, `latest`, backoff and the listing cache.
+//!
+//! Invariant: every test runs the production reconcilers on the production observer
+//! against the simulator through the real adapters, on a stepped clock.
+
+use std::sync::Arc;
+
+use bc_domain::ports::{
+    Clock, ClusterRepo, Enqueue, LoadBalancerRepo, Store, UnitOfWork, WorkKind, WorkQueue, Write,
+};
+use bc_domain::{NodePoolState, ResourceState};
+use bc_reconcile::testing::{Env, STEADY_RESYNC, Stepper};
+use bc_reconcile::{LoadBalancers, Runtime, RuntimeConfig};
+use sea_orm::ConnectionTrait as _;
+
+/// What a create that raced the delete could leave before the store re-checked the
+/// account in the create's own transaction (and what such a race leaves on a store
+/// restored from before it): the account deleted, its sealed credentials erased, while
+/// objects on it are live. Written by hand, since the store now refuses to get there.
+async fn delete_account_under_live_objects(env: &Env) {
+    let sql = format!(
+        "UPDATE provider_accounts SET deleted_at = {}, live_name = NULL, credentials = X'' \
+         WHERE provider_account_id = '{}'",
+        env.clock.now().unix_ms(),
+        env.account.provider_account_id
+    );
+    env.store.connection().execute_unprepared(&sql).await.expect("delete the account");
+}
+
+/// Every request the simulated provider has answered.
+fn provider_requests(env: &Env) -> u64 {
+    env.sim.state().model().total_requests()
+}
+
+async fn wake(env: &Env, kind: WorkKind, key: &str) {
+    let e = Enqueue { kind, key: key.to_owned(), not_before: env.clock.now() };
+    env.store.enqueue(e).await.expect("enqueue");
+}
+
+#[tokio::test]
+async fn a_deleted_accounts_load_balancer_is_unreachable_and_its_delete_calls_nobody() {
+    let env = Env::shared().await;
+    let runtime = Runtime::new(
+        env.deps.clone(),
+        vec![Arc::new(LoadBalancers::default())],
+        RuntimeConfig::new("lb-replica"),
+    )
+    .expect("runtime");
+    let lbs = Stepper::new(Arc::new(runtime), env.clock.clone());
+    let pool = env.lb_pool("web", 5).await;
+    let lb = env.create_load_balancer(&pool, "front", bc_store::testing::lb_spec()).await;
+    let id = lb.load_balancer_id.clone();
+    for _ in 0..30 {
+        if env.store.load_balancer_get_any(&id).await.expect("read").expect("row").status.state
+            == ResourceState::Ready
+        {
+            break;
+        }
+        lbs.step(STEADY_RESYNC).await.expect("step");
+    }
+    let ready = env.store.load_balancer_get_any(&id).await.expect("read").expect("row");
+    assert_eq!(ready.status.state, ResourceState::Ready, "{ready:?}");
+
+    delete_account_under_live_objects(&env).await;
+    let before = provider_requests(&env);
+    wake(&env, WorkKind::ProviderResources, id.as_str()).await;
+    lbs.step(STEADY_RESYNC).await.expect("step");
+    lbs.step(STEADY_RESYNC).await.expect("step");
+    let row = env.store.load_balancer_get_any(&id).await.expect("read").expect("row");
+    assert_eq!(row.status.state, ResourceState::Error, "{row:?}");
+    let message = row.status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(env.account.provider_account_id.as_str()) && message.contains("deleted"),
+        "the message names the deleted account: {message}"
+    );
+    assert_eq!(provider_requests(&env), before, "no provider call with a deleted account");
+
+    // The tenant deletes it: nothing can be called, so the row ends with the reason.
+    let mut next = row.clone();
+    next.delete_requested = true;
+    next.generation += 1;
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateLoadBalancer {
+            load_balancer: next,
+            expected_generation: row.generation,
+        })
+        .enqueue(WorkKind::ProviderResources, id.as_str(), env.clock.now());
+    env.store.commit(uow).await.expect("delete");
+    lbs.step(STEADY_RESYNC).await.expect("step");
+    let row = env.store.load_balancer_get_any(&id).await.expect("read").expect("row");
+    assert_eq!(row.status.state, ResourceState::Deleted, "{row:?}");
+    assert!(row.status.message.unwrap_or_default().contains("deleted"));
+    assert_eq!(provider_requests(&env), before, "no provider call with a deleted account");
+}
+
+#[tokio::test]
+async fn a_deleted_accounts_substrate_cluster_and_node_pool_say_so_and_call_nobody() {
+    let env = Env::shared().await;
+    let (pool, _, _) = env.creating_pool("latest", 1).await;
+    let (cluster, rows, _) = env.ready_cluster("tenant-c").await;
+
+    delete_account_under_live_objects(&env).await;
+    let before = provider_requests(&env);
+    // The tenant changes its node pool (so the node-pool reconciler has something to do).
+    env.change_node_pool(&rows[0].node_pool_id, Some(bc_domain::policy::Scale::Count(2)), false)
+        .await;
+    wake(&env, WorkKind::Substrates, pool.pool_id.as_str()).await;
+    wake(&env, WorkKind::Clusters, cluster.cluster_id.as_str()).await;
+    for _ in 0..4 {
+        env.step(STEADY_RESYNC).await;
+    }
+    assert_eq!(provider_requests(&env), before, "no provider call with a deleted account");
+
+    let account = env.account.provider_account_id.as_str();
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.state, ResourceState::Error, "{s:?}");
+    let m = s.message.unwrap_or_default();
+    assert!(m.contains(account) && m.contains("deleted"), "{m}");
+    let c = env.store.cluster_get_any(&cluster.cluster_id).await.expect("read").expect("row");
+    assert_eq!(c.status.state, ResourceState::Error, "{c:?}");
+    let m = c.status.message.unwrap_or_default();
+    assert!(m.contains(account) && m.contains("deleted"), "{m}");
+    let np = env.store.node_pool_get_any(&rows[0].node_pool_id).await.expect("read").expect("row");
+    assert_eq!(np.state, NodePoolState::Error, "{np:?}");
+    let m = np.message.unwrap_or_default();
+    assert!(m.contains(account) && m.contains("deleted"), "{m}");
+}
