@@ -7,12 +7,15 @@
 //! against the simulator through the real adapters, on a stepped clock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use bc_domain::policy::AutoScale;
+use bc_domain::ports::{AgentRepo, PageRequest};
 use bc_domain::ports::{
     Clock, ClusterRepo, Enqueue, LoadBalancerRepo, Store, UnitOfWork, WorkKind, WorkQueue, Write,
 };
 use bc_domain::{NodePoolState, ResourceState};
-use bc_reconcile::testing::{Env, STEADY_RESYNC, Stepper};
+use bc_reconcile::testing::{Env, STEADY_RESYNC, Stepper, create_policy, flavor};
 use bc_reconcile::{LoadBalancers, Runtime, RuntimeConfig};
 use sea_orm::ConnectionTrait as _;
 
@@ -127,4 +130,74 @@ async fn a_deleted_accounts_substrate_cluster_and_node_pool_say_so_and_call_nobo
     assert_eq!(np.state, NodePoolState::Error, "{np:?}");
     let m = np.message.unwrap_or_default();
     assert!(m.contains(account) && m.contains("deleted"), "{m}");
+}
+
+/// The live nodes of `pool` as the store pages them.
+async fn live_nodes(env: &Env, pool: &bc_domain::PoolId) -> Vec<bc_domain::model::Node> {
+    let page = PageRequest::first(100);
+    env.store.node_list_by_pool(pool, &page).await.expect("nodes").items
+}
+
+#[tokio::test]
+async fn nodes_the_autoscaler_removed_end_after_the_grace_with_their_credentials() {
+    let env = Env::shared().await;
+    let mut auto = flavor("cpu", bc_sim::testing::NODE_SIZE, 0);
+    auto.count = None;
+    auto.auto_scale = Some(AutoScale { min: 1, max: 4 });
+    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
+    env.provider_autoscales_to(&pid, 3);
+    let grown =
+        env.run_until(20, async |e: &Env| e.substrate(&pool.pool_id).await.nodes_joined == 3).await;
+    assert!(grown, "{:?}", env.substrate(&pool.pool_id).await);
+    let before = live_nodes(&env, &pool.pool_id).await;
+    assert_eq!(before.len(), 3);
+
+    // The autoscaler takes two away. Every bcd heartbeated until then (its last sign of
+    // life); the runs that follow see one Node listed.
+    env.provider_autoscales_to(&pid, 1);
+    let left_at = env.clock.now();
+    for n in &before {
+        let beat = Write::Heartbeat { node_id: n.node_id.clone(), at: left_at };
+        env.store.commit(UnitOfWork::new().write(beat)).await.expect("heartbeat");
+    }
+    let grace = time::Duration::seconds(600);
+    let mut ended_at = None;
+    let mut seen_unlisted = false;
+    for _ in 0..40 {
+        env.step(Duration::from_secs(60)).await;
+        let live = live_nodes(&env, &pool.pool_id).await.len();
+        if env.clock.now() - left_at < grace {
+            assert_eq!(live, 3, "a node ended within the grace, at {}", env.clock.now() - left_at);
+            seen_unlisted |= env.substrate(&pool.pool_id).await.nodes_listed == 1;
+        }
+        if live == 1 {
+            ended_at = Some(env.clock.now());
+            break;
+        }
+    }
+    let ended_at = ended_at.expect("the removed nodes end");
+    assert!(seen_unlisted, "the substrate saw them unlisted within the grace");
+    assert!(ended_at - left_at >= grace);
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!(s.nodes_listed, 1, "{s:?}");
+    let listed: Vec<String> = {
+        let mut model = env.sim.state().model();
+        let nodes = model.cluster_nodes(&pid, env.clock.now()).expect("nodes");
+        nodes.into_iter().map(|n| n.name).collect()
+    };
+    let gone: Vec<_> = before.iter().filter(|n| !listed.contains(&n.node_name)).collect();
+    assert_eq!(gone.len(), 2, "{listed:?}");
+    for n in &gone {
+        let found = env.store.node_find_by_credential_hash(&n.credential_hash).await.unwrap();
+        assert!(found.is_none(), "{} keeps a valid credential", n.node_name);
+    }
+    let kept = &live_nodes(&env, &pool.pool_id).await[0];
+    assert!(listed.contains(&kept.node_name));
+    let found = env.store.node_find_by_credential_hash(&kept.credential_hash).await.unwrap();
+    assert!(found.is_some(), "the listed node keeps its credential");
+    let s = env.substrate(&pool.pool_id).await;
+    assert_eq!((s.state, s.nodes_listed, s.nodes_joined), (ResourceState::Ready, 1, 1), "{s:?}");
 }
