@@ -12,7 +12,8 @@ use std::time::Duration;
 use bc_domain::policy::AutoScale;
 use bc_domain::ports::{AgentRepo, PageRequest};
 use bc_domain::ports::{
-    Clock, ClusterRepo, Enqueue, LoadBalancerRepo, Store, UnitOfWork, WorkKind, WorkQueue, Write,
+    Clock, ClusterRepo, Enqueue, LedgerRepo, LoadBalancerRepo, ObjectKind, Store, UnitOfWork,
+    WorkKind, WorkQueue, Write,
 };
 use bc_domain::{NodePoolState, ResourceState};
 use bc_reconcile::testing::{Env, STEADY_RESYNC, Stepper, create_policy, flavor};
@@ -200,4 +201,52 @@ async fn nodes_the_autoscaler_removed_end_after_the_grace_with_their_credentials
     assert!(found.is_some(), "the listed node keeps its credential");
     let s = env.substrate(&pool.pool_id).await;
     assert_eq!((s.state, s.nodes_listed, s.nodes_joined), (ResourceState::Ready, 1, 1), "{s:?}");
+}
+
+#[tokio::test]
+async fn a_namespace_holding_the_tenants_objects_stays_named_in_one_event() {
+    let env = Env::shared().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    let ns = bc_domain::name::substrate_namespace(&pool.pool_id);
+    let kube = &env.sim.state().kube;
+    // The tenant keeps a ConfigMap of their own in the pool's Namespace.
+    let theirs = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app-config", "namespace": ns}, "data": {"k": "v"}});
+    kube.apply_manifest(&pid, "kubectl", &theirs, false, env.clock.now()).expect("tenant's");
+
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 30).await;
+    let kept = |kind, name: &str| kube.get_object(&pid, kind, Some(&ns), name).is_some();
+    assert!(
+        kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_some(),
+        "the Namespace holding the tenant's ConfigMap stays"
+    );
+    assert!(kube.get(&pid, bc_sim::kube::Resource::ConfigMap, Some(&ns), "app-config").is_ok());
+    for (kind, name) in [
+        (ObjectKind::DaemonSet, "bcd"),
+        (ObjectKind::Secret, "bcd-join"),
+        (ObjectKind::ServiceAccount, "bcd"),
+    ] {
+        assert!(!kept(kind, name), "our {name} is deleted");
+    }
+    let subject = bc_domain::model::subjects::pool(&pool.pool_id);
+    let events = env.store.event_list(&env.tenant, Some(&subject), 0, 10_000).await.unwrap();
+    let retained: Vec<_> =
+        events.iter().filter(|e| e.kind == "kubernetes.substrate.resources-retained").collect();
+    assert_eq!(retained.len(), 1, "one event: {events:?}");
+    let m = retained[0].data["message"].as_str().unwrap_or_default();
+    assert!(m.contains(&ns) && m.contains("ConfigMap app-config"), "{m}");
+}
+
+#[tokio::test]
+async fn a_namespace_holding_only_what_we_and_the_cluster_made_is_deleted() {
+    let env = Env::shared().await;
+    let pid = env.tenant_cluster();
+    let pool = env.adopting_pool(&pid).await;
+    let ns = bc_domain::name::substrate_namespace(&pool.pool_id);
+    env.archive(&pool.pool_id).await;
+    env.until_substrate(&pool.pool_id, ResourceState::Deleted, 30).await;
+    let kube = &env.sim.state().kube;
+    assert!(kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
 }

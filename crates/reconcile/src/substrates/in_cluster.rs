@@ -173,29 +173,56 @@ impl Run<'_> {
 
     /// Deletes our DaemonSet, Secret and ServiceAccount, then our Namespace unless
     /// something of someone else's is in it (which deleting the Namespace would take
-    /// along). Returns the message naming a foreign object left in place.
+    /// along): one of our names held by a foreign object (`foreign`, the substrate's
+    /// error), or — when `look_inside`, since a Namespace in a cluster being deleted goes
+    /// with it anyway — any other object this system did not make (`kept`, named in an
+    /// event, the Namespace left in place).
     pub(super) async fn delete_objects(
         &self,
         session: &ClusterSession,
-    ) -> Result<Result<Option<String>, ClusterError>, ReconcileError> {
+        look_inside: bool,
+    ) -> Result<Result<Removed, ClusterError>, ReconcileError> {
         let pool = self.pool_id();
         let owner = objects::owner(&pool);
-        let mut foreign = None;
+        let mut removed = Removed::default();
         for kind in objects::APPLY_ORDER.iter().rev() {
             let r = objects::object_ref(&pool, *kind);
-            if *kind == ObjectKind::Namespace && foreign.is_some() {
-                break;
+            if *kind == ObjectKind::Namespace {
+                if removed.foreign.is_some() {
+                    break;
+                }
+                if look_inside {
+                    let inside = match session.list_namespace(&r.name).await {
+                        Ok(inside) => inside,
+                        Err(e) => return Ok(Err(e)),
+                    };
+                    let foreign = objects::foreign_in_namespace(&pool, &inside);
+                    if !foreign.is_empty() {
+                        removed.kept = Some(objects::namespace_kept_message(&pool, &foreign));
+                        break;
+                    }
+                }
             }
             self.act.ensure_held(self.deps).await?;
             match session.delete_owned(&r, &owner).await {
                 Ok(DeleteOutcome::Foreign { owner: o }) => {
-                    foreign
+                    removed
+                        .foreign
                         .get_or_insert_with(|| objects::foreign_message(&r, o.as_deref(), &pool));
                 }
                 Ok(_) => {}
                 Err(e) => return Ok(Err(e)),
             }
         }
-        Ok(Ok(foreign))
+        Ok(Ok(removed))
     }
+}
+
+/// What a teardown's deletion of our objects left in place, and why.
+#[derive(Debug, Default)]
+pub(super) struct Removed {
+    /// One of our names is held by an object we did not make: the substrate's error.
+    pub foreign: Option<String>,
+    /// The Namespace stays, holding objects we did not make: the event's message.
+    pub kept: Option<String>,
 }

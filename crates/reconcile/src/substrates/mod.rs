@@ -139,6 +139,7 @@ impl Reconciler for SubstrateReconciler {
             cluster: None,
             running_version: None,
             pool_generation: pool.as_ref().map_or(0, |p| p.generation),
+            kept_namespace: None,
         };
         match decide::target(pool.as_ref()) {
             Target::Teardown => run.teardown().await,
@@ -168,6 +169,8 @@ struct Run<'a> {
     running_version: Option<String>,
     /// The pool's generation (what "converged" is measured against).
     pool_generation: u64,
+    /// Why teardown left the pool's Namespace in place, when it did (its event).
+    kept_namespace: Option<String>,
 }
 
 impl Run<'_> {

@@ -80,8 +80,24 @@ impl Run<'_> {
                     self.save(ResourceState::Deleting, None, UnitOfWork::new()).await?;
                 }
                 let pool = self.pool_id();
-                let uow = UnitOfWork::new()
+                let mut uow = UnitOfWork::new()
                     .write(Write::RevokeJoinTokens { pool_id: pool, at: self.now });
+                // Named once, by the run that ends the teardown (each run before it
+                // looked again, in case the tenant emptied the Namespace meanwhile).
+                if let Some(message) = self.kept_namespace.take() {
+                    let data = serde_json::json!({"poolId": self.sub.pool_id,
+                        "clusterId": self.sub.cluster_id,
+                        "namespace": bc_domain::name::substrate_namespace(&self.sub.pool_id),
+                        "message": message});
+                    uow = uow.event(event(
+                        &*self.r.entropy,
+                        &self.sub.tenant_id,
+                        subjects::pool(&self.sub.pool_id),
+                        "kubernetes.substrate.resources-retained",
+                        data,
+                        self.now,
+                    ));
+                }
                 self.save(ResourceState::Deleted, None, uow).await?;
                 Ok(Outcome::Gone)
             }
@@ -245,7 +261,7 @@ impl Run<'_> {
             // Best effort: the cluster goes next, and what it holds with it.
             let session =
                 self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-            let _ = self.delete_objects(&session).await?;
+            let _ = self.delete_objects(&session, false).await?;
         }
         let assoc = match provider.kubernetes().associated_resources(&id).await {
             Ok(a) => a,
@@ -340,8 +356,11 @@ impl Run<'_> {
             ProviderClusterState::Running | ProviderClusterState::Degraded => {
                 let session =
                     self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-                match self.delete_objects(&session).await? {
-                    Ok(f) => f,
+                match self.delete_objects(&session, true).await? {
+                    Ok(removed) => {
+                        self.kept_namespace = removed.kept;
+                        removed.foreign
+                    }
                     Err(e) => return cluster_failure(e).map(Some),
                 }
             }
