@@ -201,8 +201,16 @@ pub mod waits {
 /// How old a shared account listing may be on a steady-state activation.
 pub const STEADY_LISTING_MAX_AGE: Duration = Duration::from_secs(300);
 
-/// How often a cluster that runs its desired version is asked for newer versions when
-/// that version is `latest` (the only desired version that moves by itself).
+/// The version a cluster is to be upgraded to, if any: its desired version when that is
+/// an exact version other than the one it runs. `latest` (SPEC §6, §7) resolved once, when
+/// the cluster was made: a newer version the provider offers later upgrades nothing; only
+/// an exact version (a policy change, `kubernetesClusters.upgrade`) does.
+pub fn upgrade_target<'a>(desired: Option<&'a str>, running: &str) -> Option<&'a str> {
+    desired.filter(|d| *d != running && *d != bc_domain::policy::VERSION_LATEST)
+}
+
+/// How long what the provider offers a running version is trusted for one desired
+/// version (an upgrade in waiting asks again at most this often).
 pub const UPGRADE_CHECK_EVERY: time::Duration = time::Duration::hours(1);
 
 /// Connected cluster sessions, one per provider cluster, kept across activations so a
@@ -242,7 +250,7 @@ type Offer = (Timestamp, Vec<KubernetesVersion>);
 /// The versions the provider last offered, per provider account, running version and
 /// desired version, with when they were asked. What a cluster may upgrade to depends on
 /// the version it runs, not on the cluster, so every cluster of an account running one
-/// version toward one desired version (at steady state: `latest`) shares one check per
+/// version toward one desired version shares one check per
 /// [`UPGRADE_CHECK_EVERY`] — one call per version per hour, not one per cluster. A new
 /// desired version is asked about afresh: the tenant may name a version the provider
 /// began offering since the last check.
@@ -301,6 +309,14 @@ pub fn converging(after: Duration) -> crate::reconciler::Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latest_never_asks_for_an_upgrade_and_an_exact_newer_version_does() {
+        assert_eq!(upgrade_target(Some("latest"), "1.32.6-do.1"), None);
+        assert_eq!(upgrade_target(None, "1.32.6-do.1"), None);
+        assert_eq!(upgrade_target(Some("1.32.6-do.1"), "1.32.6-do.1"), None);
+        assert_eq!(upgrade_target(Some("1.33.1-do.0"), "1.32.6-do.1"), Some("1.33.1-do.0"));
+    }
 
     #[test]
     fn causes_compare_without_request_ids() {

@@ -250,3 +250,33 @@ async fn a_namespace_holding_only_what_we_and_the_cluster_made_is_deleted() {
     let kube = &env.sim.state().kube;
     assert!(kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
 }
+
+/// The provider now offers versions newer than what the cluster `pid` runs (as if a
+/// release came out after it was made at `latest`).
+fn a_newer_version_comes_out(env: &Env, pid: &str) {
+    let older = bc_sim::model::catalog::VERSIONS[2];
+    assert!(env.sim.state().model().force_cluster_version(pid, older));
+}
+
+#[tokio::test]
+async fn latest_resolves_once_for_tenant_clusters_and_substrates() {
+    let env = Env::shared().await;
+    let (cluster, _, pid) = env.ready_cluster("tenant-c").await;
+    assert_eq!(cluster.desired_version.as_deref(), Some("latest"));
+    let (pool, _, s) = env.creating_pool("latest", 1).await;
+    let sub_pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
+    a_newer_version_comes_out(&env, &pid);
+    a_newer_version_comes_out(&env, &sub_pid);
+    // Hours of resyncs.
+    for _ in 0..30 {
+        env.step(STEADY_RESYNC).await;
+    }
+    assert_eq!(
+        env.count("POST", bc_sim::model::routes::UPGRADE),
+        0,
+        "a cluster made at latest is never upgraded because a newer version came out"
+    );
+    let c = env.cluster(&cluster.cluster_id).await;
+    assert_eq!(c.status.state, ResourceState::Ready, "{c:?}");
+    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Ready);
+}

@@ -35,7 +35,7 @@ use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use crate::shared::records::{cluster_closed, cluster_status, node_pool_request};
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, live_account,
-    node_pool_event, own_error, waits,
+    node_pool_event, own_error, upgrade_target, waits,
 };
 use decide::Derived;
 
@@ -473,7 +473,7 @@ impl Run<'_> {
         rows: &[NodePool],
     ) -> Result<(Derived, Duration), ReconcileError> {
         let now = self.act.now;
-        if let Some(desired) = self.row.desired_version.as_deref().filter(|v| *v != pc.version) {
+        if let Some(desired) = upgrade_target(self.row.desired_version.as_deref(), &pc.version) {
             let offered = match self.r.upgrades.recent(account, &pc.version, desired, now) {
                 Some(o) => o,
                 None => {

@@ -16,7 +16,7 @@ use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
 use super::decide::{self, Progress};
 use super::{Run, failed};
 use crate::reconciler::ReconcileError;
-use crate::shared::waits;
+use crate::shared::{upgrade_target, waits};
 
 impl Run<'_> {
     /// The run's progress when a call of the upgrade failed: a refusal (or refused
@@ -41,11 +41,10 @@ impl Run<'_> {
         provider: &Arc<dyn ProviderImpl>,
         waiting: &mut Vec<String>,
     ) -> Result<Option<Progress>, ReconcileError> {
-        let desired = create.version.as_str();
-        if desired == pc.version {
+        let Some(desired) = upgrade_target(Some(create.version.as_str()), &pc.version) else {
             self.upgrade = None;
             return Ok(None);
-        }
+        };
         let offered = match self.r.upgrades.recent(account, &pc.version, desired, self.now) {
             Some(o) => o,
             None => {
