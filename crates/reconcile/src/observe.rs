@@ -36,11 +36,23 @@ pub struct Listing<T> {
 }
 
 impl<T> Listing<T> {
-    /// Whether the listing was taken at most `max_age` before `now`.
+    /// Whether the listing was taken at most `max_age` before `now`. One stamped after
+    /// `now` (the clock stepped back since) is never fresh: its age is unknown.
     pub fn fresh(&self, now: Timestamp, max_age: Duration) -> bool {
         let age = now - self.listed_at;
-        age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
+        !age.is_negative()
+            && age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
     }
+}
+
+/// How old a listing may be to speak for an object whose row was last written at
+/// `written` (by this replica or another): at most `max_age`, and never older than that
+/// write — a listing taken before it (another replica's create, resize or upgrade, whose
+/// listing this replica never saw invalidated) cannot show what the write did. A write
+/// stamped after `now` (a clock step) leaves no listing old enough.
+pub fn max_age_since(written: Timestamp, now: Timestamp, max_age: Duration) -> Duration {
+    let since = Duration::try_from(now - written).unwrap_or(Duration::ZERO);
+    since.min(max_age)
 }
 
 /// Refuses a deleted account (or one whose credentials were erased) before any call is
@@ -335,5 +347,41 @@ impl Observer for SharedObserver {
         if let Some(v) = self.cached(account) {
             v.listings.forget();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_unix_ms(1_800_000_000_000 + s * 1000)
+    }
+
+    #[test]
+    fn a_listing_from_the_future_is_never_fresh() {
+        let l = Listing::<()> { items: vec![], listed_at: at(100) };
+        let max = Duration::from_secs(300);
+        assert!(l.fresh(at(100), max));
+        assert!(l.fresh(at(400), max));
+        assert!(!l.fresh(at(401), max));
+        // The clock stepped back 10 minutes after the list: its age is unknown.
+        assert!(!l.fresh(at(100 - 600), max));
+        assert!(!l.fresh(at(99), max));
+    }
+
+    #[test]
+    fn a_listing_older_than_the_rows_last_write_never_speaks_for_it() {
+        let max = Duration::from_secs(300);
+        // Written long ago: the steady bound.
+        assert_eq!(max_age_since(at(0), at(1_000), max), max);
+        // Written 20 s ago (by any replica): only a listing taken since will do.
+        assert_eq!(max_age_since(at(980), at(1_000), max), Duration::from_secs(20));
+        let before_the_write = Listing::<()> { items: vec![], listed_at: at(970) };
+        assert!(!before_the_write.fresh(at(1_000), max_age_since(at(980), at(1_000), max)));
+        let after_the_write = Listing::<()> { items: vec![], listed_at: at(990) };
+        assert!(after_the_write.fresh(at(1_000), max_age_since(at(980), at(1_000), max)));
+        // A write stamped in the future (a clock step): no cached listing will do.
+        assert_eq!(max_age_since(at(2_000), at(1_000), max), Duration::ZERO);
     }
 }

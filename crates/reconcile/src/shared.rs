@@ -257,9 +257,30 @@ type Offer = (Timestamp, Vec<KubernetesVersion>);
 #[derive(Default)]
 pub struct UpgradeChecks {
     by_version: Mutex<HashMap<(String, String, String), Offer>>,
+    /// Per provider cluster: the version an upgrade was last asked to, and when.
+    asked: Mutex<HashMap<String, (String, Timestamp)>>,
 }
 
+/// How long an upgrade the provider accepted is waited for before it is asked again while
+/// the cluster still shows its old version (DigitalOcean may go on answering `running` at
+/// the old version for a while after `POST /upgrade`).
+pub const UPGRADE_SETTLE: time::Duration = time::Duration::minutes(10);
+
 impl UpgradeChecks {
+    /// Records that cluster `cluster_id` was asked to upgrade to `version` at `now`.
+    pub fn asked(&self, cluster_id: &str, version: &str, now: Timestamp) {
+        let mut map = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(cluster_id.to_owned(), (version.to_owned(), now));
+    }
+
+    /// Whether cluster `cluster_id` was asked to upgrade to `version` within
+    /// [`UPGRADE_SETTLE`] of `now`: then the upgrade is under way, not to be asked again.
+    pub fn under_way(&self, cluster_id: &str, version: &str, now: Timestamp) -> bool {
+        let map = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(cluster_id)
+            .is_some_and(|(v, at)| v == version && *at <= now && now - *at < UPGRADE_SETTLE)
+    }
+
     /// The upgrades offered in `account` to clusters running `running`, if asked for
     /// `desired` within [`UPGRADE_CHECK_EVERY`] of `now`.
     pub fn recent(
@@ -316,6 +337,19 @@ mod tests {
         assert_eq!(upgrade_target(None, "1.32.6-do.1"), None);
         assert_eq!(upgrade_target(Some("1.32.6-do.1"), "1.32.6-do.1"), None);
         assert_eq!(upgrade_target(Some("1.33.1-do.0"), "1.32.6-do.1"), Some("1.33.1-do.0"));
+    }
+
+    #[test]
+    fn an_upgrade_asked_is_under_way_for_its_version_until_it_settles() {
+        let c = UpgradeChecks::default();
+        let t0 = Timestamp::from_unix_ms(1_800_000_000_000);
+        assert!(!c.under_way("c1", "1.33.1-do.0", t0));
+        c.asked("c1", "1.33.1-do.0", t0);
+        assert!(c.under_way("c1", "1.33.1-do.0", t0 + time::Duration::minutes(9)));
+        assert!(!c.under_way("c1", "1.32.6-do.1", t0), "another version");
+        assert!(!c.under_way("c2", "1.33.1-do.0", t0), "another cluster");
+        assert!(!c.under_way("c1", "1.33.1-do.0", t0 + UPGRADE_SETTLE), "asked again once settled");
+        assert!(!c.under_way("c1", "1.33.1-do.0", t0 - time::Duration::seconds(1)), "a clock step");
     }
 
     #[test]

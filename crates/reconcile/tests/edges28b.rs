@@ -280,3 +280,46 @@ async fn latest_resolves_once_for_tenant_clusters_and_substrates() {
     assert_eq!(c.status.state, ResourceState::Ready, "{c:?}");
     assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Ready);
 }
+
+#[tokio::test]
+async fn a_substrate_of_scale_to_zero_flavors_starts_its_cluster_with_one_node() {
+    let env = Env::shared().await;
+    let mut auto = flavor("cpu", bc_sim::testing::NODE_SIZE, 0);
+    auto.count = None;
+    auto.auto_scale = Some(AutoScale { min: 0, max: 3 });
+    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
+    let mut model = env.sim.state().model();
+    let c = model.find_cluster(&pid, env.clock.now()).expect("the cluster");
+    let np = &c.node_pools[0];
+    assert_eq!((np.count, np.auto_scale, np.min_nodes, np.max_nodes), (1, true, 0, 3), "{np:?}");
+}
+
+#[tokio::test]
+async fn an_upgrade_is_asked_once_while_the_provider_still_says_running() {
+    let env = Env::shared().await;
+    let (cluster, _, pid) = env.ready_cluster("tenant-c").await;
+    a_newer_version_comes_out(&env, &pid);
+    let target = bc_sim::model::catalog::VERSIONS[3];
+    env.change_cluster(&cluster.cluster_id, Some(target), None, false).await;
+    let upgrades = || env.count("POST", bc_sim::model::routes::UPGRADE);
+    for _ in 0..10 {
+        env.step(Duration::from_secs(5)).await;
+        if upgrades() > 0 {
+            break;
+        }
+    }
+    assert_eq!(upgrades(), 1, "the upgrade was asked");
+    // DigitalOcean may go on showing the cluster running (at its old version) for a while
+    // after accepting POST /upgrade.
+    let still_running = |env: &Env| {
+        assert!(env.sim.state().model().force_cluster_running(&pid));
+    };
+    for _ in 0..10 {
+        still_running(&env);
+        env.step(Duration::from_secs(30)).await;
+    }
+    assert_eq!(upgrades(), 1, "asked once, not again on every look at a cluster still running");
+}

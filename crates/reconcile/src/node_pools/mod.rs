@@ -148,7 +148,12 @@ impl NodePoolReconciler {
     ) -> Result<Option<ProviderNodePool>, ProviderError> {
         let steady = row.state == NodePoolState::Ready && row.observed_generation == row.generation;
         if steady {
-            let listing = deps.observer.clusters(account, STEADY_LISTING_MAX_AGE).await?;
+            let max_age = crate::observe::max_age_since(
+                row.updated_at,
+                deps.clock.now(),
+                STEADY_LISTING_MAX_AGE,
+            );
+            let listing = deps.observer.clusters(account, max_age).await?;
             let found = listing
                 .items
                 .iter()
