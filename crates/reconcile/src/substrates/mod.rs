@@ -400,7 +400,7 @@ impl Run<'_> {
             Progress::Ready if self.sub.waiting_to_join.is_some() => converging(waits::SHORT),
             Progress::Ready => Outcome::Steady,
             Progress::Converging { after, .. } => converging(after),
-            Progress::Error { .. } => converging(waits::ERROR),
+            Progress::Error { message } => Outcome::Failing { after: waits::ERROR, message },
             // Nothing to look at until the policy changes, which enqueues the substrate.
             Progress::Refused { .. } => Outcome::Steady,
         })
