@@ -16,6 +16,7 @@ use bc_domain::ports::{
     WorkKind, WorkQueue, Write,
 };
 use bc_domain::{NodePoolState, ResourceState};
+use bc_reconcile::runtime::ActivationResult;
 use bc_reconcile::testing::{Env, STEADY_RESYNC, Stepper, create_policy, flavor};
 use bc_reconcile::{LoadBalancers, Runtime, RuntimeConfig};
 use sea_orm::ConnectionTrait as _;
@@ -133,6 +134,14 @@ async fn a_deleted_accounts_substrate_cluster_and_node_pool_say_so_and_call_nobo
     assert!(m.contains(account) && m.contains("deleted"), "{m}");
 }
 
+/// A create-mode policy at `latest` with one flavor `cpu` autoscaled from `min` to `max`.
+fn autoscaled(env: &Env, min: u32, max: u32) -> bc_domain::policy::PoolPolicy {
+    let mut auto = flavor("cpu", bc_sim::testing::NODE_SIZE, 0);
+    auto.count = None;
+    auto.auto_scale = Some(AutoScale { min, max });
+    create_policy(&env.account.provider_account_id, "latest", vec![auto])
+}
+
 /// The live nodes of `pool` as the store pages them.
 async fn live_nodes(env: &Env, pool: &bc_domain::PoolId) -> Vec<bc_domain::model::Node> {
     let page = PageRequest::first(100);
@@ -142,11 +151,7 @@ async fn live_nodes(env: &Env, pool: &bc_domain::PoolId) -> Vec<bc_domain::model
 #[tokio::test]
 async fn nodes_the_autoscaler_removed_end_after_the_grace_with_their_credentials() {
     let env = Env::shared().await;
-    let mut auto = flavor("cpu", bc_sim::testing::NODE_SIZE, 0);
-    auto.count = None;
-    auto.auto_scale = Some(AutoScale { min: 1, max: 4 });
-    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
-    let pool = env.create_pool("web", policy).await;
+    let pool = env.create_pool("web", autoscaled(&env, 1, 4)).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
     env.provider_autoscales_to(&pid, 3);
@@ -284,11 +289,7 @@ async fn latest_resolves_once_for_tenant_clusters_and_substrates() {
 #[tokio::test]
 async fn a_substrate_of_scale_to_zero_flavors_starts_its_cluster_with_one_node() {
     let env = Env::shared().await;
-    let mut auto = flavor("cpu", bc_sim::testing::NODE_SIZE, 0);
-    auto.count = None;
-    auto.auto_scale = Some(AutoScale { min: 0, max: 3 });
-    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
-    let pool = env.create_pool("web", policy).await;
+    let pool = env.create_pool("web", autoscaled(&env, 0, 3)).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
     let mut model = env.sim.state().model();
@@ -322,4 +323,33 @@ async fn an_upgrade_is_asked_once_while_the_provider_still_says_running() {
         env.step(Duration::from_secs(30)).await;
     }
     assert_eq!(upgrades(), 1, "asked once, not again on every look at a cluster still running");
+}
+
+#[tokio::test]
+async fn a_substrate_in_error_backs_off_with_jitter_and_keeps_counting() {
+    let env = Env::shared().await;
+    let (pool, _, _) = env.creating_pool("latest", 1).await;
+    // A cause that stays: the account is gone.
+    delete_account_under_live_objects(&env).await;
+    wake(&env, WorkKind::Substrates, pool.pool_id.as_str()).await;
+    let mut waits = Vec::new();
+    for _ in 0..40 {
+        for r in env.step(Duration::from_secs(3_600)).await {
+            if r.kind == WorkKind::Substrates
+                && r.key == pool.pool_id.as_str()
+                && let ActivationResult::Converging { at } = r.result
+            {
+                waits.push((at - r.finished).whole_seconds());
+            }
+        }
+        if waits.len() == 6 {
+            break;
+        }
+    }
+    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Error);
+    assert_eq!(waits.len(), 6, "{waits:?}");
+    // 120 s doubling to the half-hour cap, each up to a quarter longer.
+    for (w, floor) in waits.iter().zip([120, 240, 480, 960, 1_800, 1_800]) {
+        assert!((floor..=floor + floor / 4 + 1).contains(w), "{waits:?}");
+    }
 }

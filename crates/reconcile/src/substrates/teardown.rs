@@ -89,19 +89,24 @@ impl Run<'_> {
                         "clusterId": self.sub.cluster_id,
                         "namespace": bc_domain::name::substrate_namespace(&self.sub.pool_id),
                         "message": message});
-                    uow = uow.event(event(
-                        &*self.r.entropy,
-                        &self.sub.tenant_id,
-                        subjects::pool(&self.sub.pool_id),
-                        "kubernetes.substrate.resources-retained",
-                        data,
-                        self.now,
-                    ));
+                    uow = uow.event(self.retained(data));
                 }
                 self.save(ResourceState::Deleted, None, uow).await?;
                 Ok(Outcome::Gone)
             }
         }
+    }
+
+    /// The event naming what teardown leaves in place (`data` says what and why).
+    fn retained(&self, data: serde_json::Value) -> bc_domain::model::NewEvent {
+        event(
+            &*self.r.entropy,
+            &self.sub.tenant_id,
+            subjects::pool(&self.sub.pool_id),
+            "kubernetes.substrate.resources-retained",
+            data,
+            self.now,
+        )
     }
 
     async fn teardown_stopped(&mut self, p: Progress) -> Result<Outcome, ReconcileError> {
@@ -288,14 +293,7 @@ impl Run<'_> {
                 "providerClusterId": id, "volumes": named(&assoc.volumes),
                 "volumeSnapshots": named(&assoc.volume_snapshots),
                 "message": "the cluster's volumes and volume snapshots are left at the provider (they keep billing): delete them there if they are not needed"});
-            uow = uow.event(event(
-                &*self.r.entropy,
-                &self.sub.tenant_id,
-                subjects::pool(&self.sub.pool_id),
-                "kubernetes.substrate.resources-retained",
-                data,
-                self.now,
-            ));
+            uow = uow.event(self.retained(data));
         }
         self.commit(uow).await?;
         Ok(Progress::converging(
