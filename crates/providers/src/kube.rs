@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
-    ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, ObjectError,
-    ObjectKind, ObjectMeta, ObjectRef, Preconditions, TokenReview,
+    ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, NamespacedObject,
+    ObjectError, ObjectKind, ObjectMeta, ObjectRef, OwnerReference, Preconditions, TokenReview,
 };
 use bytes::Bytes;
 use http::{Request, Response, Uri};
@@ -33,12 +33,17 @@ use kube::api::{
 };
 use kube::client::ConfigExt as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::{Scope, verbs};
 use kube::{Client, Config};
 use tower::BoxError;
 use tower::util::BoxCloneService;
 
 use crate::classify::kubernetes::classify_status;
 use crate::classify::scrub_all_then_cut;
+
+/// API groups whose namespaced resources are views or records of other objects, not
+/// objects stored in the namespace (events, resource metrics).
+const NOT_STORED_GROUPS: [&str; 2] = ["events.k8s.io", "metrics.k8s.io"];
 
 /// Timeouts of the cluster client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +391,52 @@ impl ClusterOps for KubeClusterClient {
                 }
             })
             .collect())
+    }
+
+    async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError> {
+        let discovery = kube::Discovery::new(self.client.clone())
+            .run()
+            .await
+            .map_err(|e| self.failed(&e, None).into_cluster_error(&"the API discovery"))?;
+        let mut out = Vec::new();
+        for group in discovery.groups() {
+            // Records about objects, not objects: what deleting a Namespace takes along
+            // is what is stored in it.
+            if NOT_STORED_GROUPS.contains(&group.name()) {
+                continue;
+            }
+            for (ar, caps) in group.recommended_resources() {
+                if caps.scope != Scope::Namespaced
+                    || !caps.supports_operation(verbs::LIST)
+                    || ar.kind == "Event"
+                {
+                    continue;
+                }
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), namespace, &ar);
+                let what = format!("the {} list of namespace {namespace}", ar.plural);
+                let list = api
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| self.failed(&e, None).into_cluster_error(&what))?;
+                out.extend(list.items.into_iter().map(|o| {
+                    let m = o.metadata;
+                    NamespacedObject {
+                        kind: ar.kind.clone(),
+                        name: m.name.unwrap_or_default(),
+                        uid: m.uid,
+                        labels: m.labels.unwrap_or_default(),
+                        owners: m
+                            .owner_references
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|r| OwnerReference { kind: r.kind, name: r.name, uid: r.uid })
+                            .collect(),
+                    }
+                }));
+            }
+        }
+        Ok(out)
     }
 
     async fn review_token(

@@ -6,7 +6,8 @@
 //! listing may be older than `max_age` never, and an absence seen in a listing is not
 //! proof that an object is gone (confirm with a GET before re-creating it). The
 //! [`SharedObserver`] hands every caller of an account one budgeted provider and one
-//! listing per kind, taken by one caller at a time.
+//! listing per kind, taken by one caller at a time; no observer makes a call with a
+//! deleted account (SPEC §5).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,10 +36,31 @@ pub struct Listing<T> {
 }
 
 impl<T> Listing<T> {
-    /// Whether the listing was taken at most `max_age` before `now`.
+    /// Whether the listing was taken at most `max_age` before `now`. One stamped after
+    /// `now` (the clock stepped back since) is never fresh: its age is unknown.
     pub fn fresh(&self, now: Timestamp, max_age: Duration) -> bool {
         let age = now - self.listed_at;
-        age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
+        !age.is_negative()
+            && age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
+    }
+}
+
+/// How old a listing may be to speak for an object whose row was last written at
+/// `written` (by this replica or another): at most `max_age`, and never older than that
+/// write — a listing taken before it (another replica's create, resize or upgrade, whose
+/// listing this replica never saw invalidated) cannot show what the write did. A write
+/// stamped after `now` (a clock step) leaves no listing old enough.
+pub fn max_age_since(written: Timestamp, now: Timestamp, max_age: Duration) -> Duration {
+    let since = Duration::try_from(now - written).unwrap_or(Duration::ZERO);
+    since.min(max_age)
+}
+
+/// Refuses a deleted account (or one whose credentials were erased) before any call is
+/// made with it: whichever reconciler asks, a deleted account reaches no provider.
+fn usable(account: &ProviderAccount) -> Result<(), ProviderError> {
+    match crate::shared::deleted(account) {
+        Some(message) => Err(ProviderError::Refused { message }),
+        None => Ok(()),
     }
 }
 
@@ -94,6 +116,7 @@ impl Observer for UnsharedObserver {
         &self,
         account: &ProviderAccount,
     ) -> Result<Arc<dyn ProviderImpl>, ProviderError> {
+        usable(account)?;
         self.registry.provider_for(account).await
     }
 
@@ -233,6 +256,14 @@ impl SharedObserver {
     }
 
     async fn view(&self, account: &ProviderAccount) -> Result<Arc<AccountView>, ProviderError> {
+        if let Err(e) = usable(account) {
+            // Nothing of a deleted account is kept either.
+            self.accounts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&account.provider_account_id);
+            return Err(e);
+        }
         if let Some(v) = self.cached(account) {
             return Ok(v);
         }
@@ -316,5 +347,41 @@ impl Observer for SharedObserver {
         if let Some(v) = self.cached(account) {
             v.listings.forget();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_unix_ms(1_800_000_000_000 + s * 1000)
+    }
+
+    #[test]
+    fn a_listing_from_the_future_is_never_fresh() {
+        let l = Listing::<()> { items: vec![], listed_at: at(100) };
+        let max = Duration::from_secs(300);
+        assert!(l.fresh(at(100), max));
+        assert!(l.fresh(at(400), max));
+        assert!(!l.fresh(at(401), max));
+        // The clock stepped back 10 minutes after the list: its age is unknown.
+        assert!(!l.fresh(at(100 - 600), max));
+        assert!(!l.fresh(at(99), max));
+    }
+
+    #[test]
+    fn a_listing_older_than_the_rows_last_write_never_speaks_for_it() {
+        let max = Duration::from_secs(300);
+        // Written long ago: the steady bound.
+        assert_eq!(max_age_since(at(0), at(1_000), max), max);
+        // Written 20 s ago (by any replica): only a listing taken since will do.
+        assert_eq!(max_age_since(at(980), at(1_000), max), Duration::from_secs(20));
+        let before_the_write = Listing::<()> { items: vec![], listed_at: at(970) };
+        assert!(!before_the_write.fresh(at(1_000), max_age_since(at(980), at(1_000), max)));
+        let after_the_write = Listing::<()> { items: vec![], listed_at: at(990) };
+        assert!(after_the_write.fresh(at(1_000), max_age_since(at(980), at(1_000), max)));
+        // A write stamped in the future (a clock step): no cached listing will do.
+        assert_eq!(max_age_since(at(2_000), at(1_000), max), Duration::ZERO);
     }
 }

@@ -87,6 +87,16 @@ pub enum Outcome {
         /// The wait before the next activation.
         after: Duration,
     },
+    /// The object is in `error`, its cause recorded in its status (`message`, also the
+    /// item's `lastError`): look again after a capped, jittered backoff from `after` that
+    /// grows with each run ending so in a row (the item's `attempts`, kept until a run
+    /// ends otherwise). A fix that changes desired state enqueues the object at once.
+    Failing {
+        /// The shortest wait (the first retry's).
+        after: Duration,
+        /// The cause, as the object shows it (no secret).
+        message: String,
+    },
     /// The object is gone for good (deleted, or never existed): drop the work item.
     Gone,
 }

@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use bc_domain::model::{KubernetesCluster, NewEvent, NodePool, ProviderAccount, subjects};
 use bc_domain::ports::{ClusterApi, ClusterSession, KubernetesVersion, ProviderImpl};
-use bc_domain::{EventId, NodePoolState, ProviderError, ResourceState, TenantId, Timestamp};
+use bc_domain::{
+    EventId, NodePoolState, ProviderAccountId, ProviderError, ResourceState, TenantId, Timestamp,
+};
 
 use crate::reconciler::ReconcileError;
 
@@ -137,6 +139,35 @@ fn without_request_ids(message: &str) -> String {
     out
 }
 
+/// The account an object names, when its objects can still be reached at the provider;
+/// else why not. A deleted account (SPEC §5: its sealed credentials are erased in the
+/// delete's transaction) is never used for a provider call again, whatever object names
+/// it, so an object left on it — by a create that raced the delete on a store from before
+/// the store re-checked it — is unreachable, and says so naming the account.
+pub fn live_account(
+    id: &ProviderAccountId,
+    account: Option<ProviderAccount>,
+) -> Result<ProviderAccount, String> {
+    match account {
+        Some(a) => match deleted(&a) {
+            Some(why) => Err(why),
+            None => Ok(a),
+        },
+        None => Err(format!("provider account {id} does not exist")),
+    }
+}
+
+/// Why `account` is never used for a provider call, if it is not: it was deleted, or its
+/// sealed credentials were erased (which only a delete does).
+pub fn deleted(account: &ProviderAccount) -> Option<String> {
+    (account.deleted_at.is_some() || account.credentials.0.is_empty()).then(|| {
+        format!(
+            "provider account {} was deleted: nothing it holds can be reached at the provider any more",
+            account.provider_account_id
+        )
+    })
+}
+
 /// What a failed provider call means for the object that made it.
 pub fn own_error(e: ProviderError) -> Result<String, ReconcileError> {
     match e {
@@ -170,8 +201,8 @@ pub mod waits {
 /// How old a shared account listing may be on a steady-state activation.
 pub const STEADY_LISTING_MAX_AGE: Duration = Duration::from_secs(300);
 
-/// How often a cluster that runs its desired version is asked for newer versions when
-/// that version is `latest` (the only desired version that moves by itself).
+/// How long what the provider offers a running version is trusted for one desired
+/// version (an upgrade in waiting asks again at most this often).
 pub const UPGRADE_CHECK_EVERY: time::Duration = time::Duration::hours(1);
 
 /// Connected cluster sessions, one per provider cluster, kept across activations so a
@@ -211,16 +242,37 @@ type Offer = (Timestamp, Vec<KubernetesVersion>);
 /// The versions the provider last offered, per provider account, running version and
 /// desired version, with when they were asked. What a cluster may upgrade to depends on
 /// the version it runs, not on the cluster, so every cluster of an account running one
-/// version toward one desired version (at steady state: `latest`) shares one check per
+/// version toward one desired version shares one check per
 /// [`UPGRADE_CHECK_EVERY`] — one call per version per hour, not one per cluster. A new
 /// desired version is asked about afresh: the tenant may name a version the provider
 /// began offering since the last check.
 #[derive(Default)]
 pub struct UpgradeChecks {
     by_version: Mutex<HashMap<(String, String, String), Offer>>,
+    /// Per provider cluster: the version an upgrade was last asked to, and when.
+    asked: Mutex<HashMap<String, (String, Timestamp)>>,
 }
 
+/// How long an upgrade the provider accepted is waited for before it is asked again while
+/// the cluster still shows its old version (DigitalOcean may go on answering `running` at
+/// the old version for a while after `POST /upgrade`).
+pub const UPGRADE_SETTLE: time::Duration = time::Duration::minutes(10);
+
 impl UpgradeChecks {
+    /// Records that cluster `cluster_id` was asked to upgrade to `version` at `now`.
+    pub fn asked(&self, cluster_id: &str, version: &str, now: Timestamp) {
+        let mut map = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(cluster_id.to_owned(), (version.to_owned(), now));
+    }
+
+    /// Whether cluster `cluster_id` was asked to upgrade to `version` within
+    /// [`UPGRADE_SETTLE`] of `now`: then the upgrade is under way, not to be asked again.
+    pub fn under_way(&self, cluster_id: &str, version: &str, now: Timestamp) -> bool {
+        let map = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(cluster_id)
+            .is_some_and(|(v, at)| v == version && *at <= now && now - *at < UPGRADE_SETTLE)
+    }
+
     /// The upgrades offered in `account` to clusters running `running`, if asked for
     /// `desired` within [`UPGRADE_CHECK_EVERY`] of `now`.
     pub fn recent(
@@ -270,6 +322,19 @@ pub fn converging(after: Duration) -> crate::reconciler::Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_upgrade_asked_is_under_way_for_its_version_until_it_settles() {
+        let c = UpgradeChecks::default();
+        let t0 = Timestamp::from_unix_ms(1_800_000_000_000);
+        assert!(!c.under_way("c1", "1.33.1-do.0", t0));
+        c.asked("c1", "1.33.1-do.0", t0);
+        assert!(c.under_way("c1", "1.33.1-do.0", t0 + time::Duration::minutes(9)));
+        assert!(!c.under_way("c1", "1.32.6-do.1", t0), "another version");
+        assert!(!c.under_way("c2", "1.33.1-do.0", t0), "another cluster");
+        assert!(!c.under_way("c1", "1.33.1-do.0", t0 + UPGRADE_SETTLE), "asked again once settled");
+        assert!(!c.under_way("c1", "1.33.1-do.0", t0 - time::Duration::seconds(1)), "a clock step");
+    }
 
     #[test]
     fn causes_compare_without_request_ids() {

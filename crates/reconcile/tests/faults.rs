@@ -284,6 +284,12 @@ impl ClusterClient for FaultyClient {
     async fn list_nodes(&self, selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
         self.inner.list_nodes(selector).await
     }
+    async fn list_namespace(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<bc_domain::ports::NamespacedObject>, ClusterError> {
+        self.inner.list_namespace(namespace).await
+    }
     async fn review_token(
         &self,
         token: &SecretString,

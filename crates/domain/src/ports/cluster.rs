@@ -307,6 +307,39 @@ impl ObjectMeta {
     }
 }
 
+/// An object found in a namespace, by what decides whose it is: its labels and the
+/// objects that own it (`metadata.ownerReferences`, as the garbage collector reads them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespacedObject {
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.ownerReferences`.
+    pub owners: Vec<OwnerReference>,
+}
+
+/// One entry of `metadata.ownerReferences`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnerReference {
+    /// The owner's `kind`.
+    pub kind: String,
+    /// The owner's name (in the same namespace).
+    pub name: String,
+    /// The owner's uid.
+    pub uid: String,
+}
+
+impl std::fmt::Display for NamespacedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
 /// The value a Secret key's digest takes when its `data` is not valid base64.
 pub const UNREADABLE_SECRET_VALUE: &str = "unreadable";
 
@@ -412,6 +445,9 @@ pub trait ClusterOps: Send + Sync {
     ) -> Result<(), ObjectError>;
     /// Nodes matching a label selector.
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError>;
+    /// Every object stored in `namespace`, of every namespaced kind the API serves with
+    /// `list` (found through discovery), without records about objects (Events, metrics).
+    async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError>;
     /// Creates a TokenReview of `token` for `audiences` and returns its status.
     async fn review_token(
         &self,
@@ -550,6 +586,9 @@ pub trait ClusterClient: Send + Sync {
     ) -> Result<DeleteOutcome, ClusterError>;
     /// Nodes matching a label selector (`k=v,k2 in (a,b)`).
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError>;
+    /// Every object stored in `namespace` (see [`ClusterOps::list_namespace`]): what a
+    /// Namespace's deletion would take along.
+    async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError>;
     /// What the cluster's TokenReview API says of `token` for `audiences` (a token that
     /// is not valid is `Ok` with `authenticated: false`, not an error).
     async fn review_token(
@@ -596,6 +635,9 @@ impl<O: ClusterOps + ?Sized> ClusterClient for O {
     }
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
         ClusterOps::list_nodes(self, label_selector).await
+    }
+    async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError> {
+        ClusterOps::list_namespace(self, namespace).await
     }
     async fn review_token(
         &self,
@@ -731,6 +773,9 @@ impl ClusterClient for ClusterSession {
     }
     async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError> {
         self.with_client(|c| async move { c.list_nodes(label_selector).await }).await
+    }
+    async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError> {
+        self.with_client(|c| async move { c.list_namespace(namespace).await }).await
     }
     async fn review_token(
         &self,

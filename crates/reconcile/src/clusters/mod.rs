@@ -32,10 +32,12 @@ use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
-use crate::shared::records::{cluster_closed, cluster_status, node_pool_request};
+use crate::shared::records::{
+    cluster_closed, cluster_status, node_pool_request, with_a_first_node,
+};
 use crate::shared::{
-    Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, node_pool_event,
-    own_error, waits,
+    Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, live_account,
+    node_pool_event, own_error, waits,
 };
 use decide::Derived;
 
@@ -388,7 +390,9 @@ impl Run<'_> {
                     high_availability: self.row.high_availability,
                     mode,
                     tags: vec![tag],
-                    node_pools: first.iter().map(|r| node_pool_request(r)).collect(),
+                    node_pools: with_a_first_node(
+                        first.iter().map(|r| node_pool_request(r)).collect(),
+                    ),
                 };
                 self.act.ensure_held(self.deps).await?;
                 match provider.kubernetes().create_cluster(&req).await {
@@ -457,7 +461,12 @@ impl Run<'_> {
         let steady = self.row.status.state == ResourceState::Ready
             && self.row.status.observed_generation == self.row.generation;
         if steady {
-            let listing = self.deps.observer.clusters(account, STEADY_LISTING_MAX_AGE).await?;
+            let max_age = crate::observe::max_age_since(
+                self.row.status.updated_at,
+                self.act.now,
+                STEADY_LISTING_MAX_AGE,
+            );
+            let listing = self.deps.observer.clusters(account, max_age).await?;
             if let Some(c) = listing.items.iter().find(|c| c.id == id) {
                 return Ok(Some(c.clone()));
             }
@@ -499,8 +508,13 @@ impl Run<'_> {
                 now,
             ) {
                 UpgradeDecision::Upgrade { version } => {
-                    self.act.ensure_held(self.deps).await?;
-                    provider!(provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
+                    // Accepted before and the provider still shows the old version: it is
+                    // under way, not to be asked again.
+                    if !self.r.upgrades.under_way(&pc.id, &version, now) {
+                        self.act.ensure_held(self.deps).await?;
+                        provider!(provider.kubernetes().upgrade_cluster(&pc.id, &version).await);
+                        self.r.upgrades.asked(&pc.id, &version, now);
+                    }
                     self.r.upgrades.forget(account, &pc.version);
                     self.deps.observer.invalidate(account);
                     return Ok((
@@ -551,13 +565,11 @@ impl Run<'_> {
             // No substrate uses it any more: forget it, touching nothing at the provider.
             return self.close(&rows).await;
         }
-        let account = self.deps.store.account_get_any(&self.row.provider_account_id).await?;
-        let Some(account) = account.filter(|a| a.deleted_at.is_none()) else {
-            if self.row.delete_requested {
-                return self.close(&rows).await;
-            }
-            let m = format!("provider account {} no longer exists", self.row.provider_account_id);
-            return self.stopped((Derived::Error(m), waits::ERROR)).await;
+        let id = &self.row.provider_account_id;
+        let account = match live_account(id, self.deps.store.account_get_any(id).await?) {
+            Ok(a) => a,
+            Err(_) if self.row.delete_requested => return self.close(&rows).await,
+            Err(why) => return self.stopped((Derived::Error(why), waits::ERROR)).await,
         };
         let provider = match self.deps.observer.provider(&account).await {
             Ok(p) => p,

@@ -23,7 +23,7 @@ use bc_domain::{NodePoolId, NodePoolState, ProviderError, ResourceState};
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use crate::shared::records::{node_pool_request, node_pool_tag};
 use crate::shared::{
-    Entropy, STEADY_LISTING_MAX_AGE, converging, node_pool_event, own_error, waits,
+    Entropy, STEADY_LISTING_MAX_AGE, converging, live_account, node_pool_event, own_error, waits,
 };
 use decide::Next;
 
@@ -169,7 +169,12 @@ impl NodePoolReconciler {
     ) -> Result<Option<ProviderNodePool>, ProviderError> {
         let steady = row.state == NodePoolState::Ready && row.observed_generation == row.generation;
         if steady {
-            let listing = deps.observer.clusters(account, STEADY_LISTING_MAX_AGE).await?;
+            let max_age = crate::observe::max_age_since(
+                row.updated_at,
+                deps.clock.now(),
+                STEADY_LISTING_MAX_AGE,
+            );
+            let listing = deps.observer.clusters(account, max_age).await?;
             let found = listing
                 .items
                 .iter()
@@ -271,10 +276,13 @@ impl Reconciler for NodePoolReconciler {
             deps.store.commit(wake.fenced(act.fence.clone())).await?;
             return Ok(Outcome::Steady);
         };
-        let account = deps.store.account_get_any(&cluster.provider_account_id).await?;
-        let Some(account) = account.filter(|a| a.deleted_at.is_none()) else {
-            let m = format!("provider account {} no longer exists", cluster.provider_account_id);
-            return self.refused(deps, act, &row, m).await;
+        let id = &cluster.provider_account_id;
+        let account = match live_account(id, deps.store.account_get_any(id).await?) {
+            Ok(a) => a,
+            // Nothing can be asked of the provider: a deletion only closes the row, as
+            // the cluster's does.
+            Err(_) if row.delete_requested => return self.closed(deps, act, &row).await,
+            Err(why) => return self.refused(deps, act, &row, why).await,
         };
         let provider = provider!(self, deps, act, &row, deps.observer.provider(&account).await);
         let k = provider.kubernetes();

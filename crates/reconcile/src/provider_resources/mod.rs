@@ -24,7 +24,7 @@ use bc_domain::rules::billing::{should_close_billing, should_open_billing};
 use bc_domain::{LoadBalancerId, ProviderError, ResourceState};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
-use crate::shared::{Entropy, OsEntropy};
+use crate::shared::{Entropy, OsEntropy, live_account};
 use plan::{Blocked, Change, Need, Next, Observed, Timing};
 
 /// How many decide-call rounds one activation makes at most (the longest path is:
@@ -250,11 +250,15 @@ impl Reconciler for LoadBalancers {
             return Ok(Outcome::Gone);
         }
         let account_id = lb.provider_account_id.clone();
-        let account = deps.store.account_get_any(&account_id).await?.ok_or_else(|| {
-            ReconcileError::Other(format!(
-                "provider account {account_id} of load balancer {id} is missing"
-            ))
-        })?;
+        let account =
+            match live_account(&account_id, deps.store.account_get_any(&account_id).await?) {
+                Ok(a) => a,
+                Err(why) => {
+                    let (change, outcome) = plan::unreachable(&lb, &why);
+                    self.record(deps, a, &mut lb, change).await?;
+                    return Ok(outcome);
+                }
+            };
         let desired = self.desired(deps, &lb).await?;
         let mut observed = match plan::need(&lb, a.now, &self.timing) {
             Need::Nothing => Observed::NotLooked,

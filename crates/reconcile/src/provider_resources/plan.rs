@@ -431,6 +431,20 @@ pub fn deleted(lb: &LoadBalancer) -> Change {
     entering(lb, ResourceState::Deleted, None)
 }
 
+/// What to record when the load balancer's account cannot be reached (`why`: it was
+/// deleted), and how the activation ends. Nothing can be asked of the provider: a
+/// deletion ends the row with the reason (what the provider may still hold is past this
+/// system's reach); anything else is `error` naming the account, at the current
+/// generation, until the tenant deletes the load balancer.
+pub fn unreachable(lb: &LoadBalancer, why: &str) -> (Change, Outcome) {
+    if lb.delete_requested {
+        return (entering(lb, ResourceState::Deleted, Some(why.to_owned())), Outcome::Gone);
+    }
+    let mut c = entering(lb, ResourceState::Error, Some(why.to_owned()));
+    c.observed_generation = lb.generation;
+    (c, Outcome::Steady)
+}
+
 /// The change after the provider accepted an update: converging until a listing taken
 /// after it shows the object as asked and active.
 pub fn updated(lb: &LoadBalancer, observed: &ProviderLoadBalancer) -> Change {

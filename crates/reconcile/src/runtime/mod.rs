@@ -283,6 +283,15 @@ impl Runtime {
                 let r = ActivationResult::Converging { at };
                 queue.requeue(kind, key, owner, at).await.map(|h| (h, r))
             }
+            Some(Ok(Outcome::Failing { after, message })) => {
+                // Counted like a failure (attempts grow, the cause is the lastError), so
+                // the wait backs off; the activation itself went as it should.
+                let attempts = item.attempts.saturating_add(1);
+                let at = later(now, self.config.schedule.erring(attempts, after, self.draw()));
+                let error: String = message.chars().take(LAST_ERROR_CAP).collect();
+                let r = ActivationResult::Converging { at };
+                queue.fail(kind, key, owner, &error, at).await.map(|h| (h, r))
+            }
             Some(Err(ReconcileError::LeaseLost)) => return ActivationResult::LeaseLost,
             Some(Err(
                 e @ ReconcileError::Provider(ProviderError::OverBudget { retry_after_ms }),

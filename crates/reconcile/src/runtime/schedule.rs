@@ -102,7 +102,21 @@ impl Schedule {
     }
 }
 
+/// The longest an object in `error` waits between looks: its cause is usually the
+/// tenant's to fix, and a fix that changes desired state enqueues it at once.
+pub const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(30 * 60);
+
 impl Schedule {
+    /// The wait after the `attempts`-th run in a row that ended with the object in
+    /// `error` (1 for the first): `floor` doubling per run, capped at
+    /// [`ERROR_BACKOFF_MAX`] (or `floor`, if longer), plus up to a quarter of it drawn
+    /// (never shorter than the object asked).
+    pub fn erring(&self, attempts: u32, floor: Duration, u: f64) -> Duration {
+        let doubling = 2f64.powi(attempts.saturating_sub(1).min(62) as i32);
+        let exp = floor.mul_f64(doubling).min(ERROR_BACKOFF_MAX.max(floor));
+        exp + (exp / 4).mul_f64(u)
+    }
+
     /// The wait after the account's budget refused a call for `named`: that wait plus up
     /// to a quarter of it (so the items it refused together do not all return at one
     /// instant), whatever came before — a denial is the budget pacing calls, not a
@@ -121,6 +135,22 @@ pub fn later(t: Timestamp, d: Duration) -> Timestamp {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_object_in_error_backs_off_from_its_floor_to_the_cap_with_jitter() {
+        let s = Schedule::default();
+        let floor = Duration::from_secs(120);
+        let waits: Vec<Duration> = (1..=8).map(|n| s.erring(n, floor, 0.0)).collect();
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [120, 240, 480, 960, 1_800, 1_800, 1_800, 1_800]);
+        for n in 1..=8 {
+            let (lo, hi) = (s.erring(n, floor, 0.0), s.erring(n, floor, 0.999));
+            assert!(hi > lo && hi <= lo + lo / 4, "jittered within a quarter: {lo:?} {hi:?}");
+        }
+        // A floor above the cap is kept.
+        let long = Duration::from_secs(3_600);
+        assert_eq!(s.erring(5, long, 0.0), long);
+    }
 
     #[test]
     fn the_same_seed_gives_the_same_draws() {

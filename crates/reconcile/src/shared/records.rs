@@ -53,6 +53,21 @@ pub fn node_pool_request(row: &NodePool) -> NodePoolRequest {
     }
 }
 
+/// The node pools of a cluster create, starting with at least one node: when every pool
+/// asks for none (autoscaled flavors with `min: 0`), the first starts at one node, within
+/// its bounds (`0 ≤ 1 ≤ max`). A cluster needs a node for its system components, and
+/// DigitalOcean refuses a cluster whose pools all start at zero; the autoscaler may scale
+/// that pool down later where the provider allows it.
+pub fn with_a_first_node(mut pools: Vec<NodePoolRequest>) -> Vec<NodePoolRequest> {
+    if pools.iter().all(|p| p.count.unwrap_or(0) == 0)
+        && let Some(first) =
+            pools.iter_mut().find(|p| p.auto_scale.is_some_and(|(_, max)| max >= 1))
+    {
+        first.count = Some(1);
+    }
+    pools
+}
+
 /// Whether a node pool row converged at the desired state it has now (it was `ready` at
 /// its generation): from then on its provider pool's node churn is not a change.
 pub fn converged_at_its_generation(row: &NodePool) -> bool {
@@ -92,5 +107,37 @@ pub fn cluster_closed(cluster: &KubernetesCluster, now: Timestamp) -> Vec<Observ
         ResourceState::Deleted => vec![],
         ResourceState::Deleting => vec![status(ResourceState::Deleted)],
         _ => vec![status(ResourceState::Deleting), status(ResourceState::Deleted)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(name: &str, count: u32, auto_scale: Option<(u32, u32)>) -> NodePoolRequest {
+        NodePoolRequest {
+            name: name.into(),
+            size: "s-2vcpu-4gb".into(),
+            count: Some(count),
+            auto_scale,
+            labels: Default::default(),
+            taints: vec![],
+            tags: vec![],
+        }
+    }
+
+    #[test]
+    fn a_cluster_never_starts_with_every_pool_at_zero() {
+        let counts = |v: Vec<NodePoolRequest>| -> Vec<Option<u32>> {
+            with_a_first_node(v).into_iter().map(|p| p.count).collect()
+        };
+        // Only scale-to-zero pools: the first starts at one node.
+        assert_eq!(
+            counts(vec![req("a", 0, Some((0, 3))), req("b", 0, Some((0, 2)))]),
+            [Some(1), Some(0)]
+        );
+        // Another pool has nodes: nothing changes.
+        assert_eq!(counts(vec![req("a", 0, Some((0, 3))), req("b", 2, None)]), [Some(0), Some(2)]);
+        assert_eq!(counts(vec![req("a", 1, Some((1, 3)))]), [Some(1)]);
     }
 }

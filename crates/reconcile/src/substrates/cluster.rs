@@ -24,8 +24,9 @@ use bc_domain::{ClusterId, PoolId, ProviderError, ResourceState, StoreError, Tim
 
 use super::decide::{self, Progress};
 use super::{Run, failed};
+use crate::observe::max_age_since;
 use crate::reconciler::ReconcileError;
-use crate::shared::records::cluster_status;
+use crate::shared::records::{cluster_status, with_a_first_node};
 use crate::shared::{Entropy, STEADY_LISTING_MAX_AGE, cluster_event, event, waits};
 
 impl Run<'_> {
@@ -41,7 +42,8 @@ impl Run<'_> {
             && self.sub.upgrade.is_none()
             && self.sub.observed_generation == self.pool_generation;
         if steady {
-            match self.deps.observer.clusters(account, STEADY_LISTING_MAX_AGE).await {
+            let max_age = max_age_since(self.sub.updated_at, self.now, STEADY_LISTING_MAX_AGE);
+            match self.deps.observer.clusters(account, max_age).await {
                 Ok(listing) => {
                     if let Some(c) = listing.items.iter().find(|c| c.id == id) {
                         return Ok(Ok(Some(c.clone())));
@@ -175,7 +177,7 @@ impl Run<'_> {
                     high_availability: create.high_availability,
                     mode: cluster.mode,
                     tags: vec![tag],
-                    node_pools: desired.to_vec(),
+                    node_pools: with_a_first_node(desired.to_vec()),
                 };
                 self.act.ensure_held(self.deps).await?;
                 let made = provider!(provider.kubernetes().create_cluster(&req).await);

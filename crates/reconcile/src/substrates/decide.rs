@@ -9,11 +9,12 @@
 //! generation it converged), `updating` after; `ready` carries the join message (SPEC
 //! §6: the 15-minute wait) and nothing else; no message carries a secret.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bc_domain::model::{
-    ClusterMode, ClusterOrigin, KubernetesCluster, ObservedStatus, Pool, PoolState, Substrate,
-    UpgradeWait,
+    ClusterMode, ClusterOrigin, KubernetesCluster, Node, ObservedStatus, Pool, PoolState,
+    Substrate, UpgradeWait,
 };
 use bc_domain::policy::{ClusterPolicy, CreateClusterPolicy, PoolPolicy, SubstratePolicy};
 use bc_domain::ports::ProviderCluster;
@@ -265,11 +266,83 @@ pub fn mode_matches(sub: &Substrate, policy: &SubstratePolicy) -> bool {
     )
 }
 
+/// How long a joined node the cluster no longer lists keeps its credential after its last
+/// sign of life (its join or latest heartbeat; bcd heartbeats every 30 s): long enough that
+/// a Node briefly missing from a listing (re-registered by its kubelet, listed mid-way
+/// through a replacement) costs nothing, short enough that the nodes an autoscaler removes
+/// do not pile up with valid credentials.
+pub const UNLISTED_NODE_GRACE: Duration = Duration::from_secs(600);
+
+/// The joined nodes whose credentials end at `now`: those the cluster does not list
+/// (`listed`: the Node names it lists with the pool's label) that have shown no sign of
+/// life for `grace`. A node still heartbeating keeps its credential, listed or not (its
+/// bcd runs, so the node is there); one that joins again after its end is live again.
+pub fn nodes_to_end<'a>(
+    joined: &'a [Node],
+    listed: &BTreeSet<&str>,
+    now: Timestamp,
+    grace: Duration,
+) -> Vec<&'a Node> {
+    let grace = time::Duration::try_from(grace).unwrap_or(time::Duration::MAX);
+    joined
+        .iter()
+        .filter(|n| !listed.contains(n.node_name.as_str()))
+        .filter(|n| {
+            let last_sign = n.last_heartbeat_at.map_or(n.joined_at, |h| h.max(n.joined_at));
+            now - last_sign >= grace
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use bc_domain::model::{SubstrateMode, WaitingToJoin};
-    use bc_domain::{ProviderAccountId, TenantId};
+    use bc_domain::{NodeId, ProviderAccountId, TenantId};
+
+    fn node(name: &str, joined_s: i64, heartbeat_s: Option<i64>) -> Node {
+        let at = |s: i64| Timestamp::from_unix_ms(1_800_000_000_000 + s * 1000);
+        Node {
+            node_id: NodeId::generate(1, u128::from(name.len() as u64)),
+            pool_id: PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap(),
+            node_name: name.into(),
+            provider_node_id: None,
+            bcd_version: "test".into(),
+            credential_hash: format!("hash-{name}"),
+            joined_at: at(joined_s),
+            last_heartbeat_at: heartbeat_s.map(at),
+        }
+    }
+
+    #[test]
+    fn an_unlisted_node_ends_once_silent_for_the_grace_and_a_listed_one_never() {
+        let at = |s: i64| Timestamp::from_unix_ms(1_800_000_000_000 + s * 1000);
+        let grace = Duration::from_secs(600);
+        let joined = vec![
+            node("kept", 0, None),
+            node("gone-silent", 0, Some(100)),
+            node("gone-beating", 0, Some(1_000)),
+            node("gone-new", 900, None),
+        ];
+        let listed: BTreeSet<&str> = ["kept"].into_iter().collect();
+        let names = |now| -> Vec<&str> {
+            nodes_to_end(&joined, &listed, now, grace)
+                .iter()
+                .map(|n| n.node_name.as_str())
+                .collect()
+        };
+        // Within the grace of every sign of life: nothing ends.
+        assert!(names(at(650)).is_empty());
+        // 600 s after its last heartbeat: the silent one ends; the one still heartbeating,
+        // the one that joined late and the listed one (silent for ever) stay.
+        assert_eq!(names(at(700)), ["gone-silent"]);
+        assert_eq!(names(at(1_500)), ["gone-silent", "gone-new"]);
+        assert_eq!(names(at(1_600)), ["gone-silent", "gone-beating", "gone-new"]);
+        assert_eq!(names(at(1_000_000)), ["gone-silent", "gone-beating", "gone-new"]);
+        // A node listed again is never ended, however long silent.
+        let all: BTreeSet<&str> = joined.iter().map(|n| n.node_name.as_str()).collect();
+        assert!(nodes_to_end(&joined, &all, at(1_000_000), grace).is_empty());
+    }
 
     fn sub(state: ResourceState, observed_generation: u64) -> Substrate {
         let t = Timestamp::from_unix_ms(1_800_000_000_000);

@@ -1,6 +1,7 @@
 //! What a substrate keeps inside its cluster, through the cluster's Kubernetes API: the
 //! pool's Namespace, ServiceAccount, join Secret and DaemonSet applied, its Nodes
-//! listed for join accounting, and its objects deleted at teardown.
+//! listed for join accounting (a joined node the cluster stopped listing ends after a
+//! grace, its credential with it), and its objects deleted at teardown.
 //!
 //! Invariants: **ownership first** — every object is read before it is applied or
 //! deleted; one without our label, or with another pool's, is never touched and puts
@@ -23,7 +24,7 @@ use bc_domain::ports::{
 use bc_domain::rules::join::waiting_to_join;
 use bc_domain::token::{join_token, sha256_hex};
 
-use super::decide::Progress;
+use super::decide::{Progress, UNLISTED_NODE_GRACE, nodes_to_end};
 use super::{Run, cluster_failure, objects};
 use crate::reconciler::ReconcileError;
 
@@ -131,21 +132,39 @@ impl Run<'_> {
             Err(e) => return cluster_failure(e).map(Some),
         };
         let listed: Vec<String> = listed.into_iter().map(|n| n.name).collect();
-        let mut joined = BTreeSet::new();
-        let mut last_join: Option<Timestamp> = None;
+        // Only live nodes are read: those the cluster stopped listing end after a grace,
+        // so what is paged through stays about the size of the cluster.
+        let mut live = Vec::new();
         let mut page = PageRequest::first(PAGE_SIZE_MAX);
         loop {
             let p = self.deps.store.node_list_by_pool(&pool, &page).await?;
-            for n in &p.items {
-                if listed.contains(&n.node_name) {
-                    last_join = last_join.max(Some(n.joined_at));
-                }
-                joined.insert(n.node_name.clone());
-            }
-            match p.next_request(PAGE_SIZE_MAX) {
+            let next = p.next_request(PAGE_SIZE_MAX);
+            live.extend(p.items);
+            match next {
                 Some(next) => page = next,
                 None => break,
             }
+        }
+        let names: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
+        let ends = nodes_to_end(&live, &names, self.now, UNLISTED_NODE_GRACE);
+        if !ends.is_empty() {
+            let mut uow = UnitOfWork::new();
+            for n in &ends {
+                uow = uow.write(Write::EndNode {
+                    node_id: n.node_id.clone(),
+                    credential_hash: n.credential_hash.clone(),
+                    at: self.now,
+                });
+            }
+            self.commit(uow).await?;
+        }
+        let mut joined = BTreeSet::new();
+        let mut last_join: Option<Timestamp> = None;
+        for n in &live {
+            if listed.contains(&n.node_name) {
+                last_join = last_join.max(Some(n.joined_at));
+            }
+            joined.insert(n.node_name.clone());
         }
         self.join =
             Some(waiting_to_join(&listed, &joined, self.sub.waiting_to_join, last_join, self.now));
@@ -154,29 +173,56 @@ impl Run<'_> {
 
     /// Deletes our DaemonSet, Secret and ServiceAccount, then our Namespace unless
     /// something of someone else's is in it (which deleting the Namespace would take
-    /// along). Returns the message naming a foreign object left in place.
+    /// along): one of our names held by a foreign object (`foreign`, the substrate's
+    /// error), or — when `look_inside`, since a Namespace in a cluster being deleted goes
+    /// with it anyway — any other object this system did not make (`kept`, named in an
+    /// event, the Namespace left in place).
     pub(super) async fn delete_objects(
         &self,
         session: &ClusterSession,
-    ) -> Result<Result<Option<String>, ClusterError>, ReconcileError> {
+        look_inside: bool,
+    ) -> Result<Result<Removed, ClusterError>, ReconcileError> {
         let pool = self.pool_id();
         let owner = objects::owner(&pool);
-        let mut foreign = None;
+        let mut removed = Removed::default();
         for kind in objects::APPLY_ORDER.iter().rev() {
             let r = objects::object_ref(&pool, *kind);
-            if *kind == ObjectKind::Namespace && foreign.is_some() {
-                break;
+            if *kind == ObjectKind::Namespace {
+                if removed.foreign.is_some() {
+                    break;
+                }
+                if look_inside {
+                    let inside = match session.list_namespace(&r.name).await {
+                        Ok(inside) => inside,
+                        Err(e) => return Ok(Err(e)),
+                    };
+                    let foreign = objects::foreign_in_namespace(&pool, &inside);
+                    if !foreign.is_empty() {
+                        removed.kept = Some(objects::namespace_kept_message(&pool, &foreign));
+                        break;
+                    }
+                }
             }
             self.act.ensure_held(self.deps).await?;
             match session.delete_owned(&r, &owner).await {
                 Ok(DeleteOutcome::Foreign { owner: o }) => {
-                    foreign
+                    removed
+                        .foreign
                         .get_or_insert_with(|| objects::foreign_message(&r, o.as_deref(), &pool));
                 }
                 Ok(_) => {}
                 Err(e) => return Ok(Err(e)),
             }
         }
-        Ok(Ok(foreign))
+        Ok(Ok(removed))
     }
+}
+
+/// What a teardown's deletion of our objects left in place, and why.
+#[derive(Debug, Default)]
+pub(super) struct Removed {
+    /// One of our names is held by an object we did not make: the substrate's error.
+    pub foreign: Option<String>,
+    /// The Namespace stays, holding objects we did not make: the event's message.
+    pub kept: Option<String>,
 }

@@ -39,7 +39,9 @@ use bc_domain::rules::plan::desired_node_pool;
 use bc_domain::{PoolId, ProviderError, ResourceState, SubstrateNaming, Timestamp};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
-use crate::shared::{Entropy, Sessions, UpgradeChecks, converging, event, own_error, waits};
+use crate::shared::{
+    Entropy, Sessions, UpgradeChecks, converging, event, live_account, own_error, waits,
+};
 use decide::{Progress, Target};
 
 /// Returns the object's own error as the run's progress, or the retried error.
@@ -137,6 +139,7 @@ impl Reconciler for SubstrateReconciler {
             cluster: None,
             running_version: None,
             pool_generation: pool.as_ref().map_or(0, |p| p.generation),
+            kept_namespace: None,
         };
         match decide::target(pool.as_ref()) {
             Target::Teardown => run.teardown().await,
@@ -166,6 +169,8 @@ struct Run<'a> {
     running_version: Option<String>,
     /// The pool's generation (what "converged" is measured against).
     pool_generation: u64,
+    /// Why teardown left the pool's Namespace in place, when it did (its event).
+    kept_namespace: Option<String>,
 }
 
 impl Run<'_> {
@@ -230,9 +235,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    async fn account(&self) -> Result<Option<ProviderAccount>, ReconcileError> {
-        let a = self.deps.store.account_get_any(&self.sub.provider_account_id).await?;
-        Ok(a.filter(|a| a.deleted_at.is_none()))
+    /// The substrate's account, or why its objects cannot be reached (`live_account`).
+    async fn account(&self) -> Result<Result<ProviderAccount, String>, ReconcileError> {
+        let id = &self.sub.provider_account_id;
+        Ok(live_account(id, self.deps.store.account_get_any(id).await?))
     }
 
     async fn converge(&mut self, policy: &PoolPolicy) -> Result<Progress, ReconcileError> {
@@ -246,11 +252,13 @@ impl Run<'_> {
                 self.sub.mode
             )));
         }
-        let Some(account) = self.account().await? else {
-            return Ok(Progress::error(format!(
-                "provider account {} no longer exists: give the pool's substrate another account",
-                self.sub.provider_account_id
-            )));
+        let account = match self.account().await? {
+            Ok(a) => a,
+            Err(why) => {
+                return Ok(Progress::error(format!(
+                    "{why}: give the pool's substrate another account"
+                )));
+            }
         };
         let provider = provider!(self.deps.observer.provider(&account).await);
         let naming = SubstrateNaming::of(&provider.offer());
@@ -396,7 +404,7 @@ impl Run<'_> {
             Progress::Ready if self.sub.waiting_to_join.is_some() => converging(waits::SHORT),
             Progress::Ready => Outcome::Steady,
             Progress::Converging { after, .. } => converging(after),
-            Progress::Error { .. } => converging(waits::ERROR),
+            Progress::Error { message } => Outcome::Failing { after: waits::ERROR, message },
             // Nothing to look at until the policy changes, which enqueues the substrate.
             Progress::Refused { .. } => Outcome::Steady,
         })

@@ -28,8 +28,10 @@ use bc_domain::name::{
     substrate_namespace,
 };
 use bc_domain::policy::{Flavor, Taint};
+use bc_domain::ports::cluster::ownership;
 use bc_domain::ports::{
-    KubeObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, object_in_place,
+    KubeObject, NamespacedObject, ObjectKind, ObjectMeta, ObjectRef, OwnerLabel, Ownership,
+    object_in_place,
 };
 use bc_domain::token::sha256_hex;
 use serde_json::{Value, json};
@@ -238,6 +240,68 @@ pub fn foreign_message(object: &ObjectRef, owner_value: Option<&str>, pool: &Poo
     )
 }
 
+/// What the cluster itself makes in every Namespace (the ServiceAccount controller's
+/// `default`, the root-CA publisher's `kube-root-ca.crt`): deleting the Namespace takes
+/// nothing of the tenant's with them.
+const MADE_BY_THE_CLUSTER: [(&str, &str); 2] =
+    [("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")];
+
+/// The objects in the pool's Namespace that this system did not make (SPEC §6: such a
+/// Namespace is left in place). Ours are those with our owner label, those owned
+/// (`ownerReferences`, at any depth) by one of ours — bcd's pods and the DaemonSet's
+/// revisions, also while the garbage collector is removing them after the DaemonSet —
+/// and what the cluster makes in every Namespace.
+pub fn foreign_in_namespace<'a>(
+    pool: &PoolId,
+    objects: &'a [NamespacedObject],
+) -> Vec<&'a NamespacedObject> {
+    let owner = owner(pool);
+    let named_ours: Vec<ObjectRef> = APPLY_ORDER.iter().map(|k| object_ref(pool, *k)).collect();
+    let mut ours: BTreeSet<&str> = BTreeSet::new();
+    let mine = |o: &NamespacedObject, ours: &BTreeSet<&str>| {
+        ownership(&o.labels, &owner) == Ownership::Ours
+            || MADE_BY_THE_CLUSTER.contains(&(o.kind.as_str(), o.name.as_str()))
+            || o.owners.iter().any(|r| {
+                ours.contains(r.uid.as_str())
+                    || named_ours.iter().any(|n| n.kind.kind() == r.kind && n.name == r.name)
+            })
+    };
+    // Owners before the owned, whatever the listing's order: grow the set until it holds.
+    loop {
+        let before = ours.len();
+        for o in objects {
+            if let Some(uid) = o.uid.as_deref()
+                && mine(o, &ours)
+            {
+                ours.insert(uid);
+            }
+        }
+        if ours.len() == before {
+            break;
+        }
+    }
+    objects
+        .iter()
+        .filter(|o| !(o.uid.as_deref().is_some_and(|u| ours.contains(u)) || mine(o, &ours)))
+        .collect()
+}
+
+/// The message (and event text) of a Namespace left in place because of `foreign`.
+pub fn namespace_kept_message(pool: &PoolId, foreign: &[&NamespacedObject]) -> String {
+    let mut names: Vec<String> = foreign.iter().map(|o| o.to_string()).collect();
+    names.sort();
+    let more = names.len().saturating_sub(10);
+    names.truncate(10);
+    let mut listed = names.join(", ");
+    if more > 0 {
+        listed.push_str(&format!(" and {more} more"));
+    }
+    format!(
+        "Namespace {} was left in place: it holds objects this system did not make ({listed}), which deleting it would delete; delete it once they are no longer needed",
+        substrate_namespace(pool)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +456,69 @@ mod tests {
             "{m}"
         );
         assert!(foreign_message(&r, Some("pool_x"), &pool()).contains("another pool's"));
+    }
+
+    fn obj(
+        kind: &str,
+        name: &str,
+        uid: &str,
+        ours: bool,
+        owners: &[(&str, &str, &str)],
+    ) -> NamespacedObject {
+        let mut labels = std::collections::BTreeMap::new();
+        if ours {
+            labels.insert(LABEL_SUBSTRATE_POOL.to_owned(), pool().to_string());
+        }
+        NamespacedObject {
+            kind: kind.into(),
+            name: name.into(),
+            uid: Some(uid.into()),
+            labels,
+            owners: owners
+                .iter()
+                .map(|(k, n, u)| bc_domain::ports::OwnerReference {
+                    kind: (*k).into(),
+                    name: (*n).into(),
+                    uid: (*u).into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_namespace_holds_foreign_objects_only_when_something_is_neither_ours_nor_the_clusters() {
+        let listed = vec![
+            // The owned before their owner, as a listing may give them.
+            obj("Pod", "bcd-x1", "p1", false, &[("DaemonSet", "bcd", "ds")]),
+            obj("ControllerRevision", "bcd-7f", "cr", false, &[("DaemonSet", "bcd", "ds")]),
+            obj("DaemonSet", "bcd", "ds", true, &[]),
+            obj("ServiceAccount", "bcd", "sa", true, &[]),
+            obj("ServiceAccount", "default", "sa0", false, &[]),
+            obj("ConfigMap", "kube-root-ca.crt", "cm0", false, &[]),
+            // A pod of a DaemonSet of ours already deleted (the collector is at work).
+            obj("Pod", "bcd-old", "p0", false, &[("DaemonSet", "bcd", "gone")]),
+        ];
+        assert!(foreign_in_namespace(&pool(), &listed).is_empty());
+
+        let mut with_tenants = listed.clone();
+        with_tenants.push(obj("ConfigMap", "app-config", "t1", false, &[]));
+        with_tenants.push(obj("Deployment", "web", "t2", false, &[]));
+        with_tenants.push(obj("ReplicaSet", "web-5d", "t3", false, &[("Deployment", "web", "t2")]));
+        // Another pool's label is not ours either.
+        let mut other = obj("Secret", "theirs", "t4", false, &[]);
+        other.labels.insert(LABEL_SUBSTRATE_POOL.into(), "pool_other".into());
+        with_tenants.push(other);
+        let foreign: Vec<String> =
+            foreign_in_namespace(&pool(), &with_tenants).iter().map(|o| o.to_string()).collect();
+        assert_eq!(
+            foreign,
+            ["ConfigMap app-config", "Deployment web", "ReplicaSet web-5d", "Secret theirs"]
+        );
+        let f = foreign_in_namespace(&pool(), &with_tenants);
+        let m = namespace_kept_message(&pool(), &f);
+        assert!(
+            m.contains(&substrate_namespace(&pool())) && m.contains("ConfigMap app-config"),
+            "{m}"
+        );
     }
 }

@@ -47,7 +47,7 @@ impl Run<'_> {
                 .filter(|c| c.status.state != ResourceState::Deleted),
             None => None,
         };
-        let account = self.account().await?;
+        let account = self.account().await?.ok();
         let progress = match (cluster, account) {
             (Some(cluster), Some(account)) => {
                 self.cluster = Some(cluster.clone());
@@ -81,12 +81,33 @@ impl Run<'_> {
                     self.save(ResourceState::Deleting, None, UnitOfWork::new()).await?;
                 }
                 let pool = self.pool_id();
-                let uow = UnitOfWork::new()
+                let mut uow = UnitOfWork::new()
                     .write(Write::RevokeJoinTokens { pool_id: pool, at: self.now });
+                // Named once, by the run that ends the teardown (each run before it
+                // looked again, in case the tenant emptied the Namespace meanwhile).
+                if let Some(message) = self.kept_namespace.take() {
+                    let data = serde_json::json!({"poolId": self.sub.pool_id,
+                        "clusterId": self.sub.cluster_id,
+                        "namespace": bc_domain::name::substrate_namespace(&self.sub.pool_id),
+                        "message": message});
+                    uow = uow.event(self.retained(data));
+                }
                 self.save(ResourceState::Deleted, None, uow).await?;
                 Ok(Outcome::Gone)
             }
         }
+    }
+
+    /// The event naming what teardown leaves in place (`data` says what and why).
+    fn retained(&self, data: serde_json::Value) -> bc_domain::model::NewEvent {
+        event(
+            &*self.r.entropy,
+            &self.sub.tenant_id,
+            subjects::pool(&self.sub.pool_id),
+            "kubernetes.substrate.resources-retained",
+            data,
+            self.now,
+        )
     }
 
     async fn teardown_stopped(&mut self, p: Progress) -> Result<Outcome, ReconcileError> {
@@ -246,7 +267,7 @@ impl Run<'_> {
             // Best effort: the cluster goes next, and what it holds with it.
             let session =
                 self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-            let _ = self.delete_objects(&session).await?;
+            let _ = self.delete_objects(&session, false).await?;
         }
         let assoc = match provider.kubernetes().associated_resources(&id).await {
             Ok(a) => a,
@@ -273,14 +294,7 @@ impl Run<'_> {
                 "providerClusterId": id, "volumes": named(&assoc.volumes),
                 "volumeSnapshots": named(&assoc.volume_snapshots),
                 "message": "the cluster's volumes and volume snapshots are left at the provider (they keep billing): delete them there if they are not needed"});
-            uow = uow.event(event(
-                &*self.r.entropy,
-                &self.sub.tenant_id,
-                subjects::pool(&self.sub.pool_id),
-                "kubernetes.substrate.resources-retained",
-                data,
-                self.now,
-            ));
+            uow = uow.event(self.retained(data));
         }
         self.commit(uow).await?;
         Ok(Progress::converging(
@@ -341,8 +355,11 @@ impl Run<'_> {
             ProviderClusterState::Running | ProviderClusterState::Degraded => {
                 let session =
                     self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
-                match self.delete_objects(&session).await? {
-                    Ok(f) => f,
+                match self.delete_objects(&session, true).await? {
+                    Ok(removed) => {
+                        self.kept_namespace = removed.kept;
+                        removed.foreign
+                    }
                     Err(e) => return cluster_failure(e).map(Some),
                 }
             }

@@ -121,9 +121,12 @@ impl Run<'_> {
                 )))
             }
             UpgradeDecision::Upgrade { version } => {
-                self.act.ensure_held(self.deps).await?;
-                if let Err(e) = provider.kubernetes().upgrade_cluster(&pc.id, &version).await {
-                    return self.upgrade_failed(e);
+                if !self.r.upgrades.under_way(&pc.id, &version, self.now) {
+                    self.act.ensure_held(self.deps).await?;
+                    if let Err(e) = provider.kubernetes().upgrade_cluster(&pc.id, &version).await {
+                        return self.upgrade_failed(e);
+                    }
+                    self.r.upgrades.asked(&pc.id, &version, self.now);
                 }
                 self.r.upgrades.forget(account, &pc.version);
                 self.deps.observer.invalidate(account);

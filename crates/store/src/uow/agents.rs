@@ -2,7 +2,8 @@
 //!
 //! Invariant: a node is one row per `(pool, node name)` whose `node_id` and `joined_at`
 //! never change after the first join (SPEC §9: joining again is idempotent; only the
-//! credential is replaced); token hashes are unique; revocations keep the first time.
+//! credential is replaced); a node ended because its cluster stopped listing it stays
+//! ended unless it joins again; token hashes are unique; revocations keep the first time.
 
 use bc_domain::model::Node;
 use bc_domain::ports::Write;
@@ -21,6 +22,15 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
                 vec![ts(*at), s(node_id)],
             );
             must_touch(exec(txn, q).await?, || format!("node {node_id}"))
+        }
+        Write::EndNode { node_id, credential_hash, at } => {
+            let q = store.st(
+                "UPDATE nodes SET ended_at = ? \
+                 WHERE node_id = ? AND credential_hash = ? AND ended_at IS NULL",
+                vec![ts(*at), s(node_id), s(credential_hash)],
+            );
+            exec(txn, q).await?;
+            Ok(())
         }
         Write::InsertJoinToken(t) => {
             let q = store.st(

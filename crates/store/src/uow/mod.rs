@@ -101,6 +101,7 @@ impl SqlStore {
             | Write::ReleaseLoadBalancerQuota { .. } => load_balancers::apply(self, txn, w).await,
             Write::PutNode(_)
             | Write::Heartbeat { .. }
+            | Write::EndNode { .. }
             | Write::InsertJoinToken(_)
             | Write::RevokeJoinTokens { .. }
             | Write::InsertApiToken(_)

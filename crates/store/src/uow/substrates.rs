@@ -7,8 +7,9 @@
 //! credentials end with their substrate), so none stays live for ever.
 
 use bc_domain::ResourceState;
+use bc_domain::model::Substrate;
 use bc_domain::ports::Write;
-use sea_orm::Value;
+use sea_orm::{ConnectionTrait as _, Value};
 
 use super::{Tx, Txn, misrouted, opt_json};
 use crate::error::conflict;
@@ -17,7 +18,7 @@ use crate::store::{SqlStore, exec};
 
 pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     let Write::PutSubstrate(x) = w else { return Err(misrouted(w)) };
-    if x.state != bc_domain::ResourceState::Deleted {
+    if x.state != bc_domain::ResourceState::Deleted && names_account_anew(store, txn, x).await? {
         super::accounts::require_live(store, txn, &x.provider_account_id).await?;
     }
     let q = store.st(
@@ -62,4 +63,16 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
         exec(txn, end).await?;
     }
     Ok(())
+}
+
+/// Whether writing `x` puts a substrate on its account for the first time (a new row, or
+/// one moved from another account): only that must find the account live. A status
+/// written on a row already on it must go through, so a reconciler can record that the
+/// account was deleted under it, and tear down.
+async fn names_account_anew(store: &SqlStore, txn: &Txn, x: &Substrate) -> Tx<bool> {
+    let q = store.st(
+        "SELECT 1 AS present FROM substrates WHERE pool_id = ? AND provider_account_id = ?",
+        vec![s(&x.pool_id), s(&x.provider_account_id)],
+    );
+    Ok(txn.query_one_raw(q).await?.is_none())
 }

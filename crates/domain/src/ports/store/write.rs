@@ -156,6 +156,17 @@ pub enum Write {
         /// When.
         at: Timestamp,
     },
+    /// End a node's credential because its cluster no longer lists it (SPEC §9), only
+    /// while the node still holds `credential_hash`: a join again in between (a new
+    /// credential) keeps the node live. Idempotent.
+    EndNode {
+        /// Node.
+        node_id: NodeId,
+        /// The credential hash read when the end was decided.
+        credential_hash: String,
+        /// When.
+        at: Timestamp,
+    },
     /// Insert a booking, only while no drain upgrade waits on its pool (SPEC §6, §10):
     /// else `Conflict` with the message of `rules::drain::booking_refused_by_upgrade`.
     InsertBooking(Booking),
