@@ -30,3 +30,4 @@ mod secrets;
 mod service;
 mod slow_body;
 mod token_checks;
+mod twins;
