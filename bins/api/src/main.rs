@@ -152,6 +152,7 @@ async fn serve(
     let settings = bc_api::Settings {
         default_pool_quotas: api.default_pool_quota.iter().copied().collect(),
         public_url: public_url.clone(),
+        trusted_proxies: bc_api::client_addr::TrustedProxies::new(api.trusted_proxy.clone()),
         ..bc_api::Settings::default()
     };
     let (work, events) = (Arc::default(), Arc::default());

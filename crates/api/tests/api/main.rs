@@ -16,6 +16,7 @@ mod contract;
 mod docs;
 mod errors;
 mod hostile;
+mod join_flood;
 mod kubernetes;
 mod layers;
 mod ledger;
