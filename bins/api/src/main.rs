@@ -163,6 +163,7 @@ async fn serve(
             &adapters,
             settings,
             authorizer.map(|a| a as Arc<dyn bc_domain::ports::Authorizer>),
+            budget.config(),
             Arc::clone(&work),
             Arc::clone(&events),
             served.cancel.clone(),
