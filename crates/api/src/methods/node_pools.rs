@@ -243,8 +243,17 @@ async fn list(
     let input = &call.input;
     let page = input.page(call.method)?;
     let scope = call.access.scope()?;
-    let pools =
+    let mut pools =
         ctx.store.node_pool_list(&input.tenant_id, &input.cluster_id, scope, false, &page).await?;
+    // The list's target is the cluster; each pool is decided as its own `get` would be
+    // (SPEC §3: a policy that hides a node pool hides it here too).
+    let cluster = call.access.list_cluster()?;
+    let read = bc_domain::ports::Permission::KubernetesRead;
+    pools.items = crate::access::readable_items(&ctx, &call.caller, read, pools.items, |n| {
+        let resolved =
+            crate::access::Resolved::NodePool { node_pool: n.clone(), cluster: cluster.clone() };
+        Some(resolved.chain())
+    });
     Ok(KubernetesNodePoolsListOutput::of(call.method, pools, |n| NodePoolView::from(&n)))
 }
 

@@ -22,6 +22,7 @@ mod layers;
 mod ledger;
 mod load_balancers;
 mod object_policies;
+mod object_policies_lists;
 mod openapi;
 mod pipeline;
 mod pools;
