@@ -1,4 +1,4 @@
-//! One recipe per write (issue 29 item 10): what each change a caller asks for writes —
+//! One recipe per write (issue 29 item 10; pools and node pools so far): what each change a caller asks for writes —
 //! the record and its whole unit of work (rows, default quotas, events, work items) —
 //! built here, purely, and called by the API's handlers and the test harnesses alike, so
 //! a harness can never write a unit of work the API would not.
@@ -13,9 +13,9 @@ use serde_json::json;
 
 use crate::TenantId;
 use crate::id::{EventId, PoolId, ProviderAccountId};
-use crate::model::{NewEvent, Pool, PoolState, QuotaResource, Substrate, subjects};
+use crate::model::{NewEvent, NodePool, Pool, PoolState, QuotaResource, Substrate, subjects};
 use crate::name::ObjectName;
-use crate::policy::PoolPolicy;
+use crate::policy::{PoolPolicy, Scale};
 use crate::ports::{UnitOfWork, WorkKind, Write};
 use crate::state::ResourceState;
 use crate::time::Timestamp;
@@ -153,6 +153,41 @@ pub fn pool_archived(pool: &Pool, now: Timestamp) -> Recipe<Pool> {
     Recipe { record: archived, uow }
 }
 
+/// `kubernetesNodePools.create`: the pending node pool `row` (as `NodePool::pending`
+/// makes it) and its work, due `now`.
+pub fn node_pool_created(row: NodePool, now: Timestamp) -> Recipe<NodePool> {
+    let uow = UnitOfWork::new().write(Write::InsertNodePool(row.clone())).enqueue(
+        WorkKind::NodePools,
+        row.node_pool_id.as_str(),
+        now,
+    );
+    Recipe { record: row, uow }
+}
+
+/// `kubernetesNodePools.resize` (a new `scale`) and `delete` (`delete`): the node pool
+/// with its generation bumped (written by compare-and-swap on the old one), given to its
+/// reconciler. A deletion asked once stays asked.
+pub fn node_pool_changed(
+    node_pool: &NodePool,
+    scale: Scale,
+    delete: bool,
+    now: Timestamp,
+) -> Recipe<NodePool> {
+    let changed = NodePool {
+        scale,
+        delete_requested: node_pool.delete_requested || delete,
+        generation: node_pool.generation + 1,
+        ..node_pool.clone()
+    };
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateNodePool {
+            node_pool: changed.clone(),
+            expected_generation: node_pool.generation,
+        })
+        .enqueue(WorkKind::NodePools, node_pool.node_pool_id.as_str(), now);
+    Recipe { record: changed, uow }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +254,27 @@ mod tests {
         assert_eq!(archived.record.state, PoolState::Archived);
         assert_eq!(archived.uow.enqueue.len(), 1);
         assert!(matches!(archived.uow.writes[0], Write::UpdatePool { expected_generation: 3, .. }));
+    }
+
+    #[test]
+    fn a_node_pool_change_bumps_its_generation_and_keeps_a_deletion_asked() {
+        let now = Timestamp::from_unix_ms(3_000);
+        let row = NodePool::pending(
+            crate::id::NodePoolId::generate(1, 4),
+            crate::id::ClusterId::generate(1, 5),
+            TenantId::parse("acme").unwrap(),
+            "workers".into(),
+            "s-2vcpu-4gb".into(),
+            Scale::Count(2),
+            now,
+        );
+        let made = node_pool_created(row, now);
+        assert_eq!(made.uow.enqueue.len(), 1);
+        let deleting = node_pool_changed(&made.record, made.record.scale, true, now);
+        assert!(deleting.record.delete_requested);
+        let resized = node_pool_changed(&deleting.record, Scale::Count(3), false, now);
+        assert!(resized.record.delete_requested, "a deletion asked stays asked");
+        assert_eq!(resized.record.generation, made.record.generation + 2);
+        assert!(matches!(resized.uow.writes[0], Write::UpdateNodePool { .. }));
     }
 }

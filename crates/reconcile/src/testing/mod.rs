@@ -36,7 +36,10 @@ use bc_domain::ports::{
     ProviderImpl, ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind,
     WorkQueue, Write,
 };
-use bc_domain::recipes::{NewPool, StartedSubstrate, pool_archived, pool_changed, pool_created};
+use bc_domain::recipes::{
+    NewPool, StartedSubstrate, node_pool_changed, node_pool_created, pool_archived, pool_changed,
+    pool_created,
+};
 use bc_domain::token::sha256_hex;
 use bc_domain::{
     ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
@@ -487,14 +490,9 @@ impl Env {
         scale: Scale,
     ) -> NodePool {
         let c = self.store.cluster_get_any(cluster).await.expect("read").expect("cluster");
-        let row = self.node_pool_row(&c, name, size, scale);
-        let uow = UnitOfWork::new().write(Write::InsertNodePool(row.clone())).enqueue(
-            WorkKind::NodePools,
-            row.node_pool_id.as_str(),
-            self.clock.now(),
-        );
-        self.store.commit(uow).await.expect("create node pool");
-        row
+        let made = node_pool_created(self.node_pool_row(&c, name, size, scale), self.clock.now());
+        self.store.commit(made.uow).await.expect("create node pool");
+        made.record
     }
 
     /// `kubernetesNodePools.resize`'s (and `delete`'s, with `delete`) writes: the new
@@ -506,20 +504,9 @@ impl Env {
         delete: bool,
     ) -> NodePool {
         let old = self.store.node_pool_get_any(id).await.expect("read").expect("node pool");
-        let next = NodePool {
-            scale: scale.unwrap_or(old.scale),
-            delete_requested: old.delete_requested || delete,
-            generation: old.generation + 1,
-            ..old.clone()
-        };
-        let uow = UnitOfWork::new()
-            .write(Write::UpdateNodePool {
-                node_pool: next.clone(),
-                expected_generation: old.generation,
-            })
-            .enqueue(WorkKind::NodePools, id.as_str(), self.clock.now());
-        self.store.commit(uow).await.expect("change node pool");
-        next
+        let changed = node_pool_changed(&old, scale.unwrap_or(old.scale), delete, self.clock.now());
+        self.store.commit(changed.uow).await.expect("change node pool");
+        changed.record
     }
 
     /// `kubernetesClusters.upgrade`'s (`version`) and `delete`'s (`delete`) writes, and
