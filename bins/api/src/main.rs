@@ -152,6 +152,7 @@ async fn serve(
     let settings = bc_api::Settings {
         default_pool_quotas: api.default_pool_quota.iter().copied().collect(),
         public_url: public_url.clone(),
+        trusted_proxies: bc_api::client_addr::TrustedProxies::new(api.trusted_proxy.clone()),
         ..bc_api::Settings::default()
     };
     let (work, events) = (Arc::default(), Arc::default());
@@ -162,6 +163,7 @@ async fn serve(
             &adapters,
             settings,
             authorizer.map(|a| a as Arc<dyn bc_domain::ports::Authorizer>),
+            budget.config(),
             Arc::clone(&work),
             Arc::clone(&events),
             served.cancel.clone(),

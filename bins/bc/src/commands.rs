@@ -42,10 +42,56 @@ pub fn kebab(name: &str) -> String {
     out
 }
 
-/// The first sentence of a description, for the one-line help.
-fn first_sentence(text: &str) -> String {
-    let end = text.find(". ").map(|i| i + 1).unwrap_or(text.len());
-    text[..end].replace('`', "")
+/// A description as a terminal shows it: Markdown links as their words (`[pools](/docs/…)`
+/// reads `pools`), no code quotes.
+pub fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let link = rest[open + 1..].find("](").and_then(|close| {
+            let words = &rest[open + 1..open + 1 + close];
+            let after = &rest[open + 1 + close + 2..];
+            (!words.contains('[')).then_some(())?;
+            after.find(')').map(|end| (words, &after[end + 1..]))
+        });
+        match link {
+            Some((words, after)) => {
+                out.push_str(&rest[..open]);
+                out.push_str(words);
+                rest = after;
+            }
+            None => {
+                out.push_str(&rest[..=open]);
+                rest = &rest[open + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.replace('`', "")
+}
+
+/// The first sentence of a description, [`plain`], for the one-line help: up to the
+/// first full stop that ends a sentence — followed by a space or the end, outside
+/// parentheses, and not an abbreviation's (`e.g.`).
+pub fn first_sentence(text: &str) -> String {
+    let text = plain(text);
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            '.' if depth <= 0 => {
+                let ends = text[i + 1..].chars().next().is_none_or(char::is_whitespace);
+                let before = &text[..i];
+                let abbreviation = ["e.g", "i.e", "etc", "vs"].iter().any(|a| before.ends_with(a));
+                if ends && !abbreviation {
+                    return text[..=i].to_owned();
+                }
+            }
+            _ => {}
+        }
+    }
+    text
 }
 
 /// One input field as a command-line argument.
@@ -211,7 +257,7 @@ pub fn method_command(entry: &Entry) -> Command {
         .about(first_sentence(info.description))
         .long_about(format!(
             "{}\n\nMethod {} ({}), authorized as {}.",
-            info.description.replace('`', ""),
+            plain(info.description),
             info.id(),
             info.kind.as_str(),
             info.authorization
@@ -244,7 +290,7 @@ pub fn method_command(entry: &Entry) -> Command {
             }
         }
         let doc = f.schema.get("description").and_then(Value::as_str).unwrap_or("");
-        let mut help = doc.replace('`', "");
+        let mut help = plain(doc);
         if f.required {
             help.push_str(" [required]");
         }

@@ -138,8 +138,8 @@ pub fn cli() -> Command {
     }
     for resource in resources {
         let mut cmd = Command::new(commands::resource_command(resource))
-            .about(first_line(resource.description))
-            .long_about(resource.description.replace('`', ""))
+            .about(commands::first_sentence(resource.description))
+            .long_about(commands::plain(resource.description))
             .subcommand_required(true)
             .arg_required_else_help(true);
         let kebab = commands::kebab(resource.name);
@@ -180,11 +180,6 @@ pub fn cli() -> Command {
 
 fn global(name: &'static str, value: &'static str, help: &'static str) -> Arg {
     Arg::new(name).long(name).global(true).value_name(value).help(help)
-}
-
-fn first_line(text: &str) -> String {
-    let end = text.find(". ").map(|i| i + 1).unwrap_or(text.len());
-    text[..end].replace('`', "")
 }
 
 /// What a command runs with.

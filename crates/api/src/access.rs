@@ -213,6 +213,14 @@ impl Access {
         }
     }
 
+    /// The cluster a list is inside (a node-pool list's).
+    pub fn list_cluster(&self) -> Result<&KubernetesCluster, ApiError> {
+        match self {
+            Access::List { parent: Some(Resolved::Cluster(c)), .. } => Ok(c),
+            _ => Err(not_resolved("cluster of the list")),
+        }
+    }
+
     /// What a list may show.
     pub fn scope(&self) -> Result<&ReadScope, ApiError> {
         match self {

@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::body::BODY_LIMIT;
+use crate::client_addr::TrustedProxies;
 use crate::error::ApiError;
 use crate::ids::IdSource;
 use crate::ratelimit::{Concurrency, JoinRateLimit, RateLimit, RateLimiter, Recent};
@@ -40,6 +41,8 @@ pub struct Settings {
     /// The limits of `agents.join` per join token and per client address; `None` turns
     /// them off.
     pub join_rate_limit: Option<JoinRateLimit>,
+    /// The proxies whose `X-Forwarded-For` names the client address (`--trusted-proxy`).
+    pub trusted_proxies: TrustedProxies,
     /// The server's public URL (`--public-url`): what bcd calls, and the audience its
     /// pod's projected ServiceAccount token must name (SPEC §9).
     pub public_url: String,
@@ -56,6 +59,7 @@ impl Default for Settings {
             heartbeat_seconds: 30,
             default_pool_quotas: BTreeMap::new(),
             join_rate_limit: Some(JoinRateLimit::default()),
+            trusted_proxies: TrustedProxies::default(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
         }
     }
@@ -125,7 +129,8 @@ impl Ctx {
         }
     }
 
-    /// Counts one `agents.join` from the client address `ip` (SPEC §9).
+    /// Counts one failed `agents.join` from the client address `ip` (SPEC §9: failed
+    /// joins are what an address is limited on).
     pub(crate) fn limit_join_address(&self, ip: IpAddr) -> Result<(), ApiError> {
         match &self.join_limiters {
             Some((_, per_address)) => per_address.check(&ip.to_string()),
@@ -133,7 +138,7 @@ impl Ctx {
         }
     }
 
-    /// Counts one `agents.join` with the join token whose hash is `hash` (SPEC §9).
+    /// Counts one `agents.join` with the valid join token whose hash is `hash` (SPEC §9).
     pub(crate) fn limit_join_token(&self, hash: &str) -> Result<(), ApiError> {
         match &self.join_limiters {
             Some((per_token, _)) => per_token.check(hash),

@@ -119,10 +119,16 @@ impl ApiError {
             ProviderError::Refused { .. } | ProviderError::NotFound => {
                 Self::failed_precondition(format!("{what}: the provider refused the request"))
             }
-            ProviderError::RateLimited { .. }
-            | ProviderError::OverBudget { .. }
-            | ProviderError::Busy { .. }
-            | ProviderError::Transient { .. } => {
+            // The account's provider budget (its own or the provider's 429) says when:
+            // the caller is told, as a rate limit is.
+            ProviderError::RateLimited { retry_after_ms }
+            | ProviderError::OverBudget { retry_after_ms } => Self {
+                retry_after_secs: Some(retry_after_ms.div_ceil(1000).max(1)),
+                ..Self::unavailable(format!(
+                    "{what}: the provider account's call budget is spent for now; try again later"
+                ))
+            },
+            ProviderError::Busy { .. } | ProviderError::Transient { .. } => {
                 Self::unavailable(format!("{what}: the provider could not be reached; try again"))
             }
         }
@@ -319,5 +325,9 @@ mod tests {
         assert_eq!(full.code().as_str(), "UNAVAILABLE");
         assert!(full.message().contains("cannot accept writes"), "{}", full.message());
         assert!(!full.message().contains("/var") && !full.message().contains("code"));
+        let spent = ProviderError::OverBudget { retry_after_ms: 2_500 };
+        let spent = ApiError::provider("listing", &spent).into_response();
+        assert_eq!(spent.status(), 503);
+        assert_eq!(spent.headers()[header::RETRY_AFTER], "3");
     }
 }

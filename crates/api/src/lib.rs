@@ -18,6 +18,7 @@ pub mod auth;
 pub mod authz;
 mod body;
 pub mod check;
+pub mod client_addr;
 pub mod console;
 pub mod ctx;
 pub mod docs;

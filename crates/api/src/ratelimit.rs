@@ -1,6 +1,7 @@
 //! Per-caller limits (SPEC §2, §9, §12): a keyed GCRA rate limiter (governor) counting
-//! each API token or node by its id — and each join token by its hash and each client
-//! address of `agents.join` — answering `RESOURCE_EXHAUSTED` with `Retry-After`; a keyed
+//! each API token or node by its id — and each valid join token by its hash and the failed
+//! joins of each client address of `agents.join` — answering `RESOURCE_EXHAUSTED` with
+//! `Retry-After`; a keyed
 //! count of things a caller holds open at once ([`Concurrency`], the event streams of a
 //! token); and [`Recent`], an answer reused for a few seconds per key, however many ask
 //! (a substrate's Node listing, so joins cannot hammer a cluster's API).
@@ -39,20 +40,23 @@ impl Default for RateLimit {
     }
 }
 
-/// The limits of `agents.join` (SPEC §9), per join token and per client address: loose
-/// enough that every Node of a large substrate joins within minutes (a DaemonSet starts
-/// them all at once, and Nodes behind one NAT share an address), tight enough that
-/// guessing tokens or replaying one costs the caller, not the server.
+/// The limits of `agents.join` (SPEC §9), per valid join token and on the failed joins of
+/// each client address: loose enough that every Node of a large substrate joins within
+/// minutes (a DaemonSet starts them all at once), tight enough that guessing tokens or
+/// replaying one costs the caller, not the server. Only failures count against an
+/// address, so a flood of bad tokens from an address its Nodes share (a NAT, a proxy)
+/// never keeps a valid token's Nodes from joining.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JoinRateLimit {
-    /// Joins per join token.
+    /// Joins per valid join token.
     pub per_token: RateLimit,
-    /// Joins per client address (when the server knows it).
+    /// Failed joins per client address (when the server knows it).
     pub per_address: RateLimit,
 }
 
 impl Default for JoinRateLimit {
-    /// Per join token 200 at once, then 50 a second; per address 100, then 20 a second.
+    /// Per join token 200 at once, then 50 a second; per address 100 failures, then 20 a
+    /// second.
     fn default() -> Self {
         let limit = |burst: u32, every_ms: u64| RateLimit {
             burst: NonZeroU32::new(burst).expect("non-zero"),

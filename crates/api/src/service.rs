@@ -266,19 +266,30 @@ async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
             &parts.headers,
         )
         .await?;
-        match caller.rate_key() {
-            Some(key) => state.ctx.rate_limit(Some(key))?,
-            // A caller without a credential yet (`agents.join`) is counted by its address,
-            // before a byte of its body is read (SPEC §9).
-            None => {
-                if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
-                    state.ctx.limit_join_address(peer.ip())?;
-                }
-            }
+        let key = caller.rate_key();
+        let credentialed = key.is_some();
+        state.ctx.rate_limit(key)?;
+        let answer = async {
+            let bytes = read_limited(body, state.ctx.settings.body_limit).await?;
+            let value = parse_object(&bytes)?;
+            method.run(state.ctx.clone(), caller, value).await
         }
-        let bytes = read_limited(body, state.ctx.settings.body_limit).await?;
-        let value = parse_object(&bytes)?;
-        method.run(state.ctx.clone(), caller, value).await
+        .await;
+        // A caller without a credential yet (`agents.join`) is counted by its address
+        // when it fails (SPEC §9): a valid join token is never refused for what others
+        // behind the same address sent; a flood of bad ones soon costs its sender.
+        match answer {
+            Err(e) if !credentialed && failed_join(&e) => {
+                let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>();
+                if let Some(ConnectInfo(peer)) = peer {
+                    let client =
+                        state.ctx.settings.trusted_proxies.client(peer.ip(), &parts.headers);
+                    state.ctx.limit_join_address(client)?;
+                }
+                Err(e)
+            }
+            other => other,
+        }
     }
     .await;
     let mut resp = match result {
@@ -287,6 +298,15 @@ async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
     };
     resp.extensions_mut().insert(MethodLabel(info.resource.name, info.name));
     resp
+}
+
+/// Whether an error answered to a caller without a credential is a failed join its
+/// address is counted for: a token that opens nothing, or a body that is no join.
+fn failed_join(e: &ApiError) -> bool {
+    matches!(
+        e.code(),
+        Code::Spec(bc_domain::ErrorCode::Unauthenticated | bc_domain::ErrorCode::InvalidArgument)
+    )
 }
 
 /// A body is JSON: a `Content-Type` other than `application/json` is refused (a missing

@@ -5,7 +5,8 @@
 //! the object, so a repeat either finds that answer (and makes nothing) or the first
 //! commit fails as a whole — there is no state in which the object exists without it;
 //! a concurrent twin that committed first is the store's `replayed` outcome, answered
-//! with the twin's answer.
+//! with the twin's answer. The record is the unit of work's first write, so the twin is
+//! recognised before a unique name it took refuses this one as `ALREADY_EXISTS`.
 
 use std::borrow::Cow;
 
@@ -82,7 +83,11 @@ impl Ctx {
             response,
             created_at: self.now(),
         };
-        let committed = self.commit(uow.write(Write::PutIdempotency(record))).await?;
+        // First in the unit of work: a twin that committed meanwhile is found by its
+        // record, before this one's own writes fail on the names the twin took.
+        let mut uow = uow;
+        uow.writes.insert(0, Write::PutIdempotency(record));
+        let committed = self.commit(uow).await?;
         Ok(match committed.replayed {
             Some(first) => Created::Replayed(first.response),
             None => Created::Made(made),

@@ -5,7 +5,9 @@
 //! `Last-Event-ID` with the last `seq` handed on, and the server sends only later ones;
 //! reconnecting is bounded (a run of failed connections with no event between them ends
 //! the stream with the last error); an error answer other than `429`/`503` ends it at
-//! once (a bad token does not become a retry loop).
+//! once (a bad token does not become a retry loop). Frames are cut from the bytes as
+//! they come and decoded whole, so a character split across two reads arrives intact;
+//! a frame larger than [`MAX_FRAME`] ends the stream rather than growing the buffer.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -25,6 +27,9 @@ const MAX_FAILURES: u32 = 8;
 /// The first wait before reconnecting after a failure; doubled each time, up to 5 s.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// The largest frame read: an event carries at most what a request body may (1 MiB,
+/// SPEC §2) with its envelope, so anything near 4 MiB is no event of this API.
+pub const MAX_FRAME: usize = 4 << 20;
 
 /// The tenant's events as they are committed: a [`Stream`] of `Result<Event, Error>` that
 /// ends only after an error.
@@ -64,7 +69,7 @@ impl Stream for EventStream {
 /// An open connection and the part of a frame read so far.
 struct Conn {
     resp: reqwest::Response,
-    buffer: String,
+    frames: Frames,
 }
 
 struct State {
@@ -102,13 +107,10 @@ impl State {
                 continue;
             };
             match conn.resp.chunk().await {
-                Ok(Some(bytes)) => {
-                    conn.buffer.push_str(&String::from_utf8_lossy(&bytes));
-                    match take_frames(&mut conn.buffer) {
-                        Ok(events) => self.ready.extend(events),
-                        Err(e) => return self.end(e),
-                    }
-                }
+                Ok(Some(bytes)) => match conn.frames.push(&bytes) {
+                    Ok(events) => self.ready.extend(events),
+                    Err(e) => return self.end(e),
+                },
                 // The server closed the connection: resume where we are.
                 Ok(None) => {
                     self.conn = None;
@@ -142,7 +144,7 @@ impl State {
             req.send().await.map_err(|e| Fail::Again(Error::transport(&method, &e), None))?;
         let status = resp.status();
         if status.is_success() {
-            return Ok(Conn { resp, buffer: String::new() });
+            return Ok(Conn { resp, frames: Frames::default() });
         }
         let retry_after = crate::retry_after(resp.headers());
         let body = resp.bytes().await.unwrap_or_default();
@@ -202,44 +204,120 @@ enum Fail {
     Again(Error, Option<Duration>),
 }
 
-/// The events of the complete frames at the start of `buffer` (removed from it); a frame
-/// with no `data` (the keep-alive comment) is skipped.
-fn take_frames(buffer: &mut String) -> Result<Vec<Event>, Error> {
-    let mut events = Vec::new();
-    loop {
-        let normalized_end =
-            buffer.find("\n\n").map(|i| (i, 2)).or_else(|| buffer.find("\r\n\r\n").map(|i| (i, 4)));
-        let Some((end, sep)) = normalized_end else { break };
-        let frame: String = buffer.drain(..end + sep).collect();
-        let mut data = Vec::new();
-        for line in frame.lines() {
-            if let Some(rest) = line.strip_prefix("data:") {
-                data.push(rest.strip_prefix(' ').unwrap_or(rest));
+/// The bytes of the frame being read, and how far they were searched for its end.
+#[derive(Debug, Default)]
+struct Frames {
+    buffer: Vec<u8>,
+    searched: usize,
+}
+
+impl Frames {
+    /// Adds the bytes of one read; the events of the frames it completed. A frame that
+    /// is not UTF-8 or not an event, or longer than [`MAX_FRAME`], is an error.
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<Event>, Error> {
+        self.buffer.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        while let Some((end, sep)) = self.frame_end() {
+            let frame: Vec<u8> = self.buffer.drain(..end + sep).collect();
+            self.searched = 0;
+            let frame = std::str::from_utf8(&frame[..end])
+                .map_err(|e| decode(format!("a frame is not UTF-8: {e}")))?;
+            if let Some(event) = event_of(frame)? {
+                events.push(event);
             }
         }
-        if data.is_empty() {
-            continue;
+        if self.buffer.len() > MAX_FRAME {
+            return Err(decode(format!(
+                "a frame is larger than {MAX_FRAME} bytes: no event of this API is"
+            )));
         }
-        let event: Event = serde_json::from_str(&data.join("\n")).map_err(|e| Error::Decode {
-            method: STREAM.id().to_string(),
-            detail: e.to_string(),
-        })?;
-        events.push(event);
+        Ok(events)
     }
-    Ok(events)
+
+    /// Where the first complete frame ends and its blank line's length (`\n\n` or
+    /// `\r\n\r\n`), searching only what was not searched before.
+    fn frame_end(&mut self) -> Option<(usize, usize)> {
+        // A separator may straddle the last read: look back three bytes.
+        let from = self.searched.saturating_sub(3);
+        let found = self.buffer[from..].windows(2).enumerate().find_map(|(i, w)| {
+            let at = from + i;
+            match w {
+                b"\n\n" => Some((at, 2)),
+                b"\r\n" if self.buffer[at..].starts_with(b"\r\n\r\n") => Some((at, 4)),
+                _ => None,
+            }
+        });
+        if found.is_none() {
+            self.searched = self.buffer.len();
+        }
+        found
+    }
+}
+
+/// The error of a stream that is not this API's events.
+fn decode(detail: String) -> Error {
+    Error::Decode { method: STREAM.id().to_string(), detail }
+}
+
+/// The event of one frame (its `data` lines joined); `None` for a frame with no `data`
+/// (the keep-alive comment).
+fn event_of(frame: &str) -> Result<Option<Event>, Error> {
+    let mut data = Vec::new();
+    for line in frame.lines() {
+        if let Some(rest) = line.strip_prefix("data:") {
+            data.push(rest.strip_prefix(' ').unwrap_or(rest));
+        }
+    }
+    if data.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(&data.join("\n")).map(Some).map_err(|e| decode(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::take_frames;
+    use super::{Frames, MAX_FRAME};
+
+    const EVENT: &str = r#"{"eventId":"evt_01jq3k5v9x8y7z6w5v4t3s2r1e","seq":7,"tenantId":"dev","subject":"compute.pools.x","type":"t","time":"2026-12-02T12:57:15.123Z","data":{"message":"café ☕"}}"#;
 
     #[test]
     fn frames_are_cut_at_blank_lines_and_comments_skipped() {
-        let event = r#"{"eventId":"evt_01jq3k5v9x8y7z6w5v4t3s2r1e","seq":7,"tenantId":"dev","subject":"compute.pools.x","type":"t","time":"2026-12-02T12:57:15.123Z","data":{}}"#;
-        let mut buffer = format!(":\n\nid: 7\ndata: {event}\n\nid: 8\nda");
-        let events = take_frames(&mut buffer).unwrap();
+        let mut frames = Frames::default();
+        let text = format!(":\n\nid: 7\ndata: {EVENT}\n\nid: 8\nda");
+        let events = frames.push(text.as_bytes()).unwrap();
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].seq, 7);
-        assert_eq!(buffer, "id: 8\nda", "the partial frame waits for the rest");
+        assert_eq!(frames.buffer, b"id: 8\nda", "the partial frame waits for the rest");
+    }
+
+    #[test]
+    fn a_character_or_a_blank_line_split_between_reads_arrives_whole() {
+        let text = format!("id: 7\r\ndata: {EVENT}\r\n\r\n");
+        let bytes = text.as_bytes();
+        // Every cut: inside the ☕'s three bytes, inside the \r\n\r\n, anywhere.
+        for cut in 1..bytes.len() {
+            let mut frames = Frames::default();
+            let mut events = frames.push(&bytes[..cut]).unwrap();
+            events.extend(frames.push(&bytes[cut..]).unwrap());
+            assert_eq!(events.len(), 1, "cut at {cut}");
+            assert_eq!(events[0].data["message"], "café ☕", "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_frame_past_the_bound_is_an_error_not_a_bigger_buffer() {
+        let mut frames = Frames::default();
+        frames.push(b"data: ").unwrap();
+        let chunk = vec![b'a'; 64 << 10];
+        let mut pushed = 6;
+        let e = loop {
+            match frames.push(&chunk) {
+                Ok(events) => assert!(events.is_empty()),
+                Err(e) => break e,
+            }
+            pushed += chunk.len();
+            assert!(pushed <= MAX_FRAME, "still reading at {pushed} bytes");
+        };
+        assert!(e.to_string().contains("larger than"), "{e}");
     }
 }

@@ -283,3 +283,33 @@ async fn the_event_stream_ends_on_a_refusal() {
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].as_ref().unwrap_err().code(), Some(ErrorCode::Unauthenticated));
 }
+
+#[tokio::test]
+async fn the_event_stream_keeps_a_character_split_between_two_reads() {
+    let mut data = event(1);
+    data["data"] = json!({ "message": "café ☕" });
+    let frame = format!("id: 1\ndata: {data}\n\n").into_bytes();
+    // Cut inside the ☕'s three bytes; the halves go out apart, so they are read apart.
+    let cut = frame.windows(3).position(|w| w == "☕".as_bytes()).unwrap() + 1;
+    let (first, rest) = (frame[..cut].to_vec(), frame[cut..].to_vec());
+    let app = Router::new().route(
+        "/api/compute/events/stream",
+        get(move || {
+            let (first, rest) = (first.clone(), rest.clone());
+            async move {
+                let halves = futures::stream::iter([first, rest]).then(|half| async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok::<_, std::io::Error>(half)
+                });
+                ([("content-type", "text/event-stream")], axum::body::Body::from_stream(halves))
+            }
+        }),
+    );
+    let url = serve(app).await;
+    let query = bc_api_types::events::StreamQuery {
+        tenant_id: TenantId::parse("dev").unwrap(),
+        subject: None,
+    };
+    let got = client(&url).events(query, None).next().await.unwrap().unwrap();
+    assert_eq!(got.data["message"], "café ☕");
+}

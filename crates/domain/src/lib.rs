@@ -15,6 +15,7 @@ pub mod name;
 pub mod one_of;
 pub mod policy;
 pub mod ports;
+pub mod recipes;
 pub mod rules;
 #[cfg(feature = "schema")]
 pub mod schema;

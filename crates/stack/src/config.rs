@@ -122,6 +122,11 @@ pub struct ApiArgs {
     /// the schema at start.
     #[arg(long = "policy-file", env = "BC_POLICY_FILE", value_name = "FILE")]
     pub policy_file: Option<std::path::PathBuf>,
+    /// A proxy in front of this server whose `X-Forwarded-For` names the client (SPEC
+    /// §9: what `agents.join`'s failures are counted by), as `ADDRESS/BITS` or one
+    /// address (repeatable; comma-separated in the environment).
+    #[arg(long = "trusted-proxy", env = "BC_TRUSTED_PROXY", value_name = "CIDR", value_delimiter = ',', value_parser = bc_api::client_addr::parse_trusted_proxy)]
+    pub trusted_proxy: Vec<bc_api::client_addr::IpNet>,
 }
 
 /// The authorizer of `--policy-file`: the role templates and the file's policies,

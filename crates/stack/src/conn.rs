@@ -8,6 +8,11 @@
 //! between requests exactly one deadline applies: the idle one until the first byte of
 //! the next request, then the header one, counted from that byte. The deadline is
 //! enforced in the connection's reads, so a client trickling bytes cannot push it back.
+//! A connection the server closes sends its end first, then reads and discards what the
+//! client still sends — at most [`LINGER_BYTES`] for [`LINGER_TIME`] — before it closes
+//! (as nginx's lingering close): closing a socket with unread bytes resets it, and the
+//! reset can destroy the answer the client has not read yet (a `413` for a body the
+//! server refused by its `Content-Length`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,6 +35,12 @@ use tokio::time::{Instant, Sleep};
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a connection may stay idle between requests.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a closing connection goes on reading what the client still sends (a
+/// lingering close): a client that sends its whole body before it reads — Python's
+/// `urllib` — then reads the `413` it was sent instead of a reset.
+pub const LINGER_TIME: Duration = Duration::from_secs(5);
+/// The most a closing connection reads and discards.
+pub const LINGER_BYTES: u64 = 64 << 20;
 
 /// A connection's time limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +156,8 @@ impl Listener for LimitedListener {
         let (io, addr) = Listener::accept(&mut self.inner).await;
         let now = Instant::now();
         let watch = Arc::new(Watch::new(self.limits, now));
-        (LimitedStream { io, watch, timer: Box::pin(tokio::time::sleep_until(now)) }, addr)
+        let timer = Box::pin(tokio::time::sleep_until(now));
+        (LimitedStream { io, watch, timer, linger: None }, addr)
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
@@ -159,6 +171,8 @@ pub struct LimitedStream {
     io: TcpStream,
     watch: Arc<Watch>,
     timer: Pin<Box<Sleep>>,
+    /// Once closing: how much more it reads and discards (until the timer fires).
+    linger: Option<u64>,
 }
 
 impl LimitedStream {
@@ -227,8 +241,31 @@ impl AsyncWrite for LimitedStream {
         Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
+    /// Sends this end's close, then lingers: reads and discards until the client closes
+    /// too, [`LINGER_BYTES`] are read or [`LINGER_TIME`] has passed.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        let this = self.get_mut();
+        if this.linger.is_none() {
+            std::task::ready!(Pin::new(&mut this.io).poll_shutdown(cx))?;
+            this.timer.as_mut().reset(Instant::now() + LINGER_TIME);
+            this.linger = Some(LINGER_BYTES);
+        }
+        let mut scratch = [0u8; 16 * 1024];
+        loop {
+            let Some(left) = this.linger.as_mut() else { return Poll::Ready(Ok(())) };
+            if *left == 0 || this.timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.io).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
+                    *left = left.saturating_sub(buf.filled().len() as u64);
+                }
+                // The client closed too, or the connection failed: nothing more to wait for.
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 

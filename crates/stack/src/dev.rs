@@ -187,6 +187,20 @@ impl DevStack {
             public_url: api_url.clone(),
             ..Settings::default()
         };
+        // Everything a client of this server reads from `dir` is there before it serves:
+        // one that waits for `/healthz` and then reads `token` finds it.
+        let token = operator_token(&dir, &adapters).await?;
+        // What `bc` reads in a directory holding `.bc-dev/` (the token is in `token`).
+        write_private(
+            &dir.join("bc.toml"),
+            &format!("api_url = \"{api_url}\"\ntenant = \"{DEV_TENANT}\"\n"),
+        )?;
+        write_private(
+            &dir.join("simulator.json"),
+            &serde_json::to_string_pretty(
+                &json!({ "digitaloceanApiUrl": sim_url, "token": DEFAULT_TOKEN }),
+            )?,
+        )?;
         let mut served = Served::default();
         let router = wire::api_router(
             &adapters,
@@ -214,7 +228,7 @@ impl DevStack {
             api_url,
             sim_url: sim_url.clone(),
             sim_token: DEFAULT_TOKEN.to_owned(),
-            token: String::new(),
+            token,
             account_id: String::new(),
             dir: dir.clone(),
             sim,
@@ -226,39 +240,8 @@ impl DevStack {
             bcd,
             keeper,
         };
-        stack.token = stack.operator_token().await?;
         stack.account_id = stack.simulated_account().await?;
-        // What `bc` reads in a directory holding `.bc-dev/` (the token is in `token`).
-        write_private(
-            &dir.join("bc.toml"),
-            &format!("api_url = \"{}\"\ntenant = \"{DEV_TENANT}\"\n", stack.api_url),
-        )?;
-        write_private(
-            &dir.join("simulator.json"),
-            &serde_json::to_string_pretty(
-                &json!({ "digitaloceanApiUrl": sim_url, "token": DEFAULT_TOKEN }),
-            )?,
-        )?;
         Ok(stack)
-    }
-
-    /// The operator token kept in `token`, or a new one (written there).
-    async fn operator_token(&self) -> anyhow::Result<String> {
-        let path = self.dir.join("token");
-        if let Ok(kept) = std::fs::read_to_string(&path)
-            && crate::tokens::is_live(self.adapters.store.as_ref(), &kept).await?
-        {
-            return Ok(kept.trim().to_owned());
-        }
-        let grants = vec![Grant { role: Role::Operator, scope: Scope::System, tenant_id: None }];
-        let (_, plain) = crate::tokens::create(
-            self.adapters.store.as_ref(),
-            self.adapters.clock.as_ref(),
-            grants,
-        )
-        .await?;
-        write_private(&path, &format!("{plain}\n"))?;
-        Ok(plain)
     }
 
     /// The simulated account of tenant `dev`: found by name, or made through the API.
@@ -523,6 +506,21 @@ fn quick_load_balancers() -> Timing {
     }
 }
 
+/// The operator token kept in `dir/token`, or a new one (written there).
+async fn operator_token(dir: &Path, adapters: &Adapters) -> anyhow::Result<String> {
+    let path = dir.join("token");
+    if let Ok(kept) = std::fs::read_to_string(&path)
+        && crate::tokens::is_live(adapters.store.as_ref(), &kept).await?
+    {
+        return Ok(kept.trim().to_owned());
+    }
+    let grants = vec![Grant { role: Role::Operator, scope: Scope::System, tenant_id: None }];
+    let (_, plain) =
+        crate::tokens::create(adapters.store.as_ref(), adapters.clock.as_ref(), grants).await?;
+    write_private(&path, &format!("{plain}\n"))?;
+    Ok(plain)
+}
+
 /// The key kept in `dir/secret.key`, made on first use.
 fn secret_key(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join("secret.key");
@@ -534,15 +532,24 @@ fn secret_key(dir: &Path) -> anyhow::Result<String> {
     Ok(key)
 }
 
-/// Writes `text` to `path`, readable by its owner only (it may hold a secret).
+/// Writes `text` to `path`, readable by its owner only (it may hold a secret): into a new
+/// file created with mode 0600 — never one made at the umask's mode and narrowed after,
+/// which another user could open in between — then renamed over `path`, so a reader sees
+/// the old text or the new, whole.
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    use std::io::Write as _;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let new = path.with_file_name(format!(".{name}.new"));
+    let context = || format!("writing {}", path.display());
+    // A leftover of a write that stopped half-way is ours to replace.
+    let _ = std::fs::remove_file(&new);
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
     #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    }
-    Ok(())
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    let mut file = open.open(&new).with_context(context)?;
+    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).with_context(context)?;
+    std::fs::rename(&new, path).with_context(context)
 }
 
 /// `bc-api dev --demo`: drives the tour through the API — a pool with a substrate, a load

@@ -25,8 +25,8 @@ use bc_providers::registry::Providers;
 use bc_reconcile::provider_resources::plan::Timing;
 use bc_reconcile::shared::OsEntropy;
 use bc_reconcile::{
-    BroadcastPublisher, Deps, Relay, RelayConfig, Runtime, RuntimeConfig, SharedObserver,
-    StoreBudget,
+    BroadcastPublisher, Budget, BudgetedProvider, Deps, Relay, RelayConfig, Runtime, RuntimeConfig,
+    SharedObserver, StoreBudget,
 };
 use bc_store::{AeadSecretBox, SqlStore};
 use tokio::sync::Notify;
@@ -94,15 +94,55 @@ impl Adapters {
         Ok(Self { store, clock, secrets, providers, clusters: Arc::new(KubeClusterApi::new()) })
     }
 
-    /// The API's ports.
-    pub fn ports(&self) -> Ports {
+    /// The API's ports: its provider calls spend from each account's budget of
+    /// `budget`, kept in the store and shared with the reconcilers.
+    pub fn ports(&self, budget: BudgetConfig) -> Ports {
+        let store: Arc<dyn bc_domain::ports::Store> = self.store.clone();
         Ports {
             store: self.store.clone(),
             clock: self.clock.clone(),
-            providers: self.providers.clone(),
+            providers: Arc::new(BudgetedRegistry {
+                inner: self.providers.clone(),
+                budget: Arc::new(StoreBudget::new(store, budget)),
+                clock: self.clock.clone(),
+            }),
             clusters: self.clusters.clone(),
             secrets: self.secrets.clone(),
         }
+    }
+}
+
+/// A registry whose providers spend every call from their account's budget — the one
+/// the reconcilers spend from, so the API's own calls (a node pool's name checked at the
+/// provider, a join's cluster credentials) count against the provider's limit too.
+struct BudgetedRegistry {
+    inner: Arc<dyn ProviderRegistry>,
+    budget: Arc<dyn Budget>,
+    clock: Arc<dyn Clock>,
+}
+
+#[async_trait::async_trait]
+impl ProviderRegistry for BudgetedRegistry {
+    async fn provider_for(
+        &self,
+        account: &bc_domain::model::ProviderAccount,
+    ) -> bc_domain::ports::ProviderResult<Arc<dyn bc_domain::ports::ProviderImpl>> {
+        let inner = self.inner.provider_for(account).await?;
+        Ok(Arc::new(BudgetedProvider::new(
+            inner,
+            self.budget.clone(),
+            account.provider_account_id.clone(),
+            self.clock.clone(),
+        )))
+    }
+
+    /// Credentials not stored yet belong to no account: nothing to count them on (the
+    /// default budget leaves room for these checks).
+    async fn provider_for_credentials(
+        &self,
+        credentials: &bc_domain::ports::AccountCredentials,
+    ) -> bc_domain::ports::ProviderResult<Arc<dyn bc_domain::ports::ProviderImpl>> {
+        self.inner.provider_for_credentials(credentials).await
     }
 }
 
@@ -116,20 +156,22 @@ pub fn api_router(
     events: Arc<Notify>,
     shutdown: CancellationToken,
 ) -> axum::Router {
-    api_router_authorized(adapters, settings, None, work, events, shutdown)
+    api_router_authorized(adapters, settings, None, BudgetConfig::default(), work, events, shutdown)
 }
 
 /// [`api_router`] deciding with `authorizer` (Cedar with the operator's `--policy-file`)
-/// when given.
+/// when given, its provider calls spending from each account's `budget` (the
+/// reconcilers', `--budget-per-minute` and `--budget-per-hour`).
 pub fn api_router_authorized(
     adapters: &Adapters,
     settings: Settings,
     authorizer: Option<Arc<dyn bc_domain::ports::Authorizer>>,
+    budget: BudgetConfig,
     work: Arc<Notify>,
     events: Arc<Notify>,
     shutdown: CancellationToken,
 ) -> axum::Router {
-    let mut api = Api::new(adapters.ports()).settings(settings);
+    let mut api = Api::new(adapters.ports(budget)).settings(settings);
     if let Some(a) = authorizer {
         api = api.authorizer(a);
     }

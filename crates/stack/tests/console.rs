@@ -1,7 +1,8 @@
 //! The web console (SPEC §14) in a real browser: Debian's headless chromium driven through
 //! chromedriver against an in-process dev stack on loopback. Signs in by the printed link
 //! and by paste, watches a substrate reach `ready` without a reload, sees a pool-scoped
-//! token read only its pool, is sent back to sign-in when its token is revoked, checks
+//! token read only its pool, is sent back to sign-in when its token is revoked, moves
+//! through the pools to a pool's page and back and signs out by the keyboard alone, checks
 //! the CSP header on every console answer and that no request left loopback, and saves a
 //! screenshot of each view under `target/console-screenshots/`.
 //!
@@ -65,8 +66,10 @@ async fn create_pool(stack: &DevStack, name: &str, substrate: bool, count: u32) 
     made["poolId"].as_str().expect("poolId").to_owned()
 }
 
+/// Signs out by the keyboard: Tab to the button, Enter.
 async fn sign_out(browser: &Browser) {
-    browser.click("#sign-out").await;
+    browser.tab_to("#sign-out").await;
+    browser.keys("\u{E007}").await;
     browser.wait("the sign-in form", &visible("signin")).await;
     let kept = browser.js("return sessionStorage.getItem('bc.console.token')", json!([])).await;
     assert_eq!(kept, Value::Null, "signing out forgets the token");
@@ -247,6 +250,18 @@ async fn the_console_in_a_real_browser() {
         .wait("only the one without substrate", &format!("({LISTED_POOLS}) === '{batch}'"))
         .await;
     browser.click("#state-filter option[value='']").await;
+    browser.wait("both again", &format!("({LISTED_POOLS}) === '{web},{batch}'")).await;
+
+    // The keyboard alone: Tab to a pool, Enter opens it, Tab to the navigation's pools
+    // and Enter goes back (signing out by keyboard is sign_out's); each focus visible.
+    browser.tab_to(&format!("a[data-pool='{web}']")).await;
+    browser.keys("\u{E007}").await;
+    browser.wait("the pool's page by keyboard", &format!("location.hash.includes('{web}')")).await;
+    browser.tab_to("#nav a[data-view='pools']").await;
+    browser.keys("\u{E007}").await;
+    browser
+        .wait("the pools again by keyboard", &format!("({LISTED_POOLS}) === '{web},{batch}'"))
+        .await;
 
     // Nothing left loopback, and the page broke no rule of its policy.
     requests.extend(requests_sent(&browser).await);

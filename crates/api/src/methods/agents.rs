@@ -7,8 +7,9 @@
 //! not from a record, within the last [`NODE_LISTING_TTL`]); the node credential exists
 //! in plaintext only in the join answer — its hash is what is stored; once the teardown
 //! of a pool's substrate begins, none of its nodes joins or heartbeats (SPEC §9); joins
-//! are limited per join token (here, before the lookup: a bad token costs a hash) and
-//! per client address (in the dispatch, before the body is read), and a substrate's
+//! are limited per valid join token (here, after the lookup: a bad token costs a hash
+//! and an indexed read) and, on failure, per client address (in the dispatch, believing
+//! `X-Forwarded-For` from trusted proxies only), and a substrate's
 //! cluster is asked for its Nodes at most once per [`NODE_LISTING_TTL`], however many
 //! join; a node joins only as the node its pod's projected ServiceAccount token is bound
 //! to, by the cluster's TokenReview of that token for the server's public URL, from the
@@ -197,8 +198,10 @@ async fn prove_node(
 async fn join(ctx: Ctx, call: Call<JoinRequest>) -> Result<JoinResponse, ApiError> {
     let input = &call.input;
     let hash = agent_secret_lookup_hash(input.join_token.expose()).ok_or_else(bad_join_token)?;
-    ctx.limit_join_token(&hash)?;
     let token = ctx.store.join_token_find(&hash).await?.ok_or_else(bad_join_token)?;
+    // Valid tokens only: a guess is its address's failure (in the dispatch), and keys
+    // of guesses would only fill the limiter.
+    ctx.limit_join_token(&hash)?;
     let (ended, substrate) = torn_down(&ctx, &token.pool_id).await?;
     if ended {
         return Err(ApiError::failed_precondition(format!(

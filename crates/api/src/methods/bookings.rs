@@ -108,6 +108,9 @@ async fn list(ctx: Ctx, call: Call<BookingsListInput>) -> Result<BookingsListOut
     let input = &call.input;
     let page = input.page(call.method)?;
     let now = ctx.now();
+    // No booking is filtered one by one (as node pools and the tenant-wide lists are):
+    // a booking is no Cedar entity of its own (SPEC §3: `compute:bookings:read @ pool`),
+    // so each booking's decision is its pool's, which this list was authorized on.
     let bookings =
         ctx.store.booking_list(&input.tenant_id, &input.pool_id, input.state, now, &page).await?;
     Ok(BookingsListOutput::of(call.method, bookings, |b| shown(b, now)))

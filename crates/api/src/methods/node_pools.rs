@@ -6,7 +6,8 @@ pub use bc_api_types::node_pools::*;
 use std::collections::BTreeMap;
 
 use bc_domain::model::{ClusterMode, KubernetesCluster, NodePool, NodePoolOrigin};
-use bc_domain::ports::{ProviderNodePool, UnitOfWork, WorkKind, Write};
+use bc_domain::ports::ProviderNodePool;
+use bc_domain::recipes::{node_pool_changed, node_pool_created};
 use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::rules::policy::{is_reserved_label_key, validate_scale};
 use bc_domain::{
@@ -170,13 +171,8 @@ async fn create(
         ));
     }
     let now = ctx.now();
-    let node_pool = call.input.spec().record(cluster, ctx.new_id(), now);
-    let uow = UnitOfWork::new().write(Write::InsertNodePool(node_pool.clone())).enqueue(
-        WorkKind::NodePools,
-        node_pool.node_pool_id.as_str(),
-        now,
-    );
-    ctx.commit_create(&call, uow, NodePoolView::from(&node_pool)).await
+    let made = node_pool_created(call.input.spec().record(cluster, ctx.new_id(), now), now);
+    ctx.commit_create(&call, made.uow, NodePoolView::from(&made.record)).await
 }
 
 /// A name longer than the cluster's provider takes (GKE: 40) is INVALID_ARGUMENT here,
@@ -243,8 +239,17 @@ async fn list(
     let input = &call.input;
     let page = input.page(call.method)?;
     let scope = call.access.scope()?;
-    let pools =
+    let mut pools =
         ctx.store.node_pool_list(&input.tenant_id, &input.cluster_id, scope, false, &page).await?;
+    // The list's target is the cluster; each pool is decided as its own `get` would be
+    // (SPEC §3: a policy that hides a node pool hides it here too).
+    let cluster = call.access.list_cluster()?;
+    let read = bc_domain::ports::Permission::KubernetesRead;
+    pools.items = crate::access::readable_items(&ctx, &call.caller, read, pools.items, |n| {
+        let resolved =
+            crate::access::Resolved::NodePool { node_pool: n.clone(), cluster: cluster.clone() };
+        Some(resolved.chain())
+    });
     Ok(KubernetesNodePoolsListOutput::of(call.method, pools, |n| NodePoolView::from(&n)))
 }
 
@@ -270,16 +275,9 @@ async fn resize(
     if scale == np.scale {
         return Ok(NodePoolView::from(np));
     }
-    let resized = NodePool { scale, generation: np.generation + 1, ..np.clone() };
-    let now = ctx.now();
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateNodePool {
-            node_pool: resized.clone(),
-            expected_generation: np.generation,
-        })
-        .enqueue(WorkKind::NodePools, np.node_pool_id.as_str(), now);
-    ctx.commit(uow).await?;
-    Ok(NodePoolView::from(&resized))
+    let resized = node_pool_changed(np, scale, false, ctx.now());
+    ctx.commit(resized.uow).await?;
+    Ok(NodePoolView::from(&resized.record))
 }
 
 async fn delete(ctx: Ctx, call: Call<NodePoolRef>) -> Result<NodePoolView, ApiError> {
@@ -288,14 +286,7 @@ async fn delete(ctx: Ctx, call: Call<NodePoolRef>) -> Result<NodePoolView, ApiEr
     if is_deleting(np) {
         return Ok(NodePoolView::from(np));
     }
-    let deleting = NodePool { delete_requested: true, generation: np.generation + 1, ..np.clone() };
-    let now = ctx.now();
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateNodePool {
-            node_pool: deleting.clone(),
-            expected_generation: np.generation,
-        })
-        .enqueue(WorkKind::NodePools, np.node_pool_id.as_str(), now);
-    ctx.commit(uow).await?;
-    Ok(NodePoolView::from(&deleting))
+    let deleting = node_pool_changed(np, np.scale, true, ctx.now());
+    ctx.commit(deleting.uow).await?;
+    Ok(NodePoolView::from(&deleting.record))
 }

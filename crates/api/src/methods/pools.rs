@@ -3,12 +3,13 @@
 use bc_api_types::pools as api;
 pub use bc_api_types::pools::*;
 
-use bc_domain::model::{NewEvent, Pool, PoolState, ProviderAccount, Substrate, subjects};
+use bc_domain::model::{Pool, PoolState, ProviderAccount};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, SubstratePolicy};
-use bc_domain::ports::{Permission, UnitOfWork, WorkKind, Write};
+use bc_domain::ports::Permission;
+use bc_domain::recipes::{NewPool, StartedSubstrate, pool_archived, pool_changed, pool_created};
 use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::rules::policy::{check_policy_change, validate_policy};
-use bc_domain::{FieldViolation, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
+use bc_domain::{FieldViolation, PoolId, ProviderAccountId, ResourceState, TenantId};
 use serde_json::{Value, json};
 
 use super::examples as ex;
@@ -111,38 +112,6 @@ pub(crate) fn methods() -> Vec<Method> {
     ]
 }
 
-/// The pool's first substrate row: `pending`, nothing observed (contracts.md: the API
-/// records it so `kubernetesSubstrates.get` answers at once), its event and its work.
-fn add_substrate(
-    ctx: &Ctx,
-    uow: UnitOfWork,
-    pool: &Pool,
-    account: &ProviderAccount,
-    substrate: &SubstratePolicy,
-    now: Timestamp,
-) -> UnitOfWork {
-    let row = Substrate::pending(
-        pool.pool_id.clone(),
-        pool.tenant_id.clone(),
-        account.provider_account_id.clone(),
-        substrate,
-        now,
-    );
-    let event = NewEvent {
-        event_id: ctx.new_id(),
-        tenant_id: pool.tenant_id.clone(),
-        subject: subjects::pool(&pool.pool_id),
-        kind: format!("kubernetes.substrate.{}", ResourceState::Pending.as_str()),
-        time: now,
-        data: json!({ "poolId": pool.pool_id, "state": ResourceState::Pending }),
-    };
-    uow.write(Write::PutSubstrate(row)).event(event).enqueue(
-        WorkKind::Substrates,
-        pool.pool_id.as_str(),
-        now,
-    )
-}
-
 /// The provider account the call's substrate names, as authorized with the call
 /// (`compute:kubernetes:manage` on it, SPEC §3).
 fn substrate_account<I>(call: &Call<I>) -> Result<&ProviderAccount, ApiError> {
@@ -186,28 +155,25 @@ async fn refuse_adopting_a_pools_cluster(
 
 async fn create(ctx: Ctx, call: Call<PoolsCreateInput>) -> Result<Created<Pool>, ApiError> {
     let input = &call.input;
-    let now = ctx.now();
-    let pool = Pool {
+    let new = NewPool {
         pool_id: ctx.new_id(),
         tenant_id: input.tenant_id.clone(),
         name: input.name.clone(),
         policy: input.policy.clone(),
-        state: PoolState::Active,
-        generation: 1,
-        created_at: now,
-        updated_at: now,
-        archived_at: None,
     };
-    let mut uow = UnitOfWork::new().write(Write::InsertPool(pool.clone()));
-    for (&resource, &limit) in &ctx.settings.default_pool_quotas {
-        uow = uow.write(Write::SetQuota { pool_id: pool.pool_id.clone(), resource, limit });
-    }
-    if let Some(substrate) = &pool.policy.substrate {
+    let mut started = None;
+    if let Some(substrate) = &input.policy.substrate {
         let account = substrate_account(&call)?;
         refuse_adopting_a_pools_cluster(&ctx, account, substrate, None).await?;
-        uow = add_substrate(&ctx, uow, &pool, account, substrate, now);
+        started = Some(start_substrate(&ctx, account));
     }
-    ctx.commit_create(&call, uow, pool).await
+    let made = pool_created(new, &ctx.settings.default_pool_quotas, started.as_ref(), ctx.now());
+    ctx.commit_create(&call, made.uow, made.record).await
+}
+
+/// A substrate started now on `account`, with a new event id.
+fn start_substrate(ctx: &Ctx, account: &ProviderAccount) -> StartedSubstrate {
+    StartedSubstrate { account: account.provider_account_id.clone(), event_id: ctx.new_id() }
 }
 
 async fn get(_ctx: Ctx, call: Call<PoolRef>) -> Result<Pool, ApiError> {
@@ -245,35 +211,23 @@ async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError
     if input.policy == pool.policy {
         return Ok(pool.clone());
     }
-    let now = ctx.now();
-    let updated = Pool {
-        policy: input.policy.clone(),
-        generation: pool.generation + 1,
-        updated_at: now,
-        ..pool.clone()
-    };
-    let mut uow = UnitOfWork::new()
-        .write(Write::UpdatePool { pool: updated.clone(), expected_generation: pool.generation });
-    match (&pool.policy.substrate, &updated.policy.substrate) {
-        (None, Some(substrate)) => {
-            let account = substrate_account(&call)?;
-            refuse_adopting_a_pools_cluster(&ctx, account, substrate, Some(&pool.pool_id)).await?;
-            let previous = ctx.store.substrate_get(&pool.tenant_id, &pool.pool_id).await?;
-            if let Some(p) = previous.filter(|p| p.state != ResourceState::Deleted) {
-                return Err(ApiError::failed_precondition(format!(
-                    "the previous substrate of pool {} is still {}: wait until it is deleted, then set the new one",
-                    pool.pool_id,
-                    p.state.as_str()
-                )));
-            }
-            uow = add_substrate(&ctx, uow, &updated, account, substrate, now);
+    let mut started = None;
+    if let (None, Some(substrate)) = (&pool.policy.substrate, &input.policy.substrate) {
+        let account = substrate_account(&call)?;
+        refuse_adopting_a_pools_cluster(&ctx, account, substrate, Some(&pool.pool_id)).await?;
+        let previous = ctx.store.substrate_get(&pool.tenant_id, &pool.pool_id).await?;
+        if let Some(p) = previous.filter(|p| p.state != ResourceState::Deleted) {
+            return Err(ApiError::failed_precondition(format!(
+                "the previous substrate of pool {} is still {}: wait until it is deleted, then set the new one",
+                pool.pool_id,
+                p.state.as_str()
+            )));
         }
-        // Changed or removed: the reconciler converges or tears it down.
-        (Some(_), _) => uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now),
-        (None, None) => {}
+        started = Some(start_substrate(&ctx, account));
     }
-    ctx.commit(uow).await?;
-    Ok(updated)
+    let changed = pool_changed(pool, input.policy.clone(), started.as_ref(), ctx.now());
+    ctx.commit(changed.uow).await?;
+    Ok(changed.record)
 }
 
 async fn archive(ctx: Ctx, call: Call<PoolRef>) -> Result<Pool, ApiError> {
@@ -281,19 +235,7 @@ async fn archive(ctx: Ctx, call: Call<PoolRef>) -> Result<Pool, ApiError> {
     if pool.state == PoolState::Archived {
         return Ok(pool.clone());
     }
-    let now = ctx.now();
-    let archived = Pool {
-        state: PoolState::Archived,
-        archived_at: Some(now),
-        generation: pool.generation + 1,
-        updated_at: now,
-        ..pool.clone()
-    };
-    let mut uow = UnitOfWork::new()
-        .write(Write::UpdatePool { pool: archived.clone(), expected_generation: pool.generation });
-    if pool.policy.substrate.is_some() {
-        uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now);
-    }
-    ctx.commit(uow).await?;
-    Ok(archived)
+    let archived = pool_archived(pool, ctx.now());
+    ctx.commit(archived.uow).await?;
+    Ok(archived.record)
 }

@@ -33,7 +33,10 @@ bc_store::store_suite!(
 /// A running simulated cluster behind the example pool's substrate, with `nodes` labelled
 /// for the pool and one node pool of the tenant's own; returns the join token and the
 /// names of the pool's nodes and of the tenant's.
-async fn substrate_cluster(h: &Harness, nodes: i64) -> (String, Vec<String>, Vec<String>) {
+pub(crate) async fn substrate_cluster(
+    h: &Harness,
+    nodes: i64,
+) -> (String, Vec<String>, Vec<String>) {
     let pool: PoolId = id(ex::POOL);
     let cluster_id = create_cluster(
         &h.sim,
@@ -82,7 +85,7 @@ async fn substrate_cluster(h: &Harness, nodes: i64) -> (String, Vec<String>, Vec
 
 /// A join body whose ServiceAccount token proves nothing (for joins refused before the
 /// cluster reviews it).
-fn join_body(token: &str, node: &str) -> Value {
+pub(crate) fn join_body(token: &str, node: &str) -> Value {
     join_body_with(token, node, "not-a-projected-token")
 }
 
@@ -127,7 +130,7 @@ async fn bcd_token(h: &Harness, node: &str) -> String {
 }
 
 /// A join body of the bcd pod on `node`: its own projected token.
-async fn proven_body(h: &Harness, token: &str, node: &str) -> Value {
+pub(crate) async fn proven_body(h: &Harness, token: &str, node: &str) -> Value {
     join_body_with(token, node, &bcd_token(h, node).await)
 }
 

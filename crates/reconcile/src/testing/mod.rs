@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use bc_domain::model::{
     ClusterMode, ClusterOrigin, KubernetesCluster, LoadBalancer, LoadBalancerSpec, Node, NodePool,
-    ObservedStatus, Pool, PoolState, ProviderAccount, ProviderKind, QuotaResource, SealedSecret,
-    SecretString, Substrate,
+    ObservedStatus, Pool, ProviderAccount, ProviderKind, QuotaResource, SealedSecret, SecretString,
+    Substrate,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
@@ -35,6 +35,10 @@ use bc_domain::ports::{
     AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
     ProviderImpl, ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind,
     WorkQueue, Write,
+};
+use bc_domain::recipes::{
+    NewPool, StartedSubstrate, node_pool_changed, node_pool_created, pool_archived, pool_changed,
+    pool_created,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
@@ -262,74 +266,52 @@ impl Env {
         }
     }
 
-    /// `pools.create`'s writes (contracts.md): the pool, its pending substrate when the
-    /// policy has one, and the substrate's work item, due now.
+    /// `pools.create`'s writes: bc-domain's recipe, as the API commits it (no default
+    /// quotas: the API's default settings have none).
     pub async fn create_pool(&self, name: &str, policy: PoolPolicy) -> Pool {
         let now = self.clock.now();
-        let pool = Pool {
-            pool_id: PoolId::generate(
-                u64::try_from(now.unix_ms()).unwrap_or(0),
-                self.entropy.u128(),
-            ),
+        let new = NewPool {
+            pool_id: self.new_id(now),
             tenant_id: self.tenant.clone(),
             name: ObjectName::parse(name).expect("pool name"),
             policy,
-            state: PoolState::Active,
-            generation: 1,
-            created_at: now,
-            updated_at: now,
-            archived_at: None,
         };
-        let mut uow = UnitOfWork::new().write(Write::InsertPool(pool.clone()));
-        if let Some(s) = &pool.policy.substrate {
-            uow = uow.write(Write::PutSubstrate(self.pending_substrate(&pool.pool_id, s)));
-            uow = uow.enqueue(WorkKind::Substrates, pool.pool_id.as_str(), now);
+        let started = new.policy.substrate.as_ref().map(|_| self.started_substrate(now));
+        let made = pool_created(new, &BTreeMap::new(), started.as_ref(), now);
+        self.store.commit(made.uow).await.expect("create pool");
+        made.record
+    }
+
+    /// A new id of kind `K` at `now`, from the environment's entropy.
+    fn new_id<K: bc_domain::IdKind>(&self, now: bc_domain::Timestamp) -> bc_domain::Id<K> {
+        bc_domain::Id::generate(u64::try_from(now.unix_ms()).unwrap_or(0), self.entropy.u128())
+    }
+
+    /// A substrate started on the environment's account now.
+    fn started_substrate(&self, now: bc_domain::Timestamp) -> StartedSubstrate {
+        StartedSubstrate {
+            account: self.account.provider_account_id.clone(),
+            event_id: self.new_id(now),
         }
-        self.store.commit(uow).await.expect("create pool");
-        pool
     }
 
-    fn pending_substrate(&self, pool: &PoolId, s: &SubstratePolicy) -> Substrate {
-        let account = self.account.provider_account_id.clone();
-        Substrate::pending(pool.clone(), self.tenant.clone(), account, s, self.clock.now())
-    }
-
-    /// `pools.update`'s writes: the new policy under CAS, a pending substrate when one
-    /// is added, the work item.
+    /// `pools.update`'s writes: bc-domain's recipe (a substrate the policy adds is
+    /// started; the API checks the previous one is gone first).
     pub async fn update_policy(&self, pool_id: &PoolId, policy: PoolPolicy) -> Pool {
         let now = self.clock.now();
         let old = self.store.pool_get_any(pool_id).await.expect("read").expect("pool");
-        let next = Pool { policy, generation: old.generation + 1, updated_at: now, ..old.clone() };
-        let mut uow = UnitOfWork::new()
-            .write(Write::UpdatePool { pool: next.clone(), expected_generation: old.generation })
-            .enqueue(WorkKind::Substrates, pool_id.as_str(), now);
-        let live = self
-            .store
-            .substrate_get_any(pool_id)
-            .await
-            .expect("read")
-            .is_some_and(|s| s.state.is_live());
-        if let (Some(s), false) = (&next.policy.substrate, live) {
-            uow = uow.write(Write::PutSubstrate(self.pending_substrate(pool_id, s)));
-        }
-        self.store.commit(uow).await.expect("update pool");
-        next
+        let adds = old.policy.substrate.is_none() && policy.substrate.is_some();
+        let started = adds.then(|| self.started_substrate(now));
+        let changed = pool_changed(&old, policy, started.as_ref(), now);
+        self.store.commit(changed.uow).await.expect("update pool");
+        changed.record
     }
 
-    /// `pools.archive`'s writes.
+    /// `pools.archive`'s writes: bc-domain's recipe.
     pub async fn archive(&self, pool_id: &PoolId) {
-        let now = self.clock.now();
         let old = self.store.pool_get_any(pool_id).await.expect("read").expect("pool");
-        let next = Pool {
-            state: PoolState::Archived,
-            archived_at: Some(now),
-            generation: old.generation + 1,
-            ..old.clone()
-        };
-        let uow = UnitOfWork::new()
-            .write(Write::UpdatePool { pool: next, expected_generation: old.generation })
-            .enqueue(WorkKind::Substrates, pool_id.as_str(), now);
-        self.store.commit(uow).await.expect("archive");
+        let archived = pool_archived(&old, self.clock.now());
+        self.store.commit(archived.uow).await.expect("archive");
     }
 
     /// Enqueues the pool's substrate now (what a change elsewhere, a watch or the steady
@@ -576,14 +558,9 @@ impl Env {
         scale: Scale,
     ) -> NodePool {
         let c = self.store.cluster_get_any(cluster).await.expect("read").expect("cluster");
-        let row = self.node_pool_row(&c, name, size, scale);
-        let uow = UnitOfWork::new().write(Write::InsertNodePool(row.clone())).enqueue(
-            WorkKind::NodePools,
-            row.node_pool_id.as_str(),
-            self.clock.now(),
-        );
-        self.store.commit(uow).await.expect("create node pool");
-        row
+        let made = node_pool_created(self.node_pool_row(&c, name, size, scale), self.clock.now());
+        self.store.commit(made.uow).await.expect("create node pool");
+        made.record
     }
 
     /// `kubernetesNodePools.resize`'s (and `delete`'s, with `delete`) writes: the new
@@ -595,20 +572,9 @@ impl Env {
         delete: bool,
     ) -> NodePool {
         let old = self.store.node_pool_get_any(id).await.expect("read").expect("node pool");
-        let next = NodePool {
-            scale: scale.unwrap_or(old.scale),
-            delete_requested: old.delete_requested || delete,
-            generation: old.generation + 1,
-            ..old.clone()
-        };
-        let uow = UnitOfWork::new()
-            .write(Write::UpdateNodePool {
-                node_pool: next.clone(),
-                expected_generation: old.generation,
-            })
-            .enqueue(WorkKind::NodePools, id.as_str(), self.clock.now());
-        self.store.commit(uow).await.expect("change node pool");
-        next
+        let changed = node_pool_changed(&old, scale.unwrap_or(old.scale), delete, self.clock.now());
+        self.store.commit(changed.uow).await.expect("change node pool");
+        changed.record
     }
 
     /// `kubernetesClusters.upgrade`'s (`version`) and `delete`'s (`delete`) writes, and

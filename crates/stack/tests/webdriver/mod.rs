@@ -199,6 +199,38 @@ impl Browser {
         self.cmd("POST", &format!("/element/{id}/value"), Some(json!({ "text": text }))).await;
     }
 
+    /// Presses `keys` (WebDriver's key codes: `\u{E004}` Tab, `\u{E007}` Enter) on
+    /// whatever has the focus, as a person at the keyboard does.
+    pub async fn keys(&self, keys: &str) {
+        let mut actions = Vec::new();
+        for k in keys.chars() {
+            actions.push(json!({"type": "keyDown", "value": k.to_string()}));
+            actions.push(json!({"type": "keyUp", "value": k.to_string()}));
+        }
+        let body = json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]});
+        self.cmd("POST", "/actions", Some(body)).await;
+    }
+
+    /// Presses Tab until the focus is on what `css` selects (a hundred times at most),
+    /// and checks that the focus shows there (an outline).
+    pub async fn tab_to(&self, css: &str) {
+        let focused =
+            "return !!document.activeElement && document.activeElement.matches(arguments[0])";
+        for _ in 0..100 {
+            if self.js(focused, json!([css])).await == Value::Bool(true) {
+                let shown = "const s = getComputedStyle(document.activeElement);                              return s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0";
+                assert_eq!(
+                    self.js(shown, json!([])).await,
+                    true,
+                    "the focus on {css} is not visible"
+                );
+                return;
+            }
+            self.keys("\u{E004}").await;
+        }
+        panic!("a hundred Tabs never reached {css}; page: {}", self.text().await);
+    }
+
     /// Sets the window's size.
     pub async fn resize(&self, width: u32, height: u32) {
         self.cmd("POST", "/window/rect", Some(json!({"width": width, "height": height}))).await;

@@ -210,7 +210,8 @@ pub enum Write {
     /// key older than the 24-hour window is replaced. A live one of the same body means a
     /// twin request committed first: nothing of the unit of work is applied and the
     /// commit answers with that record ([`Committed::replayed`]); of another body, the
-    /// commit fails with `RequestIdReused` (`ALREADY_EXISTS`).
+    /// commit fails with `RequestIdReused` (`ALREADY_EXISTS`). It is its unit of work's
+    /// first write, so a twin is recognised before the names it took refuse the rest.
     PutIdempotency(IdempotencyRecord),
     /// Move a publisher's durable cursor forward to `seq` (never back): the last event
     /// `seq` it delivered, so a relay resumes there after a restart. Fence it with the
