@@ -287,6 +287,74 @@ pub fn substrate_node_pool_name(pool: &PoolId, flavor: &FlavorName) -> String {
     format!("bc-{}-{}", pool.dashed(), flavor.as_str())
 }
 
+/// How a provider lets a substrate name what it makes there, from its offer
+/// (`ProviderOffer::name_max`, `label_rule`), so no provider is named here (SPEC §6).
+/// Where `bc-<pool>-<flavor>` always fits (DigitalOcean: 255), the names are those;
+/// where it may not (GKE: 40), the pool id is written as `<d>`, the first 12 characters
+/// of the lower-case base32 SHA-256 of the pool id: `bc-<d>` and `bc-<d>-<flavor>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubstrateNaming {
+    /// Most characters of a cluster or node-pool name at the provider.
+    pub name_max: usize,
+    /// Whether the provider's resource labels are GCP's (no `/` or `.` in a key): the
+    /// substrate's mark is then the label `better-compute-substrate-pool=<pool id>`.
+    pub gcp_labels: bool,
+}
+
+/// The longest `bc-<pool>-<flavor>` (a pool id body of 52, a flavor of 20).
+const LONG_NODE_POOL_NAME_MAX: usize = 3 + 5 + crate::id::ID_BODY_MAX + 1 + FLAVOR_NAME_MAX;
+
+impl SubstrateNaming {
+    /// Long names and tags (DigitalOcean's rules).
+    pub const LONG: SubstrateNaming = SubstrateNaming { name_max: 255, gcp_labels: false };
+
+    /// The naming of a provider offering `offer`.
+    pub fn of(offer: &crate::ports::ProviderOffer) -> Self {
+        Self {
+            name_max: offer.name_max,
+            gcp_labels: offer.label_rule == crate::ports::LabelRule::Gcp,
+        }
+    }
+
+    /// Whether the pool id is written as its digest.
+    pub fn short(self) -> bool {
+        self.name_max < LONG_NODE_POOL_NAME_MAX
+    }
+
+    /// What stands for the pool in names: its dashed id, or its digest.
+    fn pool_part(self, pool: &PoolId) -> String {
+        if self.short() { pool_digest(pool) } else { pool.dashed() }
+    }
+
+    /// A created cluster's default name: `bc-<pool>` or `bc-<d>`.
+    pub fn cluster_name(self, pool: &PoolId) -> ObjectName {
+        ObjectName(format!("bc-{}", self.pool_part(pool)))
+    }
+
+    /// `bc-<pool>-` or `bc-<d>-`: every substrate node pool name of `pool` starts with it.
+    pub fn node_pool_prefix(self, pool: &PoolId) -> String {
+        format!("bc-{}-", self.pool_part(pool))
+    }
+
+    /// A substrate node pool's name: `bc-<pool>-<flavor>` or `bc-<d>-<flavor>`.
+    pub fn node_pool_name(self, pool: &PoolId, flavor: &FlavorName) -> String {
+        format!("{}{}", self.node_pool_prefix(pool), flavor.as_str())
+    }
+}
+
+/// `<d>`: the first 12 characters of the lower-case base32 (RFC 4648) SHA-256 of the pool
+/// id (60 bits: names of two pools of one account do not meet).
+pub fn pool_digest(pool: &PoolId) -> String {
+    use sha2::Digest as _;
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let digest = sha2::Sha256::digest(pool.as_str().as_bytes());
+    let mut bits = 0u64;
+    for b in &digest[..8] {
+        bits = (bits << 8) | u64::from(*b);
+    }
+    (0..12).map(|i| char::from(ALPHABET[((bits >> (59 - 5 * i)) & 31) as usize])).collect()
+}
+
 /// The substrate namespace (`bc-<pool>`), one per pool, so two pools can share a cluster.
 pub fn substrate_namespace(pool: &PoolId) -> String {
     substrate_base_name(pool).0
@@ -370,6 +438,20 @@ mod tests {
         assert_eq!(substrate_namespace(&pool), "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q");
         let gpu = FlavorName::parse("gpu").unwrap();
         assert_eq!(substrate_node_pool_name(&pool, &gpu), "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q-gpu");
+        // Where names hold 40 characters (GKE): the pool id's digest.
+        let short = SubstrateNaming { name_max: 40, gcp_labels: true };
+        let d = pool_digest(&pool);
+        assert_eq!(d, "moxbibgz4uve", "RFC 4648 base32 of SHA-256, lower case");
+        assert!(d.chars().all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c)), "{d}");
+        assert_eq!(short.cluster_name(&pool).as_str(), format!("bc-{d}"));
+        assert_eq!(short.node_pool_name(&pool, &gpu), format!("bc-{d}-gpu"));
+        let longest = FlavorName::parse(&"f".repeat(FLAVOR_NAME_MAX)).unwrap();
+        assert!(short.node_pool_name(&pool, &longest).len() <= 40);
+        assert_eq!(SubstrateNaming::LONG.cluster_name(&pool), substrate_base_name(&pool));
+        assert_eq!(
+            SubstrateNaming::LONG.node_pool_name(&pool, &gpu),
+            substrate_node_pool_name(&pool, &gpu)
+        );
         // The pool id itself is a valid label value.
         assert!(LabelValue::parse(pool.as_str()).is_ok());
     }

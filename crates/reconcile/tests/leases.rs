@@ -5,13 +5,17 @@
 
 use bc_domain::policy::Scale;
 use bc_domain::ports::{Clock, WorkKind, WorkQueue};
-use bc_reconcile::testing::Env;
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{Call, Env, OnProvider};
 use bc_reconcile::{Activation, ReconcileError, reconciler_of};
-use bc_sim::model::routes;
 
-#[tokio::test]
-async fn an_activation_that_lost_its_lease_makes_no_provider_call() {
-    let env = Env::start().await;
+on_each_provider!(
+    an_activation_that_lost_its_lease_makes_no_provider_call,
+    a_replica_that_claims_an_item_again_fences_off_its_own_earlier_activation,
+);
+
+async fn an_activation_that_lost_its_lease_makes_no_provider_call(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (_, rows, _) = env.ready_cluster("alpha").await;
     let np = rows[0].node_pool_id.clone();
     env.change_node_pool(&np, Some(Scale::Count(2)), false).await;
@@ -31,21 +35,20 @@ async fn an_activation_that_lost_its_lease_makes_no_provider_call() {
         .unwrap();
     assert_eq!(taken.len(), 1, "replica 2 holds the item now");
     // Replica 1's activation goes on, unaware.
-    let puts = env.count("PUT", routes::NODE_POOL);
+    let puts = env.calls(Call::UpdateNodePool);
     let activation = Activation { fence: item.fence().unwrap(), item, now: later };
     let reconciler = reconciler_of(WorkKind::NodePools, env.entropy.clone());
     let r = reconciler.reconcile(&env.deps, &activation).await;
     assert!(matches!(r, Err(ReconcileError::LeaseLost)), "{r:?}");
-    assert_eq!(env.count("PUT", routes::NODE_POOL), puts, "no provider call without the lease");
+    assert_eq!(env.calls(Call::UpdateNodePool), puts, "no provider call without the lease");
 }
 
 /// One replica can lose an item and take it again: its renewals fail for longer than the
 /// lease while its first activation still runs, and its next claim takes the item back.
 /// The lease epoch (bumped on every claim) fences the first activation off like any
 /// other holder: it makes no provider call and commits nothing after the re-claim.
-#[tokio::test]
-async fn a_replica_that_claims_an_item_again_fences_off_its_own_earlier_activation() {
-    let env = Env::start().await;
+async fn a_replica_that_claims_an_item_again_fences_off_its_own_earlier_activation(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (_, rows, _) = env.ready_cluster("alpha").await;
     let np = rows[0].node_pool_id.clone();
     env.change_node_pool(&np, Some(Scale::Count(2)), false).await;
@@ -58,16 +61,16 @@ async fn a_replica_that_claims_an_item_again_fences_off_its_own_earlier_activati
     env.clock.advance(lease);
     let again = runtime.claim(WorkKind::NodePools, 1).await.unwrap();
     assert_eq!(again.len(), 1, "the same replica holds the item again");
-    let puts = env.count("PUT", routes::NODE_POOL);
+    let puts = env.calls(Call::UpdateNodePool);
     let stale = Activation { fence: first.fence().unwrap(), item: first, now: env.clock.now() };
     let reconciler = reconciler_of(WorkKind::NodePools, env.entropy.clone());
     let r = reconciler.reconcile(&env.deps, &stale).await;
     assert!(matches!(r, Err(ReconcileError::LeaseLost)), "{r:?}");
-    assert_eq!(env.count("PUT", routes::NODE_POOL), puts, "no provider call from the stale run");
+    assert_eq!(env.calls(Call::UpdateNodePool), puts, "no provider call from the stale run");
     // The current claim goes on.
     let current = again.into_iter().next().unwrap();
     let fresh = Activation { fence: current.fence().unwrap(), item: current, now: env.clock.now() };
     let r = reconciler.reconcile(&env.deps, &fresh).await;
     assert!(r.is_ok(), "{r:?}");
-    assert_eq!(env.count("PUT", routes::NODE_POOL), puts + 1, "the current run resizes");
+    assert_eq!(env.calls(Call::UpdateNodePool), puts + 1, "the current run resizes");
 }

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use bc_domain::model::{Booking, BookingState, ClusterMode};
 use bc_domain::policy::{PoolPolicy, Scale};
-use bc_domain::ports::{Clock, ClusterRepo, LedgerRepo, PageRequest, Store, UnitOfWork, Write};
+use bc_domain::ports::{
+    Clock, ClusterRepo, LedgerRepo, LoadBalancerRepo, PageRequest, Store, UnitOfWork, WorkKind,
+    Write,
+};
 use bc_domain::{BookingId, NodePoolState, PoolId, ResourceState};
 use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
 use bc_sim::model::routes;
@@ -223,7 +226,10 @@ async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_
         assert_eq!(row.state, NodePoolState::Pending, "busy is not a refusal: {row:?}");
     }
     assert!(env.count("POST", routes::NODE_POOLS) >= 2, "asked again while busy");
-    assert!(env.driver.failures() >= 2, "retried by the runtime");
+    // Waiting, with the reason on the row (SPEC §8), not a failure of the activation.
+    let row = env.node_pool(&np.node_pool_id).await;
+    let m = row.message.unwrap_or_default();
+    assert!(m.contains("waiting for the provider to finish an earlier change"), "{m}");
     let running = bc_sim::model::kubernetes::ClusterState::Running;
     assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
     let made = env
@@ -233,4 +239,31 @@ async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_
         .await;
     assert!(made, "{:?}", env.node_pool(&np.node_pool_id).await);
     assert_eq!(events(&env, "kubernetes.nodepool.error").await, 0);
+}
+
+/// SPEC §11: a load balancer on an account whose provider offers none (GKE's adapter
+/// declares none) is `error` naming the provider, from the adapter's declaration, once,
+/// and stays so; deleting it still ends it.
+#[tokio::test]
+async fn a_load_balancer_on_a_provider_offering_none_is_refused_from_its_offer() {
+    use bc_reconcile::kinds::reconciler_of;
+    use bc_reconcile::runtime::{Runtime, RuntimeConfig};
+    let env = Env::start_on(bc_reconcile::testing::OnProvider::Gke).await;
+    let reconcilers = vec![reconciler_of(WorkKind::ProviderResources, env.entropy.clone())];
+    let runtime = Runtime::new(env.deps.clone(), reconcilers, RuntimeConfig::new("lb"));
+    let stepper = bc_reconcile::testing::Stepper::new(
+        std::sync::Arc::new(runtime.expect("one reconciler")),
+        env.clock.clone(),
+    );
+    let pool = env.lb_pool("edge", 2).await;
+    let spec = bc_store::testing::load_balancer(&pool, &env.account, "x").spec;
+    let lb = env.create_load_balancer(&pool, "web", spec).await;
+    for _ in 0..5 {
+        stepper.step(STEP).await.unwrap();
+    }
+    let row = env.store.load_balancer_get_any(&lb.load_balancer_id).await.unwrap().unwrap();
+    assert_eq!(row.status.state, ResourceState::Error, "{row:?}");
+    let m = row.status.message.unwrap_or_default();
+    assert!(m.contains("gke offers no load balancers"), "{m}");
+    assert_eq!(events(&env, bc_reconcile::provider_resources::plan::events::ERROR).await, 1);
 }

@@ -9,9 +9,14 @@ use bc_domain::model::{Booking, BookingState, KubernetesCluster, Substrate};
 use bc_domain::name::{LABEL_SUBSTRATE_POOL, substrate_namespace};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePolicy};
 use bc_domain::ports::*;
+use bc_domain::rules::plan::substrate_tag_for;
 use bc_domain::token::sha256_hex;
 use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
+use bc_domain::{FlavorName, SubstrateNaming};
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{
+    Call, Env, OnProvider, adopt_policy, create_policy, flavor, with_version,
+};
 use bc_sim::kube::Resource;
 use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
 use serde_json::{Value, json};
@@ -41,7 +46,7 @@ fn stored(
     ns: Option<&str>,
     name: &str,
 ) -> Option<serde_json::Value> {
-    env.sim.state().kube.get_object(cluster, kind, ns, name)
+    env.sim.state().kube.get_object(&env.kube_id(cluster), kind, ns, name)
 }
 
 async fn event_kinds(env: &Env) -> Vec<String> {
@@ -55,7 +60,9 @@ async fn event_kinds(env: &Env) -> Vec<String> {
 }
 
 async fn pool_names(env: &Env, pid: &str) -> Vec<String> {
-    let mut v: Vec<String> = provider(env)
+    let mut v: Vec<String> = env
+        .provider()
+        .kubernetes()
         .get_cluster(pid)
         .await
         .unwrap()
@@ -92,21 +99,18 @@ async fn steps(env: &Env, n: usize) {
     }
 }
 
-#[tokio::test]
-async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
-    let env = Env::start().await;
-    let mut gpu = flavor("gpu", "g-4vcpu-16gb", 1);
+on_each_provider!(create_mode_makes_the_cluster_pools_objects_and_nodes_join);
+
+async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let mut gpu = flavor("gpu", on.other_size(), 1);
     gpu.taints.push(Taint {
         key: "gpu".into(),
         value: "true".into(),
         effect: TaintEffect::NoSchedule,
     });
     gpu.labels.insert("team".into(), "ml".into());
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 2), gpu],
-    );
+    let policy = env.create_policy("latest", vec![flavor("cpu", on.node_size(), 2), gpu]);
     let pool = env.create_pool("web", policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     assert_eq!(
@@ -115,15 +119,24 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join() {
         "{s:?}"
     );
     let (cluster, pid) = cluster_of(&env, &s).await;
-    let dashed = pool.pool_id.dashed();
-    assert_eq!(cluster.name.as_str(), format!("bc-{dashed}"));
+    // Names as the provider's offer allows (GKE: at most 40 characters, `bc-<d>`).
+    let naming = SubstrateNaming::of(&env.provider().offer());
+    let p = &pool.pool_id;
+    assert_eq!(cluster.name, naming.cluster_name(p));
+    assert!(cluster.name.as_str().len() <= env.provider().offer().name_max);
     assert_eq!(cluster.status.state, ResourceState::Ready);
+    let [cpu, gpu] = ["cpu", "gpu"].map(|f| FlavorName::parse(f).unwrap());
     assert_eq!(
         pool_names(&env, &pid).await,
-        vec![format!("bc-{dashed}-cpu"), format!("bc-{dashed}-gpu")]
+        vec![naming.node_pool_name(p, &cpu), naming.node_pool_name(p, &gpu)]
     );
-    let pc = provider(&env).get_cluster(&pid).await.unwrap();
-    assert_eq!(pc.tags, vec![format!("better-compute-pool-{dashed}")]);
+    let pc = env.provider().kubernetes().get_cluster(&pid).await.unwrap();
+    // On GKE the tag is the label `better-compute-substrate-pool=<pool id>` (the adapter
+    // reads a label back as `<key>-<value>`).
+    assert_eq!(pc.tags, vec![substrate_tag_for(p, naming)]);
+    if naming.gcp_labels {
+        assert_eq!(pc.tags, vec![format!("better-compute-substrate-pool-{p}")]);
+    }
     let gpu_pool = pc.node_pools.iter().find(|p| p.name.ends_with("-gpu")).unwrap();
     assert_eq!(gpu_pool.labels.get("team").map(String::as_str), Some("ml"));
     assert_eq!(gpu_pool.labels.get("better-compute.dev/flavor").map(String::as_str), Some("gpu"));
@@ -1106,4 +1119,41 @@ async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
         .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
         .await
         .expect("bookings accepted again");
+}
+
+/// SPEC §6: adopting an autopilot cluster (GKE's; DigitalOcean has none) is refused,
+/// recorded once — one `error`, one event — and not asked again until the policy changes.
+#[tokio::test]
+async fn adopting_an_autopilot_cluster_is_refused_once() {
+    let on = OnProvider::Gke;
+    let env = Env::start_on(on).await;
+    let req = CreateClusterRequest {
+        region: on.multi_zone_region().into(),
+        mode: bc_domain::model::ClusterMode::Autopilot,
+        ..bc_sim::testing::cluster_request("theirs", vec![])
+    };
+    let made = env.provider().kubernetes().create_cluster(&req).await.unwrap();
+    env.cloud.step(600);
+    let policy = adopt_policy(
+        &env.account.provider_account_id,
+        &made.id,
+        vec![flavor("cpu", on.node_size(), 1)],
+    );
+    let pool = env.create_pool("web", policy).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
+    let m = s.message.clone().unwrap();
+    assert!(m.contains("autopilot") && m.contains(&made.id), "{m}");
+    steps(&env, 5).await;
+    let errors =
+        event_kinds(&env).await.into_iter().filter(|k| k == "kubernetes.substrate.error").count();
+    assert_eq!(errors, 1, "recorded once");
+    assert_eq!(env.calls(Call::CreateNodePool), 0);
+    assert!(
+        env.store
+            .cluster_find_by_provider_id(&env.account.provider_account_id, &made.id)
+            .await
+            .unwrap()
+            .is_none(),
+        "not recorded as adopted"
+    );
 }

@@ -6,8 +6,14 @@ use std::time::Duration;
 use bc_domain::name::substrate_namespace;
 use bc_domain::ports::{Clock, LedgerRepo, ObjectKind, Preconditions};
 use bc_domain::{PoolId, ResourceState};
-use bc_reconcile::testing::Env;
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{Call, Env, OnProvider};
 use bc_sim::kube::Resource;
+
+on_each_provider!(
+    a_blocked_teardown_stays_in_one_state_with_one_event_per_cause,
+    archiving_right_after_a_lost_re_create_leaves_no_cluster_behind,
+);
 
 /// Longer than any wait a reconciler asks for.
 const STEP: Duration = Duration::from_secs(600);
@@ -19,11 +25,11 @@ async fn substrate_events(env: &Env, pool: &PoolId) -> Vec<String> {
     all.into_iter().map(|e| e.kind).filter(|k| k.starts_with("kubernetes.substrate.")).collect()
 }
 
-#[tokio::test]
-async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
-    let env = Env::start().await;
-    let pid = env.tenant_cluster();
+async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
     let pool = env.adopting_pool(&pid).await;
+    let kid = env.kube_id(&pid);
     // The tenant puts a Secret of their own where ours was: deleting our Namespace would
     // take it along, so teardown stops there.
     env.tenant_replaces_the_join_secret(&pid, &pool.pool_id);
@@ -47,7 +53,7 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
 
     // The cause goes: teardown goes on, through deleting, to deleted.
     kube.delete(
-        &pid,
+        &kid,
         Resource::Secret,
         Some(&ns),
         "bcd-join",
@@ -62,9 +68,11 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause() {
         ["kubernetes.substrate.deleting", "kubernetes.substrate.deleted"],
         "{after:?}"
     );
-    assert!(env.sim.state().kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
+    assert!(env.sim.state().kube.get_object(&kid, ObjectKind::Namespace, None, &ns).is_none());
 }
 
+/// DigitalOcean only: it forces the simulated DigitalOcean cluster's state (the GKE face
+/// shows a running operation instead; see clusters.rs on a busy provider).
 #[tokio::test]
 async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind() {
     let env = Env::start().await;
@@ -111,19 +119,17 @@ async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing
 /// re-create is lost, and the pool is archived right then: the row still holds the old
 /// (gone) provider id, yet teardown finds the new cluster by its derived name and the
 /// pool's tag and deletes it — nothing of the pool is left billing.
-#[tokio::test]
-async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind() {
-    use bc_sim::model::routes;
-    let env = Env::start().await;
+async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, _, _) = env.creating_pool("latest", 1).await;
     let provider = env.provider();
     let old = provider.kubernetes().list_clusters().await.unwrap()[0].id.clone();
     provider.kubernetes().delete_cluster(&old).await.expect("deleted behind our back");
-    env.sim.state().model().lose_answers(&routes::key("POST", routes::CLUSTERS), 1);
+    env.lose(Call::CreateCluster, 1);
     env.driver_wake(&pool.pool_id).await;
     // Stepped until the re-create is sent (the provider first shows the old cluster
     // deleting), and not one step further.
-    let sent = env.run_until(20, async |e: &Env| e.count("POST", routes::CLUSTERS) == 2).await;
+    let sent = env.run_until(20, async |e: &Env| e.calls(Call::CreateCluster) == 2).await;
     assert!(sent, "the re-create was sent");
     let made = provider.kubernetes().list_clusters().await.unwrap();
     assert_eq!(made.len(), 1, "made again, its answer lost: {made:?}");
@@ -136,6 +142,8 @@ async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind() {
 
 /// A teardown the provider keeps refusing: DigitalOcean's message carries a new request
 /// id on every answer, yet it is one cause — one `error` event, however many retries.
+/// DigitalOcean only: it injects a standing refusal on DigitalOcean's delete with
+/// associated resources, a call GKE does not have.
 #[tokio::test]
 async fn a_teardown_refused_again_and_again_is_one_error_event() {
     use bc_sim::model::routes;

@@ -40,8 +40,10 @@ use crate::{Sim, SimConfig, SimServer};
 pub use crate::config::DEFAULT_TOKEN as TEST_TOKEN;
 pub use crate::install_crypto;
 pub use cloud::{Cloud, adapter_config, cluster_routes};
+pub use on::{Call, OnProvider};
 
 mod cloud;
+mod on;
 
 /// Where [`clock`] starts (RFC 3339).
 pub const START: &str = "2026-12-02T12:00:00Z";

@@ -193,6 +193,14 @@ fn next_version(
         .ok_or_else(not_offered)
 }
 
+/// Whether a cluster running `running` is to be moved toward `desired` at all (SPEC §6):
+/// `latest` resolved once, when the cluster was made, to what the provider gave it, so a
+/// newer version offered later upgrades nothing; only an exact version (or a minor)
+/// other than the running one does.
+pub fn wants_upgrade(desired: &str, running: &str) -> bool {
+    desired != running && desired != VERSION_LATEST
+}
+
 /// What a create-mode substrate's cluster should do about its version (SPEC §6).
 ///
 /// `desired_version` is `cluster.create.version` (`latest`, an exact slug, or a
@@ -293,6 +301,14 @@ mod tests {
 
     fn up(v: &str) -> UpgradeDecision {
         UpgradeDecision::Upgrade { version: v.into() }
+    }
+
+    #[test]
+    fn latest_never_asks_for_an_upgrade_once_the_cluster_runs() {
+        assert!(!wants_upgrade("latest", "1.31.9-do.0"));
+        assert!(!wants_upgrade("1.31.9-do.0", "1.31.9-do.0"));
+        assert!(wants_upgrade("1.32.1-do.0", "1.31.9-do.0"));
+        assert!(wants_upgrade("1.32", "1.31.9-do.0"));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::id::PoolId;
 use crate::model::{Substrate, SubstrateMode};
 use crate::name::{
     FlavorName, LABEL_FLAVOR, LABEL_MANAGED_BY, LABEL_SUBSTRATE_POOL, MANAGED_BY_VALUE,
-    substrate_node_pool_name,
+    SubstrateNaming,
 };
 use crate::policy::{Flavor, Scale, Taint};
 use crate::ports::provider::{NodePoolRequest, ProviderNodePool, ProviderNodeState};
@@ -75,8 +75,26 @@ pub fn substrate_tag(pool: &PoolId) -> String {
 
 const SUBSTRATE_TAG_PREFIX: &str = "better-compute-pool-";
 
-/// The pool whose [`substrate_tag`] `tag` is, if it is one.
+/// The tag under GCP's label rule: `better-compute-substrate-pool-<pool id>`, which the
+/// adapter writes as the label `better-compute-substrate-pool=<pool id>` (SPEC §6; a
+/// pool id has no `-`, so the split is at the key's end).
+const GCP_SUBSTRATE_TAG_PREFIX: &str = "better-compute-substrate-pool-";
+
+/// The tag of `pool` under `naming`'s label rule ([`substrate_tag`], or the one
+/// that becomes the GCP label `better-compute-substrate-pool=<pool id>`).
+pub fn substrate_tag_for(pool: &PoolId, naming: SubstrateNaming) -> String {
+    if naming.gcp_labels {
+        format!("{GCP_SUBSTRATE_TAG_PREFIX}{pool}")
+    } else {
+        substrate_tag(pool)
+    }
+}
+
+/// The pool whose substrate tag (either form) `tag` is, if it is one.
 pub fn substrate_tag_pool(tag: &str) -> Option<PoolId> {
+    if let Some(id) = tag.strip_prefix(GCP_SUBSTRATE_TAG_PREFIX) {
+        return PoolId::parse(id).ok();
+    }
     let dashed = tag.strip_prefix(SUBSTRATE_TAG_PREFIX)?;
     PoolId::parse(&dashed.replacen('-', "_", 1)).ok()
 }
@@ -99,22 +117,28 @@ pub fn cluster_created_for<'a>(
         .map(|s| &s.pool_id)
 }
 
-/// `bc-<pool>-`: every substrate node pool name of `pool` starts with it. Pool id bodies
-/// have no `-`, so no other pool's names share this prefix.
+/// `bc-<pool>-`: every long substrate node pool name of `pool` starts with it (short
+/// ones with `bc-<d>-`, see [`SubstrateNaming`]). Pool id bodies have no `-`, so no
+/// other pool's names share this prefix.
 pub fn node_pool_name_prefix(pool: &PoolId) -> String {
-    format!("bc-{}-", pool.dashed())
+    SubstrateNaming::LONG.node_pool_prefix(pool)
 }
 
-/// Whether a node pool carries our mark: the pool label with this pool's id, or our tag.
+/// Whether a node pool carries our mark: the pool label with this pool's id, or our tag
+/// (either form).
 fn carries_our_mark(pool: &PoolId, np: &ProviderNodePool) -> bool {
     np.labels.get(LABEL_SUBSTRATE_POOL).is_some_and(|v| v == pool.as_str())
-        || np.tags.iter().any(|t| *t == substrate_tag(pool))
+        || np.tags.iter().any(|t| substrate_tag_pool(t).as_ref() == Some(pool))
 }
 
 /// Whether an observed node pool belongs to `pool`'s substrate: named in its namespace
-/// and carrying its mark. Only such pools are ever updated or deleted.
+/// (long or short, whichever the provider's naming made) and carrying its mark. Only
+/// such pools are ever updated or deleted.
 pub fn is_our_node_pool(pool: &PoolId, np: &ProviderNodePool) -> bool {
-    np.name.starts_with(&node_pool_name_prefix(pool)) && carries_our_mark(pool, np)
+    let short = SubstrateNaming { name_max: 0, gcp_labels: false };
+    (np.name.starts_with(&node_pool_name_prefix(pool))
+        || np.name.starts_with(&short.node_pool_prefix(pool)))
+        && carries_our_mark(pool, np)
 }
 
 /// A node pool that holds the name one of our flavors needs but was not made by us.
@@ -140,11 +164,12 @@ impl NodePoolConflict {
 /// mark, by name. The plan leaves them alone; the reconciler reports them as `error`.
 pub fn node_pool_conflicts(
     pool: &PoolId,
+    naming: SubstrateNaming,
     flavors: &[Flavor],
     observed: &[ProviderNodePool],
 ) -> Vec<NodePoolConflict> {
     let wanted: BTreeSet<String> =
-        flavors.iter().filter_map(|f| desired_node_pool(pool, f)).map(|r| r.name).collect();
+        flavors.iter().filter_map(|f| desired_node_pool(pool, naming, f)).map(|r| r.name).collect();
     let mut out: Vec<NodePoolConflict> = observed
         .iter()
         .filter(|np| wanted.contains(&np.name) && !carries_our_mark(pool, np))
@@ -160,7 +185,11 @@ pub fn node_pool_conflicts(
 /// `min` (0 allowed: a scale-to-zero pool should not start paying for a node). `None`
 /// for a flavor that fails validation (its name or scale), which never reaches here
 /// from a stored policy.
-pub fn desired_node_pool(pool: &PoolId, flavor: &Flavor) -> Option<NodePoolRequest> {
+pub fn desired_node_pool(
+    pool: &PoolId,
+    naming: SubstrateNaming,
+    flavor: &Flavor,
+) -> Option<NodePoolRequest> {
     let name = FlavorName::parse(&flavor.name).ok()?;
     let (count, auto_scale) = match flavor.scale()? {
         Scale::Count(c) => (c, None),
@@ -171,13 +200,13 @@ pub fn desired_node_pool(pool: &PoolId, flavor: &Flavor) -> Option<NodePoolReque
     labels.insert(LABEL_FLAVOR.to_owned(), name.as_str().to_owned());
     labels.insert(LABEL_MANAGED_BY.to_owned(), MANAGED_BY_VALUE.to_owned());
     Some(NodePoolRequest {
-        name: substrate_node_pool_name(pool, &name),
+        name: naming.node_pool_name(pool, &name),
         size: flavor.size.clone(),
         count: Some(count),
         auto_scale,
         labels,
         taints: flavor.taints.clone(),
-        tags: vec![substrate_tag(pool)],
+        tags: vec![substrate_tag_for(pool, naming)],
     })
 }
 
@@ -261,12 +290,13 @@ pub fn pool_settled(p: &ProviderNodePool, want: &NodePoolRequest, converged_befo
 /// one pool per flavor. See the module invariants; an empty plan means converged.
 pub fn plan_node_pools(
     pool: &PoolId,
+    naming: SubstrateNaming,
     flavors: &[Flavor],
     observed: &[ProviderNodePool],
 ) -> Vec<NodePoolStep> {
     let desired: BTreeMap<String, NodePoolRequest> = flavors
         .iter()
-        .filter_map(|f| desired_node_pool(pool, f))
+        .filter_map(|f| desired_node_pool(pool, naming, f))
         .map(|r| (r.name.clone(), r))
         .collect();
     // Every observed name, ours or not: a Create never lands beside a pool of that name.
@@ -319,8 +349,13 @@ pub fn plan_node_pools(
 }
 
 /// Whether `observed` already matches `flavors` (the plan is empty).
-pub fn plan_is_converged(pool: &PoolId, flavors: &[Flavor], observed: &[ProviderNodePool]) -> bool {
-    plan_node_pools(pool, flavors, observed).is_empty()
+pub fn plan_is_converged(
+    pool: &PoolId,
+    naming: SubstrateNaming,
+    flavors: &[Flavor],
+    observed: &[ProviderNodePool],
+) -> bool {
+    plan_node_pools(pool, naming, flavors, observed).is_empty()
 }
 
 #[cfg(test)]
@@ -328,6 +363,8 @@ mod tests {
     use super::*;
     use crate::policy::{AutoScale, TaintEffect};
     use proptest::prelude::*;
+
+    const LONG: SubstrateNaming = SubstrateNaming::LONG;
 
     fn pool_id() -> PoolId {
         PoolId::parse("pool_01hq3k5v9x8y7z6w5v4t3s2r1q").unwrap()
@@ -459,7 +496,7 @@ mod tests {
             value: "".into(),
             effect: TaintEffect::NoSchedule,
         });
-        let r = desired_node_pool(&p, &f).unwrap();
+        let r = desired_node_pool(&p, LONG, &f).unwrap();
         assert_eq!(r.name, "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q-gpu");
         assert_eq!(r.labels.get("better-compute.dev/substrate-pool").unwrap(), p.as_str());
         assert_eq!(r.labels.get("better-compute.dev/flavor").unwrap(), "gpu");
@@ -467,7 +504,7 @@ mod tests {
         assert_eq!(r.tags, vec!["better-compute-pool-pool-01hq3k5v9x8y7z6w5v4t3s2r1q".to_string()]);
         assert_eq!((r.count, r.auto_scale), (Some(0), Some((0, 4))));
         assert_eq!(r.taints.len(), 1);
-        assert_eq!(desired_node_pool(&p, &fixed("Bad", "s", 1)), None);
+        assert_eq!(desired_node_pool(&p, LONG, &fixed("Bad", "s", 1)), None);
     }
 
     #[test]
@@ -477,6 +514,7 @@ mod tests {
             vec![foreign("t1", "default"), foreign("t2", "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1r-cpu")];
         let steps = plan_node_pools(
             &p,
+            LONG,
             &[fixed("cpu", "s-2vcpu-4gb", 3), fixed("arm", "c-4", 1)],
             &observed,
         );
@@ -494,10 +532,10 @@ mod tests {
     #[test]
     fn fixed_count_changes_update_with_the_count() {
         let p = pool_id();
-        let want = desired_node_pool(&p, &fixed("cpu", "s-2vcpu-4gb", 3)).unwrap();
+        let want = desired_node_pool(&p, LONG, &fixed("cpu", "s-2vcpu-4gb", 3)).unwrap();
         let observed = vec![made("np1", &want)];
-        assert!(plan_is_converged(&p, &[fixed("cpu", "s-2vcpu-4gb", 3)], &observed));
-        let steps = plan_node_pools(&p, &[fixed("cpu", "s-2vcpu-4gb", 5)], &observed);
+        assert!(plan_is_converged(&p, LONG, &[fixed("cpu", "s-2vcpu-4gb", 3)], &observed));
+        let steps = plan_node_pools(&p, LONG, &[fixed("cpu", "s-2vcpu-4gb", 5)], &observed);
         let [NodePoolStep::Update { node_pool_id, request }] = steps.as_slice() else {
             panic!("{steps:?}")
         };
@@ -511,21 +549,21 @@ mod tests {
     fn autoscaled_counts_are_the_providers() {
         let p = pool_id();
         let f = auto("gpu", "g-4vcpu-16gb", 1, 4);
-        let mut np = made("np1", &desired_node_pool(&p, &f).unwrap());
+        let mut np = made("np1", &desired_node_pool(&p, LONG, &f).unwrap());
         np.count = 3; // the autoscaler's choice
-        assert!(plan_is_converged(&p, std::slice::from_ref(&f), std::slice::from_ref(&np)));
+        assert!(plan_is_converged(&p, LONG, std::slice::from_ref(&f), std::slice::from_ref(&np)));
         // Bounds change: update without a count.
-        let steps = plan_node_pools(&p, &[auto("gpu", "g-4vcpu-16gb", 2, 6)], &[np.clone()]);
+        let steps = plan_node_pools(&p, LONG, &[auto("gpu", "g-4vcpu-16gb", 2, 6)], &[np.clone()]);
         let [NodePoolStep::Update { request, .. }] = steps.as_slice() else { panic!("{steps:?}") };
         assert_eq!((request.count, request.auto_scale), (None, Some((2, 6))));
         // Fixed → autoscaled, and autoscaled → fixed.
         let fixed_np =
-            made("np2", &desired_node_pool(&p, &fixed("gpu", "g-4vcpu-16gb", 2)).unwrap());
-        let steps = plan_node_pools(&p, std::slice::from_ref(&f), &[fixed_np]);
+            made("np2", &desired_node_pool(&p, LONG, &fixed("gpu", "g-4vcpu-16gb", 2)).unwrap());
+        let steps = plan_node_pools(&p, LONG, std::slice::from_ref(&f), &[fixed_np]);
         assert!(
             matches!(&steps[..], [NodePoolStep::Update { request, .. }] if request.count.is_none())
         );
-        let steps = plan_node_pools(&p, &[fixed("gpu", "g-4vcpu-16gb", 3)], &[np]);
+        let steps = plan_node_pools(&p, LONG, &[fixed("gpu", "g-4vcpu-16gb", 3)], &[np]);
         assert!(
             matches!(&steps[..], [NodePoolStep::Update { request, .. }] if request.count == Some(3) && request.auto_scale.is_none())
         );
@@ -535,32 +573,32 @@ mod tests {
     fn labels_taints_and_tags_differences_update() {
         let p = pool_id();
         let f = fixed("cpu", "s-2vcpu-4gb", 2);
-        let base = made("np1", &desired_node_pool(&p, &f).unwrap());
+        let base = made("np1", &desired_node_pool(&p, LONG, &f).unwrap());
         let mut f2 = f.clone();
         f2.labels.insert("tier".into(), "web".into());
-        assert_eq!(plan_node_pools(&p, &[f2], std::slice::from_ref(&base)).len(), 1);
+        assert_eq!(plan_node_pools(&p, LONG, &[f2], std::slice::from_ref(&base)).len(), 1);
         let mut f3 = f.clone();
         f3.taints.push(Taint {
             key: "k".into(),
             value: "v".into(),
             effect: TaintEffect::NoExecute,
         });
-        assert_eq!(plan_node_pools(&p, &[f3], std::slice::from_ref(&base)).len(), 1);
+        assert_eq!(plan_node_pools(&p, LONG, &[f3], std::slice::from_ref(&base)).len(), 1);
         // A label removed from the flavor is removed from the pool.
         let mut extra = base.clone();
         extra.labels.insert("old".into(), "x".into());
-        assert_eq!(plan_node_pools(&p, std::slice::from_ref(&f), &[extra]).len(), 1);
+        assert_eq!(plan_node_pools(&p, LONG, std::slice::from_ref(&f), &[extra]).len(), 1);
         // Provider-added labels are not ours to remove.
         let mut provider = base.clone();
         provider.labels.insert("node.kubernetes.io/instance-type".into(), "x".into());
-        assert!(plan_is_converged(&p, std::slice::from_ref(&f), &[provider]));
+        assert!(plan_is_converged(&p, LONG, std::slice::from_ref(&f), &[provider]));
         let mut lookalike = base.clone();
         lookalike.labels.insert("notkubernetes.io/x".into(), "x".into());
-        assert!(!plan_is_converged(&p, std::slice::from_ref(&f), &[lookalike]));
+        assert!(!plan_is_converged(&p, LONG, std::slice::from_ref(&f), &[lookalike]));
         // Our tag lost (label kept, so still ours): put back; provider tags are no reason.
         let mut untagged = base.clone();
         untagged.tags = vec!["k8s".into()];
-        let steps = plan_node_pools(&p, std::slice::from_ref(&f), &[untagged]);
+        let steps = plan_node_pools(&p, LONG, std::slice::from_ref(&f), &[untagged]);
         assert!(
             matches!(&steps[..], [NodePoolStep::Update { request, .. }] if request.tags == vec![substrate_tag(&p)])
         );
@@ -569,35 +607,36 @@ mod tests {
         let t =
             |k: &str| Taint { key: k.into(), value: "".into(), effect: TaintEffect::NoSchedule };
         f4.taints = vec![t("a"), t("b")];
-        let mut np = made("np1", &desired_node_pool(&p, &f4).unwrap());
+        let mut np = made("np1", &desired_node_pool(&p, LONG, &f4).unwrap());
         np.taints.reverse();
-        assert!(plan_is_converged(&p, &[f4], &[np]));
+        assert!(plan_is_converged(&p, LONG, &[f4], &[np]));
     }
 
     #[test]
     fn size_change_deletes_now_and_creates_later() {
         let p = pool_id();
-        let old = made("np1", &desired_node_pool(&p, &fixed("cpu", "s-2vcpu-4gb", 2)).unwrap());
+        let old =
+            made("np1", &desired_node_pool(&p, LONG, &fixed("cpu", "s-2vcpu-4gb", 2)).unwrap());
         let flavors = [fixed("cpu", "s-4vcpu-8gb", 2)];
-        let steps = plan_node_pools(&p, &flavors, std::slice::from_ref(&old));
+        let steps = plan_node_pools(&p, LONG, &flavors, std::slice::from_ref(&old));
         assert_eq!(
             steps,
             vec![NodePoolStep::Delete { node_pool_id: "np1".into(), name: old.name.clone() }]
         );
         // Once gone, the new size is created.
-        let steps = plan_node_pools(&p, &flavors, &[]);
+        let steps = plan_node_pools(&p, LONG, &flavors, &[]);
         assert!(matches!(&steps[..], [NodePoolStep::Create(r)] if r.size == "s-4vcpu-8gb"));
     }
 
     #[test]
     fn removed_flavors_and_duplicates_are_deleted() {
         let p = pool_id();
-        let cpu = desired_node_pool(&p, &fixed("cpu", "s-2vcpu-4gb", 2)).unwrap();
+        let cpu = desired_node_pool(&p, LONG, &fixed("cpu", "s-2vcpu-4gb", 2)).unwrap();
         let mut gone =
-            made("np9", &desired_node_pool(&p, &fixed("old", "s-2vcpu-4gb", 2)).unwrap());
+            made("np9", &desired_node_pool(&p, LONG, &fixed("old", "s-2vcpu-4gb", 2)).unwrap());
         gone.labels.clear(); // only the tag left: still ours
         let observed = vec![made("np2", &cpu), made("np1", &cpu), gone];
-        let steps = plan_node_pools(&p, &[fixed("cpu", "s-2vcpu-4gb", 2)], &observed);
+        let steps = plan_node_pools(&p, LONG, &[fixed("cpu", "s-2vcpu-4gb", 2)], &observed);
         assert_eq!(
             steps,
             vec![
@@ -619,8 +658,8 @@ mod tests {
         let mut others = foreign("t2", "bc-pool-01hq3k5v9x8y7z6w5v4t3s2r1q-old");
         others.labels.insert(LABEL_SUBSTRATE_POOL.into(), "pool_01hq3k5v9x8y7z6w5v4t3s2r1r".into());
         let observed = vec![squatter, others];
-        assert_eq!(plan_node_pools(&p, &flavors, &observed), vec![]);
-        let conflicts = node_pool_conflicts(&p, &flavors, &observed);
+        assert_eq!(plan_node_pools(&p, LONG, &flavors, &observed), vec![]);
+        let conflicts = node_pool_conflicts(&p, LONG, &flavors, &observed);
         assert_eq!(
             conflicts,
             vec![NodePoolConflict {
@@ -666,7 +705,8 @@ mod tests {
                 let mut observed = Vec::new();
                 for (k, (idx, mut f, count, tag_only)) in ours.into_iter().enumerate() {
                     f.name = format!("f{idx}");
-                    let mut np = made(&format!("ours-{k}"), &desired_node_pool(&p, &f).unwrap());
+                    let mut np =
+                        made(&format!("ours-{k}"), &desired_node_pool(&p, LONG, &f).unwrap());
                     np.count = count;
                     if tag_only {
                         np.labels.remove(LABEL_SUBSTRATE_POOL);
@@ -696,12 +736,12 @@ mod tests {
             let p = pool_id();
             let foreign_names: BTreeSet<String> = observed.iter().filter(|np| foreign_ids.contains(&np.id)).map(|np| np.name.clone()).collect();
             let size_changed = observed.iter().filter(|np| !foreign_ids.contains(&np.id)).any(|np| {
-                flavors.iter().any(|f| desired_node_pool(&p, f).unwrap().name == np.name && f.size != np.size)
+                flavors.iter().any(|f| desired_node_pool(&p, LONG, f).unwrap().name == np.name && f.size != np.size)
             });
             let mut next_id = 0;
             let mut rounds = 0;
             loop {
-                let steps = plan_node_pools(&p, &flavors, &observed);
+                let steps = plan_node_pools(&p, LONG, &flavors, &observed);
                 let names_now: BTreeSet<&str> = observed.iter().map(|np| np.name.as_str()).collect();
                 for s in &steps {
                     match s {
@@ -725,7 +765,7 @@ mod tests {
             prop_assert_eq!(after, foreign_names.clone());
             // Every flavor has at most one pool of ours, exactly one where its name is not squatted.
             for f in &flavors {
-                let name = desired_node_pool(&p, f).unwrap().name;
+                let name = desired_node_pool(&p, LONG, f).unwrap().name;
                 let n = observed.iter().filter(|np| np.name == name && is_our_node_pool(&p, np)).count();
                 // (A squatted name keeps our pool if we already had one, but gets no new one.)
                 prop_assert!(n <= 1);
@@ -733,7 +773,7 @@ mod tests {
             }
             // The autoscaler moving counts within bounds needs no step.
             for np in observed.iter_mut().filter(|np| np.auto_scale) { np.count = np.max_nodes; }
-            prop_assert!(plan_is_converged(&p, &flavors, &observed));
+            prop_assert!(plan_is_converged(&p, LONG, &flavors, &observed));
         }
     }
 }

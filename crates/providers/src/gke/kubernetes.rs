@@ -15,18 +15,17 @@ use bc_domain::ProviderError;
 use bc_domain::model::{ClusterMode, SecretString};
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
-    KubernetesVersion, NodePoolRequest, ProviderCluster, ProviderNodePool, ProviderOptions,
-    ProviderResult, UpdateClusterRequest,
+    KubernetesVersion, NodePoolRequest, ProviderCluster, ProviderNode, ProviderNodePool,
+    ProviderNodeState, ProviderOptions, ProviderResult, UpdateClusterRequest,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::Gke;
 use super::wire::{
-    self, Cluster, ClusterList, NodePool, Operation, ServerConfig, is_zone, labels_of,
+    self, Cluster, ClusterList, NodePool, Operation, PoolNodes, ServerConfig, is_zone, labels_of,
 };
 use crate::digitalocean::seg;
-use crate::kube::KubeClusterApi;
 use bc_domain::ports::ClusterApi;
 use std::collections::BTreeMap;
 
@@ -126,12 +125,12 @@ impl Gke {
     /// The Nodes of each node pool, counted from the cluster's own API by GKE's
     /// `cloud.google.com/gke-nodepool` label: GKE's API reports no current size of a
     /// pool (research/gke.md §2, §6). `None` while the cluster's API is not reachable.
-    async fn node_counts(&self, c: &Cluster) -> Option<BTreeMap<String, u32>> {
+    async fn node_counts(&self, c: &Cluster) -> Option<PoolNodes> {
         if c.endpoint.is_empty() || c.autopilot.enabled {
             return None;
         }
         let creds = self.kubeconfig(c).await.ok()?;
-        let client = match KubeClusterApi::new().connect(&creds.kubeconfig).await {
+        let client = match self.clusters.connect(&creds.kubeconfig).await {
             Ok(client) => client,
             Err(e) => {
                 tracing::debug!(cluster = %c.name, error = %e, "counting nodes: no connection");
@@ -145,9 +144,19 @@ impl Gke {
                 return None;
             }
         };
-        let mut counts = BTreeMap::new();
-        for pool in nodes.iter().filter_map(|n| n.labels.get(NODE_POOL_LABEL)) {
-            *counts.entry(pool.clone()).or_insert(0u32) += 1;
+        let mut counts = PoolNodes::new();
+        for n in nodes {
+            let Some(pool) = n.labels.get(NODE_POOL_LABEL) else { continue };
+            // A Node is the pool's node by its `gce://` provider id (its instance), known
+            // once the kubelet registered; ready or still coming up.
+            let state =
+                if n.ready { ProviderNodeState::Running } else { ProviderNodeState::Provisioning };
+            counts.entry(pool.clone()).or_default().push(ProviderNode {
+                id: n.provider_id.clone().unwrap_or_else(|| n.name.clone()),
+                name: n.name,
+                state,
+                droplet_id: None,
+            });
         }
         Some(counts)
     }

@@ -37,6 +37,7 @@ pub use auth::{AUDIENCE, SCOPES, signing_input};
 pub use registry::GkeRegistry;
 
 use crate::digitalocean::{RateLimitConfig, SharedBucket};
+use crate::kube::KubeClusterApi;
 use transport::Transport;
 
 /// Google's API address.
@@ -73,6 +74,9 @@ pub struct GkeConfig {
     pub request_timeout: Duration,
     /// The account's local request budget (GKE allows 3000 a minute per project).
     pub rate_limit: RateLimitConfig,
+    /// How the adapter reaches a cluster's own API to count its Nodes (GKE reports no
+    /// current size of a pool): over the network, or in process in tests.
+    pub clusters: KubeClusterApi,
 }
 
 impl Default for GkeConfig {
@@ -87,6 +91,7 @@ impl Default for GkeConfig {
                 per_hour: 180_000,
                 max_wait: Duration::from_secs(2),
             },
+            clusters: KubeClusterApi::new(),
         }
     }
 }
@@ -107,6 +112,8 @@ pub struct Gke {
     /// and location, our records keep GKE's `id`. An id never moves; a cluster made
     /// again under the same name has another id, so a stale entry reads as gone.
     located: Mutex<HashMap<String, (String, String)>>,
+    /// The way to each cluster's own API.
+    clusters: KubeClusterApi,
 }
 
 impl std::fmt::Debug for Gke {
@@ -137,6 +144,7 @@ impl Gke {
             project: account.project_id.clone(),
             api_url: config.api_url.clone(),
             located: Mutex::new(HashMap::new()),
+            clusters: config.clusters.clone(),
         })
     }
 

@@ -12,7 +12,8 @@ use bc_domain::Timestamp;
 use bc_domain::model::ClusterMode;
 use bc_domain::policy::{Taint, TaintEffect};
 use bc_domain::ports::{
-    NodePoolRequest, ProviderCluster, ProviderClusterState, ProviderNodePool, ProviderResult,
+    NodePoolRequest, ProviderCluster, ProviderClusterState, ProviderNode, ProviderNodePool,
+    ProviderResult,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -247,6 +248,10 @@ fn clamp_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
+/// The Nodes of each node pool (by its name), read from the cluster's own API by GKE's
+/// `cloud.google.com/gke-nodepool` label, each with its `gce://` provider id.
+pub type PoolNodes = BTreeMap<String, Vec<ProviderNode>>;
+
 impl NodePool {
     /// The port's pool: the id is the name (GKE has no pool ids); `count` the pool's
     /// total, `nodes` the Nodes counted from the cluster when they could be
@@ -255,7 +260,7 @@ impl NodePool {
         self,
         cluster_location: &str,
         cluster_zones: &[String],
-        node_counts: Option<&BTreeMap<String, u32>>,
+        node_counts: Option<&PoolNodes>,
     ) -> ProviderNodePool {
         let zones = zones(&self, cluster_location, cluster_zones);
         let a = &self.autoscaling;
@@ -269,8 +274,9 @@ impl NodePool {
         };
         // Counted Nodes are the truth (a pool with none counted has none); GKE reports
         // no current size, so without them only the initial count is known.
+        let nodes = node_counts.and_then(|c| c.get(&self.name)).cloned().unwrap_or_default();
         let count = match node_counts {
-            Some(c) => c.get(&self.name).copied().unwrap_or(0),
+            Some(_) => u32::try_from(nodes.len()).unwrap_or(u32::MAX),
             None => clamp_u32(self.initial_node_count).saturating_mul(zones),
         };
         let taints = self
@@ -294,14 +300,14 @@ impl NodePool {
             labels: self.config.labels,
             taints,
             tags: tags_of(&self.config.resource_labels),
-            nodes: Vec::new(),
+            nodes,
         }
     }
 }
 
 impl Cluster {
     /// The port's cluster.
-    pub fn into_port(self, node_counts: Option<&BTreeMap<String, u32>>) -> ProviderCluster {
+    pub fn into_port(self, node_counts: Option<&PoolNodes>) -> ProviderCluster {
         let message = Some(self.status_message.clone())
             .filter(|m| !m.is_empty())
             .or_else(|| self.conditions.iter().map(|c| c.message.clone()).find(|m| !m.is_empty()));
@@ -393,6 +399,7 @@ pub fn taints_body(taints: &[Taint]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bc_domain::ports::ProviderNodeState;
 
     #[test]
     fn tags_cross_as_gcp_labels_and_come_back_whole() {
@@ -427,7 +434,13 @@ mod tests {
         assert_eq!(pool(&[]).into_port("us-central1", &[], None).count, 6);
         assert_eq!(pool(&["us-central1-b"]).into_port("us-central1", &[], None).count, 2);
         // Nodes counted from the cluster win over the initial count.
-        let counted = BTreeMap::from([("p".to_owned(), 5u32)]);
+        let node = |i: usize| ProviderNode {
+            id: format!("gce://bc-sim-project/us-central1-a/n{i}"),
+            name: format!("n{i}"),
+            state: ProviderNodeState::Running,
+            droplet_id: None,
+        };
+        let counted = BTreeMap::from([("p".to_owned(), (0..5).map(node).collect())]);
         assert_eq!(pool(&[]).into_port("us-central1", &[], Some(&counted)).count, 5);
         let none_counted = BTreeMap::new();
         assert_eq!(pool(&[]).into_port("us-central1", &[], Some(&none_counted)).count, 0);

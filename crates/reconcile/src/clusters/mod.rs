@@ -27,7 +27,7 @@ use bc_domain::ports::{
     CreateClusterRequest, PAGE_SIZE_MAX, PageRequest, ProviderCluster, ProviderClusterState,
     ProviderImpl, UnitOfWork, UpdateClusterRequest, WorkKind, Write,
 };
-use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
+use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision, wants_upgrade};
 use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
 
@@ -71,6 +71,11 @@ macro_rules! provider {
     ($e:expr) => {
         match $e {
             Ok(v) => v,
+            // One change at a time at the provider (SPEC §8): wait, never `error`.
+            Err(ProviderError::Busy { message }) => {
+                let m = format!("waiting for the provider to finish an earlier change: {message}");
+                return Ok((Derived::Converging(m), waits::CLUSTER));
+            }
             Err(e) => return own_error(e).map(|m| (Derived::Error(m), waits::ERROR)),
         }
     };
@@ -473,7 +478,9 @@ impl Run<'_> {
         rows: &[NodePool],
     ) -> Result<(Derived, Duration), ReconcileError> {
         let now = self.act.now;
-        if let Some(desired) = self.row.desired_version.as_deref().filter(|v| *v != pc.version) {
+        // `latest` resolved once, when the cluster was made (SPEC §6).
+        let wanted = self.row.desired_version.as_deref().filter(|v| wants_upgrade(v, &pc.version));
+        if let Some(desired) = wanted {
             let offered = match self.r.upgrades.recent(account, &pc.version, desired, now) {
                 Some(o) => o,
                 None => {

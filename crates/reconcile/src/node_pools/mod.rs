@@ -116,6 +116,34 @@ impl NodePoolReconciler {
         Ok(Outcome::Steady)
     }
 
+    /// The provider is busy with an earlier change of the cluster (SPEC §8): the pool
+    /// waits, `updating` (still `pending` if never made) with the provider's words, and
+    /// the change is asked again after a short wait. Never an `error`.
+    async fn busy(
+        &self,
+        deps: &Deps,
+        act: &Activation,
+        row: &NodePool,
+        message: String,
+    ) -> Result<Outcome, ReconcileError> {
+        let state = match row.state {
+            NodePoolState::Pending | NodePoolState::Deleting => row.state,
+            _ => NodePoolState::Updating,
+        };
+        let status = Status {
+            provider_id: row.provider_node_pool_id.clone(),
+            state,
+            message: Some(format!(
+                "waiting for the provider to finish an earlier change: {message}"
+            )),
+            listed: row.nodes_listed,
+            ready: row.nodes_ready,
+            observed_generation: row.observed_generation,
+        };
+        self.record(deps, act, row, status).await?;
+        Ok(converging(waits::NODE_POOL))
+    }
+
     /// Closes a row: `deleting` (if not yet), then `deleted`.
     async fn closed(
         &self,
@@ -182,6 +210,9 @@ macro_rules! provider {
     ($this:expr, $deps:expr, $act:expr, $row:expr, $e:expr) => {
         match $e {
             Ok(v) => v,
+            Err(ProviderError::Busy { message }) => {
+                return $this.busy($deps, $act, $row, message).await;
+            }
             Err(e) => return $this.refused($deps, $act, $row, own_error(e)?).await,
         }
     };

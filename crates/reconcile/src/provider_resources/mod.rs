@@ -265,6 +265,15 @@ impl Reconciler for LoadBalancers {
             }
         };
         let provider = deps.observer.provider(&account).await?;
+        // What the adapter declares it offers decides (SPEC §11: none on GKE), before
+        // any call; a deletion goes on whatever the offer says.
+        if !lb.delete_requested
+            && let Some(m) = provider.offer().lacks_load_balancer(lb.spec.kind)
+        {
+            let change = plan::refused(&lb, &m);
+            self.record(deps, a, &mut lb, change).await?;
+            return Ok(Outcome::Steady);
+        }
         let lbs = provider.load_balancers();
         for _ in 0..MAX_STEPS {
             let input = plan::Input {

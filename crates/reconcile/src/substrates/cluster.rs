@@ -12,13 +12,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bc_domain::model::{KubernetesCluster, NewEvent, ProviderAccount, subjects};
+use bc_domain::SubstrateNaming;
+use bc_domain::model::{ClusterMode, KubernetesCluster, NewEvent, ProviderAccount, subjects};
 use bc_domain::policy::{AdoptClusterPolicy, CreateClusterPolicy};
 use bc_domain::ports::{
     CreateClusterRequest, NodePoolRequest, ProviderCluster, ProviderImpl, UnitOfWork, WorkKind,
     Write,
 };
-use bc_domain::rules::plan::{cluster_created_for, substrate_tag, substrate_tag_pool};
+use bc_domain::rules::plan::{cluster_created_for, substrate_tag_for, substrate_tag_pool};
 use bc_domain::{ClusterId, PoolId, ProviderError, ResourceState, StoreError, Timestamp};
 
 use super::decide::{self, Progress};
@@ -72,7 +73,8 @@ impl Run<'_> {
         let cluster = match cluster {
             Some(c) => c,
             None => {
-                let name = match decide::cluster_name(&self.sub.pool_id, create) {
+                let naming = SubstrateNaming::of(&provider.offer());
+                let name = match decide::cluster_name(&self.sub.pool_id, naming, create) {
                     Ok(n) => n,
                     Err(m) => return Ok(Err(Progress::error(m))),
                 };
@@ -151,7 +153,7 @@ impl Run<'_> {
         provider: &Arc<dyn ProviderImpl>,
         previous: Option<&str>,
     ) -> Result<Progress, ReconcileError> {
-        let tag = substrate_tag(&self.pool_id());
+        let tag = substrate_tag_for(&self.pool_id(), SubstrateNaming::of(&provider.offer()));
         let listing =
             provider!(self.deps.observer.clusters(account, std::time::Duration::ZERO).await);
         let found = listing.items.iter().find(|c| c.name == cluster.name.as_str()).cloned();
@@ -232,6 +234,14 @@ impl Run<'_> {
             }
             Err(e) => return failed(e).map(Err),
         };
+        if pc.mode == ClusterMode::Autopilot {
+            // SPEC §6: a substrate's cluster is standard; the provider runs an autopilot
+            // cluster's nodes, so there is no node pool of ours to add to it.
+            return Ok(Err(Progress::refused(format!(
+                "cluster {} ({id}) is an autopilot cluster, which takes no node pools: adopt a standard cluster, or let the substrate create one (policy.substrate.cluster.create)",
+                pc.name
+            ))));
+        }
         let row = match self.sub.cluster_id.clone() {
             Some(cid) => self.deps.store.cluster_get_any(&cid).await?,
             None => None,

@@ -18,7 +18,9 @@ use bc_domain::model::{
 use bc_domain::policy::{ClusterPolicy, CreateClusterPolicy, PoolPolicy, SubstratePolicy};
 use bc_domain::ports::ProviderCluster;
 use bc_domain::rules::join::JoinReport;
-use bc_domain::{ClusterId, ObjectName, PoolId, ResourceState, Timestamp, substrate_base_name};
+use bc_domain::{
+    ClusterId, ObjectName, PoolId, ResourceState, SubstrateNaming, Timestamp, substrate_base_name,
+};
 
 use crate::shared::same_cause;
 
@@ -165,10 +167,14 @@ pub fn next_row(
 }
 
 /// The name of the cluster a create-mode substrate makes: `cluster.create.name`, else
-/// `bc-<pool>`.
-pub fn cluster_name(pool: &PoolId, create: &CreateClusterPolicy) -> Result<ObjectName, String> {
+/// `bc-<pool>` (`bc-<d>` where the provider's names are short, see [`SubstrateNaming`]).
+pub fn cluster_name(
+    pool: &PoolId,
+    naming: SubstrateNaming,
+    create: &CreateClusterPolicy,
+) -> Result<ObjectName, String> {
     match &create.name {
-        None => Ok(substrate_base_name(pool)),
+        None => Ok(naming.cluster_name(pool)),
         Some(n) => ObjectName::parse(n).map_err(|e| {
             format!("policy.substrate.cluster.create.name {n:?} is not a valid name: {e}")
         }),

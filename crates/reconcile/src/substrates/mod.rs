@@ -36,7 +36,7 @@ use bc_domain::ports::{
 };
 use bc_domain::rules::join::JoinReport;
 use bc_domain::rules::plan::desired_node_pool;
-use bc_domain::{PoolId, ProviderError, ResourceState, Timestamp};
+use bc_domain::{PoolId, ProviderError, ResourceState, SubstrateNaming, Timestamp};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use crate::shared::{Entropy, Sessions, UpgradeChecks, converging, event, own_error, waits};
@@ -253,8 +253,12 @@ impl Run<'_> {
             )));
         };
         let provider = provider!(self.deps.observer.provider(&account).await);
-        let desired: Vec<NodePoolRequest> =
-            policy.flavors.iter().filter_map(|f| desired_node_pool(&self.pool_id(), f)).collect();
+        let naming = SubstrateNaming::of(&provider.offer());
+        let desired: Vec<NodePoolRequest> = policy
+            .flavors
+            .iter()
+            .filter_map(|f| desired_node_pool(&self.pool_id(), naming, f))
+            .collect();
         let pc = match &sp.cluster {
             ClusterPolicy::Create(create) => {
                 match self.created_cluster(create, &desired, &account, &provider).await? {
@@ -399,7 +403,8 @@ impl Run<'_> {
     }
 }
 
-/// The pools' flavors as stored (used by tests to build expectations).
-pub fn desired_pools(pool: &Pool) -> Vec<NodePoolRequest> {
-    pool.policy.flavors.iter().filter_map(|f| desired_node_pool(&pool.pool_id, f)).collect()
+/// The pools' flavors as stored, named as `naming` says (used by tests to build
+/// expectations).
+pub fn desired_pools(pool: &Pool, naming: SubstrateNaming) -> Vec<NodePoolRequest> {
+    pool.policy.flavors.iter().filter_map(|f| desired_node_pool(&pool.pool_id, naming, f)).collect()
 }

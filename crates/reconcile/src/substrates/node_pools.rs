@@ -17,7 +17,7 @@ use bc_domain::ports::{
 use bc_domain::rules::plan::{
     NodePoolStep, is_our_node_pool, node_pool_conflicts, plan_node_pools, pool_settled,
 };
-use bc_domain::{ClusterId, NodePoolId, ProviderError};
+use bc_domain::{ClusterId, NodePoolId, ProviderError, SubstrateNaming};
 
 use super::decide::Progress;
 use super::{Run, failed, rows};
@@ -100,7 +100,8 @@ impl Run<'_> {
         waiting: &mut Vec<String>,
     ) -> Result<Option<Progress>, ReconcileError> {
         let pool = self.pool_id();
-        let steps = plan_node_pools(&pool, flavors, &pc.node_pools);
+        let naming = SubstrateNaming::of(&provider.offer());
+        let steps = plan_node_pools(&pool, naming, flavors, &pc.node_pools);
         let mut refused = BTreeMap::new();
         // Refused credentials are looked at again; the provider's refusals are not.
         let mut all_refusals = true;
@@ -136,7 +137,7 @@ impl Run<'_> {
             );
             return Ok(Some(if all_refusals { Progress::refused(m) } else { Progress::error(m) }));
         }
-        if let Some(c) = node_pool_conflicts(&pool, flavors, &pc.node_pools).first() {
+        if let Some(c) = node_pool_conflicts(&pool, naming, flavors, &pc.node_pools).first() {
             return Ok(Some(Progress::error(c.message(&pool))));
         }
         let pending: BTreeSet<&str> = steps

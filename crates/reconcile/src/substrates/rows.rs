@@ -266,7 +266,7 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
         };
-        desired_node_pool(&pool(), &f).unwrap()
+        desired_node_pool(&pool(), bc_domain::SubstrateNaming::LONG, &f).unwrap()
     }
 
     fn at_provider(req: &NodePoolRequest, running: u32) -> ProviderNodePool {

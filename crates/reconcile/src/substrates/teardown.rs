@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bc_domain::SubstrateNaming;
 use bc_domain::model::{KubernetesCluster, ProviderAccount, subjects};
 use bc_domain::ports::{
     ProviderCluster, ProviderClusterState, ProviderImpl, UnitOfWork, WorkKind, Write,
 };
-use bc_domain::rules::plan::{NodePoolStep, is_our_node_pool, plan_node_pools, substrate_tag};
+use bc_domain::rules::plan::{NodePoolStep, is_our_node_pool, plan_node_pools, substrate_tag_for};
 use bc_domain::{ProviderError, ResourceState};
 
 use super::decide::Progress;
@@ -183,7 +184,7 @@ impl Run<'_> {
     ) -> Result<Option<Progress>, ReconcileError> {
         let listing =
             provider!(stop self.deps.observer.clusters(account, std::time::Duration::ZERO).await);
-        let tag = substrate_tag(&self.pool_id());
+        let tag = substrate_tag_for(&self.pool_id(), SubstrateNaming::of(&provider.offer()));
         let mut ids: Vec<String> = cluster.provider_cluster_id.iter().cloned().collect();
         for c in &listing.items {
             if c.name == cluster.name.as_str() && c.tags.contains(&tag) && !ids.contains(&c.id) {
@@ -366,7 +367,7 @@ impl Run<'_> {
             }
         };
         let pool = self.pool_id();
-        let steps = plan_node_pools(&pool, &[], &pc.node_pools);
+        let steps = plan_node_pools(&pool, SubstrateNaming::LONG, &[], &pc.node_pools);
         for s in &steps {
             if let NodePoolStep::Delete { node_pool_id, name } = s {
                 self.act.ensure_held(self.deps).await?;

@@ -11,7 +11,7 @@ use bc_domain::ProviderError;
 use bc_domain::model::{KubernetesCluster, ProviderAccount, UpgradeWait};
 use bc_domain::policy::{CreateClusterPolicy, PoolPolicy};
 use bc_domain::ports::{ProviderCluster, ProviderImpl, UnitOfWork};
-use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision};
+use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision, wants_upgrade};
 
 use super::decide::{self, Progress};
 use super::{Run, failed};
@@ -42,7 +42,8 @@ impl Run<'_> {
         waiting: &mut Vec<String>,
     ) -> Result<Option<Progress>, ReconcileError> {
         let desired = create.version.as_str();
-        if desired == pc.version {
+        // `latest` resolved once, when the cluster was made (SPEC §6).
+        if !wants_upgrade(desired, &pc.version) {
             self.upgrade = None;
             return Ok(None);
         }

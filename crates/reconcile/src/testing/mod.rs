@@ -41,6 +41,7 @@ use bc_domain::{
     ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
     ResourceState, TenantId,
 };
+pub use bc_sim::testing::{Call, OnProvider};
 use bc_sim::testing::{Cloud, JoinServer, TEST_TOKEN};
 use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
@@ -102,7 +103,10 @@ pub struct Env {
     pub join: JoinServer,
     /// The tenant.
     pub tenant: TenantId,
-    /// The provider account (the simulator's [`TEST_TOKEN`] account).
+    /// The provider the scenario runs on.
+    pub on: OnProvider,
+    /// The provider account (the simulator's [`TEST_TOKEN`] account on DigitalOcean, a
+    /// key of its project on GKE).
     pub account: ProviderAccount,
     /// The stepped driver of a runtime of the three Kubernetes reconcilers on `deps`.
     pub driver: Stepper,
@@ -142,9 +146,15 @@ pub fn flavor(name: &str, size: &str, count: u32) -> Flavor {
 }
 
 impl Env {
-    /// A fresh environment with the default simulator.
+    /// A fresh environment with the default simulator, its account on DigitalOcean.
     pub async fn start() -> Self {
         Self::with_config(SimConfig::default()).await
+    }
+
+    /// A fresh environment with the default simulator, its account on `on`.
+    pub async fn start_on(on: OnProvider) -> Self {
+        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
+        Self::build(store, SimConfig::default(), false, on).await
     }
 
     /// A fresh environment with the simulator configured by `config`.
@@ -162,10 +172,15 @@ impl Env {
     /// full-suite run that replaced it mid-test saw every table gone ("no such table:
     /// join_tokens").
     pub async fn shared() -> Self {
+        Self::shared_on(OnProvider::DigitalOcean).await
+    }
+
+    /// [`Self::shared`] with its account on `on`.
+    pub async fn shared_on(on: OnProvider) -> Self {
         let dir = bc_store::testing::TempDir::new();
         let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
         let store = Arc::new(SqlStore::connect(&url).await.expect("store"));
-        let mut env = Self::build(store, SimConfig::default(), true).await;
+        let mut env = Self::build(store, SimConfig::default(), true, on).await;
         env._dir = Some(Arc::new(dir));
         env
     }
@@ -173,23 +188,37 @@ impl Env {
     /// An environment on `store` (any backend of `bc_store::testing`, migrated and
     /// empty), with the simulator configured by `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
-        Self::build(store, config, false).await
+        Self::build(store, config, false, OnProvider::DigitalOcean).await
     }
 
-    async fn build(store: Arc<SqlStore>, config: SimConfig, shared: bool) -> Self {
+    /// [`Self::on`] with its account on provider `on`.
+    pub async fn on_provider(store: Arc<SqlStore>, config: SimConfig, on: OnProvider) -> Self {
+        Self::build(store, config, false, on).await
+    }
+
+    async fn build(store: Arc<SqlStore>, config: SimConfig, shared: bool, on: OnProvider) -> Self {
         let cloud = Cloud::with_config(config).await;
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let tenant = TenantId::parse("acme").expect("tenant");
         let id = ProviderAccountId::generate(1, 42);
-        let creds = ProviderCredentials::new(SecretString::new(TEST_TOKEN)).expect("token");
+        let (creds, project_id) = match on.kind() {
+            ProviderKind::Gke => {
+                let key = SecretString::new(cloud.gke_key());
+                let creds = ProviderCredentials::service_account(key, None);
+                let checked = creds.check(ProviderKind::Gke).expect("the simulator's key");
+                let project = checked.project_id().map(str::to_owned);
+                (creds, project)
+            }
+            _ => (ProviderCredentials::new(SecretString::new(TEST_TOKEN)).expect("token"), None),
+        };
         let sealed = secret_box.seal(&creds.to_plaintext(), id.as_str().as_bytes()).expect("seal");
         let account = ProviderAccount {
             provider_account_id: id,
             tenant_id: tenant.clone(),
-            provider: ProviderKind::Digitalocean,
+            provider: on.kind(),
             name: ObjectName::parse("main").expect("name"),
-            project_id: None,
+            project_id,
             credentials: SealedSecret(sealed),
             created_at: clock.now(),
             deleted_at: None,
@@ -198,7 +227,7 @@ impl Env {
             .commit(UnitOfWork::new().write(Write::InsertAccount(account.clone())))
             .await
             .expect("account");
-        let registry: Arc<dyn ProviderRegistry> = cloud.providers(secret_box.clone());
+        let registry: Arc<dyn ProviderRegistry> = cloud.all_providers(secret_box.clone());
         let observer: Arc<dyn Observer> = if shared {
             let budget = Arc::new(StoreBudget::new(store.clone(), BudgetConfig::default()));
             Arc::new(SharedObserver::new(registry, budget, clock.clone()))
@@ -225,6 +254,7 @@ impl Env {
             deps,
             join,
             tenant,
+            on,
             account,
             driver,
             entropy,
@@ -358,10 +388,36 @@ impl Env {
         pid
     }
 
+    /// [`Self::tenant_cluster`] on the env's provider (on GKE made through the adapter,
+    /// in the provider's region, and stepped until it runs): its provider id.
+    pub async fn their_cluster(&self) -> String {
+        if self.on == OnProvider::DigitalOcean {
+            return self.tenant_cluster();
+        }
+        let own = bc_domain::ports::NodePoolRequest {
+            size: self.on.node_size().into(),
+            ..bc_sim::testing::node_pool_request("own", 1)
+        };
+        let req = bc_domain::ports::CreateClusterRequest {
+            region: self.on.region().into(),
+            ..bc_sim::testing::cluster_request("tenant", vec![own])
+        };
+        let k = self.provider();
+        let made = k.kubernetes().create_cluster(&req).await.expect("the tenant's cluster");
+        for _ in 0..30 {
+            let c = k.kubernetes().get_cluster(&made.id).await.expect("the tenant's cluster");
+            if c.state == bc_domain::ports::ProviderClusterState::Running {
+                break;
+            }
+            self.cloud.step(60);
+        }
+        made.id
+    }
+
     /// Pool `web` adopting provider cluster `pid` with one flavor `cpu` of one node,
     /// stepped until its substrate is `ready` (panics otherwise).
     pub async fn adopting_pool(&self, pid: &str) -> Pool {
-        let cpu = flavor("cpu", bc_sim::testing::NODE_SIZE, 1);
+        let cpu = flavor("cpu", self.on.node_size(), 1);
         let pool = self
             .create_pool("web", adopt_policy(&self.account.provider_account_id, pid, vec![cpu]))
             .await;
@@ -396,6 +452,7 @@ impl Env {
         let kube = &self.sim.state().kube;
         let now = self.clock.now();
         let name = bc_domain::name::JOIN_SECRET_NAME;
+        let pid = &self.kube_id(pid);
         kube.delete(
             pid,
             bc_sim::kube::Resource::Secret,
@@ -414,8 +471,8 @@ impl Env {
     /// `nodes` nodes, stepped until the substrate is `ready` (panics otherwise): the
     /// pool, its policy and the substrate.
     pub async fn creating_pool(&self, version: &str, nodes: u32) -> (Pool, PoolPolicy, Substrate) {
-        let cpu = flavor("cpu", bc_sim::testing::NODE_SIZE, nodes);
-        let policy = create_policy(&self.account.provider_account_id, version, vec![cpu]);
+        let cpu = flavor("cpu", self.on.node_size(), nodes);
+        let policy = self.create_policy(version, vec![cpu]);
         let pool = self.create_pool("web", policy.clone()).await;
         let s = self.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
         (pool, policy, s)
@@ -425,7 +482,7 @@ impl Env {
     /// through the clusters reconciler and stepped until both are `ready` (panics
     /// otherwise): its row, its first pools' rows and its provider id.
     pub async fn ready_cluster(&self, name: &str) -> (KubernetesCluster, Vec<NodePool>, String) {
-        let workers = ("workers", bc_sim::testing::NODE_SIZE, Scale::Count(1));
+        let workers = ("workers", self.on.node_size(), Scale::Count(1));
         let (c, rows) = self.create_cluster(name, ClusterMode::Standard, vec![workers]).await;
         let ready = self
             .run_until(30, async |e: &Self| {
@@ -447,6 +504,17 @@ impl Env {
         mode: ClusterMode,
         pools: Vec<(&str, &str, Scale)>,
     ) -> (KubernetesCluster, Vec<NodePool>) {
+        self.create_cluster_in(name, self.on.region(), mode, pools).await
+    }
+
+    /// [`Self::create_cluster`] in `region`.
+    pub async fn create_cluster_in(
+        &self,
+        name: &str,
+        region: &str,
+        mode: ClusterMode,
+        pools: Vec<(&str, &str, Scale)>,
+    ) -> (KubernetesCluster, Vec<NodePool>) {
         let now = self.clock.now();
         let ms = u64::try_from(now.unix_ms()).unwrap_or(0);
         let cluster = KubernetesCluster {
@@ -454,7 +522,7 @@ impl Env {
             tenant_id: self.tenant.clone(),
             provider_account_id: self.account.provider_account_id.clone(),
             name: ObjectName::parse(name).expect("cluster name"),
-            region: "nyc1".into(),
+            region: region.into(),
             desired_version: Some("latest".into()),
             high_availability: false,
             mode,
@@ -698,11 +766,81 @@ impl Env {
         self.cloud.count(method, template)
     }
 
-    /// A new DigitalOcean adapter of the test account (its own token bucket and
-    /// kubeconfig cache), for what a test reads from the provider; its calls are counted
-    /// like the reconcilers'.
+    /// A new adapter of the test account's provider (its own budget and caches; on GKE
+    /// a new key of the same project), for what a test reads from the provider; its
+    /// calls are counted like the reconcilers'.
     pub fn provider(&self) -> Arc<dyn ProviderImpl> {
-        self.cloud.provider(TEST_TOKEN)
+        match self.on {
+            OnProvider::DigitalOcean => self.cloud.provider(TEST_TOKEN),
+            OnProvider::Gke => self.cloud.gke_provider(&self.cloud.gke_key()),
+        }
+    }
+
+    /// The simulator's id of provider cluster `pid` (its Kubernetes API's key): GKE shows
+    /// the simulator's id without its dashes.
+    pub fn kube_id(&self, pid: &str) -> String {
+        let ids = self.sim.state().kube.cluster_ids();
+        ids.into_iter()
+            .find(|id| id == pid || id.replace('-', "") == pid)
+            .unwrap_or_else(|| pid.to_owned())
+    }
+
+    /// The provider requests made so far for `call` (on every route it may take).
+    pub fn calls(&self, call: Call) -> u64 {
+        let model = self.sim.state().model();
+        self.on.routes(call).iter().map(|k| model.request_count(k)).sum()
+    }
+
+    /// The next `n` requests for `call` fail with a server error (500).
+    pub fn fail(&self, call: Call, n: usize) {
+        let mut model = self.sim.state().model();
+        for key in self.on.routes(call) {
+            match self.on {
+                OnProvider::DigitalOcean => {
+                    model.inject_failures(&key, n, bc_sim::model::Fault::ServerError)
+                }
+                OnProvider::Gke => {
+                    model.gke_inject(&key, n, bc_sim::model::gke::GkeFault::ServerError)
+                }
+            }
+        }
+    }
+
+    /// The next `n` requests for `call` are throttled (429).
+    pub fn throttle(&self, call: Call, n: usize) {
+        let mut model = self.sim.state().model();
+        for key in self.on.routes(call) {
+            match self.on {
+                OnProvider::DigitalOcean => model.inject_failures(
+                    &key,
+                    n,
+                    bc_sim::model::Fault::TooManyRequests { retry_after: 3 },
+                ),
+                OnProvider::Gke => {
+                    model.gke_inject(&key, n, bc_sim::model::gke::GkeFault::RateLimited)
+                }
+            }
+        }
+    }
+
+    /// The answers of the next `n` successful requests for `call` are lost (the change
+    /// is made; the caller times out).
+    pub fn lose(&self, call: Call, n: usize) {
+        let mut model = self.sim.state().model();
+        for key in self.on.routes(call) {
+            model.lose_answers(&key, n);
+        }
+    }
+
+    /// A create-mode substrate policy in the provider's region at `version`.
+    pub fn create_policy(&self, version: &str, flavors: Vec<Flavor>) -> PoolPolicy {
+        let mut p = create_policy(&self.account.provider_account_id, version, flavors);
+        if let Some(s) = &mut p.substrate
+            && let ClusterPolicy::Create(c) = &mut s.cluster
+        {
+            c.region = self.on.region().into();
+        }
+        p
     }
 }
 
@@ -756,4 +894,24 @@ pub fn adopt_policy(
         flavors,
         upgrades: UpgradePolicy::Drain,
     }
+}
+
+/// One scenario, run on each provider: for every `async fn name(on: OnProvider)` named,
+/// a module `name` with the tests `on_do` and `on_gke`, each running the one body on its
+/// provider. A scenario that cannot apply to a provider is written as a plain test
+/// instead, with a comment saying why.
+#[macro_export]
+macro_rules! on_each_provider {
+    ($($name:ident),* $(,)?) => { $(
+        mod $name {
+            #[tokio::test]
+            async fn on_do() {
+                super::$name($crate::testing::OnProvider::DigitalOcean).await
+            }
+            #[tokio::test]
+            async fn on_gke() {
+                super::$name($crate::testing::OnProvider::Gke).await
+            }
+        }
+    )* };
 }

@@ -19,7 +19,9 @@ use bc_domain::ports::{Clock, SecretBox};
 use bc_providers::digitalocean::{
     DigitalOcean, DigitalOceanConfig, DigitalOceanRegistry, RateLimitConfig,
 };
+use bc_providers::gke::{Gke, GkeConfig, GkeRegistry};
 use bc_providers::kube::{InProcessClusters, InProcessService, KubeClusterApi};
+use bc_providers::registry::Providers;
 use http_body_util::BodyExt as _;
 use tower::{BoxError, ServiceExt as _};
 
@@ -104,6 +106,47 @@ impl Cloud {
         let token = bc_domain::model::SecretString::new(token);
         let adapter = DigitalOcean::new(self.adapter_config(), &token, self.clock());
         Arc::new(adapter.expect("a DigitalOcean adapter"))
+    }
+
+    /// The GKE adapter's settings for this cloud: its API and token URLs, its clusters
+    /// reached in process, the project's limit as the local budget, never waiting.
+    pub fn gke_config(&self) -> GkeConfig {
+        let per_minute = self.sim.state().model().gke_rate_limit();
+        GkeConfig {
+            rate_limit: RateLimitConfig {
+                per_minute,
+                per_hour: per_minute.saturating_mul(60),
+                max_wait: Duration::ZERO,
+            },
+            request_timeout: DigitalOceanConfig::default().request_timeout,
+            clusters: (*self.clusters()).clone(),
+            ..GkeConfig::with_urls(self.gke_api_url(), self.gke_token_url())
+        }
+    }
+
+    /// The registry of both providers' accounts on this cloud (a DigitalOcean account's
+    /// token or a GKE account's key, sealed with `secret_box`, picks a simulated account).
+    pub fn all_providers(&self, secret_box: Arc<dyn SecretBox>) -> Arc<Providers> {
+        let gke = GkeRegistry::new(self.gke_config(), secret_box.clone(), self.clock());
+        let registry = Providers::new()
+            .with(bc_domain::model::ProviderKind::Digitalocean, self.providers(secret_box))
+            .with(bc_domain::model::ProviderKind::Gke, Arc::new(gke));
+        Arc::new(registry)
+    }
+
+    /// A new GKE adapter of the account of service-account key file `key` (its own
+    /// budget and token cache).
+    pub fn gke_provider(&self, key: &str) -> Arc<Gke> {
+        let checked = bc_domain::ports::ProviderCredentials::service_account(
+            bc_domain::model::SecretString::new(key),
+            None,
+        )
+        .check(bc_domain::model::ProviderKind::Gke)
+        .expect("a service-account key");
+        let bc_domain::ports::AccountCredentials::ServiceAccount(sa) = checked else {
+            unreachable!("checked as a GKE key")
+        };
+        Arc::new(Gke::new(&self.gke_config(), &sa, self.clock(), None).expect("a GKE adapter"))
     }
 
     /// The kube adapter, reaching this cloud's clusters in process.

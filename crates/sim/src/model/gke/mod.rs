@@ -650,6 +650,11 @@ fn instance_name(cluster: &str, pool: &GkePool, node_name: &str) -> String {
 }
 
 impl Model {
+    /// The per-project request limit of the GKE face (per minute).
+    pub fn gke_rate_limit(&self) -> u32 {
+        self.gke.per_minute()
+    }
+
     /// Sets the per-project request limit of the GKE face (per minute).
     pub fn set_gke_rate_limit(&mut self, per_minute: u32) {
         self.gke.per_minute = per_minute;

@@ -1,0 +1,140 @@
+//! The provider a parameterised scenario runs on, and what a test needs to know of it to
+//! say the same thing on each: a region, machine sizes, two versions in upgrade order, a
+//! version it does not offer, and the routes its calls are counted and faulted on.
+//!
+//! Invariant: this is the one place above the adapters where test code names a
+//! provider; a scenario's body asks [`OnProvider`] and never matches on a provider's name.
+
+use bc_domain::model::ProviderKind;
+
+use crate::gke_api::routes as gke;
+use crate::model::gke::catalog;
+use crate::model::routes as digitalocean;
+
+/// A provider call a scenario counts or faults, by what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// Create a cluster.
+    CreateCluster,
+    /// Delete a cluster.
+    DeleteCluster,
+    /// Add a node pool to a cluster.
+    CreateNodePool,
+    /// Change a node pool (resize, autoscale bounds, labels).
+    UpdateNodePool,
+    /// Delete a node pool.
+    DeleteNodePool,
+    /// Ask which versions a cluster may be upgraded to.
+    Upgrades,
+    /// Upgrade a cluster's control plane.
+    Upgrade,
+}
+
+/// The simulated provider a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnProvider {
+    /// The DigitalOcean face.
+    DigitalOcean,
+    /// The GKE face.
+    Gke,
+}
+
+impl OnProvider {
+    /// Its kind.
+    pub fn kind(self) -> ProviderKind {
+        match self {
+            OnProvider::DigitalOcean => ProviderKind::Digitalocean,
+            OnProvider::Gke => ProviderKind::Gke,
+        }
+    }
+
+    /// Where a test's clusters go (on GKE a zone: a zonal cluster's counts are its
+    /// pools' sizes).
+    pub fn region(self) -> &'static str {
+        match self {
+            OnProvider::DigitalOcean => "nyc1",
+            OnProvider::Gke => "us-central1-a",
+        }
+    }
+
+    /// A region of several zones (GKE: a regional cluster; DigitalOcean's regions are one
+    /// place).
+    pub fn multi_zone_region(self) -> &'static str {
+        match self {
+            OnProvider::DigitalOcean => "nyc1",
+            OnProvider::Gke => "us-central1",
+        }
+    }
+
+    /// The node size a test's pools use.
+    pub fn node_size(self) -> &'static str {
+        match self {
+            OnProvider::DigitalOcean => super::NODE_SIZE,
+            OnProvider::Gke => "e2-standard-4",
+        }
+    }
+
+    /// Another size it offers.
+    pub fn other_size(self) -> &'static str {
+        match self {
+            OnProvider::DigitalOcean => "c-4",
+            OnProvider::Gke => "e2-standard-8",
+        }
+    }
+
+    /// A size it does not offer (a create with it is refused).
+    pub fn unknown_size(self) -> &'static str {
+        match self {
+            OnProvider::DigitalOcean => "s-64vcpu-1tb",
+            OnProvider::Gke => "m3-megamem-128",
+        }
+    }
+
+    /// Two versions it offers, older first, the newer one an upgrade of the older.
+    pub fn versions(self) -> (&'static str, &'static str) {
+        match self {
+            OnProvider::DigitalOcean => ("1.32.6-do.1", "1.33.1-do.0"),
+            OnProvider::Gke => (catalog::VERSIONS[2], catalog::VERSIONS[1]),
+        }
+    }
+
+    /// A well-formed version it does not offer.
+    pub fn unknown_version(self) -> &'static str {
+        match self {
+            OnProvider::DigitalOcean => "1.32.99-do.0",
+            OnProvider::Gke => "1.34.99-gke.1",
+        }
+    }
+
+    /// The routes (`"METHOD template"` keys) `call` goes to.
+    pub fn routes(self, call: Call) -> Vec<String> {
+        use crate::model::routes::key;
+        let pairs: &[(&str, &str)] = match (self, call) {
+            (OnProvider::DigitalOcean, Call::CreateCluster) => &[("POST", digitalocean::CLUSTERS)],
+            (OnProvider::DigitalOcean, Call::DeleteCluster) => &[
+                ("DELETE", digitalocean::CLUSTER),
+                ("DELETE", digitalocean::ASSOCIATED_SELECTIVE),
+                ("DELETE", digitalocean::ASSOCIATED_DANGEROUS),
+            ],
+            (OnProvider::DigitalOcean, Call::CreateNodePool) => {
+                &[("POST", digitalocean::NODE_POOLS)]
+            }
+            (OnProvider::DigitalOcean, Call::UpdateNodePool) => &[("PUT", digitalocean::NODE_POOL)],
+            (OnProvider::DigitalOcean, Call::DeleteNodePool) => {
+                &[("DELETE", digitalocean::NODE_POOL)]
+            }
+            (OnProvider::DigitalOcean, Call::Upgrades) => &[("GET", digitalocean::UPGRADES)],
+            (OnProvider::DigitalOcean, Call::Upgrade) => &[("POST", digitalocean::UPGRADE)],
+            (OnProvider::Gke, Call::CreateCluster) => &[("POST", gke::CLUSTERS)],
+            (OnProvider::Gke, Call::DeleteCluster) => &[("DELETE", gke::CLUSTER)],
+            (OnProvider::Gke, Call::CreateNodePool) => &[("POST", gke::NODE_POOLS)],
+            (OnProvider::Gke, Call::UpdateNodePool) => {
+                &[("PUT", gke::NODE_POOL), ("POST", gke::SET_SIZE), ("POST", gke::SET_AUTOSCALING)]
+            }
+            (OnProvider::Gke, Call::DeleteNodePool) => &[("DELETE", gke::NODE_POOL)],
+            (OnProvider::Gke, Call::Upgrades) => &[("GET", gke::SERVER_CONFIG)],
+            (OnProvider::Gke, Call::Upgrade) => &[("POST", gke::UPDATE_MASTER)],
+        };
+        pairs.iter().map(|(m, t)| key(m, t)).collect()
+    }
+}
