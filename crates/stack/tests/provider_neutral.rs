@@ -74,6 +74,7 @@ const ALLOWED: &[(&str, &str, usize, &str)] = &[
         1,
         "the dev stack (a composition root) makes one account per simulated provider",
     ),
+    ("crates/stack/src/dev.rs", "\"gke\"", 1, "as above"),
     (
         "crates/api/src/methods/provider_accounts.rs",
         "\"digitalocean\"",
