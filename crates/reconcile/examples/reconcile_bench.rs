@@ -30,6 +30,8 @@
 
 /// Sizes of the full run: the issue's three (10,000 once, with a 20-minute steady window).
 const DEFAULT_SIZES: [usize; 3] = [100, 1_000, 10_000];
+/// The largest default size run on GKE (issue 27: N = 100 and 1,000).
+const GKE_DEFAULT_MAX: usize = 1_000;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
@@ -614,6 +616,10 @@ fn main() {
         .unwrap_or_else(|| vec![OnProvider::DigitalOcean, OnProvider::Gke]);
     let mut plans = Vec::new();
     for (&n, &on) in sizes.iter().flat_map(|n| providers.iter().map(move |p| (n, p))) {
+        // GKE at 100 and 1,000 (issue 27); 10,000 only when asked for by `--sizes`.
+        if on == OnProvider::Gke && n > GKE_DEFAULT_MAX && flag("--sizes").is_none() {
+            continue;
+        }
         // Small sizes repeat for spread; 10,000 runs once (its converge alone is the
         // suite's largest single cost).
         let times = repeat.unwrap_or(match (quick, n) {
