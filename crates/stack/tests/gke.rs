@@ -167,3 +167,24 @@ async fn an_autopilot_cluster_and_a_substrate_on_gke_sqlite() {
 async fn an_autopilot_cluster_and_a_substrate_on_gke_postgres() {
     an_autopilot_cluster_and_a_substrate_on_gke(Backend::Postgres).await;
 }
+
+/// `bc-api dev --demo` drives both providers: it returns once everything it made is
+/// `ready` — on GKE an autopilot cluster and a substrate among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_drives_both_providers_to_ready() {
+    let scratch = Scratch::new("bc-demo");
+    let options = testing::options(Backend::Sqlite, scratch.path()).await.expect("sqlite");
+    let stack = DevStack::start(options).await.expect("dev stack");
+    bc_stack::dev::demo(&stack).await.expect("the demo reaches ready");
+    let on_gke = json!({"tenantId": DEV_TENANT, "providerAccountId": stack.gke_account_id});
+    let clusters =
+        stack.call("kubernetesClusters.list", on_gke).await.expect("kubernetesClusters.list");
+    let clusters = clusters["kubernetesClusters"].as_array().expect("clusters").clone();
+    let modes: Vec<(&str, &str)> = clusters
+        .iter()
+        .map(|c| (c["mode"].as_str().unwrap_or(""), c["state"].as_str().unwrap_or("")))
+        .collect();
+    assert!(modes.contains(&("autopilot", "ready")), "{modes:?}");
+    assert!(modes.contains(&("standard", "ready")), "the substrate's cluster: {modes:?}");
+    stack.stop().await;
+}
