@@ -1,7 +1,7 @@
 //! Writes the reference docs and the OpenAPI document generated from bc-api's registry
-//! into a directory (`cargo xtask docs` passes `docs/reference`): `api/<resource>.md` and
-//! `openapi.json`. Pages of resources that no longer exist are removed, so the directory
-//! is exactly what the registry generates.
+//! into a directory (`cargo xtask docs` passes `docs/reference`): `api/<resource>.md`,
+//! `openapi.json`, and `providers.md` from the adapters' declarations. Pages of resources
+//! that no longer exist are removed, so the directory is exactly what is generated.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         eprintln!("usage: gen_docs <docs/reference directory>");
         return ExitCode::from(2);
     };
-    let files = bc_api::docs::generated_files(bc_api::registry());
+    let files = bc_api::docs::generated_files(bc_api::registry(), &bc_providers::offers());
     let api_dir = dir.join("api");
     if let Err(e) = std::fs::create_dir_all(&api_dir) {
         eprintln!("gen_docs: cannot create {}: {e}", api_dir.display());

@@ -1,13 +1,17 @@
 //! The reference docs (one Markdown page per resource, in the seed's layout) and the
-//! OpenAPI 3.1 document, generated from the registry, never written by hand.
+//! OpenAPI 3.1 document, generated from the registry, and the providers page, generated
+//! from the adapters' declarations — never written by hand.
 //!
-//! Invariants: the output is a pure function of the registry (same registry, same bytes),
-//! so the committed files can be compared with a fresh generation; the constraints a page
-//! prints are read from the same input schema requests are checked against.
+//! Invariants: the output is a pure function of the registry and the declarations (same
+//! inputs, same bytes), so the committed files can be compared with a fresh generation;
+//! the constraints a page prints are read from the same input schema requests are
+//! checked against.
 
 use std::collections::BTreeMap;
 
 use bc_domain::ErrorCode;
+use bc_domain::model::ClusterMode;
+use bc_domain::ports::ProviderOffer;
 use serde_json::{Map, Value, json};
 
 use crate::VERSION;
@@ -15,15 +19,86 @@ use crate::registry::{Method, Registry};
 use bc_api_types::meta::{Authorization, PHASE, Resource, STATUS};
 
 /// Every generated file under `docs/reference/`, as (relative path, contents): one page
-/// per resource in `api/`, and `openapi.json`.
-pub fn generated_files(registry: &Registry) -> Vec<(String, String)> {
+/// per resource in `api/`, `openapi.json`, and `providers.md` from the adapters'
+/// declarations `offers` (the composition's, e.g. `bc_providers::offers()`: this crate
+/// knows no adapter).
+pub fn generated_files(registry: &Registry, offers: &[ProviderOffer]) -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = reference_pages(registry)
         .into_iter()
         .map(|(name, page)| (format!("api/{name}"), page))
         .collect();
     let openapi = serde_json::to_string_pretty(&openapi(registry)).expect("JSON serializes");
     files.push(("openapi.json".into(), openapi + "\n"));
+    files.push(("providers.md".into(), providers_page(offers)));
     files
+}
+
+/// One row's cell of a provider on the providers page.
+type Cell<'a> = dyn Fn(&ProviderOffer) -> String + 'a;
+
+/// The providers page: what each adapter declares it offers (SPEC §1, §5), one column per
+/// provider, read from the declarations the API itself reads — so the page cannot say
+/// what the server does not do.
+pub fn providers_page(offers: &[ProviderOffer]) -> String {
+    let mut out = String::from(
+        "# Providers\n\nWhat each provider offers, as its adapter declares it (`ProviderOffer`); \
+         the API reads the same declaration, and a call a provider cannot serve is \
+         FAILED_PRECONDITION naming the provider and what it lacks (e.g. \
+         `loadBalancers.create` on an account of a provider without load balancers). Every \
+         method, state, event and rule of the contract holds on each; a node pool's `count` \
+         is its total on every provider, and an autopilot cluster has no node pools (its \
+         nodes are counted from the cluster).\n\n",
+    );
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let rows: [(&str, &Cell<'_>); 6] = [
+        ("Cluster modes", &|o| {
+            o.cluster_modes.iter().map(|m| code(&wire_name(m))).collect::<Vec<_>>().join(", ")
+        }),
+        ("Node pools through this system", &|o| yes_no(o.node_pools).to_owned()),
+        ("Load balancer types", &|o| {
+            if o.load_balancer_types.is_empty() {
+                "none (`loadBalancers.create` is FAILED_PRECONDITION)".to_owned()
+            } else {
+                let t: Vec<String> =
+                    o.load_balancer_types.iter().map(|t| code(&wire_name(t))).collect();
+                t.join(", ")
+            }
+        }),
+        ("Longest cluster or node-pool name", &|o| format!("{} characters", o.name_max)),
+        ("Resource labels", &|o| o.label_rule.describe().to_owned()),
+        ("Autopilot `region`", &|o| {
+            if !o.cluster_modes.contains(&ClusterMode::Autopilot) {
+                "no autopilot clusters".to_owned()
+            } else if o.autopilot_regions_only {
+                "a region only (not a zone)".to_owned()
+            } else {
+                "a region or a zone".to_owned()
+            }
+        }),
+    ];
+    out.push_str("| |");
+    for o in offers {
+        out.push_str(&format!(" {} |", code(o.provider.as_str())));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(offers.len()));
+    out.push('\n');
+    for (what, cell) in rows {
+        out.push_str(&format!("| {what} |"));
+        for o in offers {
+            out.push_str(&format!(" {} |", cell(o)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A value's wire name, as the API serializes it (`autopilot`, `regional`).
+fn wire_name(v: impl serde::Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        other => format!("{other:?}"),
+    }
 }
 
 /// The pages: (file name, Markdown) per resource, e.g. `kubernetes-substrates.md`.

@@ -12,6 +12,14 @@ pub mod gke;
 pub mod kube;
 pub mod registry;
 
+/// What every adapter of this crate declares it offers, one [`ProviderOffer`] per
+/// provider (the reference docs' providers page is generated from these).
+///
+/// [`ProviderOffer`]: bc_domain::ports::ProviderOffer
+pub fn offers() -> Vec<bc_domain::ports::ProviderOffer> {
+    vec![digitalocean::offer(), gke::offer()]
+}
+
 /// Installs ring as rustls's process-wide crypto provider. reqwest is built with
 /// `rustls-no-provider` (so no aws-lc), and panics at `Client::build` without one.
 /// Idempotent; call before building any HTTP client.

@@ -15,15 +15,23 @@
 //! commit and a work notify) to its first provider call. Runs on SQLite in memory, and on
 //! PostgreSQL too when `BC_TEST_POSTGRES_URL` is set (`cargo xtask bench` sets it).
 //!
+//! Each size also runs on a GKE account (issue 27): the same N/10 substrates of three
+//! flavors through the real GKE adapter (service-account key, JWT-bearer grant, GKE's
+//! long-running operations), and no load balancers (GKE offers none), so its figures are
+//! per provider: converge objects/s, provider calls per converged object and steady
+//! provider calls per hour against GKE's budget of 3,000 requests per minute per project.
+//!
 //! Invariant: every loop is bounded in rounds or samples; nothing but wall time is
 //! measured by sleeping; the steady window is named in the figure when it is shorter
 //! than an hour (its count scaled to the hour).
 //!
 //! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
-//! `--repeat 3`, `--no-postgres`.
+//! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`.
 
 /// Sizes of the full run: the issue's three (10,000 once, with a 20-minute steady window).
 const DEFAULT_SIZES: [usize; 3] = [100, 1_000, 10_000];
+/// The largest default size run on GKE (issue 27: N = 100 and 1,000).
+const GKE_DEFAULT_MAX: usize = 1_000;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
@@ -36,7 +44,7 @@ use bc_domain::ports::{Clock, LoadBalancerRepo, PageRequest, SubstrateRepo, Work
 use bc_domain::rules::budget::BudgetConfig;
 use bc_reconcile::kinds::reconciler_of;
 use bc_reconcile::runtime::{ActivationReport, ActivationResult};
-use bc_reconcile::testing::{Env, SeqEntropy, Stepper, create_policy, flavor};
+use bc_reconcile::testing::{Env, OnProvider, SeqEntropy, Stepper, flavor};
 use bc_reconcile::{
     Activation, Deps, Entropy, Outcome, ReconcileError, Reconciler, Runtime, RuntimeConfig,
     SharedObserver, StoreBudget,
@@ -44,7 +52,6 @@ use bc_reconcile::{
 use bc_sim::SimConfig;
 use bc_sim::config::{Delays, RateLimits};
 use bc_sim::model::routes;
-use bc_sim::testing::NODE_SIZE;
 use bc_store::SqlStore;
 use bc_store::testing::Backend;
 use bc_testkit::bench::{Against, Better, Figure, Reference, emit};
@@ -78,8 +85,9 @@ fn zero_delays() -> SimConfig {
             cluster_delete: z,
             load_balancer_provision: z,
         },
-        // The converge figure measures the reconcilers, not DigitalOcean's 250/min: the
-        // simulator and the budget are opened wide (the steady hour is far below both).
+        // The converge figure measures the reconcilers, not DigitalOcean's 250/min (nor
+        // GKE's 3,000/min): the simulator and the budget are opened wide (the steady hour
+        // is far below both).
         rate_limits: RateLimits { per_hour: u32::MAX / 2, per_minute: u32::MAX / 2 },
         ..SimConfig::default()
     }
@@ -106,14 +114,15 @@ struct World {
     first: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
-async fn world(store: Arc<SqlStore>) -> World {
+async fn world(store: Arc<SqlStore>, on: OnProvider) -> World {
     // The suite's index-plan check costs a query per read: off, as in service.
     store.enforce_index_plans(false);
-    let env = Env::on(store, zero_delays()).await;
+    let env = Env::on_provider(store, zero_delays(), on).await;
+    env.sim.state().model().set_gke_rate_limit(u32::MAX / 2);
     let wide = BudgetConfig::per_minute_and_hour(u32::MAX / 4, u32::MAX / 2);
     let budget = Arc::new(StoreBudget::new(env.store.clone(), wide));
     let observer = Arc::new(SharedObserver::new(
-        env.cloud.providers(env.secret_box.clone()),
+        env.cloud.all_providers(env.secret_box.clone()),
         budget,
         env.clock.clone(),
     ));
@@ -133,18 +142,26 @@ async fn world(store: Arc<SqlStore>) -> World {
     World { env, runtime, first }
 }
 
-/// Seeds `n` load balancers and `n / 10` substrates the way the API writes them.
+/// How many load balancers a run at size `n` converges on `on`: `n`, or none where the
+/// provider offers none (GKE).
+fn lbs(n: usize, on: OnProvider) -> usize {
+    if on == OnProvider::DigitalOcean { n } else { 0 }
+}
+
+/// Seeds the load balancers and `n / 10` substrates the way the API writes them.
 async fn seed(w: &World, n: usize) {
     let env = &w.env;
-    let pool = env.lb_pool("lbs", u32::try_from(n + 1_000).unwrap_or(u32::MAX)).await;
-    for i in 0..n {
-        env.create_load_balancer(&pool, &format!("lb-{i}"), bc_store::testing::lb_spec()).await;
+    let on = env.on;
+    if lbs(n, on) > 0 {
+        let pool = env.lb_pool("lbs", u32::try_from(n + 1_000).unwrap_or(u32::MAX)).await;
+        for i in 0..lbs(n, on) {
+            env.create_load_balancer(&pool, &format!("lb-{i}"), bc_store::testing::lb_spec()).await;
+        }
     }
-    let acct = env.account.provider_account_id.clone();
     for i in 0..n / 10 {
-        let flavors =
-            vec![flavor("cpu", NODE_SIZE, 1), flavor("mem", NODE_SIZE, 1), flavor("arm", "c-4", 1)];
-        env.create_pool(&format!("sub-{i}"), create_policy(&acct, "latest", flavors)).await;
+        let (size, other) = (on.node_size(), on.other_size());
+        let flavors = vec![flavor("cpu", size, 1), flavor("mem", size, 1), flavor("arm", other, 1)];
+        env.create_pool(&format!("sub-{i}"), env.create_policy("latest", flavors)).await;
     }
 }
 
@@ -170,6 +187,7 @@ async fn converged(w: &World, n: usize) -> bool {
     if substrates_ready(w).await < n / 10 {
         return false;
     }
+    let n = lbs(n, w.env.on);
     let store = &w.env.store;
     let mut ready = 0;
     let mut page = PageRequest::first(500);
@@ -206,9 +224,16 @@ type Measured = BTreeMap<String, f64>;
 
 /// Converges `n` load balancers and `n / 10` substrates on `store`, then measures the
 /// steady window (`steady_min` simulated minutes) and `samples` write-to-call latencies.
-async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64) -> Measured {
+async fn measure(
+    store: Arc<SqlStore>,
+    on: OnProvider,
+    n: usize,
+    samples: usize,
+    steady_min: i64,
+) -> Measured {
     let mut out = Measured::new();
-    let w = world(store).await;
+    let w = world(store, on).await;
+    let n_lbs = lbs(n, on);
     let seeding = Instant::now();
     seed(&w, n).await;
     out.insert("seed_s".into(), seeding.elapsed().as_secs_f64());
@@ -232,7 +257,7 @@ async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64
                 steady.remove(&r.key);
             }
         }
-        if steady.len() >= n {
+        if steady.len() >= n_lbs {
             lbs_at.get_or_insert((started.elapsed(), steps));
             // Swept every step: the substrates, and the load balancers once they are ready.
             if converged(&w, n).await {
@@ -247,12 +272,18 @@ async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64
         w.env.clock.now() - from_clock,
         stepper.failures()
     );
-    let objects = (n + n / 10) as f64;
+    let objects = (n_lbs + n / 10) as f64;
     out.insert("converge_s".into(), wall.as_secs_f64());
     out.insert("objects_per_s".into(), objects / wall.as_secs_f64());
     out.insert("activations_per_s".into(), activations as f64 / wall.as_secs_f64());
-    out.insert("lb_calls_per_lb".into(), lb_calls(&w.env) as f64 / n as f64);
+    if n_lbs > 0 {
+        out.insert("lb_calls_per_lb".into(), lb_calls(&w.env) as f64 / n_lbs as f64);
+    }
     out.insert("calls_per_object".into(), all_calls(&w.env) as f64 / objects);
+    // What each provider's operations cost to converge, route by route (docs/benchmarks.md).
+    for (route, c) in w.env.sim.state().model().request_counts() {
+        eprintln!("N={n} {} converge: {route}: {c}", provider_name(on));
+    }
     // Let the substrates' nodes join (bcd in the simulator, the join stand-in), so the
     // steady window is steady.
     let joining = Instant::now();
@@ -308,6 +339,11 @@ async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64
     eprintln!("N={n}: steady window took {:?} ({rounds} rounds)", steady_started.elapsed());
     out.insert("steady_calls_per_h".into(), calls as f64 * 60.0 / steady_min as f64);
 
+    out.insert("rss_mib".into(), bc_testkit::bench::peak_rss_mib(None));
+    if n_lbs == 0 {
+        // The latency probe writes load balancers: not on a provider without them.
+        return out;
+    }
     // Latency behind the N steady objects: the real claim loop, woken by the notify.
     let cancel = CancellationToken::new();
     let running = tokio::spawn(w.runtime.clone().run(cancel.clone()));
@@ -352,6 +388,16 @@ async fn measure(store: Arc<SqlStore>, n: usize, samples: usize, steady_min: i64
     out
 }
 
+/// A provider's name on the command line and in the figures.
+fn provider_name(on: OnProvider) -> &'static str {
+    on.kind().as_str()
+}
+
+/// The provider named `s` (`digitalocean`, `gke`).
+fn parse_provider(s: &str) -> Option<OnProvider> {
+    [OnProvider::DigitalOcean, OnProvider::Gke].into_iter().find(|p| provider_name(*p) == s)
+}
+
 /// The `p` quantile of `v` (sorted in place), nearest rank.
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -370,11 +416,11 @@ const STEADY_QUANTUM: time::Duration = time::Duration::seconds(30);
 fn child(args: &Args) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let backend = if args.postgres { Backend::Postgres } else { Backend::Memory };
-    let (n, samples, steady_min) = (args.n, args.samples, args.steady_min);
+    let (on, n, samples, steady_min) = (args.on, args.n, args.samples, args.steady_min);
     let result = Arc::new(Mutex::new(None));
     let slot = result.clone();
     rt.block_on(bc_store::testing::run(backend, |store| async move {
-        *slot.lock().unwrap() = Some(measure(store, n, samples, steady_min).await);
+        *slot.lock().unwrap() = Some(measure(store, on, n, samples, steady_min).await);
     }));
     let Some(m) = result.lock().unwrap().take() else {
         eprintln!("no PostgreSQL (BC_TEST_POSTGRES_URL unset): skipped");
@@ -386,14 +432,17 @@ fn child(args: &Args) {
 
 /// The flags of one child run.
 struct Args {
+    on: OnProvider,
     n: usize,
     postgres: bool,
     samples: usize,
     steady_min: i64,
 }
 
-/// One planned run: size, backend, repeats, latency samples, steady window (minutes).
+/// One planned run: provider, size, backend, repeats, latency samples, steady window
+/// (minutes).
 struct Plan {
+    on: OnProvider,
     n: usize,
     postgres: bool,
     repeat: usize,
@@ -409,6 +458,8 @@ fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String>
         cmd.args([
             "--child",
             &plan.n.to_string(),
+            "--provider",
+            provider_name(plan.on),
             "--samples",
             &plan.samples.to_string(),
             "--steady-min",
@@ -419,7 +470,8 @@ fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String>
         }
         let out = cmd.stderr(Stdio::inherit()).output().map_err(|e| format!("child: {e}"))?;
         if !out.status.success() {
-            return Err(format!("child N={} failed: {}", plan.n, out.status));
+            let p = provider_name(plan.on);
+            return Err(format!("child {p} N={} failed: {}", plan.n, out.status));
         }
         let text = String::from_utf8_lossy(&out.stdout);
         let Some(line) = text.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
@@ -442,7 +494,9 @@ fn figures(plan: &Plan, runs: &[Measured]) {
     }
     let n = plan.n;
     let backend = if plan.postgres { "postgres" } else { "sqlite" };
-    let at = format!("{backend} · {n} LBs + {} substrates", n / 10);
+    let provider = provider_name(plan.on);
+    let n_lbs = lbs(n, plan.on);
+    let at = format!("{provider} · {backend} · N={n}: {n_lbs} LBs + {} substrates", n / 10);
     let col = |k: &str| runs.iter().map(|m| m.get(k).copied().unwrap_or(f64::NAN)).collect();
     let k = runs.len();
     let fig = |name: &str, unit: &'static str, better: Better, key: &str| {
@@ -461,10 +515,12 @@ fn figures(plan: &Plan, runs: &[Measured]) {
                 100.0,
             )),
     );
-    emit(
-        &fig("provider calls per LB to converge", "calls/LB", Better::Lower, "lb_calls_per_lb")
-            .against(Against::constant(Reference::Target, "issue 10: ≤ 1.5 per LB", 1.5)),
-    );
+    if n_lbs > 0 {
+        emit(
+            &fig("provider calls per LB to converge", "calls/LB", Better::Lower, "lb_calls_per_lb")
+                .against(Against::constant(Reference::Target, "issue 10: ≤ 1.5 per LB", 1.5)),
+        );
+    }
     emit(&fig(
         "provider calls per object to converge (all routes)",
         "calls/object",
@@ -476,7 +532,7 @@ fn figures(plan: &Plan, runs: &[Measured]) {
     } else {
         format!(" ({} simulated min ×{})", plan.steady_min, 60 / plan.steady_min.max(1))
     };
-    let polling = (60 * n) as f64;
+    let polling = (60 * (n_lbs + n / 10)) as f64;
     emit(
         &fig(
             &format!("steady provider calls/h{window}"),
@@ -497,17 +553,36 @@ fn figures(plan: &Plan, runs: &[Measured]) {
             Better::Lower,
             "steady_calls_per_h",
         )
-        .against(Against::constant(
-            Reference::Peer,
-            "DigitalOcean budget 5,000/h per account",
-            5_000.0,
-        )),
+        .against(match plan.on {
+            OnProvider::DigitalOcean => Against::constant(
+                Reference::Peer,
+                "DigitalOcean budget 5,000/h per account",
+                5_000.0,
+            ),
+            OnProvider::Gke => Against::constant(
+                Reference::Peer,
+                "GKE budget 3,000/min per project (180,000/h)",
+                180_000.0,
+            ),
+        }),
     );
-    emit(
-        &fig("API write → first provider call p99", "ms", Better::Lower, "write_to_call_p99_ms")
+    if n_lbs > 0 {
+        emit(
+            &fig(
+                "API write → first provider call p99",
+                "ms",
+                Better::Lower,
+                "write_to_call_p99_ms",
+            )
             .against(Against::constant(Reference::Target, "issue 10: ≤ 50 ms", 50.0)),
-    );
-    emit(&fig("enqueue → first activation p50", "ms", Better::Lower, "first_activation_p50_ms"));
+        );
+        emit(&fig(
+            "enqueue → first activation p50",
+            "ms",
+            Better::Lower,
+            "first_activation_p50_ms",
+        ));
+    }
     emit(&fig("peak RSS, in-process (store, simulator, runtime)", "MiB", Better::Lower, "rss_mib"));
 }
 
@@ -517,7 +592,9 @@ fn main() {
         |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let has = |name: &str| args.iter().any(|a| a == name);
     if let Some(n) = flag("--child") {
+        let provider = flag("--provider").unwrap_or_else(|| "digitalocean".into());
         child(&Args {
+            on: parse_provider(&provider).expect("--provider digitalocean|gke"),
             n: n.parse().expect("--child N"),
             postgres: has("--postgres"),
             samples: flag("--samples").and_then(|s| s.parse().ok()).unwrap_or(100),
@@ -532,8 +609,17 @@ fn main() {
         .unwrap_or_else(|| if quick { vec![100] } else { DEFAULT_SIZES.to_vec() });
     let repeat: Option<usize> = flag("--repeat").and_then(|s| s.parse().ok());
     let postgres = !has("--no-postgres") && bc_testkit::postgres_url().is_some();
+    let providers: Vec<OnProvider> = flag("--providers")
+        .map(|s| {
+            s.split(',').map(|p| parse_provider(p).expect("--providers digitalocean,gke")).collect()
+        })
+        .unwrap_or_else(|| vec![OnProvider::DigitalOcean, OnProvider::Gke]);
     let mut plans = Vec::new();
-    for &n in &sizes {
+    for (&n, &on) in sizes.iter().flat_map(|n| providers.iter().map(move |p| (n, p))) {
+        // GKE at 100 and 1,000 (issue 27); 10,000 only when asked for by `--sizes`.
+        if on == OnProvider::Gke && n > GKE_DEFAULT_MAX && flag("--sizes").is_none() {
+            continue;
+        }
         // Small sizes repeat for spread; 10,000 runs once (its converge alone is the
         // suite's largest single cost).
         let times = repeat.unwrap_or(match (quick, n) {
@@ -543,12 +629,14 @@ fn main() {
         });
         let steady_min = if n >= 10_000 { 20 } else { 60 };
         let samples = if quick { 30 } else { 100 };
-        plans.push(Plan { n, postgres: false, repeat: times, samples, steady_min });
+        plans.push(Plan { on, n, postgres: false, repeat: times, samples, steady_min });
     }
     if postgres {
         let n = 100;
         let samples = if quick { 30 } else { 100 };
-        plans.push(Plan { n, postgres: true, repeat: 1, samples, steady_min: 60 });
+        for &on in &providers {
+            plans.push(Plan { on, n, postgres: true, repeat: 1, samples, steady_min: 60 });
+        }
     }
     println!("# reconcile benchmark ({} mode)", if quick { "quick" } else { "full" });
     let exe = std::env::current_exe().expect("exe");

@@ -2,8 +2,9 @@
 //! directory kept across runs, a generated secret key kept there, the simulated cloud
 //! in process on loopback — reached by the REAL DigitalOcean adapter over HTTP and the
 //! REAL kube adapter over TLS with the simulator's CA — the reconcilers and the relay in
-//! process, the tenant `dev` with an operator token, a simulated DigitalOcean account,
-//! `loadBalancers=5` for new pools, and simulated nodes whose bcd joins this server.
+//! process, the tenant `dev` with an operator token, a simulated DigitalOcean account and
+//! a simulated GKE account (its service-account key in [`GKE_KEY`]), `loadBalancers=5`
+//! for new pools, and simulated nodes whose bcd joins this server.
 //!
 //! Invariants: a second start on the same directory keeps the database, the key, the
 //! token and the simulated cloud (its clusters, node pools, load balancers, cluster
@@ -37,8 +38,13 @@ use crate::wire::{self, Adapters, ReconcileOptions, Served};
 
 /// The tenant dev mode makes.
 pub const DEV_TENANT: &str = "dev";
-/// The name of the simulated provider account.
+/// The name of the simulated DigitalOcean account.
 pub const DEV_ACCOUNT_NAME: &str = "simulated";
+/// The name of the simulated GKE account.
+pub const DEV_GKE_ACCOUNT_NAME: &str = "simulated-gke";
+/// The file in the state directory holding the simulated GKE account's service-account
+/// key (a key the simulator issued and accepts; mode 0600).
+pub const GKE_KEY: &str = "gke-key.json";
 /// The default quota of load balancers per pool.
 pub const DEV_LOAD_BALANCERS: u32 = 5;
 /// The file in the state directory that keeps the simulated cloud.
@@ -118,8 +124,14 @@ pub struct DevStack {
     pub sim_token: String,
     /// The operator token of tenant `dev`.
     pub token: String,
-    /// The simulated provider account's id.
+    /// The simulated DigitalOcean account's id.
     pub account_id: String,
+    /// The simulated GKE account's id.
+    pub gke_account_id: String,
+    /// The simulator's GKE API base URL (clients append `/v1/…`).
+    pub gke_api_url: String,
+    /// The simulator's OAuth 2.0 token endpoint.
+    pub gcp_token_url: String,
     /// The state directory.
     pub dir: PathBuf,
     /// The simulated cloud.
@@ -171,12 +183,12 @@ impl DevStack {
         })?;
         let sim_server = serve_sim(&sim, &dir).await?;
         let sim_url = sim_server.url();
+        let urls = ProviderUrls::simulator(&sim_url);
         write_private(&dir.join("sim-ca.pem"), sim.state().tls.ca_pem())?;
         let keeper = sim.keep_in(kept, SIM_SAVE_EVERY);
         let bcd = bc_sim::bcd::spawn(sim.state().clone(), options.bcd_every);
 
-        let adapters =
-            Adapters::real_with_clock(store, &key, &ProviderUrls::simulator(&sim_url), clock)?;
+        let adapters = Adapters::real_with_clock(store, &key, &urls, clock)?;
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let settings = Settings {
             default_pool_quotas: BTreeMap::from([(
@@ -195,11 +207,21 @@ impl DevStack {
             &dir.join("bc.toml"),
             &format!("api_url = \"{api_url}\"\ntenant = \"{DEV_TENANT}\"\n"),
         )?;
+        // The simulated GKE account's key: issued once and kept (the simulated cloud keeps
+        // the keys it issued across restarts, as it keeps the account's clusters).
+        let gke_key = dir.join(GKE_KEY);
+        if !gke_key.exists() {
+            write_private(&gke_key, &sim.gke_key(bc_sim::model::gke::SIM_PROJECT))?;
+        }
         write_private(
             &dir.join("simulator.json"),
-            &serde_json::to_string_pretty(
-                &json!({ "digitaloceanApiUrl": sim_url, "token": DEFAULT_TOKEN }),
-            )?,
+            &serde_json::to_string_pretty(&json!({
+                "digitaloceanApiUrl": sim_url,
+                "token": DEFAULT_TOKEN,
+                "gkeApiUrl": urls.gke,
+                "gcpTokenUrl": urls.gcp_token,
+                "gkeServiceAccountKeyFile": gke_key,
+            }))?,
         )?;
         let mut served = Served::default();
         let router = wire::api_router(
@@ -230,6 +252,9 @@ impl DevStack {
             sim_token: DEFAULT_TOKEN.to_owned(),
             token,
             account_id: String::new(),
+            gke_account_id: String::new(),
+            gke_api_url: urls.gke.clone(),
+            gcp_token_url: urls.gcp_token.clone(),
             dir: dir.clone(),
             sim,
             adapters,
@@ -240,34 +265,52 @@ impl DevStack {
             bcd,
             keeper,
         };
-        stack.account_id = stack.simulated_account().await?;
+        let digitalocean =
+            json!({ "provider": "digitalocean", "credentials": { "token": DEFAULT_TOKEN } });
+        stack.account_id = stack.simulated_account(DEV_ACCOUNT_NAME, digitalocean).await?;
+        stack.gke_account_id = stack.simulated_gke_account().await?;
         Ok(stack)
     }
 
-    /// The simulated account of tenant `dev`: found by name, or made through the API.
-    async fn simulated_account(&self) -> anyhow::Result<String> {
+    /// The account `name` of tenant `dev`, if it exists.
+    async fn find_account(&self, name: &str) -> anyhow::Result<Option<String>> {
         let listed = self.call("providerAccounts.list", json!({ "tenantId": DEV_TENANT })).await?;
-        let found = listed["providerAccounts"].as_array().and_then(|a| {
+        Ok(listed["providerAccounts"].as_array().and_then(|a| {
             a.iter()
-                .find(|x| x["name"] == DEV_ACCOUNT_NAME)
-                .and_then(|x| x["providerAccountId"].as_str())
-        });
-        if let Some(id) = found {
-            return Ok(id.to_owned());
+                .find(|x| x["name"] == name)
+                .and_then(|x| x["providerAccountId"].as_str().map(str::to_owned))
+        }))
+    }
+
+    /// The simulated account `name` of tenant `dev`: found by name, or made through the
+    /// API from `account` (`{provider, credentials}`).
+    async fn simulated_account(&self, name: &str, account: Value) -> anyhow::Result<String> {
+        if let Some(id) = self.find_account(name).await? {
+            return Ok(id);
         }
-        let made = self
-            .call(
-                "providerAccounts.create",
-                json!({
-                    "tenantId": DEV_TENANT, "provider": "digitalocean", "name": DEV_ACCOUNT_NAME,
-                    "credentials": { "token": self.sim_token }
-                }),
-            )
-            .await?;
+        let mut body = json!({ "tenantId": DEV_TENANT, "name": name });
+        body.as_object_mut()
+            .expect("an object")
+            .extend(account.as_object().cloned().context("an account is {provider, credentials}")?);
+        let made = self.call("providerAccounts.create", body).await?;
         made["providerAccountId"]
             .as_str()
             .map(str::to_owned)
             .context("providerAccounts.create answered without an id")
+    }
+
+    /// The simulated GKE account: found by name, or made with the key in [`GKE_KEY`]
+    /// (written before the server serves, so a user can make the same account with
+    /// `bc accounts create --service-account-key @.bc-dev/gke-key.json`).
+    async fn simulated_gke_account(&self) -> anyhow::Result<String> {
+        if let Some(id) = self.find_account(DEV_GKE_ACCOUNT_NAME).await? {
+            return Ok(id);
+        }
+        let path = self.dir.join(GKE_KEY);
+        let key = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let gke = json!({ "provider": "gke", "credentials": { "serviceAccountKey": key } });
+        self.simulated_account(DEV_GKE_ACCOUNT_NAME, gke).await
     }
 
     /// A client of this stack's API as the operator (retrying `429`/`503` as they say).
@@ -308,8 +351,16 @@ impl DevStack {
         ));
         out.push_str(&format!("  account        {}   (simulated DigitalOcean, loadBalancers={DEV_LOAD_BALANCERS} per pool)\n", self.account_id));
         out.push_str(&format!(
+            "  GKE account    {}   (simulated GKE: standard and autopilot clusters, no load balancers)\n",
+            self.gke_account_id
+        ));
+        out.push_str(&format!(
             "  simulator      {}   token {}   (also in {dir}/simulator.json)\n",
             self.sim_url, self.sim_token
+        ));
+        out.push_str(&format!(
+            "  simulated GKE  {}/v1   token URL {}   key {dir}/{GKE_KEY}\n",
+            self.gke_api_url, self.gcp_token_url
         ));
         out.push_str(&format!(
             "  data           {dir}/bc.db and {dir}/{SIM_STATE} (kept across runs; --fresh starts over)\n\n"
@@ -334,10 +385,14 @@ impl DevStack {
         let first = |key: &str| format!(r#"grep -o '"{key}":"[^"]*"' | head -1 | cut -d'"' -f4"#);
         vec![
             (
-                "the API, your token and the simulated account",
+                "the API, your token and the simulated accounts (DigitalOcean and GKE)",
                 format!(
-                    "API={} TOKEN=$(cat {dir}/token) ACCOUNT={} DO={} DOTOKEN={}",
-                    self.api_url, self.account_id, self.sim_url, self.sim_token
+                    "API={} TOKEN=$(cat {dir}/token) ACCOUNT={} GKE={} DO={} DOTOKEN={}",
+                    self.api_url,
+                    self.account_id,
+                    self.gke_account_id,
+                    self.sim_url,
+                    self.sim_token
                 ),
             ),
             (
@@ -393,6 +448,32 @@ impl DevStack {
                 ),
             ),
             (
+                GKE_AUTOPILOT,
+                format!(
+                    r#"AUTO=$(curl -sf $API/api/compute/kubernetesClusters/create {auth} -d '{{"tenantId":"dev","providerAccountId":"'$GKE'","name":"auto-'$RANDOM'","region":"{GKE_REGION}","version":"latest","mode":"autopilot","nodePools":[]}}' | {}) && echo $AUTO"#,
+                    first("clusterId")
+                ),
+            ),
+            (
+                GKE_SUBSTRATE,
+                format!(
+                    r#"GKEPOOL=$(curl -sf $API/api/compute/pools/create {auth} -d '{{"tenantId":"dev","name":"gke-'$RANDOM'","policy":{{"substrate":{{"kind":"kubernetes","account":"'$GKE'","cluster":{{"create":{{"region":"{GKE_ZONE}"}}}}}},"flavors":[{{"name":"cpu","size":"{GKE_SIZE}","count":2}}]}}}}' | {}) && echo $GKEPOOL"#,
+                    first("poolId")
+                ),
+            ),
+            (
+                "the autopilot cluster: provisioning, then ready (GKE sizes its nodes itself)",
+                format!(
+                    r#"curl -sf $API/api/compute/kubernetesClusters/get {auth} -d '{{"tenantId":"dev","clusterId":"'$AUTO'"}}'"#
+                ),
+            ),
+            (
+                "the substrate on GKE: ready with its two nodes joined (run again to watch)",
+                format!(
+                    r#"curl -sf $API/api/compute/kubernetesSubstrates/get {auth} -d '{{"tenantId":"dev","poolId":"'$GKEPOOL'"}}'"#
+                ),
+            ),
+            (
                 "the billing usage so far",
                 format!(
                     r#"curl -sf $API/api/compute/billing/usage {auth} -d '{{"tenantId":"dev","from":"2026-01-01T00:00:00.000Z","to":"2100-01-01T00:00:00.000Z"}}'"#
@@ -412,10 +493,10 @@ impl DevStack {
             .collect();
         let mut steps = vec![
             (
-                "the simulated account (bc reads the API URL, token and tenant from .bc-dev/)",
+                "the simulated accounts, DigitalOcean and GKE (bc reads the API URL, token and tenant from .bc-dev/)",
                 format!(
-                    "ACCOUNT=$(bc accounts list -o id) DO={} DOTOKEN={} && echo $ACCOUNT",
-                    self.sim_url, self.sim_token
+                    "bc accounts list && ACCOUNT={} GKE={} DO={} DOTOKEN={}",
+                    self.account_id, self.gke_account_id, self.sim_url, self.sim_token
                 ),
             ),
             (
@@ -439,6 +520,22 @@ impl DevStack {
                 r#"ADOPTED=$(bc pools create --name adopted-$RANDOM --policy '{"substrate":{"kind":"kubernetes","account":"'$ACCOUNT'","cluster":{"adopt":{"providerClusterId":"'$CLUSTER'"}}},"flavors":[{"name":"cpu","size":"s-2vcpu-4gb","count":1}]}' -o id) && echo $ADOPTED"#.to_owned(),
             ),
             ("the adopted substrate", "bc substrates get $ADOPTED".to_owned()),
+            (
+                GKE_AUTOPILOT,
+                format!("AUTO=$(bc clusters create --account $GKE --name auto-$RANDOM --region {GKE_REGION} --version latest --mode autopilot --node-pools '[]' -o id) && echo $AUTO"),
+            ),
+            (
+                GKE_SUBSTRATE,
+                format!(r#"GKEPOOL=$(bc pools create --name gke-$RANDOM --policy '{{"substrate":{{"kind":"kubernetes","account":"'$GKE'","cluster":{{"create":{{"region":"{GKE_ZONE}"}}}}}},"flavors":[{{"name":"cpu","size":"{GKE_SIZE}","count":2}}]}}' -o id) && echo $GKEPOOL"#),
+            ),
+            (
+                "the autopilot cluster, once ready (GKE sizes its nodes itself)",
+                "bc wait cluster $AUTO --timeout 10m".to_owned(),
+            ),
+            (
+                "the substrate on GKE, once ready with its two nodes joined",
+                "bc wait substrate $GKEPOOL --for state=ready --timeout 10m && bc substrates get $GKEPOOL".to_owned(),
+            ),
             ("what happened to the first pool", "bc events list --subject compute.pools.$POOL".to_owned()),
             (
                 "the billing usage so far",
@@ -496,6 +593,18 @@ async fn stop_sim(sim_server: SimServer, bcd: bc_sim::bcd::Background, keeper: K
 const OWN_CLUSTER: &str = "a cluster of your own, made directly in the simulated DigitalOcean";
 /// The tours' step that looks inside it with kubectl.
 const LOOK_INSIDE: &str = "look inside it with kubectl (once it is running, a few seconds)";
+/// The tours' step that makes an autopilot cluster on the GKE account.
+const GKE_AUTOPILOT: &str =
+    "an autopilot cluster on the simulated GKE account (regional: GKE places its nodes)";
+/// The tours' step that makes a pool with a substrate on the GKE account.
+const GKE_SUBSTRATE: &str =
+    "a pool with a substrate on GKE: a zonal cluster with one node pool per flavor";
+/// The simulated GKE's region for autopilot clusters (autopilot takes regions only).
+const GKE_REGION: &str = "us-central1";
+/// A zone of it, for the substrate's zonal cluster (a fixed count is the pool's total).
+const GKE_ZONE: &str = "us-central1-a";
+/// A machine type the simulated GKE offers.
+const GKE_SIZE: &str = "e2-standard-2";
 
 /// Load balancer polling for the simulator's seconds-scale delays.
 fn quick_load_balancers() -> Timing {
@@ -552,8 +661,10 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::rename(&new, path).with_context(context)
 }
 
-/// `bc-api dev --demo`: drives the tour through the API — a pool with a substrate, a load
-/// balancer, a cluster made in the simulator and adopted by a second pool — printing one
+/// `bc-api dev --demo`: drives the tour through the API on both providers — on
+/// DigitalOcean a pool with a substrate, a load balancer, a cluster made in the simulator
+/// and adopted by a second pool; on GKE an autopilot cluster and a pool with a substrate —
+/// printing one
 /// line per object as its state changes (a spinner between changes), until everything is
 /// ready; then prints the billing usage so far. Gives up after ten minutes.
 pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
@@ -601,6 +712,25 @@ pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
         )
         .await?;
     let adopted_id = adopted["poolId"].as_str().context("pools.create: no poolId")?.to_owned();
+    let gke = stack.gke_account_id.as_str();
+    let auto = stack
+        .call(
+            "kubernetesClusters.create",
+            json!({"tenantId": DEV_TENANT, "providerAccountId": gke, "name": format!("auto-{suffix}"),
+                   "region": GKE_REGION, "version": "latest", "mode": "autopilot", "nodePools": []}),
+        )
+        .await?;
+    let auto_id =
+        auto["clusterId"].as_str().context("kubernetesClusters.create: no id")?.to_owned();
+    let gke_pool = stack
+        .call(
+            "pools.create",
+            json!({"tenantId": DEV_TENANT, "name": format!("gke-{suffix}"), "policy": {
+                "substrate": {"kind": "kubernetes", "account": gke, "cluster": {"create": {"region": GKE_ZONE}}},
+                "flavors": [{"name": "cpu", "size": GKE_SIZE, "count": 2}]}}),
+        )
+        .await?;
+    let gke_pool_id = gke_pool["poolId"].as_str().context("pools.create: no poolId")?.to_owned();
 
     let objects = [
         (
@@ -617,6 +747,16 @@ pub async fn demo(stack: &DevStack) -> anyhow::Result<()> {
             format!("substrate of pool {adopted_id} (adopting {cluster})"),
             "kubernetesSubstrates.get",
             json!({"tenantId": DEV_TENANT, "poolId": adopted_id}),
+        ),
+        (
+            format!("autopilot cluster {auto_id} (GKE)"),
+            "kubernetesClusters.get",
+            json!({"tenantId": DEV_TENANT, "clusterId": auto_id}),
+        ),
+        (
+            format!("substrate of pool {gke_pool_id} (GKE)"),
+            "kubernetesSubstrates.get",
+            json!({"tenantId": DEV_TENANT, "poolId": gke_pool_id}),
         ),
     ];
     let mut last: Vec<String> = vec![String::new(); objects.len()];

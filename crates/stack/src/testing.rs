@@ -193,15 +193,29 @@ pub fn have(tool: &str) -> bool {
     found
 }
 
+/// What a printed tour made.
+#[derive(Debug, Clone)]
+pub struct TourIds {
+    /// The pool whose substrate is made on DigitalOcean.
+    pub pool: String,
+    /// The pool adopting the cluster made in the simulator.
+    pub adopted: String,
+    /// The load balancer.
+    pub lb: String,
+    /// The pool whose substrate is made on GKE.
+    pub gke_pool: String,
+    /// The autopilot cluster on GKE.
+    pub autopilot: String,
+}
+
 /// Runs a printed tour of `stack` (in `stack`'s parent directory, where `.bc-dev/` is)
 /// as [`run_tour`] does, after checking the banner prints each step as is; wants it to
-/// succeed and kubectl to have listed Ready nodes. Returns the ids it made: the pool,
-/// the adopted pool and the load balancer.
+/// succeed and kubectl to have listed Ready nodes. Returns the ids it made.
 pub async fn run_printed_tour(
     stack: &DevStack,
     steps: &[(&'static str, String)],
     path: Option<&Path>,
-) -> (String, String, String) {
+) -> TourIds {
     let banner = stack.banner();
     for (i, (_, cmd)) in steps.iter().enumerate() {
         // The banner prints each command verbatim after its comment line.
@@ -215,18 +229,46 @@ pub async fn run_printed_tour(
     assert!(stdout.contains(" Ready "), "kubectl listed Ready nodes:\n{stdout}");
     let last = stdout.lines().find(|l| l.starts_with("POOLS ")).expect("the ids");
     let ids: Vec<&str> = last.split_whitespace().collect();
-    let (pool, adopted, lb) = (ids[1].to_owned(), ids[2].to_owned(), ids[4].to_owned());
-    assert!(
-        pool.starts_with("pool_") && adopted.starts_with("pool_") && lb.starts_with("lb_"),
-        "{last}"
-    );
-    (pool, adopted, lb)
+    assert_eq!(ids.len(), 8, "{last}");
+    let made = TourIds {
+        pool: ids[1].to_owned(),
+        adopted: ids[2].to_owned(),
+        lb: ids[4].to_owned(),
+        gke_pool: ids[6].to_owned(),
+        autopilot: ids[7].to_owned(),
+    };
+    let pools = [&made.pool, &made.adopted, &made.gke_pool];
+    assert!(pools.iter().all(|p| p.starts_with("pool_")), "{last}");
+    assert!(made.lb.starts_with("lb_") && made.autopilot.starts_with("cluster_"), "{last}");
+    made
+}
+
+/// Waits until what a tour made on GKE is ready: the autopilot cluster, and the substrate
+/// with its two nodes listed and joined.
+pub async fn gke_made_ready(stack: &DevStack, made: &TourIds) {
+    wait_for(
+        stack,
+        &format!("autopilot cluster {} ready", made.autopilot),
+        "kubernetesClusters.get",
+        serde_json::json!({"tenantId": crate::dev::DEV_TENANT, "clusterId": made.autopilot}),
+        |v| v["state"] == "ready" && v["mode"] == "autopilot",
+    )
+    .await;
+    wait_for(
+        stack,
+        &format!("substrate of {} ready with 2 nodes joined", made.gke_pool),
+        "kubernetesSubstrates.get",
+        serde_json::json!({"tenantId": crate::dev::DEV_TENANT, "poolId": made.gke_pool}),
+        |v| v["state"] == "ready" && v["nodesListed"] == 2 && v["nodesJoined"] == 2,
+    )
+    .await;
 }
 
 /// Runs a printed tour's steps (`(what, shell command)`, as [`DevStack::tour`] and
 /// [`DevStack::bc_tour`] give them) with bash in `dir`, in order, each retried (a state
 /// may not be reached yet) at most 150 times 0.2 s apart, with `path` put first on `PATH`;
-/// the last line prints `$POOL $ADOPTED $LB`. Returns bash's output.
+/// the last line prints `POOLS $POOL $ADOPTED LB $LB GKE $GKEPOOL $AUTO`. Returns bash's
+/// output.
 pub async fn run_tour(
     dir: &Path,
     steps: &[(&'static str, String)],
@@ -244,7 +286,7 @@ pub async fn run_tour(
             file.display()
         ));
     }
-    driver.push_str("echo \"POOLS $POOL $ADOPTED LB $LB\"\n");
+    driver.push_str("echo \"POOLS $POOL $ADOPTED LB $LB GKE $GKEPOOL $AUTO\"\n");
     let dir = dir.to_owned();
     tokio::task::spawn_blocking(move || {
         std::process::Command::new("bash")

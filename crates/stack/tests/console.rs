@@ -125,6 +125,18 @@ async fn the_console_in_a_real_browser() {
         )
         .await
         .expect("loadBalancers.create");
+    // An autopilot cluster on the simulated GKE account (issue 30: clusters, standard and
+    // autopilot).
+    let autopilot = stack
+        .call(
+            "kubernetesClusters.create",
+            json!({"tenantId": DEV_TENANT, "providerAccountId": stack.gke_account_id,
+                   "name": "auto", "region": "us-central1", "version": "latest",
+                   "mode": "autopilot", "nodePools": []}),
+        )
+        .await
+        .expect("kubernetesClusters.create (autopilot)");
+    let autopilot = autopilot["clusterId"].as_str().expect("clusterId").to_owned();
 
     let browser = Browser::start(&chromium, &driver, 1440, 900).await;
     let mut requests = Vec::new();
@@ -217,8 +229,14 @@ async fn the_console_in_a_real_browser() {
     browser.resize(1440, 900).await;
 
     // Every other view, by its link.
+    // The clusters view shows the autopilot cluster ready, with no node pools.
+    let clusters = format!(
+        "document.querySelector('[data-cluster] table') \
+         && document.querySelector(\"[data-cluster='{autopilot}'] h2 .badge[data-state=ready]\") \
+         && document.querySelector(\"[data-cluster='{autopilot}']\").textContent.includes('Autopilot:')"
+    );
     for (view, ready) in [
-        ("clusters", "document.querySelector('[data-cluster] table')"),
+        ("clusters", clusters.as_str()),
         ("load-balancers", "document.querySelector('#view [data-state=ready]')"),
         ("accounts", "document.querySelector('#view table')"),
         ("billing", "document.querySelector('#view figure.chart rect')"),

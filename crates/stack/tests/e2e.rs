@@ -290,7 +290,8 @@ async fn create_mode_on_postgres_with_nats() {
 
 /// Every command of the banner's tour, run by bash exactly as printed (each retried a
 /// bounded number of times while what it shows is still on its way), in order; then the
-/// two pools it made reach `ready` and the load balancer too.
+/// three pools it made (two on DigitalOcean, one on GKE) reach `ready`, and the load
+/// balancer and the autopilot cluster too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_tour_works_as_printed() {
     if !(testing::have("curl") && testing::have("kubectl") && testing::have("bash")) {
@@ -299,16 +300,17 @@ async fn the_printed_tour_works_as_printed() {
     let scratch = Scratch::new("bc-e2e-tour");
     let options = testing::options(Backend::Sqlite, scratch.path()).await.expect("sqlite");
     let stack = DevStack::start(options).await.expect("dev stack");
-    let (pool, adopted, lb) = testing::run_printed_tour(&stack, &stack.tour(), None).await;
-    substrate_in(&stack, &pool, "ready").await;
-    substrate_in(&stack, &adopted, "ready").await;
+    let made = testing::run_printed_tour(&stack, &stack.tour(), None).await;
+    substrate_in(&stack, &made.pool, "ready").await;
+    substrate_in(&stack, &made.adopted, "ready").await;
     wait_for(
         &stack,
         "lb ready",
         "loadBalancers.get",
-        json!({"tenantId": DEV_TENANT, "loadBalancerId": lb}),
+        json!({"tenantId": DEV_TENANT, "loadBalancerId": made.lb}),
         |v| v["state"] == "ready",
     )
     .await;
+    testing::gke_made_ready(&stack, &made).await;
     stack.stop().await;
 }

@@ -14,7 +14,7 @@ fn reference_dir() -> PathBuf {
 #[test]
 fn committed_reference_docs_are_what_the_registry_generates() {
     let dir = reference_dir();
-    let files = generated_files(registry());
+    let files = generated_files(registry(), &bc_providers::offers());
     for (path, generated) in &files {
         let committed = std::fs::read_to_string(dir.join(path)).unwrap_or_default();
         assert!(

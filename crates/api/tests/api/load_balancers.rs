@@ -4,14 +4,20 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use bc_api::methods::examples as ex;
-use bc_domain::model::{QuotaResource, Role, Scope};
-use bc_domain::ports::WorkKind;
+use bc_domain::model::{LoadBalancerType, ProviderAccount, QuotaResource, Role, Scope};
+use bc_domain::ports::{
+    AccountCredentials, KubernetesProvider, LoadBalancerProvider, ProviderImpl, ProviderOffer,
+    ProviderRegistry, ProviderResult, WorkKind,
+};
 use bc_domain::{LoadBalancerId, PoolId};
 use serde_json::{Value, json};
 
 use crate::common::repos::*;
-use crate::common::{Harness, OTHER_LB, S, example, grant, id, with, without};
+use crate::common::{
+    Harness, OTHER_LB, S, example, grant, id, sim_config, test_settings, with, without,
+};
 
 bc_store::store_suite!(
     a_regional_load_balancer_is_recorded_with_its_quota_unit,
@@ -21,6 +27,7 @@ bc_store::store_suite!(
     with_a_limit_of_n_exactly_n_concurrent_creates_succeed,
     updates_are_checked_whole_and_deletes_are_idempotent,
     lists_filter_by_pool_account_and_grants,
+    the_adapters_declaration_decides_which_load_balancers_an_account_takes,
 );
 
 fn create_body(name: &str) -> Value {
@@ -247,4 +254,102 @@ async fn lists_filter_by_pool_account_and_grants(s: S) {
     assert_eq!(ids(&mine), [OTHER_LB]);
     let get = json!({ "tenantId": ex::TENANT, "loadBalancerId": ex::LOAD_BALANCER });
     h.call("loadBalancers.get", Some(&one), &get).await.err("PERMISSION_DENIED");
+}
+
+/// What the test's adapters declare, changed between calls.
+type Declared = Arc<std::sync::Mutex<Vec<LoadBalancerType>>>;
+
+/// A registry whose providers declare only the load balancer types in [`Declared`];
+/// everything else is the inner (simulated DigitalOcean) provider's.
+struct Offers(Arc<dyn ProviderRegistry>, Declared);
+
+/// A provider declaring only some load balancer types.
+struct Declares(Arc<dyn ProviderImpl>, Declared);
+
+#[async_trait]
+impl ProviderImpl for Declares {
+    fn offer(&self) -> ProviderOffer {
+        let types = self.1.lock().unwrap().clone();
+        ProviderOffer { load_balancer_types: types, ..self.0.offer() }
+    }
+    async fn check_credentials(&self) -> ProviderResult<()> {
+        self.0.check_credentials().await
+    }
+    fn kubernetes(&self) -> &dyn KubernetesProvider {
+        self.0.kubernetes()
+    }
+    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
+        self.0.load_balancers()
+    }
+}
+
+#[async_trait]
+impl ProviderRegistry for Offers {
+    async fn provider_for(
+        &self,
+        account: &ProviderAccount,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        Ok(Arc::new(Declares(self.0.provider_for(account).await?, self.1.clone())))
+    }
+    async fn provider_for_credentials(
+        &self,
+        credentials: &AccountCredentials,
+    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
+        let inner = self.0.provider_for_credentials(credentials).await?;
+        Ok(Arc::new(Declares(inner, self.1.clone())))
+    }
+}
+
+/// SPEC §5/§11: what an account's adapter declares decides, not the provider's name — a
+/// `digitalocean` account whose adapter declares no global load balancers (or none at
+/// all) is refused as a `gke` one is, naming the provider, what it lacks and the account,
+/// booking and recording nothing.
+async fn the_adapters_declaration_decides_which_load_balancers_an_account_takes(s: S) {
+    let declared: Declared = Arc::default();
+    let d = declared.clone();
+    let h = Harness::with_providers(
+        s,
+        sim_config(),
+        |r| Arc::new(Offers(r, d)),
+        |api| api.settings(test_settings()),
+    )
+    .await;
+    let t = h.operator().await;
+    let list = json!({ "tenantId": ex::TENANT });
+    let count = async |h: &Harness| {
+        let all = h.call("loadBalancers.list", Some(&t), &list).await.ok();
+        all["loadBalancers"].as_array().unwrap().len()
+    };
+    let (before, booked) = (count(&h).await, used(&h, &id(ex::POOL)).await);
+    let none = "digitalocean offers no load balancers";
+    let cases = [
+        (
+            vec![LoadBalancerType::Regional],
+            None,
+            Some("digitalocean offers no global load balancers"),
+        ),
+        (vec![], Some(none), Some(none)),
+    ];
+    let mut made = 0;
+    for (i, (types, regional, global)) in cases.into_iter().enumerate() {
+        *declared.lock().unwrap() = types;
+        let tries = [
+            (create_body(&format!("web{i}")), regional),
+            (global_body(&format!("edge{i}"), json!({ "tag": "web" })), global),
+        ];
+        for (body, refusal) in tries {
+            let a = h.call("loadBalancers.create", Some(&t), &body).await;
+            let Some(want) = refusal else {
+                a.ok();
+                made += 1;
+                continue;
+            };
+            let message = a.err("FAILED_PRECONDITION");
+            assert!(message.contains(want), "{message}");
+            assert!(message.contains(ex::ACCOUNT), "names the account: {message}");
+        }
+    }
+    assert_eq!(made, 1);
+    assert_eq!(count(&h).await, before + made, "only what was offered is recorded");
+    assert_eq!(used(&h, &id(ex::POOL)).await, booked + 1, "a refusal books nothing");
 }

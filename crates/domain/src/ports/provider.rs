@@ -354,6 +354,19 @@ pub enum LabelRule {
     Gcp,
 }
 
+impl LabelRule {
+    /// The rule in a sentence, for the reference docs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LabelRule::Tags => "tags: up to 255 characters of letters, digits, `:`, `-` and `_`",
+            LabelRule::Gcp => {
+                "resource labels: keys of 1–63 characters of `[a-z0-9_-]` starting with a \
+                 letter, values of 0–63 characters, no `/` or `.`"
+            }
+        }
+    }
+}
+
 /// What a provider offers: one declaration per adapter, read by the API and the
 /// reconcilers instead of asking which provider it is (SPEC §5). A call a provider
 /// cannot serve is refused naming [`ProviderOffer::provider`] and what it lacks.

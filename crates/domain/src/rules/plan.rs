@@ -216,10 +216,12 @@ fn sorted_taints(t: &[Taint]) -> Vec<&Taint> {
     v
 }
 
-/// Label-key domains providers and Kubernetes add on their own; an observed key under
-/// one of them that we do not want is the provider's, not a difference to undo (else an
-/// adapter reporting such labels would make every plan an update, forever).
-const PROVIDER_LABEL_DOMAINS: [&str; 3] = ["kubernetes.io", "k8s.io", "doks.digitalocean.com"];
+/// Label-key domains Kubernetes adds on its own; an observed key under one of them that
+/// we do not want is the provider's, not a difference to undo (else an adapter reporting
+/// such labels would make every plan an update, forever). A provider's own domains
+/// (DOKS's `doks.digitalocean.com`) are its adapter's to leave out of what it reports:
+/// no provider is named here.
+const PROVIDER_LABEL_DOMAINS: [&str; 2] = ["kubernetes.io", "k8s.io"];
 
 fn is_provider_label(key: &str) -> bool {
     key.split_once('/').is_some_and(|(prefix, _)| {
@@ -588,7 +590,6 @@ mod tests {
         assert_eq!(plan_node_pools(&p, LONG, std::slice::from_ref(&f), &[extra]).len(), 1);
         // Provider-added labels are not ours to remove.
         let mut provider = base.clone();
-        provider.labels.insert("doks.digitalocean.com/node-pool".into(), "x".into());
         provider.labels.insert("node.kubernetes.io/instance-type".into(), "x".into());
         assert!(plan_is_converged(&p, LONG, std::slice::from_ref(&f), &[provider]));
         let mut lookalike = base.clone();

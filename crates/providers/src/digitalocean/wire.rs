@@ -38,6 +38,20 @@ fn strip_tags(tags: Option<Vec<String>>) -> Vec<String> {
     tags.unwrap_or_default().into_iter().filter(|t| !is_server_tag(t)).collect()
 }
 
+/// Whether DOKS added this label itself (a key under `doks.digitalocean.com`): it is
+/// DigitalOcean's, not a difference for the plan to undo, and only this adapter knows
+/// the domain (no provider is named above the adapters).
+fn is_server_label(key: &str) -> bool {
+    const DOKS: &str = "doks.digitalocean.com";
+    key.split_once('/').is_some_and(|(prefix, _)| {
+        prefix == DOKS || prefix.strip_suffix(DOKS).is_some_and(|p| p.ends_with('.'))
+    })
+}
+
+fn strip_labels(labels: Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    labels.unwrap_or_default().into_iter().filter(|(k, _)| !is_server_label(k)).collect()
+}
+
 fn parse_time(s: Option<&str>) -> Option<Timestamp> {
     // RFC 3339 with or without fractional seconds; an unparsable time is dropped, not fatal.
     s.filter(|s| !s.is_empty()).and_then(|s| Timestamp::parse_rfc3339(s).ok())
@@ -338,7 +352,7 @@ impl WireNodePool {
             auto_scale: self.auto_scale.unwrap_or(false),
             min_nodes: self.min_nodes.unwrap_or(0),
             max_nodes: self.max_nodes.unwrap_or(0),
-            labels: self.labels.unwrap_or_default(),
+            labels: strip_labels(self.labels),
             taints,
             tags: strip_tags(self.tags),
             nodes: self.nodes.unwrap_or_default().into_iter().map(WireNode::into_port).collect(),
@@ -1007,6 +1021,17 @@ mod tests {
         assert_eq!(p.nodes[0].droplet_id.as_deref(), Some("205545370"));
         assert_eq!(p.nodes[1].state, ProviderNodeState::Unknown("rebooting".into()));
         assert_eq!(p.nodes[1].droplet_id.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn labels_doks_adds_itself_are_not_reported() {
+        let p: WireNodePool = serde_json::from_value(json!({"id": "p1", "name": "p",
+            "size": "s-1vcpu-2gb", "count": 1, "labels": {
+                "doks.digitalocean.com/node-pool": "p", "x.doks.digitalocean.com/y": "1",
+                "notdoks.digitalocean.com/z": "2", "team": "a", "node.kubernetes.io/k": "v"}}))
+        .unwrap();
+        let labels: Vec<String> = p.into_port().labels.into_keys().collect();
+        assert_eq!(labels, ["node.kubernetes.io/k", "notdoks.digitalocean.com/z", "team"]);
     }
 
     #[test]
