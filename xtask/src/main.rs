@@ -348,7 +348,10 @@ fn test_commands(
         run.extend(scope.iter().cloned());
         run.extend(strings(&["--no-fail-fast", "--no-tests=warn"]));
         run.extend(extra.iter().cloned());
-        let mut commands = vec![run];
+        // The build first, on its own, so that the summary tells building from running.
+        let mut build = run.clone();
+        build.insert(2, "--no-run".into());
+        let mut commands = vec![build, run];
         // nextest does not run doctests.
         if let Some(selection) = selection_args(extra, has_lib) {
             let mut doc = strings(&["test"]);
@@ -365,6 +368,15 @@ fn test_commands(
         run.extend(extra.iter().cloned());
         vec![run]
     }
+}
+
+/// Tells whether the test run should build without incremental compilation: under CI
+/// (`CI` is `true` or `1`) every crate is built once, so the incremental directories
+/// (gigabytes for the workspace's test binaries) only cost time and disk; a
+/// `CARGO_INCREMENTAL` the caller set is left alone.
+fn builds_once(ci: Option<&str>, incremental_set: bool) -> bool {
+    let ci = ci.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
+    ci && !incremental_set
 }
 
 /// Maps a child's exit status to this process's exit code (128+signal when killed).
@@ -485,12 +497,20 @@ fn run_tests(args: &TestArgs) -> u8 {
     let mut code = 0;
     let root = workspace_root();
     let has_lib = |package: &str| package_has_lib(&root, package);
-    let soak: &[(&str, &str)] = if args.soak { &[("BC_SOAK", "1")] } else { &[] };
+    let mut env: Vec<(&str, &str)> = Vec::new();
+    if args.soak {
+        env.push(("BC_SOAK", "1"));
+    }
+    if builds_once(env::var("CI").ok().as_deref(), env::var_os("CARGO_INCREMENTAL").is_some()) {
+        env.push(("CARGO_INCREMENTAL", "0"));
+    }
     for cmd in test_commands(nextest, &args.extra, &has_lib) {
-        let c = run_cargo_env(&cmd, Some(&services), soak);
+        let started = Instant::now();
+        let c = run_cargo_env(&cmd, Some(&services), &env);
         results.push(format!(
-            "cargo {}: {}",
+            "cargo {} ({:.0} s): {}",
             cmd.join(" "),
+            started.elapsed().as_secs_f64(),
             if c == 0 { "passed".to_string() } else { format!("FAILED (exit code {c})") }
         ));
         if code == 0 {
@@ -1023,9 +1043,21 @@ mod tests {
         let nextest = test_commands(true, &args(&["-p", "bc-testkit"]), &lib_unless_xtask);
         assert_eq!(
             nextest[0],
+            args(&[
+                "nextest",
+                "run",
+                "--no-run",
+                "--no-fail-fast",
+                "--no-tests=warn",
+                "-p",
+                "bc-testkit"
+            ])
+        );
+        assert_eq!(
+            nextest[1],
             args(&["nextest", "run", "--no-fail-fast", "--no-tests=warn", "-p", "bc-testkit"])
         );
-        assert_eq!(nextest[1], args(&["test", "--doc", "-p", "bc-testkit"]));
+        assert_eq!(nextest[2], args(&["test", "--doc", "-p", "bc-testkit"]));
         let plain = test_commands(
             false,
             &args(&["--package=bc-store", "--", "--nocapture"]),
@@ -1047,7 +1079,7 @@ mod tests {
             Some(args(&["-p", "bc-sim", "--features", "fake"]))
         );
         let cmds = test_commands(true, &args(&["--retries", "2"]), &lib_unless_xtask);
-        assert_eq!(cmds[1], args(&["test", "--workspace", "--doc"]));
+        assert_eq!(cmds[2], args(&["test", "--workspace", "--doc"]));
         // A `-p` after the inner `--` belongs to the test binary, not to cargo.
         assert!(!selects_packages(&args(&["--", "-p"])));
         // The caller's own --workspace is not doubled.
@@ -1061,7 +1093,16 @@ mod tests {
         let both = args(&["-p", "xtask", "--package", "bc-sim"]);
         assert_eq!(selection_args(&both, &lib_unless_xtask), Some(args(&["-p", "bc-sim"])));
         let only_bin = test_commands(true, &args(&["-p", "xtask"]), &lib_unless_xtask);
-        assert_eq!(only_bin.len(), 1, "no doctest run: {only_bin:?}");
+        assert_eq!(only_bin.len(), 2, "a build and a run, no doctest run: {only_bin:?}");
+    }
+
+    #[test]
+    fn ci_builds_without_incremental_unless_the_caller_chose() {
+        assert!(builds_once(Some("true"), false));
+        assert!(builds_once(Some(" 1 "), false));
+        assert!(!builds_once(Some("true"), true), "the caller's CARGO_INCREMENTAL wins");
+        assert!(!builds_once(Some("false"), false));
+        assert!(!builds_once(None, false));
     }
 
     #[test]
