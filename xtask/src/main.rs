@@ -351,9 +351,13 @@ fn test_commands(
         run.extend(scope.iter().cloned());
         run.extend(strings(&["--no-fail-fast", "--no-tests=warn"]));
         run.extend(extra.iter().cloned());
-        // The build first, on its own, so that the summary tells building from running.
-        let mut build = run.clone();
-        build.insert(2, "--no-run".into());
+        // The build first, on its own, so that the summary tells building from running:
+        // `cargo test --no-run` is what nextest runs to build, and nextest's `--no-run`
+        // refuses the run's options (`--no-fail-fast`, `--no-tests`, the caller's).
+        let mut build = strings(&["test"]);
+        build.extend(scope.iter().cloned());
+        build.push("--no-run".into());
+        build.extend(selection_args(extra, &|_| true).unwrap_or_default());
         let mut commands = vec![build, run];
         // nextest does not run doctests.
         if let Some(selection) = selection_args(extra, has_lib) {
@@ -1145,18 +1149,7 @@ mod tests {
     #[test]
     fn package_selection_replaces_workspace() {
         let nextest = test_commands(true, &args(&["-p", "bc-testkit"]), &lib_unless_xtask);
-        assert_eq!(
-            nextest[0],
-            args(&[
-                "nextest",
-                "run",
-                "--no-run",
-                "--no-fail-fast",
-                "--no-tests=warn",
-                "-p",
-                "bc-testkit"
-            ])
-        );
+        assert_eq!(nextest[0], args(&["test", "--no-run", "-p", "bc-testkit"]));
         assert_eq!(
             nextest[1],
             args(&["nextest", "run", "--no-fail-fast", "--no-tests=warn", "-p", "bc-testkit"])
@@ -1183,6 +1176,7 @@ mod tests {
             Some(args(&["-p", "bc-sim", "--features", "fake"]))
         );
         let cmds = test_commands(true, &args(&["--retries", "2"]), &lib_unless_xtask);
+        assert_eq!(cmds[0], args(&["test", "--workspace", "--no-run"]), "no nextest option");
         assert_eq!(cmds[2], args(&["test", "--workspace", "--doc"]));
         // A `-p` after the inner `--` belongs to the test binary, not to cargo.
         assert!(!selects_packages(&args(&["--", "-p"])));
