@@ -34,7 +34,10 @@ tasks:
       --soak: tell the tests (BC_SOAK=1) to run their long fault variants (hundreds of
       process kills instead of tens); minutes, not seconds.
       Package selection in the extra args (-p NAME) replaces --workspace; without one,
-      the run ends with `image --check` (a release build of the three binaries).
+      the run ends with `image --check` (a release build of the three binaries, started
+      at nice 19 in the background once the test binaries are built, its output in
+      target/image-build.log). The summary gives each phase's wall time. Under CI=true,
+      CARGO_INCREMENTAL=0 unless set.
   ci [--soak] [-- <args for the test runner>]
       cargo fmt --check, cargo clippy -D warnings, then test --require-services.
   docs
@@ -355,7 +358,14 @@ fn test_commands(
         run.extend(scope.iter().cloned());
         run.extend(strings(&["--no-fail-fast", "--no-tests=warn"]));
         run.extend(extra.iter().cloned());
-        let mut commands = vec![run];
+        // The build first, on its own, so that the summary tells building from running:
+        // `cargo test --no-run` is what nextest runs to build, and nextest's `--no-run`
+        // refuses the run's options (`--no-fail-fast`, `--no-tests`, the caller's).
+        let mut build = strings(&["test"]);
+        build.extend(scope.iter().cloned());
+        build.push("--no-run".into());
+        build.extend(selection_args(extra, &|_| true).unwrap_or_default());
+        let mut commands = vec![build, run];
         // nextest does not run doctests.
         if let Some(selection) = selection_args(extra, has_lib) {
             let mut doc = strings(&["test"]);
@@ -372,6 +382,15 @@ fn test_commands(
         run.extend(extra.iter().cloned());
         vec![run]
     }
+}
+
+/// Tells whether the test run should build without incremental compilation: under CI
+/// (`CI` is `true` or `1`) every crate is built once, so the incremental directories
+/// (gigabytes for the workspace's test binaries) only cost time and disk; a
+/// `CARGO_INCREMENTAL` the caller set is left alone.
+fn builds_once(ci: Option<&str>, incremental_set: bool) -> bool {
+    let ci = ci.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
+    ci && !incremental_set
 }
 
 /// Maps a child's exit status to this process's exit code (128+signal when killed).
@@ -422,18 +441,109 @@ fn run_cargo_env(args: &[String], services: Option<&Services>, env: &[(&str, &st
 
 /// Runs a release build (`cargo <args>`) with [`release_rustflags`]; returns its exit code.
 fn run_release_build(args: &[String]) -> u8 {
+    run_cargo_env(args, None, &[("CARGO_ENCODED_RUSTFLAGS", &release_build_flags())])
+}
+
+/// [`release_rustflags`] for this checkout, target directory and caller.
+fn release_build_flags() -> String {
     let root = workspace_root();
     let cargo_home = env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-    let flags = release_rustflags(
+    release_rustflags(
         &root,
         &target_dir(&root),
         cargo_home.as_deref(),
         env::var("CARGO_ENCODED_RUSTFLAGS").ok().as_deref(),
         env::var("RUSTFLAGS").ok().as_deref(),
-    );
-    run_cargo_env(args, None, &[("CARGO_ENCODED_RUSTFLAGS", &flags)])
+    )
+}
+
+/// The images' release build running in the background while the tests run, at the
+/// lowest CPU priority (`nice -n 19`): the tests, which mostly wait on sockets, timers and
+/// child processes, leave one or both cores idle much of the time, and the build takes
+/// only that idle time, so the tests run as fast as without it (the kernel gives a nice-19
+/// process ~1.5 % of a core against a busy nice-0 one). The image check then finds the
+/// binaries built; if this build failed, the image check's own build runs again in the
+/// foreground and shows why.
+struct BackgroundBuild {
+    /// The `nice cargo build --release …` process.
+    child: std::process::Child,
+    /// Where its output goes (a background build must not interleave with the tests').
+    log: PathBuf,
+    /// When it started.
+    started: Instant,
+}
+
+impl BackgroundBuild {
+    /// Starts [`image_build_command`] under `nice -n 19`, its output to
+    /// `<target>/image-build.log`; `None` (with a line saying why) when it cannot start.
+    fn start() -> Option<BackgroundBuild> {
+        let log = target_dir(&workspace_root()).join("image-build.log");
+        Self::start_cargo(&image_build_command(), log)
+    }
+
+    /// Starts `nice -n 19 cargo <args>` with the release builds' flags, its output to `log`.
+    fn start_cargo(args: &[String], log: PathBuf) -> Option<BackgroundBuild> {
+        let file = log
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::File::create(&log))
+            .and_then(|f| Ok((f.try_clone()?, f)));
+        let (out, err) = match file {
+            Ok(files) => files,
+            Err(e) => {
+                eprintln!(
+                    "xtask: not building the images in the background: {}: {e}",
+                    log.display()
+                );
+                return None;
+            }
+        };
+        let mut cmd = Command::new("nice");
+        cmd.arg("-n")
+            .arg("19")
+            .arg(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(args)
+            .current_dir(workspace_root())
+            .env("CARGO_ENCODED_RUSTFLAGS", release_build_flags())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        match cmd.spawn() {
+            Ok(child) => {
+                eprintln!(
+                    "xtask: building the images' binaries in the background at nice 19 while \
+                     the tests run (output in {})",
+                    log.display()
+                );
+                Some(BackgroundBuild { child, log, started: Instant::now() })
+            }
+            Err(e) => {
+                eprintln!("xtask: not building the images in the background: cannot run nice: {e}");
+                None
+            }
+        }
+    }
+
+    /// Waits for the build; returns a line for the summary.
+    fn finish(mut self) -> String {
+        let waited = Instant::now();
+        let status = self.child.wait();
+        let (total, wait) = (self.started.elapsed().as_secs_f64(), waited.elapsed().as_secs_f64());
+        match status {
+            Ok(s) if s.success() => format!(
+                "images' release build in the background: done in {total:.0} s \
+                 (waited {wait:.0} s for it after the tests)"
+            ),
+            Ok(s) => format!(
+                "images' release build in the background: FAILED ({s}) after {total:.0} s; \
+                 see {}; the image check builds again",
+                self.log.display()
+            ),
+            Err(e) => format!("images' release build in the background: cannot wait for it: {e}"),
+        }
+    }
 }
 
 /// The rustc flags of every release build xtask runs (the images' and the benchmarks',
@@ -492,22 +602,40 @@ fn run_tests(args: &TestArgs) -> u8 {
     let mut code = 0;
     let root = workspace_root();
     let has_lib = |package: &str| package_has_lib(&root, package);
-    let soak: &[(&str, &str)] = if args.soak { &[("BC_SOAK", "1")] } else { &[] };
-    for cmd in test_commands(nextest, &args.extra, &has_lib) {
-        let c = run_cargo_env(&cmd, Some(&services), soak);
+    let mut env: Vec<(&str, &str)> = Vec::new();
+    if args.soak {
+        env.push(("BC_SOAK", "1"));
+    }
+    if builds_once(env::var("CI").ok().as_deref(), env::var_os("CARGO_INCREMENTAL").is_some()) {
+        env.push(("CARGO_INCREMENTAL", "0"));
+    }
+    // The image check follows a whole-workspace run; when its tools are here, its release
+    // build starts once the test binaries are built (it would only slow their build).
+    let images = !selects_packages(&args.extra);
+    let mut background = None;
+    for (i, cmd) in test_commands(nextest, &args.extra, &has_lib).into_iter().enumerate() {
+        let started = Instant::now();
+        let c = run_cargo_env(&cmd, Some(&services), &env);
         results.push(format!(
-            "cargo {}: {}",
+            "cargo {} ({:.0} s): {}",
             cmd.join(" "),
+            started.elapsed().as_secs_f64(),
             if c == 0 { "passed".to_string() } else { format!("FAILED (exit code {c})") }
         ));
         if code == 0 {
             code = c;
         }
+        if nextest && i == 0 && images && image_check::tools().is_ok() {
+            background = BackgroundBuild::start();
+        }
     }
     let summary = std::mem::take(&mut services.summary);
     services.stop();
     drop(services);
-    if !selects_packages(&args.extra) {
+    if let Some(build) = background {
+        results.push(build.finish());
+    }
+    if images {
         let started = Instant::now();
         let (c, lines) = match image_step(true, args.require_services, true) {
             Ok(lines) => (0, lines),
@@ -1032,11 +1160,12 @@ mod tests {
     #[test]
     fn package_selection_replaces_workspace() {
         let nextest = test_commands(true, &args(&["-p", "bc-testkit"]), &lib_unless_xtask);
+        assert_eq!(nextest[0], args(&["test", "--no-run", "-p", "bc-testkit"]));
         assert_eq!(
-            nextest[0],
+            nextest[1],
             args(&["nextest", "run", "--no-fail-fast", "--no-tests=warn", "-p", "bc-testkit"])
         );
-        assert_eq!(nextest[1], args(&["test", "--doc", "-p", "bc-testkit"]));
+        assert_eq!(nextest[2], args(&["test", "--doc", "-p", "bc-testkit"]));
         let plain = test_commands(
             false,
             &args(&["--package=bc-store", "--", "--nocapture"]),
@@ -1058,7 +1187,8 @@ mod tests {
             Some(args(&["-p", "bc-sim", "--features", "fake"]))
         );
         let cmds = test_commands(true, &args(&["--retries", "2"]), &lib_unless_xtask);
-        assert_eq!(cmds[1], args(&["test", "--workspace", "--doc"]));
+        assert_eq!(cmds[0], args(&["test", "--workspace", "--no-run"]), "no nextest option");
+        assert_eq!(cmds[2], args(&["test", "--workspace", "--doc"]));
         // A `-p` after the inner `--` belongs to the test binary, not to cargo.
         assert!(!selects_packages(&args(&["--", "-p"])));
         // The caller's own --workspace is not doubled.
@@ -1072,7 +1202,32 @@ mod tests {
         let both = args(&["-p", "xtask", "--package", "bc-sim"]);
         assert_eq!(selection_args(&both, &lib_unless_xtask), Some(args(&["-p", "bc-sim"])));
         let only_bin = test_commands(true, &args(&["-p", "xtask"]), &lib_unless_xtask);
-        assert_eq!(only_bin.len(), 1, "no doctest run: {only_bin:?}");
+        assert_eq!(only_bin.len(), 2, "a build and a run, no doctest run: {only_bin:?}");
+    }
+
+    #[test]
+    fn a_background_build_reports_success_and_failure_with_its_log() {
+        let dir = bc_testkit::server::unique_temp_dir("xtask-background").unwrap();
+        let ok = BackgroundBuild::start_cargo(&args(&["--version"]), dir.join("ok.log"))
+            .expect("nice and cargo run");
+        let line = ok.finish();
+        assert!(line.contains("done in"), "{line}");
+        let log = std::fs::read_to_string(dir.join("ok.log")).unwrap();
+        assert!(log.starts_with("cargo "), "the child's output goes to its log: {log}");
+        let bad = BackgroundBuild::start_cargo(&args(&["no-such-command"]), dir.join("bad.log"))
+            .expect("nice and cargo run");
+        let line = bad.finish();
+        assert!(line.contains("FAILED") && line.contains("bad.log"), "{line}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ci_builds_without_incremental_unless_the_caller_chose() {
+        assert!(builds_once(Some("true"), false));
+        assert!(builds_once(Some(" 1 "), false));
+        assert!(!builds_once(Some("true"), true), "the caller's CARGO_INCREMENTAL wins");
+        assert!(!builds_once(Some("false"), false));
+        assert!(!builds_once(None, false));
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! Writes `crates/sim/tests/data/do_openapi.json`: the response schemas of every route
+//! Writes `crates/sim/tests/sim/data/do_openapi.json`: the response schemas of every route
 //! the simulator's DigitalOcean face serves ([`bc_sim::model::routes::SERVED`]), taken
 //! from DigitalOcean's OpenAPI document (`digitalocean/openapi`), so the face can be
-//! checked against them (crates/sim/tests/do_schema.rs) without the YAML in the tree.
+//! checked against them (crates/sim/tests/sim/do_schema.rs) without the YAML in the tree.
 //!
 //! ```text
 //! cargo run -p bc-sim --example do_openapi -- <openapi git checkout or mirror> [rev] \
-//!     > crates/sim/tests/data/do_openapi.json
+//!     > crates/sim/tests/sim/data/do_openapi.json
 //! ```
 //!
 //! Invariant: the extract holds only what validates a response — `type`, `properties`,

@@ -1,13 +1,13 @@
-//! Writes `crates/sim/tests/data/gke_discovery.json`: the schemas of every answer the
+//! Writes `crates/sim/tests/sim/data/gke_discovery.json`: the schemas of every answer the
 //! simulator's GKE face serves ([`bc_sim::gke_api::routes::SERVED`]), taken from GKE's
 //! discovery document (`container.v1.json`: google-api-go-client's
 //! `container/v1/container-api.json`, or the copy google-api-python-client ships in
 //! `googleapiclient/discovery_cache/documents/`), so the face can be checked against them
-//! (crates/sim/tests/gke_schema.rs) without the 400 kB document in the tree.
+//! (crates/sim/tests/sim/gke_schema.rs) without the 400 kB document in the tree.
 //!
 //! ```text
 //! cargo run -p bc-sim --example gke_discovery -- <container.v1.json> "<where it came from>" \
-//!     > crates/sim/tests/data/gke_discovery.json
+//!     > crates/sim/tests/sim/data/gke_discovery.json
 //! ```
 //!
 //! Invariant: the extract holds only what validates an answer — `type`, `format`,

@@ -5,7 +5,7 @@
 //! not-yet-known `ipv4`/`endpoint`/node `name`/`droplet_id`, droplet ids as strings on
 //! nodes but integers on load balancers, a region slug on clusters and a region object on
 //! load balancers (none on GLOBAL ones) — and only fields DigitalOcean's OpenAPI document
-//! names for the response (crates/sim/tests/do_schema.rs checks every route), except a
+//! names for the response (crates/sim/tests/sim/do_schema.rs checks every route), except a
 //! load balancer's `tags`, which DigitalOcean sends and its document leaves out.
 
 use bc_domain::Timestamp;

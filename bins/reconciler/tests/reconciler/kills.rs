@@ -14,7 +14,7 @@
 //! needs the PostgreSQL of `cargo xtask test` (it returns early without one, or fails when
 //! services are required).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

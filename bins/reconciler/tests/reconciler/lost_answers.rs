@@ -9,7 +9,7 @@
 //! Invariants: every wait is bounded; every process is killed on every path; needs the
 //! PostgreSQL of `cargo xtask test`.
 
-mod common;
+use crate::common;
 
 use bc_domain::ports::ClusterRepo as _;
 use bc_domain::ports::LoadBalancerRepo as _;

@@ -19,7 +19,7 @@ use bc_sim::SimConfig;
 use bc_sim::model::{ClusterState, Fault, routes};
 use bc_sim::testing::{self, Served, TEST_TOKEN};
 
-mod common;
+use crate::common;
 
 use common::{adapter, adapter_with, config};
 

@@ -19,7 +19,7 @@ use bc_providers::kube::KubeClusterApi;
 use bc_sim::SimConfig;
 use bc_sim::testing::{self, JoinServer, Served, Substrate};
 
-mod common;
+use crate::common;
 
 const POOL: &str = "pool-01hq3k5v9x8y7z6w5v4t3s2r1q";
 const JOIN_TOKEN: &str = "bcj_end_to_end_join_token";

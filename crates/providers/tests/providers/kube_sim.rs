@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-mod common;
+use crate::common;
 
 /// Every scenario runs on every face.
 macro_rules! on_every_face {

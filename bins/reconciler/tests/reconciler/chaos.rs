@@ -13,7 +13,7 @@
 //! PostgreSQL of `cargo xtask test`; the pressed variant (minutes: the budget sets the
 //! pace) runs only with `cargo xtask test --soak`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

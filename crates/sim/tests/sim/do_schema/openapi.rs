@@ -1,5 +1,5 @@
 //! A small validator of responses against the extract of DigitalOcean's OpenAPI document
-//! (`tests/data/do_openapi.json`, written by `examples/do_openapi.rs`): the subset of
+//! (`tests/sim/data/do_openapi.json`, written by `examples/do_openapi.rs`): the subset of
 //! JSON Schema that document uses — `type`, `properties`, `required`, `items`, `enum`,
 //! `allOf`/`anyOf`/`oneOf`, `nullable`, `additionalProperties`, `format`, `pattern`,
 //! bounds and `writeOnly`.

@@ -1,5 +1,5 @@
 //! The bc tour `bc-api dev` prints, run by bash exactly as printed with the `bc` just built
-//! first on `PATH` (the curl tour's test is `crates/stack/tests/e2e.rs`,
+//! first on `PATH` (the curl tour's test is `crates/stack/tests/stack/e2e.rs`,
 //! `the_printed_tour_works_as_printed`; both run through `bc_stack::testing::run_printed_tour`).
 
 use std::path::Path;

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use common::replica;
 
-mod common;
+use crate::common;
 
 const ACCOUNTS: usize = 4;
 const POOLS: usize = 40;

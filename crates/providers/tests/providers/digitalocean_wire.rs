@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-mod common;
+use crate::common;
 
 const TOKEN: &str = "dop_v1_test_secret_token";
 
