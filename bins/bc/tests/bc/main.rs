@@ -7,4 +7,5 @@
 
 mod bc;
 mod config_source;
+mod help_text;
 mod tour;

@@ -9,6 +9,7 @@ mod common;
 mod digitalocean_sim;
 mod digitalocean_wire;
 mod end_to_end;
+mod gke_session;
 mod gke_sim;
 mod kube_secrets;
 mod kube_sim;

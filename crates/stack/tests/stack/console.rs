@@ -9,7 +9,7 @@
 //! A missing chromium or chromedriver skips these tests, and fails them when services are
 //! required (`BC_REQUIRE_SERVICES=1` or `CI=true`; `.ci/run` installs both).
 
-mod webdriver;
+pub(crate) mod webdriver;
 
 use std::path::PathBuf;
 use std::sync::Arc;

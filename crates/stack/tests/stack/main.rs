@@ -6,10 +6,16 @@
 //! `mod <file>;` line below; nextest names its tests `<file>::<test>`.
 
 mod adopt;
+mod api_budget;
 mod console;
+mod console_load;
+mod dev_files;
 mod e2e;
+mod gke;
+mod linger;
 mod load;
 mod postgres_restart;
+mod provider_neutral;
 mod provider_urls;
 mod restart;
 mod secret_scan;

@@ -8,7 +8,7 @@
 
 // The console test's WebDriver client; this measurement uses part of it.
 #[allow(dead_code)]
-mod webdriver;
+use crate::console::webdriver;
 
 use bc_stack::dev::{DEV_TENANT, DevStack};
 use bc_stack::testing::{self, Backend, Scratch};

@@ -21,7 +21,7 @@ use bc_sim::gke_api::routes;
 use bc_sim::model::gke::SIM_PROJECT;
 use bc_sim::model::routes::key;
 
-mod common;
+use crate::common;
 use common::{conformance_with, simulator};
 
 /// A file holding `text`, removed when dropped.

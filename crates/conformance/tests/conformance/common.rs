@@ -5,7 +5,7 @@
 //! Invariant kept: each run of the binary is bounded in time and killed if it overruns
 //! or its handle is dropped.
 
-#![allow(dead_code)] // Each test binary uses its part.
+#![allow(dead_code)] // Each test file uses its part.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -23,7 +23,7 @@ use bc_sim::SimServer;
 use bc_sim::model::routes;
 use bc_sim::testing::{self, TEST_TOKEN};
 
-mod common;
+use crate::common;
 use common::{command, conformance, finish, simulator};
 
 /// The production adapter of the simulator's account, on the wall clock.
