@@ -147,6 +147,20 @@ pub struct ProviderAccount {
     pub deleted_at: Option<Timestamp>,
 }
 
+impl ProviderAccount {
+    /// Why this account is never used for a provider call again, if it is not: it was
+    /// deleted, or its sealed credentials were erased (which only a delete does, in its
+    /// transaction: SPEC §5). Every object left on it is unreachable at the provider.
+    pub fn unreachable(&self) -> Option<String> {
+        (self.deleted_at.is_some() || self.credentials.0.is_empty()).then(|| {
+            format!(
+                "provider account {} was deleted: nothing it holds can be reached at the provider any more",
+                self.provider_account_id
+            )
+        })
+    }
+}
+
 /// Create or adopt.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

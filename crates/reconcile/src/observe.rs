@@ -58,7 +58,7 @@ pub fn max_age_since(written: Timestamp, now: Timestamp, max_age: Duration) -> D
 /// Refuses a deleted account (or one whose credentials were erased) before any call is
 /// made with it: whichever reconciler asks, a deleted account reaches no provider.
 fn usable(account: &ProviderAccount) -> Result<(), ProviderError> {
-    match crate::shared::deleted(account) {
+    match account.unreachable() {
         Some(message) => Err(ProviderError::Refused { message }),
         None => Ok(()),
     }

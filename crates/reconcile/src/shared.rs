@@ -149,23 +149,12 @@ pub fn live_account(
     account: Option<ProviderAccount>,
 ) -> Result<ProviderAccount, String> {
     match account {
-        Some(a) => match deleted(&a) {
+        Some(a) => match a.unreachable() {
             Some(why) => Err(why),
             None => Ok(a),
         },
         None => Err(format!("provider account {id} does not exist")),
     }
-}
-
-/// Why `account` is never used for a provider call, if it is not: it was deleted, or its
-/// sealed credentials were erased (which only a delete does).
-pub fn deleted(account: &ProviderAccount) -> Option<String> {
-    (account.deleted_at.is_some() || account.credentials.0.is_empty()).then(|| {
-        format!(
-            "provider account {} was deleted: nothing it holds can be reached at the provider any more",
-            account.provider_account_id
-        )
-    })
 }
 
 /// What a failed provider call means for the object that made it.
