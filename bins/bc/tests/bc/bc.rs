@@ -281,8 +281,13 @@ async fn login_writes_a_private_config_that_later_commands_use() {
         assert_eq!(mode, 0o600);
     }
     // Outside the dev directory, the saved configuration is what bc calls with.
+    // The dev stack's two simulated accounts, DigitalOcean's and GKE's.
     let accounts = ok(home, &["accounts", "list", "-o", "id"]).await;
-    assert_eq!(accounts.trim(), stack.account_id);
+    let mut listed: Vec<&str> = accounts.lines().collect();
+    listed.sort_unstable();
+    let mut made = vec![stack.account_id.as_str(), stack.gke_account_id.as_str()];
+    made.sort_unstable();
+    assert_eq!(listed, made);
     drop(scratch);
     stack.stop().await;
 }
