@@ -1,6 +1,7 @@
 //! The provider-call budget of each account, and the provider decorator that spends it.
 //!
-//! Invariant: every call a reconciler makes through [`BudgetedProvider`] first takes one
+//! Invariant: every call a reconciler makes through [`BudgetedProvider`] (the forwarding
+//! decorator of `crate::forward` with the [`Spend`] hook) first takes one
 //! call from its account's [`Budget`]; a 429 from the provider pauses that budget until
 //! the reset the provider named. With [`StoreBudget`] the budget is one row in the store
 //! shared by every replica (decided by `bc_domain::rules::budget`, written by
@@ -8,18 +9,14 @@
 //! [`LocalBudget`] keeps the same rule in memory for a single process.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bc_domain::ports::{
-    AssociatedResources, Clock, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
-    KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, NodePoolRequest, ProviderCluster,
-    ProviderImpl, ProviderLoadBalancer, ProviderNodePool, ProviderOffer, ProviderOptions,
-    ProviderResult, Store, StoredBudget, UpdateClusterRequest,
-};
+use bc_domain::ports::{Clock, ProviderImpl, ProviderResult, Store, StoredBudget};
 use bc_domain::rules::budget::{self, BudgetConfig, BudgetState};
 use bc_domain::{ProviderAccountId, ProviderError, Timestamp};
+
+use crate::forward::{CallHook, Forward, ProviderCall};
 
 /// How often a [`StoreBudget`] re-reads and retries when other replicas keep winning
 /// the compare-and-swap, before it reports the store as contended.
@@ -196,50 +193,31 @@ impl Budget for StoreBudget {
     }
 }
 
-/// A provider whose every call first takes one from its account's budget, and whose
-/// 429 answers pause that budget for every replica.
-pub struct BudgetedProvider {
-    inner: Arc<dyn ProviderImpl>,
+/// The budget as a [`CallHook`]: every call first takes one from its account's budget,
+/// a 429 it meets pauses that budget for every replica, and after every call that may
+/// change the provider's objects `written` runs, whatever its outcome.
+pub struct Spend {
     budget: Arc<dyn Budget>,
     account: ProviderAccountId,
     clock: Arc<dyn Clock>,
     written: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
-impl BudgetedProvider {
-    /// `inner`, spending from `budget` as `account`.
-    pub fn new(
-        inner: Arc<dyn ProviderImpl>,
-        budget: Arc<dyn Budget>,
-        account: ProviderAccountId,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
-        Self { inner, budget, account, clock, written: None }
+#[async_trait]
+impl CallHook for Spend {
+    type Ticket = ();
+
+    async fn before(&self, _: ProviderCall) -> ProviderResult<()> {
+        self.budget.acquire(&self.account, self.clock.now()).await
     }
 
-    /// `self`, calling `written` after every call that may change the provider's
-    /// objects, whatever its outcome (a failed or unanswered write may still have taken
-    /// effect): what keeps a cached listing from outliving a write.
-    pub fn on_write(mut self, written: Arc<dyn Fn() + Send + Sync>) -> Self {
-        self.written = Some(written);
-        self
-    }
-
-    /// [`Self::spend`] for a call that may change the provider's objects.
-    async fn write<T>(&self, call: impl Future<Output = ProviderResult<T>>) -> ProviderResult<T> {
-        let result = self.spend(call).await;
-        if let Some(w) = &self.written {
-            w();
-        }
-        result
-    }
-
-    /// Runs `call` once the budget allows it; a 429 it meets pauses the budget. `call`
-    /// is a future, so nothing is sent before the budget said yes.
-    async fn spend<T>(&self, call: impl Future<Output = ProviderResult<T>>) -> ProviderResult<T> {
-        self.budget.acquire(&self.account, self.clock.now()).await?;
-        let result = call.await;
-        if let Err(ProviderError::RateLimited { retry_after_ms }) = &result {
+    async fn after(
+        &self,
+        call: ProviderCall,
+        (): (),
+        outcome: Result<(), &ProviderError>,
+    ) -> ProviderResult<()> {
+        if let Err(ProviderError::RateLimited { retry_after_ms }) = outcome {
             let ms = i64::try_from(*retry_after_ms).unwrap_or(i64::MAX / 2);
             let until = self.clock.now() + time::Duration::milliseconds(ms);
             // The call's own answer matters more than recording the pause; a failed
@@ -248,162 +226,37 @@ impl BudgetedProvider {
                 tracing::warn!(account = %self.account, error = %e, "could not pause the provider budget");
             }
         }
-        result
+        if call.writes()
+            && let Some(w) = &self.written
+        {
+            w();
+        }
+        Ok(())
     }
 }
 
-#[async_trait]
-impl ProviderImpl for BudgetedProvider {
-    fn offer(&self) -> ProviderOffer {
-        self.inner.offer()
+/// A provider whose every call first takes one from its account's budget, and whose
+/// 429 answers pause that budget for every replica. Charged like any call:
+/// `credentials`, though an adapter may answer from its cache (the budget errs on the
+/// side of never overspending).
+pub type BudgetedProvider = Forward<Spend>;
+
+impl Forward<Spend> {
+    /// `inner`, spending from `budget` as `account`.
+    pub fn new(
+        inner: Arc<dyn ProviderImpl>,
+        budget: Arc<dyn Budget>,
+        account: ProviderAccountId,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self::with_hook(inner, Spend { budget, account, clock, written: None })
     }
 
-    async fn check_credentials(&self) -> ProviderResult<()> {
-        self.spend(self.inner.check_credentials()).await
-    }
-
-    fn kubernetes(&self) -> &dyn KubernetesProvider {
+    /// `self`, calling `written` after every call that may change the provider's
+    /// objects, whatever its outcome (a failed or unanswered write may still have taken
+    /// effect): what keeps a cached listing from outliving a write.
+    pub fn on_write(mut self, written: Arc<dyn Fn() + Send + Sync>) -> Self {
+        self.hook_mut().written = Some(written);
         self
-    }
-
-    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        self
-    }
-}
-
-#[async_trait]
-impl KubernetesProvider for BudgetedProvider {
-    async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
-        self.spend(self.inner.kubernetes().list_clusters()).await
-    }
-
-    async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
-        self.spend(self.inner.kubernetes().get_cluster(id)).await
-    }
-
-    async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
-        self.write(self.inner.kubernetes().create_cluster(req)).await
-    }
-
-    async fn update_cluster(
-        &self,
-        id: &str,
-        req: &UpdateClusterRequest,
-    ) -> ProviderResult<ProviderCluster> {
-        self.write(self.inner.kubernetes().update_cluster(id, req)).await
-    }
-
-    async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
-        self.write(self.inner.kubernetes().delete_cluster(id)).await
-    }
-
-    async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
-        self.spend(self.inner.kubernetes().associated_resources(id)).await
-    }
-
-    async fn delete_cluster_selective(
-        &self,
-        id: &str,
-        load_balancer_ids: &[String],
-    ) -> ProviderResult<()> {
-        self.write(self.inner.kubernetes().delete_cluster_selective(id, load_balancer_ids)).await
-    }
-
-    async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
-        self.spend(self.inner.kubernetes().list_node_pools(cluster_id)).await
-    }
-
-    async fn get_node_pool(
-        &self,
-        cluster_id: &str,
-        node_pool_id: &str,
-    ) -> ProviderResult<ProviderNodePool> {
-        self.spend(self.inner.kubernetes().get_node_pool(cluster_id, node_pool_id)).await
-    }
-
-    async fn create_node_pool(
-        &self,
-        cluster_id: &str,
-        req: &NodePoolRequest,
-    ) -> ProviderResult<ProviderNodePool> {
-        self.write(self.inner.kubernetes().create_node_pool(cluster_id, req)).await
-    }
-
-    async fn update_node_pool(
-        &self,
-        cluster_id: &str,
-        node_pool_id: &str,
-        req: &NodePoolRequest,
-    ) -> ProviderResult<ProviderNodePool> {
-        self.write(self.inner.kubernetes().update_node_pool(cluster_id, node_pool_id, req)).await
-    }
-
-    async fn delete_node_pool(&self, cluster_id: &str, node_pool_id: &str) -> ProviderResult<()> {
-        self.write(self.inner.kubernetes().delete_node_pool(cluster_id, node_pool_id)).await
-    }
-
-    async fn delete_node(
-        &self,
-        cluster_id: &str,
-        node_pool_id: &str,
-        node_id: &str,
-        skip_drain: bool,
-        replace: bool,
-    ) -> ProviderResult<()> {
-        let k = self.inner.kubernetes();
-        self.write(k.delete_node(cluster_id, node_pool_id, node_id, skip_drain, replace)).await
-    }
-
-    async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>> {
-        self.spend(self.inner.kubernetes().available_upgrades(cluster_id)).await
-    }
-
-    async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
-        self.write(self.inner.kubernetes().upgrade_cluster(cluster_id, version)).await
-    }
-
-    async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {
-        self.spend(self.inner.kubernetes().options_in(region)).await
-    }
-
-    async fn options(&self) -> ProviderResult<ProviderOptions> {
-        self.spend(self.inner.kubernetes().options()).await
-    }
-
-    /// Charged like any call, though an adapter may answer from its cache: the budget
-    /// errs on the side of never overspending.
-    async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
-        self.spend(self.inner.kubernetes().credentials(cluster_id)).await
-    }
-
-    fn invalidate_credentials(&self, cluster_id: &str) {
-        self.inner.kubernetes().invalidate_credentials(cluster_id);
-    }
-}
-
-#[async_trait]
-impl LoadBalancerProvider for BudgetedProvider {
-    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
-        self.spend(self.inner.load_balancers().list()).await
-    }
-
-    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
-        self.spend(self.inner.load_balancers().get(id)).await
-    }
-
-    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
-        self.write(self.inner.load_balancers().create(req)).await
-    }
-
-    async fn update(
-        &self,
-        id: &str,
-        req: &LoadBalancerRequest,
-    ) -> ProviderResult<ProviderLoadBalancer> {
-        self.write(self.inner.load_balancers().update(id, req)).await
-    }
-
-    async fn delete(&self, id: &str) -> ProviderResult<()> {
-        self.write(self.inner.load_balancers().delete(id)).await
     }
 }

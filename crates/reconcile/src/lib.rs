@@ -9,6 +9,7 @@
 
 pub mod budget;
 pub mod clusters;
+pub mod forward;
 pub mod kinds;
 pub mod node_pools;
 pub mod observe;
@@ -21,7 +22,8 @@ pub mod substrates;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use budget::{Budget, BudgetedProvider, LocalBudget, StoreBudget};
+pub use budget::{Budget, BudgetedProvider, LocalBudget, Spend, StoreBudget};
+pub use forward::{CallHook, Forward, ForwardRegistry, ProviderCall};
 pub use kinds::{reconciler_of, reconcilers};
 pub use observe::{Listing, Observer, SharedObserver, UnsharedObserver};
 pub use provider_resources::LoadBalancers;

@@ -12,8 +12,12 @@
 //! backoff), and every provider and cluster call goes over the production wire, so a
 //! test means what a deployment does, minus the waiting.
 
+mod calls;
+mod fixtures;
 mod stepper;
 
+pub use calls::CallCounts;
+pub use fixtures::{Halves, with_flavors};
 pub use stepper::{StepError, Stepper};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,8 +55,9 @@ use bc_sim::{Sim, SimConfig};
 use bc_store::{AeadSecretBox, SqlStore};
 
 use crate::budget::StoreBudget;
+use crate::forward::{ForwardRegistry, ProviderCall};
 use crate::kinds::reconciler_of;
-use crate::observe::{Observer, SharedObserver, UnsharedObserver};
+use crate::observe::{Observer, SharedObserver};
 use crate::reconciler::{Deps, Reconciler, Settings};
 use crate::runtime::{ActivationReport, Runtime, RuntimeConfig};
 use crate::shared::Entropy;
@@ -116,6 +121,8 @@ pub struct Env {
     pub driver: Stepper,
     /// The entropy the reconcilers draw from.
     pub entropy: Arc<SeqEntropy>,
+    /// The provider calls the reconcilers made, by kind (see [`Env::made`]).
+    pub calls_made: Arc<CallCounts>,
     /// The directory of a file-backed store ([`Env::shared`]), removed with the env.
     _dir: Option<Arc<bc_store::testing::TempDir>>,
 }
@@ -150,15 +157,17 @@ pub fn flavor(name: &str, size: &str, count: u32) -> Flavor {
 }
 
 impl Env {
-    /// A fresh environment with the default simulator, its account on DigitalOcean.
+    /// A fresh environment with the default simulator, its account on DigitalOcean, its
+    /// reconcilers on the production observer ([`SharedObserver`]), its store a SQLite
+    /// file (see [`Self::shared`]).
     pub async fn start() -> Self {
-        Self::with_config(SimConfig::default()).await
+        Self::shared_on(OnProvider::DigitalOcean).await
     }
 
-    /// A fresh environment with the default simulator, its account on `on`.
+    /// A fresh environment with the default simulator, its account on `on`, its store a
+    /// SQLite file (see [`Self::shared`]).
     pub async fn start_on(on: OnProvider) -> Self {
-        let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("store"));
-        Self::build(store, SimConfig::default(), false, on).await
+        Self::shared_on(on).await
     }
 
     /// A fresh environment with the simulator configured by `config`.
@@ -167,14 +176,16 @@ impl Env {
         Self::on(store, config).await
     }
 
-    /// A fresh environment with the default simulator, its reconcilers on the
-    /// production observer ([`SharedObserver`]: one budgeted provider and one cached
-    /// listing per kind and account, the default budget kept in the store).
+    /// A fresh environment with the default simulator on a store as production runs it.
+    /// (Every environment's reconcilers are on the production observer,
+    /// [`SharedObserver`]: one budgeted provider and one cached listing per kind and
+    /// account, the default budget kept in the store.)
     ///
     /// Its store is a SQLite file (a pool of connections in WAL mode, as production runs),
-    /// not `sqlite::memory:`: an in-memory database lives on one connection, and the one
-    /// full-suite run that replaced it mid-test saw every table gone ("no such table:
-    /// join_tokens").
+    /// not `sqlite::memory:`: an in-memory database lives on one connection, and a
+    /// connection closed mid-query (a future dropped while it waited) is replaced by an
+    /// empty database — seen as "no such table: join_tokens" in a lost-answer scenario
+    /// on GKE.
     pub async fn shared() -> Self {
         Self::shared_on(OnProvider::DigitalOcean).await
     }
@@ -184,7 +195,7 @@ impl Env {
         let dir = bc_store::testing::TempDir::new();
         let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
         let store = Arc::new(SqlStore::connect(&url).await.expect("store"));
-        let mut env = Self::build(store, SimConfig::default(), true, on).await;
+        let mut env = Self::build(store, SimConfig::default(), on).await;
         env._dir = Some(Arc::new(dir));
         env
     }
@@ -192,15 +203,15 @@ impl Env {
     /// An environment on `store` (any backend of `bc_store::testing`, migrated and
     /// empty), with the simulator configured by `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
-        Self::build(store, config, false, OnProvider::DigitalOcean).await
+        Self::build(store, config, OnProvider::DigitalOcean).await
     }
 
     /// [`Self::on`] with its account on provider `on`.
     pub async fn on_provider(store: Arc<SqlStore>, config: SimConfig, on: OnProvider) -> Self {
-        Self::build(store, config, false, on).await
+        Self::build(store, config, on).await
     }
 
-    async fn build(store: Arc<SqlStore>, config: SimConfig, shared: bool, on: OnProvider) -> Self {
+    async fn build(store: Arc<SqlStore>, config: SimConfig, on: OnProvider) -> Self {
         let cloud = Cloud::with_config(config).await;
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
@@ -231,13 +242,17 @@ impl Env {
             .commit(UnitOfWork::new().write(Write::InsertAccount(account.clone())))
             .await
             .expect("account");
-        let registry: Arc<dyn ProviderRegistry> = cloud.all_providers(secret_box.clone());
-        let observer: Arc<dyn Observer> = if shared {
-            let budget = Arc::new(StoreBudget::new(store.clone(), BudgetConfig::default()));
-            Arc::new(SharedObserver::new(registry, budget, clock.clone()))
-        } else {
-            Arc::new(UnsharedObserver::new(registry, clock.clone()))
-        };
+        let made = Arc::new(CallCounts::default());
+        let counted = made.clone();
+        let registry: Arc<dyn ProviderRegistry> =
+            Arc::new(ForwardRegistry::new(cloud.all_providers(secret_box.clone()), move |_| {
+                counted.clone()
+            }));
+        // The production observer: one budgeted provider and one cached listing per kind
+        // and account, so every scenario meets the listing cache a deployment has.
+        let budget = Arc::new(StoreBudget::new(store.clone(), BudgetConfig::default()));
+        let observer: Arc<dyn Observer> =
+            Arc::new(SharedObserver::new(registry, budget, clock.clone()));
         let clusters: Arc<dyn ClusterApi> = cloud.clusters();
         let join = JoinServer::start().await;
         let deps = Deps {
@@ -262,6 +277,7 @@ impl Env {
             account,
             driver,
             entropy,
+            calls_made: made,
             _dir: None,
         }
     }
@@ -376,24 +392,7 @@ impl Env {
         if self.on == OnProvider::DigitalOcean {
             return self.tenant_cluster();
         }
-        let own = bc_domain::ports::NodePoolRequest {
-            size: self.on.node_size().into(),
-            ..bc_sim::testing::node_pool_request("own", 1)
-        };
-        let req = bc_domain::ports::CreateClusterRequest {
-            region: self.on.region().into(),
-            ..bc_sim::testing::cluster_request("tenant", vec![own])
-        };
-        let k = self.provider();
-        let made = k.kubernetes().create_cluster(&req).await.expect("the tenant's cluster");
-        for _ in 0..30 {
-            let c = k.kubernetes().get_cluster(&made.id).await.expect("the tenant's cluster");
-            if c.state == bc_domain::ports::ProviderClusterState::Running {
-                break;
-            }
-            self.cloud.step(60);
-        }
-        made.id
+        self.made_outside("tenant", "own").await
     }
 
     /// Pool `web` adopting provider cluster `pid` with one flavor `cpu` of one node,
@@ -749,6 +748,12 @@ impl Env {
         ids.into_iter()
             .find(|id| id == pid || id.replace('-', "") == pid)
             .unwrap_or_else(|| pid.to_owned())
+    }
+
+    /// The provider calls of kind `call` the reconcilers made so far (not the test's own
+    /// reads through [`Env::provider`]).
+    pub fn made(&self, call: ProviderCall) -> u64 {
+        self.calls_made.of(call)
     }
 
     /// The provider requests made so far for `call` (on every route it may take).

@@ -5,22 +5,16 @@
 use std::time::Duration;
 
 use bc_domain::policy::AutoScale;
-use bc_domain::ports::{ClusterRepo, LedgerRepo, PageRequest};
 use bc_domain::{NodePoolState, PoolId, ResourceState};
 use bc_reconcile::testing::{Env, create_policy, flavor};
 use bc_sim::testing::NODE_SIZE;
 
-async fn kinds(env: &Env) -> Vec<String> {
-    let all = env.store.event_list(&env.tenant, None, 0, 10_000).await.unwrap();
-    all.into_iter().map(|e| e.kind).collect()
-}
-
 async fn row_states(env: &Env, pool: &PoolId) -> Vec<NodePoolState> {
-    let c = env.substrate(pool).await.cluster_id.unwrap();
-    let rows = env.store.node_pool_list_by_cluster(&c, &PageRequest::first(100)).await.unwrap();
-    rows.items.into_iter().map(|r| r.state).collect()
+    env.substrate_rows(pool).await.into_iter().map(|r| r.state).collect()
 }
 
+/// DigitalOcean only: the simulator's autoscaler moves a pool only on DigitalOcean's face
+/// (GKE's simulated pools change size only when asked).
 #[tokio::test]
 async fn the_autoscaler_growing_a_pool_is_no_policy_change() {
     let env = Env::start().await;
@@ -31,7 +25,7 @@ async fn the_autoscaler_growing_a_pool_is_no_policy_change() {
     let pool = env.create_pool("web", policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
-    let before = kinds(&env).await;
+    let before = env.event_kinds().await;
     // The autoscaler grows the pool to 3: two nodes are being made for a while.
     env.provider_autoscales_to(&pid, 3);
     // Woken again and again while they are made (the clock does not move meanwhile).
@@ -48,5 +42,5 @@ async fn the_autoscaler_growing_a_pool_is_no_policy_change() {
     let s = env.substrate(&pool.pool_id).await;
     assert!(grown, "the counts move: {s:?}");
     assert_eq!(s.state, ResourceState::Ready);
-    assert_eq!(kinds(&env).await, before, "no event for the provider's own churn");
+    assert_eq!(env.event_kinds().await, before, "no event for the provider's own churn");
 }

@@ -1,7 +1,8 @@
 //! Edges of issue 28 (items 10–12) and issue 29 item 6 (the reconcilers' side): a
 //! deleted provider account's objects are unreachable — no provider call is made with a
 //! deleted or erased account, and each object says why — and the edge cases of node
-//! ends, tenant objects in our Namespace, `latest`, backoff and the listing cache.
+//! ends, tenant objects in our Namespace, backoff and the listing cache (`latest` is
+//! clusters.rs's `latest_resolves_once_and_is_recorded`, on each provider).
 //!
 //! Invariant: every test runs the production reconcilers on the production observer
 //! against the simulator through the real adapters, on a stepped clock.
@@ -256,36 +257,6 @@ async fn a_namespace_holding_only_what_we_and_the_cluster_made_is_deleted() {
     assert!(kube.get_object(&pid, ObjectKind::Namespace, None, &ns).is_none());
 }
 
-/// The provider now offers versions newer than what the cluster `pid` runs (as if a
-/// release came out after it was made at `latest`).
-fn a_newer_version_comes_out(env: &Env, pid: &str) {
-    let older = bc_sim::model::catalog::VERSIONS[2];
-    assert!(env.sim.state().model().force_cluster_version(pid, older));
-}
-
-#[tokio::test]
-async fn latest_resolves_once_for_tenant_clusters_and_substrates() {
-    let env = Env::shared().await;
-    let (cluster, _, pid) = env.ready_cluster("tenant-c").await;
-    assert_eq!(cluster.desired_version.as_deref(), Some("latest"));
-    let (pool, _, s) = env.creating_pool("latest", 1).await;
-    let sub_pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
-    a_newer_version_comes_out(&env, &pid);
-    a_newer_version_comes_out(&env, &sub_pid);
-    // Hours of resyncs.
-    for _ in 0..30 {
-        env.step(STEADY_RESYNC).await;
-    }
-    assert_eq!(
-        env.count("POST", bc_sim::model::routes::UPGRADE),
-        0,
-        "a cluster made at latest is never upgraded because a newer version came out"
-    );
-    let c = env.cluster(&cluster.cluster_id).await;
-    assert_eq!(c.status.state, ResourceState::Ready, "{c:?}");
-    assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Ready);
-}
-
 #[tokio::test]
 async fn a_substrate_of_scale_to_zero_flavors_starts_its_cluster_with_one_node() {
     let env = Env::shared().await;
@@ -296,6 +267,12 @@ async fn a_substrate_of_scale_to_zero_flavors_starts_its_cluster_with_one_node()
     let c = model.find_cluster(&pid, env.clock.now()).expect("the cluster");
     let np = &c.node_pools[0];
     assert_eq!((np.count, np.auto_scale, np.min_nodes, np.max_nodes), (1, true, 0, 3), "{np:?}");
+}
+
+/// The provider now offers versions newer than what the cluster `pid` runs.
+fn a_newer_version_comes_out(env: &Env, pid: &str) {
+    let older = bc_sim::model::catalog::VERSIONS[2];
+    assert!(env.sim.state().model().force_cluster_version(pid, older));
 }
 
 #[tokio::test]

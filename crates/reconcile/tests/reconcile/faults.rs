@@ -8,21 +8,18 @@
 //! units and billing intervals exact, one `deleted` event per deleted one.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bc_domain::model::{LoadBalancerSpec, ProviderAccount};
-use bc_domain::ports::{
-    AccountCredentials, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderRegistry, ProviderResult, WorkKind,
-};
+use bc_domain::model::LoadBalancerSpec;
+use bc_domain::ports::{ProviderRegistry, ProviderResult, WorkKind};
 use bc_domain::{LoadBalancerId, ProviderError, ResourceState};
 use bc_reconcile::provider_resources::plan::{events, ownership_tag};
 use bc_reconcile::testing::Stepper;
 use bc_reconcile::{
-    Activation, Deps, LoadBalancers, Outcome, ReconcileError, Reconciler, RuntimeConfig,
+    Activation, CallHook, Deps, ForwardRegistry, LoadBalancers, Outcome, ProviderCall,
+    ReconcileError, Reconciler, RuntimeConfig,
 };
 use bc_sim::model::{Fault, routes};
 use proptest::prelude::*;
@@ -89,115 +86,80 @@ impl Plan {
     }
 }
 
-/// The simulator's provider with the schedule's faults and crash applied.
+/// The simulator's provider with the schedule's faults and crash applied to its load
+/// balancer calls (the only calls the load balancer reconciler makes).
 struct Faulty {
-    inner: Arc<dyn ProviderImpl>,
     sim: Arc<bc_sim::SimState>,
     plan: Arc<Plan>,
 }
 
-impl Faulty {
-    async fn call<T>(
-        &self,
-        method: &str,
-        template: &str,
-        f: impl Future<Output = ProviderResult<T>>,
-    ) -> ProviderResult<T> {
+/// The simulator's route of a load balancer call.
+fn route(call: ProviderCall) -> Option<String> {
+    let (method, template) = match call {
+        ProviderCall::ListLoadBalancers => ("GET", routes::LOAD_BALANCERS),
+        ProviderCall::GetLoadBalancer => ("GET", routes::LOAD_BALANCER),
+        ProviderCall::CreateLoadBalancer => ("POST", routes::LOAD_BALANCERS),
+        ProviderCall::UpdateLoadBalancer => ("PUT", routes::LOAD_BALANCER),
+        ProviderCall::DeleteLoadBalancer => ("DELETE", routes::LOAD_BALANCER),
+        _ => return None,
+    };
+    Some(routes::key(method, template))
+}
+
+#[async_trait]
+impl CallHook for Faulty {
+    /// The call's number, its fault and its route (none for a call it leaves alone).
+    type Ticket = Option<(usize, CallFault, String)>;
+
+    async fn before(&self, call: ProviderCall) -> ProviderResult<Self::Ticket> {
+        let Some(key) = route(call) else { return Ok(None) };
         let n = self.plan.calls.fetch_add(1, Ordering::SeqCst);
         if self.plan.crash_now(Crash::BeforeCall(n)) {
             std::future::pending::<()>().await;
         }
         let fault = self.plan.faults.lock().unwrap().pop_front().unwrap_or(CallFault::None);
-        let key = routes::key(method, template);
-        let result = match fault {
-            CallFault::None => f.await,
+        match fault {
             CallFault::Throttled => {
-                self.sim.model().inject_failures(
-                    &key,
-                    1,
-                    Fault::TooManyRequests { retry_after: 2 },
-                );
-                f.await
+                self.sim.model().inject_failures(&key, 1, Fault::TooManyRequests { retry_after: 2 })
             }
-            CallFault::ServerError => {
-                self.sim.model().inject_failures(&key, 1, Fault::ServerError);
-                f.await
-            }
+            CallFault::ServerError => self.sim.model().inject_failures(&key, 1, Fault::ServerError),
             CallFault::LostRequest => {
-                Err(ProviderError::Transient { message: format!("{key}: timed out connecting") })
+                if self.plan.crash_now(Crash::AfterCall(n)) {
+                    std::future::pending::<()>().await;
+                }
+                return Err(ProviderError::Transient {
+                    message: format!("{key}: timed out connecting"),
+                });
             }
-            CallFault::LostAnswer => {
-                let _ = f.await;
-                Err(ProviderError::Transient { message: format!("{key}: timed out reading") })
-            }
-        };
+            CallFault::None | CallFault::LostAnswer => {}
+        }
+        Ok(Some((n, fault, key)))
+    }
+
+    async fn after(
+        &self,
+        _: ProviderCall,
+        ticket: Self::Ticket,
+        _: Result<(), &ProviderError>,
+    ) -> ProviderResult<()> {
+        let Some((n, fault, key)) = ticket else { return Ok(()) };
         if self.plan.crash_now(Crash::AfterCall(n)) {
             std::future::pending::<()>().await;
         }
-        result
+        if fault == CallFault::LostAnswer {
+            return Err(ProviderError::Transient { message: format!("{key}: timed out reading") });
+        }
+        Ok(())
     }
 }
 
-#[async_trait]
-impl ProviderImpl for Faulty {
-    fn offer(&self) -> ProviderOffer {
-        self.inner.offer()
-    }
-    async fn check_credentials(&self) -> ProviderResult<()> {
-        self.inner.check_credentials().await
-    }
-    fn kubernetes(&self) -> &dyn KubernetesProvider {
-        self.inner.kubernetes()
-    }
-    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        self
-    }
-}
-
-#[async_trait]
-impl LoadBalancerProvider for Faulty {
-    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
-        self.call("GET", routes::LOAD_BALANCERS, self.inner.load_balancers().list()).await
-    }
-    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
-        self.call("GET", routes::LOAD_BALANCER, self.inner.load_balancers().get(id)).await
-    }
-    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
-        self.call("POST", routes::LOAD_BALANCERS, self.inner.load_balancers().create(req)).await
-    }
-    async fn update(
-        &self,
-        id: &str,
-        req: &LoadBalancerRequest,
-    ) -> ProviderResult<ProviderLoadBalancer> {
-        self.call("PUT", routes::LOAD_BALANCER, self.inner.load_balancers().update(id, req)).await
-    }
-    async fn delete(&self, id: &str) -> ProviderResult<()> {
-        self.call("DELETE", routes::LOAD_BALANCER, self.inner.load_balancers().delete(id)).await
-    }
-}
-
-struct FaultyRegistry {
-    inner: Arc<dyn ProviderRegistry>,
-    sim: Arc<bc_sim::SimState>,
-    plan: Arc<Plan>,
-}
-
-#[async_trait]
-impl ProviderRegistry for FaultyRegistry {
-    async fn provider_for(
-        &self,
-        account: &ProviderAccount,
-    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        let inner = self.inner.provider_for(account).await?;
-        Ok(Arc::new(Faulty { inner, sim: self.sim.clone(), plan: self.plan.clone() }))
-    }
-    async fn provider_for_credentials(
-        &self,
-        credentials: &AccountCredentials,
-    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        self.inner.provider_for_credentials(credentials).await
-    }
+/// The registry of `env`, its providers under `plan`.
+fn faulty_registry(env: &Env, plan: Arc<Plan>) -> Arc<dyn ProviderRegistry> {
+    let sim = env.sim.state().clone();
+    Arc::new(ForwardRegistry::new(env.registry(), move |_| Faulty {
+        sim: sim.clone(),
+        plan: plan.clone(),
+    }))
 }
 
 /// The load balancer reconciler, dropped mid-flight at the schedule's crash: the
@@ -332,11 +294,7 @@ async fn run_schedule(
         activations: AtomicUsize::new(0),
         crashed: tokio::sync::Notify::new(),
     });
-    let registry = Arc::new(FaultyRegistry {
-        inner: env.registry(),
-        sim: env.sim.state().clone(),
-        plan: plan.clone(),
-    });
+    let registry = faulty_registry(&env, plan.clone());
     let deps = env.deps_with(registry, env.budget());
     let reconciler: Arc<dyn Reconciler> =
         Arc::new(Crashing { inner: LoadBalancers::default(), plan: plan.clone() });
@@ -445,8 +403,7 @@ async fn a_retried_create_records_its_intent_again() {
         activations: AtomicUsize::new(0),
         crashed: tokio::sync::Notify::new(),
     });
-    let registry =
-        Arc::new(FaultyRegistry { inner: env.registry(), sim: env.sim.state().clone(), plan });
+    let registry = faulty_registry(&env, plan);
     let deps = env.deps_with(registry, env.budget());
     let runtime = env.runtime("r1", deps.clone());
     let stepper = env.stepper(runtime);
@@ -489,8 +446,7 @@ async fn a_listing_from_the_instant_of_the_intent_is_not_trusted() {
         activations: AtomicUsize::new(0),
         crashed: tokio::sync::Notify::new(),
     });
-    let registry =
-        Arc::new(FaultyRegistry { inner: env.registry(), sim: env.sim.state().clone(), plan });
+    let registry = faulty_registry(&env, plan);
     let deps = env.deps_with(registry, env.budget());
     let stepper = env.stepper(env.runtime("r1", deps.clone()));
     let id = env.create_lb("web").await.load_balancer_id;

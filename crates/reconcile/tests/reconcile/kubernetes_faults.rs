@@ -17,10 +17,12 @@ use bc_domain::policy::{PoolPolicy, Scale};
 use bc_domain::ports::*;
 use bc_domain::{ClusterId, NodePoolState, PoolId, ProviderError, ResourceState};
 use bc_domain::{LoadBalancerId, Timestamp};
+use bc_reconcile::forward::hooked;
 use bc_reconcile::kinds::reconciler_of;
-use bc_reconcile::testing::{Env, Stepper, create_policy, flavor};
-use bc_reconcile::{Deps, Entropy, Listing, Observer, Runtime, RuntimeConfig};
-use bc_sim::testing::NODE_SIZE;
+use bc_reconcile::testing::{Call, Env, OnProvider, Stepper, flavor};
+use bc_reconcile::{
+    CallHook, Deps, Entropy, Forward, Listing, Observer, ProviderCall, Runtime, RuntimeConfig,
+};
 use bc_store::testing::lb_spec;
 use proptest::prelude::*;
 
@@ -74,134 +76,22 @@ fn lost() -> ProviderError {
     ProviderError::Transient { message: "the answer was lost".into() }
 }
 
-/// Runs `$call` under the schedule: a fault before it, or its effect with the answer lost.
-macro_rules! faulty {
-    ($s:expr, $call:expr) => {{
-        let lose = $s.before()?;
-        let r = $call.await;
-        if lose { Err(lost()) } else { r }
-    }};
-}
-
-struct Faulty {
-    inner: Arc<dyn ProviderImpl>,
-    s: Arc<Schedule>,
-}
-
+/// Every provider call under the schedule: a fault before it, or its effect with the
+/// answer lost.
 #[async_trait]
-impl KubernetesProvider for Faulty {
-    async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
-        faulty!(self.s, self.inner.kubernetes().list_clusters())
+impl CallHook for Schedule {
+    /// Whether the call's answer is lost.
+    type Ticket = bool;
+    async fn before(&self, _: ProviderCall) -> ProviderResult<bool> {
+        self.before()
     }
-    async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
-        faulty!(self.s, self.inner.kubernetes().get_cluster(id))
-    }
-    async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
-        faulty!(self.s, self.inner.kubernetes().create_cluster(req))
-    }
-    async fn update_cluster(
+    async fn after(
         &self,
-        id: &str,
-        req: &UpdateClusterRequest,
-    ) -> ProviderResult<ProviderCluster> {
-        faulty!(self.s, self.inner.kubernetes().update_cluster(id, req))
-    }
-    async fn delete_cluster(&self, id: &str) -> ProviderResult<()> {
-        faulty!(self.s, self.inner.kubernetes().delete_cluster(id))
-    }
-    async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
-        faulty!(self.s, self.inner.kubernetes().associated_resources(id))
-    }
-    async fn delete_cluster_selective(&self, id: &str, lbs: &[String]) -> ProviderResult<()> {
-        faulty!(self.s, self.inner.kubernetes().delete_cluster_selective(id, lbs))
-    }
-    async fn list_node_pools(&self, c: &str) -> ProviderResult<Vec<ProviderNodePool>> {
-        faulty!(self.s, self.inner.kubernetes().list_node_pools(c))
-    }
-    async fn get_node_pool(&self, c: &str, n: &str) -> ProviderResult<ProviderNodePool> {
-        faulty!(self.s, self.inner.kubernetes().get_node_pool(c, n))
-    }
-    async fn create_node_pool(
-        &self,
-        c: &str,
-        req: &NodePoolRequest,
-    ) -> ProviderResult<ProviderNodePool> {
-        faulty!(self.s, self.inner.kubernetes().create_node_pool(c, req))
-    }
-    async fn update_node_pool(
-        &self,
-        c: &str,
-        n: &str,
-        req: &NodePoolRequest,
-    ) -> ProviderResult<ProviderNodePool> {
-        faulty!(self.s, self.inner.kubernetes().update_node_pool(c, n, req))
-    }
-    async fn delete_node_pool(&self, c: &str, n: &str) -> ProviderResult<()> {
-        faulty!(self.s, self.inner.kubernetes().delete_node_pool(c, n))
-    }
-    async fn delete_node(
-        &self,
-        c: &str,
-        p: &str,
-        n: &str,
-        skip: bool,
-        replace: bool,
+        _: ProviderCall,
+        lose: bool,
+        _: Result<(), &ProviderError>,
     ) -> ProviderResult<()> {
-        faulty!(self.s, self.inner.kubernetes().delete_node(c, p, n, skip, replace))
-    }
-    async fn available_upgrades(&self, c: &str) -> ProviderResult<Vec<KubernetesVersion>> {
-        faulty!(self.s, self.inner.kubernetes().available_upgrades(c))
-    }
-    async fn upgrade_cluster(&self, c: &str, v: &str) -> ProviderResult<()> {
-        faulty!(self.s, self.inner.kubernetes().upgrade_cluster(c, v))
-    }
-    async fn options(&self) -> ProviderResult<ProviderOptions> {
-        faulty!(self.s, self.inner.kubernetes().options())
-    }
-    async fn credentials(&self, c: &str) -> ProviderResult<ClusterCredentials> {
-        faulty!(self.s, self.inner.kubernetes().credentials(c))
-    }
-    fn invalidate_credentials(&self, c: &str) {
-        self.inner.kubernetes().invalidate_credentials(c)
-    }
-}
-
-#[async_trait]
-impl ProviderImpl for Faulty {
-    fn offer(&self) -> ProviderOffer {
-        self.inner.offer()
-    }
-    async fn check_credentials(&self) -> ProviderResult<()> {
-        self.inner.check_credentials().await
-    }
-    fn kubernetes(&self) -> &dyn KubernetesProvider {
-        self
-    }
-    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        self
-    }
-}
-
-#[async_trait]
-impl LoadBalancerProvider for Faulty {
-    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
-        faulty!(self.s, self.inner.load_balancers().list())
-    }
-    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
-        faulty!(self.s, self.inner.load_balancers().get(id))
-    }
-    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
-        faulty!(self.s, self.inner.load_balancers().create(req))
-    }
-    async fn update(
-        &self,
-        id: &str,
-        req: &LoadBalancerRequest,
-    ) -> ProviderResult<ProviderLoadBalancer> {
-        faulty!(self.s, self.inner.load_balancers().update(id, req))
-    }
-    async fn delete(&self, id: &str) -> ProviderResult<()> {
-        faulty!(self.s, self.inner.load_balancers().delete(id))
+        if lose { Err(lost()) } else { Ok(()) }
     }
 }
 
@@ -217,21 +107,23 @@ impl Observer for FaultyObserver {
         account: &ProviderAccount,
     ) -> Result<Arc<dyn ProviderImpl>, ProviderError> {
         let inner = self.inner.provider(account).await?;
-        Ok(Arc::new(Faulty { inner, s: self.s.clone() }))
+        Ok(Arc::new(Forward::with_hook(inner, self.s.clone())))
     }
     async fn clusters(
         &self,
         account: &ProviderAccount,
         max_age: Duration,
     ) -> Result<Arc<Listing<ProviderCluster>>, ProviderError> {
-        faulty!(self.s, self.inner.clusters(account, max_age))
+        let listing = self.inner.clusters(account, max_age);
+        hooked(self.s.as_ref(), ProviderCall::ListClusters, listing).await
     }
     async fn load_balancers(
         &self,
         account: &ProviderAccount,
         max_age: Duration,
     ) -> Result<Arc<Listing<ProviderLoadBalancer>>, ProviderError> {
-        faulty!(self.s, self.inner.load_balancers(account, max_age))
+        let listing = self.inner.load_balancers(account, max_age);
+        hooked(self.s.as_ref(), ProviderCall::ListLoadBalancers, listing).await
     }
     fn invalidate(&self, account: &ProviderAccount) {
         self.inner.invalidate(account)
@@ -343,8 +235,8 @@ struct World {
 }
 
 impl World {
-    async fn new() -> Self {
-        let env = Env::start().await;
+    async fn new(on: OnProvider) -> Self {
+        let env = Env::start_on(on).await;
         let schedule = Arc::new(Schedule::default());
         let deps = Deps {
             observer: Arc::new(FaultyObserver {
@@ -393,25 +285,24 @@ fn pools_of(p: &ProviderCluster) -> Vec<(String, String, u32)> {
     v
 }
 
-async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
-    let mut w = World::new().await;
-    let acct = w.env.account.provider_account_id.clone();
+async fn scenario(on: OnProvider, actions: Vec<Action>, restart_at: Option<usize>) {
+    let mut w = World::new(on).await;
+    let (size, other) = (on.node_size(), on.other_size());
     let policy =
-        create_policy(&acct, "latest", vec![flavor("cpu", NODE_SIZE, 1), flavor("arm", "c-4", 1)]);
+        w.env.create_policy("latest", vec![flavor("cpu", size, 1), flavor("arm", other, 1)]);
     let pool = w.env.create_pool("web", policy.clone()).await;
     let (c, rows) = w
         .env
-        .create_cluster(
-            "tenant",
-            ClusterMode::Standard,
-            vec![("workers", NODE_SIZE, Scale::Count(1))],
-        )
+        .create_cluster("tenant", ClusterMode::Standard, vec![("workers", size, Scale::Count(1))])
         .await;
-    // Load balancers under the same schedule: two kept, one deleted mid-way.
+    // Load balancers under the same schedule, where the provider offers them (GKE offers
+    // none, SPEC §11): two kept, one deleted mid-way.
     let lb_pool = w.env.lb_pool("lbs", 10).await;
     let mut lbs = Vec::new();
-    for n in ["lb-a", "lb-b", "lb-c"] {
-        lbs.push(w.env.create_load_balancer(&lb_pool, n, lb_spec()).await.load_balancer_id);
+    if !w.env.provider().offer().load_balancer_types.is_empty() {
+        for n in ["lb-a", "lb-b", "lb-c"] {
+            lbs.push(w.env.create_load_balancer(&lb_pool, n, lb_spec()).await.load_balancer_id);
+        }
     }
     w.schedule.load(&actions);
     for i in 0..12 {
@@ -422,13 +313,15 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
         if i == 5 {
             // Changes land while faults still fly.
             let changed = PoolPolicy {
-                flavors: vec![flavor("cpu", NODE_SIZE, 2), flavor("gpu", "g-4vcpu-16gb", 1)],
+                flavors: vec![flavor("cpu", size, 2), flavor("gpu", other, 1)],
                 ..policy.clone()
             };
             w.env.update_policy(&pool.pool_id, changed).await;
             w.env.change_node_pool(&rows[0].node_pool_id, Some(Scale::Count(2)), false).await;
-            w.env.create_node_pool(&c.cluster_id, "extra", "c-4", Scale::Count(1)).await;
-            delete_lb(&w.env, &lbs[2]).await;
+            w.env.create_node_pool(&c.cluster_id, "extra", other, Scale::Count(1)).await;
+            if let Some(lb) = lbs.get(2) {
+                delete_lb(&w.env, lb).await;
+            }
         }
     }
     w.schedule.clear();
@@ -450,26 +343,22 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
     let clusters = provider.kubernetes().list_clusters().await.unwrap();
     let mut names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
     names.sort();
-    let d = pool.pool_id.dashed();
-    let ours = format!("bc-{d}");
+    let ours = w.env.substrate_cluster_name(&pool.pool_id);
+    let name = |flavor: &str| w.env.flavor_pool(&pool.pool_id, flavor);
     assert_eq!(names, vec![ours.as_str(), "tenant"], "one cluster each, never two");
     let sub = clusters.iter().find(|c| c.name == ours).unwrap();
-    assert_eq!(
-        pools_of(sub),
-        vec![
-            (format!("bc-{d}-cpu"), NODE_SIZE.into(), 2),
-            (format!("bc-{d}-gpu"), "g-4vcpu-16gb".into(), 1)
-        ]
-    );
+    assert_eq!(pools_of(sub), vec![(name("cpu"), size.into(), 2), (name("gpu"), other.into(), 1)]);
     let tenant = clusters.iter().find(|c| c.name == "tenant").unwrap();
     assert_eq!(
         pools_of(tenant),
-        vec![("extra".into(), "c-4".into(), 1), ("workers".into(), NODE_SIZE.into(), 2)]
+        vec![("extra".into(), other.into(), 1), ("workers".into(), size.into(), 2)]
     );
     assert_eq!(w.env.substrate(&pool.pool_id).await.nodes_joined, 3);
     // One provider load balancer per live one, none for the deleted one.
-    let at_provider = provider.load_balancers().list().await.unwrap();
-    assert_eq!(at_provider.len(), 2, "{at_provider:?}");
+    if !lbs.is_empty() {
+        let at_provider = provider.load_balancers().list().await.unwrap();
+        assert_eq!(at_provider.len(), 2, "{at_provider:?}");
+    }
 
     // Teardown under faults, then without.
     w.schedule.load(&actions);
@@ -533,7 +422,10 @@ async fn scenario(actions: Vec<Action>, restart_at: Option<usize>) {
         );
     }
     // Every cluster was made once.
-    assert_eq!(w.env.count("POST", bc_sim::model::routes::CLUSTERS), 2);
+    assert_eq!(w.env.calls(Call::CreateCluster), 2);
+    if lbs.is_empty() {
+        return;
+    }
 
     // The load balancers deleted too, under faults: nothing left at the provider, every
     // quota unit back, and one billing interval per load balancer that was ever ready,
@@ -604,15 +496,34 @@ async fn lbs_settled(env: &Env, ids: &[LoadBalancerId]) -> bool {
     true
 }
 
+/// One schedule on `on`, on a runtime of its own.
+fn run(on: OnProvider, actions: Vec<Action>, restart_at: Option<usize>) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    rt.expect("runtime").block_on(scenario(on, actions, restart_at));
+}
+
+// One schedule body, each provider's cases in a test of its own (so both always run).
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 8, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn faults_and_crashes_never_duplicate_or_leave_anything(
+    fn faults_and_crashes_never_duplicate_or_leave_anything_on_do(
         actions in proptest::collection::vec(action(), 0..60),
         restart_at in proptest::option::of(0usize..12),
     ) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(scenario(actions, restart_at));
+        run(OnProvider::DigitalOcean, actions, restart_at);
+    }
+
+    // Fails on GKE, a finding in the GKE adapter (crates/providers/src/gke): when it cannot
+    // count a pool's Nodes through the cluster's API it reports the pool's
+    // `initialNodeCount`, stale after any resize, so a resized pool reads as its first size
+    // (here 1 where 2 were asked and made) and a ready substrate flaps to `updating`.
+    #[test]
+    #[ignore = "the GKE adapter reports a resized pool's initial count when it cannot count its Nodes"]
+    fn faults_and_crashes_never_duplicate_or_leave_anything_on_gke(
+        actions in proptest::collection::vec(action(), 0..60),
+        restart_at in proptest::option::of(0usize..12),
+    ) {
+        run(OnProvider::Gke, actions, restart_at);
     }
 }

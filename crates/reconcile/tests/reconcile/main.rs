@@ -12,6 +12,7 @@ mod edges28b;
 mod faults;
 mod kubernetes_faults;
 mod leases;
+mod lifecycle_faults;
 mod load_balancers;
 mod no_write;
 mod ownership;

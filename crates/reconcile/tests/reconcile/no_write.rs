@@ -8,10 +8,12 @@ use async_trait::async_trait;
 use bc_domain::ResourceState;
 use bc_domain::model::ProviderAccount;
 use bc_domain::ports::{
-    AccountCredentials, KubernetesProvider, LoadBalancerProvider, LoadBalancerRequest,
-    ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderRegistry, ProviderResult, WorkKind,
+    AccountCredentials, LoadBalancerProvider, LoadBalancerRequest, ProviderImpl,
+    ProviderLoadBalancer, ProviderRegistry, ProviderResult, WorkKind,
 };
+use bc_reconcile::Forward;
 use bc_reconcile::runtime::ActivationResult;
+use bc_reconcile::testing::Halves;
 use mockall::mock;
 
 use crate::common::Env;
@@ -30,28 +32,7 @@ mock! {
 
 /// An account whose load balancer half is the mock; its Kubernetes half is the
 /// DigitalOcean adapter on the simulator (never called here).
-struct Mocked {
-    lbs: MockLbs,
-    kubernetes: Arc<dyn ProviderImpl>,
-}
-
-#[async_trait]
-impl ProviderImpl for Mocked {
-    fn offer(&self) -> ProviderOffer {
-        self.kubernetes.offer()
-    }
-    async fn check_credentials(&self) -> ProviderResult<()> {
-        Ok(())
-    }
-    fn kubernetes(&self) -> &dyn KubernetesProvider {
-        self.kubernetes.kubernetes()
-    }
-    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        &self.lbs
-    }
-}
-
-struct OneAccount(Arc<Mocked>);
+struct OneAccount(Arc<Halves>);
 
 #[async_trait]
 impl ProviderRegistry for OneAccount {
@@ -81,8 +62,8 @@ async fn reconciling_a_ready_load_balancer_again_makes_no_provider_write() {
     lbs.expect_create().times(0);
     lbs.expect_update().times(0);
     lbs.expect_delete().times(0);
-    let kubernetes = env.provider();
-    let registry = Arc::new(OneAccount(Arc::new(Mocked { lbs, kubernetes })));
+    let real = env.provider();
+    let registry = Arc::new(OneAccount(Halves::provider(real.offer(), Forward::plain(real), lbs)));
     let runtime = env.runtime("r2", env.deps_with(registry.clone(), env.budget()));
     let stepper = env.stepper(runtime);
     for _ in 0..2 {

@@ -1,79 +1,78 @@
 //! Who owns what (SPEC §6, §8): a cluster made for a substrate belongs to its pool, and a
 //! provider node pool belongs to whoever made it — stepped on a manual clock against
-//! the simulator.
+//! the simulator, on each provider.
 
 use std::time::Duration;
 
 use bc_domain::policy::Scale;
-use bc_domain::ports::{Clock, ClusterRepo};
-use bc_domain::{NodePoolState, PoolId, ResourceState};
-use bc_reconcile::testing::{Env, adopt_policy, flavor};
-use bc_sim::model::routes;
-use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
+use bc_domain::ports::{ClusterRepo, NodePoolRequest, ProviderNodePool};
+use bc_domain::{NodePoolState, ProviderError, ResourceState};
+use bc_reconcile::ProviderCall;
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{Call, Env, OnProvider, adopt_policy, flavor};
+
+on_each_provider!(
+    another_pool_cannot_adopt_a_cluster_made_for_a_substrate,
+    teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make,
+    a_tenant_node_pool_never_takes_over_a_provider_pool_of_its_name,
+);
 
 /// Longer than any wait a reconciler asks for.
 const STEP: Duration = Duration::from_secs(600);
 
-/// The provider id of the cluster of `pool`'s substrate.
-async fn provider_cluster(env: &Env, pool: &PoolId) -> String {
-    let s = env.substrate(pool).await;
-    env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap()
+/// The tenant adds node pool `name` of `count` nodes to provider cluster `pid` at the
+/// provider, outside this system.
+async fn tenants_pool(env: &Env, pid: &str, name: &str, count: u32) -> ProviderNodePool {
+    let req = NodePoolRequest {
+        size: env.on.node_size().into(),
+        ..bc_sim::testing::node_pool_request(name, count)
+    };
+    let k = env.provider();
+    let made = k.kubernetes().create_node_pool(pid, &req).await.expect("the tenant's pool");
+    // Its nodes come up (GKE counts a pool's nodes, not what was asked).
+    for _ in 0..30 {
+        if k.kubernetes().get_node_pool(pid, &made.id).await.expect("their pool").count == count {
+            break;
+        }
+        env.cloud.step(60);
+    }
+    made
 }
 
-/// The names of the provider cluster's node pools, sorted.
-fn pool_names(env: &Env, pid: &str) -> Vec<String> {
-    let mut m = env.sim.state().model();
-    let c = m.find_cluster(pid, env.clock.now());
-    let mut names: Vec<String> =
-        c.map(|c| c.node_pools.into_iter().map(|p| p.name).collect()).unwrap_or_default();
-    names.sort();
-    names
-}
-
-fn cluster_exists(env: &Env, pid: &str) -> bool {
-    env.sim.state().model().find_cluster(pid, env.clock.now()).is_some()
-}
-
-#[tokio::test]
-async fn another_pool_cannot_adopt_a_cluster_made_for_a_substrate() {
-    let env = Env::start().await;
+async fn another_pool_cannot_adopt_a_cluster_made_for_a_substrate(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let account = env.account.provider_account_id.clone();
     let (a, _, _) = env.creating_pool("latest", 1).await;
-    let pid = provider_cluster(&env, &a.pool_id).await;
-    let b =
-        env.create_pool("b", adopt_policy(&account, &pid, vec![flavor("gpu", NODE_SIZE, 1)])).await;
+    let pid = env.substrate_cluster(&a.pool_id).await;
+    let b = env
+        .create_pool("b", adopt_policy(&account, &pid, vec![flavor("gpu", on.node_size(), 1)]))
+        .await;
     let s = env.until_substrate(&b.pool_id, ResourceState::Error, 20).await;
     let m = s.message.clone().unwrap_or_default();
     assert!(m.contains(a.pool_id.as_str()) && m.contains("add a flavor"), "{m}");
     let row = env.cluster(env.substrate(&a.pool_id).await.cluster_id.as_ref().unwrap()).await;
     assert_eq!(row.substrate_pool_ids, vec![a.pool_id.clone()], "B is not recorded on A's cluster");
     assert_eq!(
-        pool_names(&env, &pid),
-        vec![format!("bc-{}-cpu", a.pool_id.dashed())],
+        env.pool_names(&pid).await,
+        vec![env.flavor_pool(&a.pool_id, "cpu")],
         "no pool of B"
     );
     // Not asked again while B's policy stands.
-    let gets = env.count("GET", routes::CLUSTER);
+    let gets = env.made(ProviderCall::GetCluster);
     for _ in 0..5 {
         env.step(STEP).await;
     }
-    assert_eq!(env.count("GET", routes::CLUSTER), gets, "B's refusal stands");
+    assert_eq!(env.made(ProviderCall::GetCluster), gets, "B's refusal stands");
     assert_eq!(env.substrate(&b.pool_id).await.message, s.message);
 }
 
-#[tokio::test]
-async fn teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make() {
-    let env = Env::start().await;
+async fn teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let account = env.account.provider_account_id.clone();
     let (a, _, _) = env.creating_pool("latest", 1).await;
-    let pid = provider_cluster(&env, &a.pool_id).await;
+    let pid = env.substrate_cluster(&a.pool_id).await;
     // The tenant adds a pool of their own at the provider, on the pool's cluster.
-    let now = env.clock.now();
-    env.sim
-        .state()
-        .model()
-        .create_node_pool(TEST_TOKEN, &pid, node_pool("extra", 1, &[]), now)
-        .unwrap();
+    let extra = tenants_pool(&env, &pid, "extra", 1).await;
     env.archive(&a.pool_id).await;
     let s = env.until_substrate(&a.pool_id, ResourceState::Error, 20).await;
     let m = s.message.clone().unwrap_or_default();
@@ -81,33 +80,36 @@ async fn teardown_does_not_delete_a_cluster_holding_a_node_pool_it_did_not_make(
     for _ in 0..3 {
         env.step(STEP).await;
     }
-    assert!(cluster_exists(&env, &pid), "the cluster stays while another pool uses it");
-    assert_eq!(env.count("DELETE", routes::ASSOCIATED_SELECTIVE), 0);
-    // The tenant moves their pool away: teardown goes on.
-    let extra = {
-        let mut model = env.sim.state().model();
-        let c = model.find_cluster(&pid, env.clock.now()).unwrap();
-        c.node_pools.into_iter().find(|p| p.name == "extra").unwrap().id
-    };
-    env.sim.state().model().delete_node_pool(TEST_TOKEN, &pid, &extra, env.clock.now()).unwrap();
+    assert!(env.provider().kubernetes().get_cluster(&pid).await.is_ok(), "the cluster stays");
+    assert_eq!(env.calls(Call::DeleteCluster), 0);
+    // The tenant moves their pool away (once the provider takes the change): teardown
+    // goes on.
+    let mut removed = false;
+    for _ in 0..10 {
+        match env.provider().kubernetes().delete_node_pool(&pid, &extra.id).await {
+            Ok(()) => {
+                removed = true;
+                break;
+            }
+            Err(ProviderError::Busy { .. }) => {
+                env.step(Duration::from_secs(60)).await;
+            }
+            Err(e) => panic!("the tenant's delete: {e}"),
+        }
+    }
+    assert!(removed, "the tenant's pool was deleted");
     env.until_substrate(&a.pool_id, ResourceState::Deleted, 40).await;
     assert_eq!(env.store.cluster_count_live_by_account(&account).await.unwrap(), 0);
 }
 
-#[tokio::test]
-async fn a_tenant_node_pool_never_takes_over_a_provider_pool_of_its_name() {
-    let env = Env::start().await;
+async fn a_tenant_node_pool_never_takes_over_a_provider_pool_of_its_name(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (c, _, pid) = env.ready_cluster("alpha").await;
     // The tenant made a pool named `extra` at the provider, outside this system.
-    let theirs = env
-        .sim
-        .state()
-        .model()
-        .create_node_pool(TEST_TOKEN, &pid, node_pool("extra", 3, &[]), env.clock.now())
-        .unwrap();
+    let theirs = tenants_pool(&env, &pid, "extra", 3).await;
     // A `kubernetesNodePools.create {name: "extra"}` that got through (the API refuses
     // it now; a row recorded before that check, or raced past it, must still be safe).
-    let row = env.create_node_pool(&c.cluster_id, "extra", NODE_SIZE, Scale::Count(1)).await;
+    let row = env.create_node_pool(&c.cluster_id, "extra", on.node_size(), Scale::Count(1)).await;
     let ok = env
         .run_until(10, async |e: &Env| {
             e.node_pool(&row.node_pool_id).await.state == NodePoolState::Error
@@ -124,11 +126,8 @@ async fn a_tenant_node_pool_never_takes_over_a_provider_pool_of_its_name() {
         })
         .await;
     assert!(ok);
-    let mut m = env.sim.state().model();
-    let now_theirs =
-        m.get_node_pool(TEST_TOKEN, &pid, &theirs.id, env.clock.now()).expect("their pool stays");
-    assert_eq!(now_theirs.count, 3, "never resized");
-    drop(m);
-    assert_eq!(env.count("PUT", routes::NODE_POOL), 0);
-    assert_eq!(env.count("DELETE", routes::NODE_POOL), 0);
+    let now_theirs = env.provider().kubernetes().get_node_pool(&pid, &theirs.id).await;
+    assert_eq!(now_theirs.expect("their pool stays").count, 3, "never resized");
+    assert_eq!(env.calls(Call::UpdateNodePool), 0);
+    assert_eq!(env.calls(Call::DeleteNodePool), 0);
 }

@@ -6,49 +6,39 @@
 
 use std::time::Duration;
 
-use bc_domain::model::{Booking, BookingState, ClusterMode};
-use bc_domain::policy::{PoolPolicy, Scale};
-use bc_domain::ports::{
-    Clock, ClusterRepo, LedgerRepo, LoadBalancerRepo, PageRequest, Store, UnitOfWork, WorkKind,
-    Write,
+use bc_domain::model::ClusterMode;
+use bc_domain::policy::Scale;
+use bc_domain::ports::{Clock, LoadBalancerRepo, Store, UnitOfWork, WorkKind, Write};
+use bc_domain::{NodePoolState, ResourceState};
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{
+    Call, Env, OnProvider, adopt_policy, flavor, with_flavors, with_version,
 };
-use bc_domain::{BookingId, NodePoolState, PoolId, ResourceState};
-use bc_reconcile::testing::{Env, adopt_policy, create_policy, flavor, with_version};
 use bc_sim::model::routes;
-use bc_sim::testing::{NODE_SIZE, node_pool};
+use bc_sim::testing::NODE_SIZE;
 
 /// Longer than any wait a reconciler asks for (`waits::ERROR` is two minutes), so each
 /// step is at least one more look at an object in `error`.
 const STEP: Duration = Duration::from_secs(600);
 
-/// How many events of `kind` the tenant has.
-async fn events(env: &Env, kind: &str) -> usize {
-    let all = env.store.event_list(&env.tenant, None, 0, 10_000).await.unwrap();
-    all.iter().filter(|e| e.kind == kind).count()
-}
+on_each_provider!(
+    a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes,
+    a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change,
+    an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool,
+);
 
-fn with_flavors(p: &PoolPolicy, flavors: Vec<bc_domain::policy::Flavor>) -> PoolPolicy {
-    PoolPolicy { flavors, ..p.clone() }
-}
-
-async fn rows_of(env: &Env, pool: &PoolId) -> Vec<bc_domain::model::NodePool> {
-    let s = env.substrate(pool).await;
-    let c = s.cluster_id.expect("cluster recorded");
-    env.store.node_pool_list_by_cluster(&c, &PageRequest::first(100)).await.unwrap().items
-}
-
-#[tokio::test]
-async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes() {
-    let env = Env::start().await;
-    let cpu = flavor("cpu", NODE_SIZE, 1);
-    let policy = create_policy(&env.account.provider_account_id, "latest", vec![cpu.clone()]);
+async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let cpu = flavor("cpu", on.node_size(), 1);
+    let policy = env.create_policy("latest", vec![cpu.clone()]);
     let pool = env.create_pool("web", policy.clone()).await;
     env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
-    let posts = || env.count("POST", routes::NODE_POOLS);
-    let refused = with_flavors(&policy, vec![cpu.clone(), flavor("big", "s-64vcpu-1tb", 1)]);
+    let posts = || env.calls(Call::CreateNodePool);
+    let big = on.unknown_size();
+    let refused = with_flavors(&policy, vec![cpu.clone(), flavor("big", big, 1)]);
     env.update_policy(&pool.pool_id, refused).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
-    assert!(s.message.as_deref().unwrap_or_default().contains("422"), "{s:?}");
+    assert!(s.message.as_deref().unwrap_or_default().contains(big), "{s:?}");
     assert_eq!(posts(), 1, "the refused create was asked once");
 
     // Ten more looks at the error: no call repeated, no state flapping, no new event.
@@ -56,18 +46,18 @@ async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_chang
         env.step(STEP).await;
         let now = env.substrate(&pool.pool_id).await;
         assert_eq!((now.state, &now.message), (ResourceState::Error, &s.message));
-        let big = rows_of(&env, &pool.pool_id).await;
-        let big = big.iter().find(|r| r.name.ends_with("-big")).expect("the refused row");
-        assert_eq!(big.state, NodePoolState::Error, "{big:?}");
+        let rows = env.substrate_rows(&pool.pool_id).await;
+        let row = rows.iter().find(|r| r.name.ends_with("-big")).expect("the refused row");
+        assert_eq!(row.state, NodePoolState::Error, "{row:?}");
     }
     assert_eq!(posts(), 1, "a refusal is not asked again while the policy stands");
-    assert_eq!(events(&env, "kubernetes.nodepool.error").await, 1);
-    assert_eq!(events(&env, "kubernetes.substrate.error").await, 1);
+    assert_eq!(env.events_of("kubernetes.nodepool.error").await, 1);
+    assert_eq!(env.events_of("kubernetes.substrate.error").await, 1);
 
     // Any change of the pool's policy asks again (here the refused flavor is untouched:
     // the provider's answer may depend on what else the pool holds, e.g. its quota).
     let grown =
-        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 2), flavor("big", "s-64vcpu-1tb", 1)]);
+        with_flavors(&policy, vec![flavor("cpu", on.node_size(), 2), flavor("big", big, 1)]);
     env.update_policy(&pool.pool_id, grown).await;
     for _ in 0..5 {
         env.step(STEP).await;
@@ -76,20 +66,19 @@ async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_chang
     assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Error);
 }
 
-#[tokio::test]
-async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change() {
-    let env = Env::start().await;
+async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (c, rows) = env
         .create_cluster(
             "alpha",
             ClusterMode::Standard,
             vec![
-                ("workers", NODE_SIZE, Scale::Count(1)),
-                ("huge", "s-64vcpu-1tb", Scale::Count(1)),
+                ("workers", on.node_size(), Scale::Count(1)),
+                ("huge", on.unknown_size(), Scale::Count(1)),
             ],
         )
         .await;
-    let posts = || env.count("POST", routes::CLUSTERS);
+    let posts = || env.calls(Call::CreateCluster);
     let ok = env
         .run_until(10, async |e: &Env| {
             e.cluster(&c.cluster_id).await.status.state == ResourceState::Error
@@ -103,7 +92,7 @@ async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change
         assert_eq!(env.cluster(&c.cluster_id).await.status, refused.status, "no flapping");
     }
     assert_eq!(posts(), 1, "the refused create is not asked again while nothing changed");
-    assert_eq!(events(&env, "kubernetes.cluster.error").await, 1);
+    assert_eq!(env.events_of("kubernetes.cluster.error").await, 1);
 
     // The tenant removes the pool the provider refused: the create is asked again, without it.
     let huge = rows.iter().find(|r| r.name == "huge").unwrap();
@@ -125,24 +114,12 @@ async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change
     assert!(ok, "{:?}", env.node_pool(&workers.node_pool_id).await);
 }
 
-fn booking(env: &Env, pool: &PoolId, n: u128) -> Booking {
-    Booking {
-        booking_id: BookingId::generate(1, n),
-        tenant_id: env.tenant.clone(),
-        pool_id: pool.clone(),
-        node_name: None,
-        state: BookingState::Active,
-        created_at: env.clock.now(),
-        ends_at: None,
-        ended_at: None,
-    }
-}
-
+/// DigitalOcean only: the simulator refuses a route for good only on DigitalOcean's face.
 #[tokio::test]
 async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     let env = Env::start().await;
     let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
-    let b = booking(&env, &pool.pool_id, 1);
+    let b = env.booking(&pool.pool_id);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
     env.sim
         .state()
@@ -158,7 +135,7 @@ async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     assert!(s.message.as_deref().unwrap_or_default().contains("cannot be upgraded now"), "{s:?}");
     assert_eq!(s.upgrade, None, "the drain marker is cleared with the refusal");
     env.store
-        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&env, &pool.pool_id, 2))))
+        .commit(UnitOfWork::new().write(Write::InsertBooking(env.booking(&pool.pool_id))))
         .await
         .expect("bookings are taken again");
     for _ in 0..5 {
@@ -168,12 +145,10 @@ async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
 }
 
-#[tokio::test]
-async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
-    let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(&env.sim, "tenant", vec![node_pool("own", 1, &[])]);
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    let cpu = flavor("cpu", NODE_SIZE, 1);
+async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
+    let cpu = flavor("cpu", on.node_size(), 1);
     let policy = adopt_policy(&env.account.provider_account_id, &pid, vec![cpu.clone()]);
     let pool = env.create_pool("web", policy.clone()).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
@@ -186,7 +161,7 @@ async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
     assert!(ready);
     env.update_policy(
         &pool.pool_id,
-        with_flavors(&policy, vec![cpu.clone(), flavor("big", "s-64vcpu-1tb", 1)]),
+        with_flavors(&policy, vec![cpu.clone(), flavor("big", on.unknown_size(), 1)]),
     )
     .await;
     env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
@@ -198,10 +173,10 @@ async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
     let c = env.cluster(&cluster).await;
     assert!(shown, "the cluster follows its pools: {c:?}");
     let m = c.status.message.unwrap_or_default();
-    assert!(m.contains(&format!("bc-{}-big", pool.pool_id.dashed())), "names the pool: {m}");
+    assert!(m.contains(&env.flavor_pool(&pool.pool_id, "big")), "names the pool: {m}");
     // The flavor is fixed: the pool converges and the cluster is ready again.
-    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![cpu, flavor("big", NODE_SIZE, 1)]))
-        .await;
+    let fixed = with_flavors(&policy, vec![cpu, flavor("big", on.node_size(), 1)]);
+    env.update_policy(&pool.pool_id, fixed).await;
     env.until_substrate(&pool.pool_id, ResourceState::Ready, 30).await;
     let back = env
         .run_until(5, async |e: &Env| {
@@ -211,6 +186,8 @@ async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool() {
     assert!(back, "{:?}", env.cluster(&cluster).await);
 }
 
+/// DigitalOcean only: it forces the simulated DigitalOcean cluster's state (GKE's busy
+/// answer is in clusters.rs, `a_change_while_the_provider_runs_another_operation…`).
 #[tokio::test]
 async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error() {
     let env = Env::start().await;
@@ -238,10 +215,10 @@ async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_
         })
         .await;
     assert!(made, "{:?}", env.node_pool(&np.node_pool_id).await);
-    assert_eq!(events(&env, "kubernetes.nodepool.error").await, 0);
+    assert_eq!(env.events_of("kubernetes.nodepool.error").await, 0);
 }
 
-/// SPEC §11: a load balancer on an account whose provider offers none (GKE's adapter
+/// GKE only: SPEC §11: a load balancer on an account whose provider offers none (GKE's adapter
 /// declares none) is `error` naming the provider, from the adapter's declaration, once,
 /// and stays so; deleting it still ends it.
 #[tokio::test]
@@ -265,5 +242,5 @@ async fn a_load_balancer_on_a_provider_offering_none_is_refused_from_its_offer()
     assert_eq!(row.status.state, ResourceState::Error, "{row:?}");
     let m = row.status.message.unwrap_or_default();
     assert!(m.contains("gke offers no load balancers"), "{m}");
-    assert_eq!(events(&env, bc_reconcile::provider_resources::plan::events::ERROR).await, 1);
+    assert_eq!(env.events_of(bc_reconcile::provider_resources::plan::events::ERROR).await, 1);
 }

@@ -12,21 +12,16 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bc_domain::model::ClusterMode;
-use bc_domain::model::ProviderAccount;
 use bc_domain::policy::Scale;
-use bc_domain::ports::{
-    AccountCredentials, BudgetRepo, Clock, KubernetesProvider, LoadBalancerProvider,
-    LoadBalancerRequest, ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderRegistry,
-    ProviderResult, WorkKind, WorkQueue,
-};
+use bc_domain::ports::{BudgetRepo, Clock, ProviderResult, WorkKind, WorkQueue};
 use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
 use bc_domain::{ProviderError, ResourceState, Timestamp};
 use bc_reconcile::Entropy;
 use bc_reconcile::kinds::reconciler_of;
 use bc_reconcile::testing::{SeqEntropy, Stepper, create_policy, flavor};
 use bc_reconcile::{
-    Activation, Budget, Deps, LoadBalancers, LocalBudget, Outcome, ReconcileError, Reconciler,
-    RuntimeConfig, StoreBudget,
+    Activation, Budget, CallHook, Deps, ForwardRegistry, LoadBalancers, LocalBudget, Outcome,
+    ProviderCall, ReconcileError, Reconciler, RuntimeConfig, StoreBudget,
 };
 use bc_sim::SimConfig;
 use bc_sim::config::RateLimits;
@@ -203,91 +198,29 @@ async fn the_overlap_check_sees_an_overlap() {
 #[derive(Default)]
 struct Calls(Mutex<Vec<(Timestamp, bool, &'static str)>>);
 
+/// Records every provider call with when it started.
 struct Recording {
-    inner: Arc<dyn ProviderImpl>,
     calls: Arc<Calls>,
     clock: Arc<dyn Clock>,
     replica: &'static str,
 }
 
-impl Recording {
-    async fn record<T>(
+#[async_trait]
+impl CallHook for Recording {
+    /// When the call started.
+    type Ticket = Timestamp;
+    async fn before(&self, _: ProviderCall) -> ProviderResult<Timestamp> {
+        Ok(self.clock.now())
+    }
+    async fn after(
         &self,
-        f: impl std::future::Future<Output = ProviderResult<T>>,
-    ) -> ProviderResult<T> {
-        let at = self.clock.now();
-        let r = f.await;
-        let throttled = matches!(r, Err(ProviderError::RateLimited { .. }));
+        _: ProviderCall,
+        at: Timestamp,
+        outcome: Result<(), &ProviderError>,
+    ) -> ProviderResult<()> {
+        let throttled = matches!(outcome, Err(ProviderError::RateLimited { .. }));
         self.calls.0.lock().unwrap().push((at, throttled, self.replica));
-        r
-    }
-}
-
-#[async_trait]
-impl ProviderImpl for Recording {
-    fn offer(&self) -> ProviderOffer {
-        self.inner.offer()
-    }
-    async fn check_credentials(&self) -> ProviderResult<()> {
-        self.record(self.inner.check_credentials()).await
-    }
-    fn kubernetes(&self) -> &dyn KubernetesProvider {
-        self.inner.kubernetes()
-    }
-    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        self
-    }
-}
-
-#[async_trait]
-impl LoadBalancerProvider for Recording {
-    async fn list(&self) -> ProviderResult<Vec<ProviderLoadBalancer>> {
-        self.record(self.inner.load_balancers().list()).await
-    }
-    async fn get(&self, id: &str) -> ProviderResult<ProviderLoadBalancer> {
-        self.record(self.inner.load_balancers().get(id)).await
-    }
-    async fn create(&self, req: &LoadBalancerRequest) -> ProviderResult<ProviderLoadBalancer> {
-        self.record(self.inner.load_balancers().create(req)).await
-    }
-    async fn update(
-        &self,
-        id: &str,
-        req: &LoadBalancerRequest,
-    ) -> ProviderResult<ProviderLoadBalancer> {
-        self.record(self.inner.load_balancers().update(id, req)).await
-    }
-    async fn delete(&self, id: &str) -> ProviderResult<()> {
-        self.record(self.inner.load_balancers().delete(id)).await
-    }
-}
-
-struct RecordingRegistry {
-    inner: Arc<dyn ProviderRegistry>,
-    calls: Arc<Calls>,
-    clock: Arc<dyn Clock>,
-    replica: &'static str,
-}
-
-#[async_trait]
-impl ProviderRegistry for RecordingRegistry {
-    async fn provider_for(
-        &self,
-        account: &ProviderAccount,
-    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        let inner = self.inner.provider_for(account).await?;
-        Ok(Arc::new(Recording {
-            inner,
-            calls: self.calls.clone(),
-            clock: self.clock.clone(),
-            replica: self.replica,
-        }))
-    }
-    async fn provider_for_credentials(
-        &self,
-        credentials: &AccountCredentials,
-    ) -> ProviderResult<Arc<dyn ProviderImpl>> {
-        self.inner.provider_for_credentials(credentials).await
+        Ok(())
     }
 }
 
@@ -332,12 +265,12 @@ async fn two_replicas_on_one_account(budget: impl Fn(&Env) -> Arc<dyn Budget>) -
     let calls = Arc::new(Calls::default());
     // Few slots each, so both replicas claim work every round.
     let replica = |name: &'static str| {
-        let registry = Arc::new(RecordingRegistry {
-            inner: env.registry(),
+        let (calls, clock): (_, Arc<dyn Clock>) = (calls.clone(), env.clock.clone());
+        let registry = Arc::new(ForwardRegistry::new(env.registry(), move |_| Recording {
             calls: calls.clone(),
-            clock: env.clock.clone(),
+            clock: clock.clone(),
             replica: name,
-        });
+        }));
         let deps = env.deps_with(registry, budget(&env));
         let reconcilers: Vec<Arc<dyn Reconciler>> = vec![Arc::new(LoadBalancers::default())];
         let config = RuntimeConfig {

@@ -12,9 +12,10 @@ use bc_domain::ProviderError;
 use bc_domain::model::{ProviderAccount, SecretString};
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::ports::*;
+use bc_reconcile::on_each_provider;
 use bc_reconcile::substrates::SubstrateReconciler;
 use bc_reconcile::substrates::objects;
-use bc_reconcile::testing::{Env, SeqEntropy};
+use bc_reconcile::testing::{Env, Halves, OnProvider, SeqEntropy};
 use bc_reconcile::{Activation, Deps, Listing, Observer, Outcome, Reconciler};
 use mockall::mock;
 
@@ -80,28 +81,6 @@ mock! {
     }
 }
 
-/// A provider whose halves are the mocks.
-struct Mocked {
-    kube: MockKube,
-    lbs: MockBalancers,
-}
-
-#[async_trait]
-impl ProviderImpl for Mocked {
-    fn offer(&self) -> ProviderOffer {
-        bc_providers::digitalocean::offer()
-    }
-    async fn check_credentials(&self) -> ProviderResult<()> {
-        Ok(())
-    }
-    fn kubernetes(&self) -> &dyn KubernetesProvider {
-        &self.kube
-    }
-    fn load_balancers(&self) -> &dyn LoadBalancerProvider {
-        &self.lbs
-    }
-}
-
 /// A cluster API that connects to the mocked operations.
 struct MockedApi(Arc<MockOps>);
 
@@ -115,9 +94,12 @@ impl ClusterApi for MockedApi {
     }
 }
 
-#[tokio::test]
-async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_store_write() {
-    let env = Env::start().await;
+on_each_provider!(a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_store_write);
+
+async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_store_write(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
     let (pool, _, s) = env.creating_pool("latest", 2).await;
     let cluster = env.store.cluster_get_any(s.cluster_id.as_ref().unwrap()).await.unwrap().unwrap();
     let pid = cluster.provider_cluster_id.clone().unwrap();
@@ -149,7 +131,8 @@ async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_st
     kube.expect_update_node_pool().never();
     kube.expect_delete_node_pool().never();
     kube.expect_upgrade_cluster().never();
-    let provider: Arc<dyn ProviderImpl> = Arc::new(Mocked { kube, lbs: MockBalancers::new() });
+    let provider: Arc<dyn ProviderImpl> =
+        Halves::provider(env.provider().offer(), kube, MockBalancers::new());
     let mut observer = MockObs::new();
     observer.expect_provider().returning(move |_| Ok(provider.clone()));
     let shared = Arc::new(Listing { items: listing, listed_at: env.deps.clock.now() });

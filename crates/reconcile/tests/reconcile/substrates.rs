@@ -5,27 +5,33 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bc_domain::model::{Booking, BookingState, KubernetesCluster, Substrate};
+use bc_domain::model::{KubernetesCluster, Substrate};
 use bc_domain::name::{LABEL_SUBSTRATE_POOL, substrate_namespace};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, Taint, TaintEffect, UpgradePolicy};
 use bc_domain::ports::*;
 use bc_domain::rules::plan::substrate_tag_for;
 use bc_domain::token::sha256_hex;
-use bc_domain::{BookingId, PoolId, ProviderError, ResourceState, StoreError};
 use bc_domain::{FlavorName, SubstrateNaming};
-use bc_reconcile::on_each_provider;
+use bc_domain::{PoolId, ProviderError, ResourceState, StoreError};
 use bc_reconcile::testing::{
-    Call, Env, OnProvider, adopt_policy, create_policy, flavor, with_version,
+    Call, Env, OnProvider, adopt_policy, create_policy, flavor, with_flavors, with_version,
 };
+use bc_reconcile::{ProviderCall, on_each_provider};
 use bc_sim::kube::Resource;
-use bc_sim::testing::{NODE_SIZE, TEST_TOKEN, node_pool};
+use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
 use serde_json::{Value, json};
 
 const STEP: Duration = Duration::from_secs(600);
 
-/// The test account's DigitalOcean adapter (a new instance: its calls are counted).
-fn provider(env: &Env) -> Arc<impl KubernetesProvider + LoadBalancerProvider + use<>> {
+/// The test account's DigitalOcean adapter (a new instance: its calls are counted), for
+/// what only DigitalOcean offers here (load balancers, volumes).
+fn digitalocean(env: &Env) -> Arc<impl KubernetesProvider + LoadBalancerProvider + use<>> {
     env.cloud.provider(TEST_TOKEN)
+}
+
+/// Provider cluster `pid` as the test account's adapter shows it.
+async fn at_provider(env: &Env, pid: &str) -> ProviderResult<ProviderCluster> {
+    env.provider().kubernetes().get_cluster(pid).await
 }
 
 async fn cluster_of(env: &Env, s: &Substrate) -> (KubernetesCluster, String) {
@@ -49,57 +55,32 @@ fn stored(
     env.sim.state().kube.get_object(&env.kube_id(cluster), kind, ns, name)
 }
 
-async fn event_kinds(env: &Env) -> Vec<String> {
-    env.store
-        .event_list(&env.tenant, None, 0, 1000)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.kind)
-        .collect()
-}
-
-async fn pool_names(env: &Env, pid: &str) -> Vec<String> {
-    let mut v: Vec<String> = env
-        .provider()
-        .kubernetes()
-        .get_cluster(pid)
-        .await
-        .unwrap()
-        .node_pools
-        .into_iter()
-        .map(|p| p.name)
-        .collect();
-    v.sort();
-    v
-}
-
-fn booking(pool: &PoolId, env: &Env) -> Booking {
-    Booking {
-        booking_id: BookingId::generate(1, rand_u128()),
-        tenant_id: env.tenant.clone(),
-        pool_id: pool.clone(),
-        node_name: None,
-        state: BookingState::Active,
-        created_at: env.deps.clock.now(),
-        ends_at: None,
-        ended_at: None,
-    }
-}
-
-fn rand_u128() -> u128 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(1);
-    u128::from(N.fetch_add(1, Ordering::Relaxed))
-}
-
 async fn steps(env: &Env, n: usize) {
     for _ in 0..n {
         env.step(STEP).await;
     }
 }
 
-on_each_provider!(create_mode_makes_the_cluster_pools_objects_and_nodes_join);
+on_each_provider!(
+    create_mode_makes_the_cluster_pools_objects_and_nodes_join,
+    substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_write_nothing_at_steady_state,
+    nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready,
+    a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile,
+    an_immediate_upgrade_does_not_wait_for_bookings,
+    adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_is_gone,
+    adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours,
+    flavor_changes_add_resize_replace_and_remove_node_pools,
+    the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay,
+    a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes,
+    throttling_and_server_errors_are_retried_never_shown_as_refusals,
+    a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover,
+    two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time,
+    teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed,
+    removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back,
+    an_adopted_cluster_that_is_gone_is_an_error_naming_it,
+    a_flavor_removed_and_put_back_before_its_pool_is_gone_converges,
+    a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again,
+);
 
 async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvider) {
     let env = Env::start_on(on).await;
@@ -127,7 +108,7 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvid
     assert_eq!(cluster.status.state, ResourceState::Ready);
     let [cpu, gpu] = ["cpu", "gpu"].map(|f| FlavorName::parse(f).unwrap());
     assert_eq!(
-        pool_names(&env, &pid).await,
+        env.pool_names(&pid).await,
         vec![naming.node_pool_name(p, &cpu), naming.node_pool_name(p, &gpu)]
     );
     let pc = env.provider().kubernetes().get_cluster(&pid).await.unwrap();
@@ -189,7 +170,7 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvid
     // The join token: only its hash is stored, and it is the one in the Secret.
     let token = env.join.calls()[0]["joinToken"].as_str().unwrap().to_owned();
     assert!(env.store.join_token_find(&sha256_hex(token.as_bytes())).await.unwrap().is_some());
-    let kinds = event_kinds(&env).await;
+    let kinds = env.event_kinds().await;
     for k in [
         "kubernetes.substrate.provisioning",
         "kubernetes.substrate.ready",
@@ -211,22 +192,19 @@ async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvid
 /// no value) never come back. Substrates in both cases still reach `ready`, and once there
 /// make no write to their cluster's API (no create, update, patch, apply or delete) over a
 /// simulated hour of resyncs.
-#[tokio::test]
-async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_write_nothing_at_steady_state()
- {
-    let env = Env::start().await;
-    let mut tainted = flavor("gpu", NODE_SIZE, 1);
+async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_write_nothing_at_steady_state(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
+    let mut tainted = flavor("gpu", on.node_size(), 1);
     tainted.taints.push(Taint {
         key: "gpu".into(),
         value: String::new(),
         effect: TaintEffect::NoSchedule,
     });
-    let account = env.account.provider_account_id.clone();
-    let untainted = env
-        .create_pool("plain", create_policy(&account, "latest", vec![flavor("cpu", NODE_SIZE, 1)]))
-        .await;
-    let tainted =
-        env.create_pool("tainted", create_policy(&account, "latest", vec![tainted])).await;
+    let plain = env.create_policy("latest", vec![flavor("cpu", on.node_size(), 1)]);
+    let untainted = env.create_pool("plain", plain).await;
+    let tainted = env.create_pool("tainted", env.create_policy("latest", vec![tainted])).await;
     let mut clusters = Vec::new();
     for pool in [&untainted, &tainted] {
         let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
@@ -237,7 +215,7 @@ async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_wri
         let ds = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
         let pod = &ds["spec"]["template"]["spec"];
         assert!(pod.get("tolerations").is_none_or(|t| t[0].get("value").is_none()), "{pod}");
-        clusters.push((pool.pool_id.clone(), pid));
+        clusters.push((pool.pool_id.clone(), env.kube_id(&pid)));
     }
     let kube = &env.sim.state().kube;
     let before: Vec<_> = clusters.iter().map(|(_, c)| kube.write_counts(c)).collect();
@@ -256,9 +234,8 @@ async fn substrates_without_taints_or_with_an_empty_valued_one_are_ready_and_wri
     }
 }
 
-#[tokio::test]
-async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
-    let env = Env::start().await;
+async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready(on: OnProvider) {
+    let env = Env::start_on(on).await;
     env.join.answer(Some(503));
     let (pool, _, s) = env.creating_pool("latest", 2).await;
     let wait = s.waiting_to_join.expect("nodes wait to join");
@@ -301,39 +278,32 @@ async fn nodes_that_do_not_join_get_the_fifteen_minute_message_while_ready() {
     assert_eq!((s.nodes_joined, s.message, s.state), (2, None, ResourceState::Ready));
 }
 
-#[tokio::test]
-async fn a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile() {
-    let env = Env::start().await;
-    let (pool, policy, s) = env.creating_pool("1.32.6-do.1", 1).await;
+async fn a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (old, new) = on.versions();
+    let (pool, policy, s) = env.creating_pool(old, 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
-    let b = booking(&pool.pool_id, &env);
+    let b = env.booking(&pool.pool_id);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
-    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    env.update_policy(&pool.pool_id, with_version(&policy, new)).await;
     let reached =
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
     assert!(reached);
     let s = env.substrate(&pool.pool_id).await;
     assert_eq!(s.state, ResourceState::Updating);
     let wait = s.upgrade.clone().unwrap();
-    assert_eq!(wait.version, "1.33.1-do.0");
+    assert_eq!(wait.version, new);
     assert!(s.message.as_deref().unwrap().contains("1 active booking"), "{s:?}");
     // New bookings are refused while the drain waits.
     let refused = env
         .store
-        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .commit(UnitOfWork::new().write(Write::InsertBooking(env.booking(&pool.pool_id))))
         .await;
-    assert!(
-        matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("1.33.1-do.0")),
-        "{refused:?}"
-    );
+    assert!(matches!(&refused, Err(StoreError::Conflict(m)) if m.contains(new)), "{refused:?}");
     steps(&env, 4).await;
     let s = env.substrate(&pool.pool_id).await;
     assert_eq!(s.upgrade.as_ref().map(|u| u.since), Some(wait.since), "since holds while waiting");
-    assert_eq!(
-        env.count("POST", bc_sim::model::routes::UPGRADE),
-        0,
-        "no upgrade while a booking is active"
-    );
+    assert_eq!(env.calls(Call::Upgrade), 0, "no upgrade while a booking is active");
     // The booking ends: the upgrade is asked for, once, and the cluster gets there.
     env.store
         .commit(
@@ -349,32 +319,28 @@ async fn a_drain_upgrade_waits_for_bookings_and_refuses_new_ones_meanwhile() {
         })
         .await;
     assert!(done, "{:?}", env.substrate(&pool.pool_id).await);
-    assert_eq!(provider(&env).get_cluster(&pid).await.unwrap().version, "1.33.1-do.0");
-    assert_eq!(env.count("POST", bc_sim::model::routes::UPGRADE), 1);
+    assert_eq!(at_provider(&env, &pid).await.unwrap().version, new);
+    assert_eq!(env.calls(Call::Upgrade), 1);
     assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
     env.store
-        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .commit(UnitOfWork::new().write(Write::InsertBooking(env.booking(&pool.pool_id))))
         .await
         .expect("bookings accepted again");
 }
 
-#[tokio::test]
-async fn an_immediate_upgrade_does_not_wait_for_bookings() {
-    let env = Env::start().await;
-    let mut policy = create_policy(
-        &env.account.provider_account_id,
-        "1.32.6-do.1",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
+async fn an_immediate_upgrade_does_not_wait_for_bookings(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (old, new) = on.versions();
+    let mut policy = env.create_policy(old, vec![flavor("cpu", on.node_size(), 1)]);
     policy.upgrades = UpgradePolicy::Immediate;
     let pool = env.create_pool("web", policy.clone()).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let (_, pid) = cluster_of(&env, &s).await;
     env.store
-        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .commit(UnitOfWork::new().write(Write::InsertBooking(env.booking(&pool.pool_id))))
         .await
         .unwrap();
-    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    env.update_policy(&pool.pool_id, with_version(&policy, new)).await;
     let done = env
         .run_until(30, async |e: &Env| {
             let s = e.substrate(&pool.pool_id).await;
@@ -382,7 +348,7 @@ async fn an_immediate_upgrade_does_not_wait_for_bookings() {
         })
         .await;
     assert!(done);
-    assert_eq!(provider(&env).get_cluster(&pid).await.unwrap().version, "1.33.1-do.0");
+    assert_eq!(at_provider(&env, &pid).await.unwrap().version, new);
     assert!(
         env.store
             .event_list(&env.tenant, None, 0, 1000)
@@ -393,17 +359,17 @@ async fn an_immediate_upgrade_does_not_wait_for_bookings() {
     );
 }
 
-#[tokio::test]
-async fn adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_is_gone() {
-    let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(
-        &env.sim,
-        "tenant",
-        vec![node_pool("own", 1, &[("tier", "b")])],
+async fn adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_is_gone(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
+    let kid = env.kube_id(&pid);
+    let policy = adopt_policy(
+        &env.account.provider_account_id,
+        &pid,
+        vec![flavor("cpu", on.node_size(), 1)],
     );
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    let policy =
-        adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]);
     let pool = env.create_pool("web", policy).await;
     env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let joined = env
@@ -415,20 +381,20 @@ async fn adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_i
     let (cluster, _) = cluster_of(&env, &s).await;
     assert_eq!(cluster.origin, bc_domain::model::ClusterOrigin::Adopted);
     assert_eq!(
-        pool_names(&env, &pid).await,
-        vec![format!("bc-{}-cpu", pool.pool_id.dashed()), "own".to_owned()]
+        env.pool_names(&pid).await,
+        vec![env.flavor_pool(&pool.pool_id, "cpu"), "own".to_owned()]
     );
 
     // The tenant replaces our DaemonSet with one of their own.
     let ns = substrate_namespace(&pool.pool_id);
     let now = env.deps.clock.now();
     let kube = &env.sim.state().kube;
-    kube.delete(&pid, Resource::DaemonSet, Some(&ns), "bcd", &Preconditions::default(), now)
+    kube.delete(&kid, Resource::DaemonSet, Some(&ns), "bcd", &Preconditions::default(), now)
         .unwrap();
     let theirs = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "bcd", "namespace": ns, "labels": {"team": "tenant"}},
         "spec": bc_sim::testing::bcd_daemonset_spec(None, &[])});
-    kube.apply_manifest(&pid, "kubectl", &theirs, false, now).unwrap();
+    kube.apply_manifest(&kid, "kubectl", &theirs, false, now).unwrap();
     let before = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
     env.driver_wake(&pool.pool_id).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 5).await;
@@ -449,7 +415,7 @@ async fn adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_i
     assert_eq!(written(after), written(before), "the tenant's DaemonSet is not patched");
     // Gone: the substrate applies its own and is ready again.
     kube.delete(
-        &pid,
+        &kid,
         Resource::DaemonSet,
         Some(&ns),
         "bcd",
@@ -460,28 +426,21 @@ async fn adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_i
     env.until_substrate(&pool.pool_id, ResourceState::Ready, 10).await;
     let ours = stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").unwrap();
     assert_eq!(ours["metadata"]["labels"][LABEL_SUBSTRATE_POOL], pool.pool_id.as_str());
-    assert!(event_kinds(&env).await.iter().any(|k| k == "kubernetes.substrate.error"));
+    assert!(env.event_kinds().await.iter().any(|k| k == "kubernetes.substrate.error"));
 }
 
-#[tokio::test]
-async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
-    let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(
-        &env.sim,
-        "tenant",
-        vec![node_pool("own", 1, &[("tier", "b")])],
-    );
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
+async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
     let policy = adopt_policy(
         &env.account.provider_account_id,
         &pid,
-        vec![flavor("cpu", NODE_SIZE, 1), flavor("arm", "c-4", 1)],
+        vec![flavor("cpu", on.node_size(), 1), flavor("arm", on.other_size(), 1)],
     );
     let pool = env.create_pool("web", policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let (cluster, _) = cluster_of(&env, &s).await;
-    let own_before = provider(&env)
-        .get_cluster(&pid)
+    let own_before = at_provider(&env, &pid)
         .await
         .unwrap()
         .node_pools
@@ -491,7 +450,7 @@ async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
     let token = env.join.calls()[0]["joinToken"].as_str().unwrap().to_owned();
     env.archive(&pool.pool_id).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
-    let pc = provider(&env).get_cluster(&pid).await.expect("the adopted cluster stays");
+    let pc = at_provider(&env, &pid).await.expect("the adopted cluster stays");
     assert_eq!(pc.node_pools.len(), 1, "{:?}", pc.node_pools);
     assert_eq!(pc.node_pools[0], own_before, "the tenant's pool is untouched");
     let ns = substrate_namespace(&pool.pool_id);
@@ -511,11 +470,7 @@ async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
     steps(&env, 3).await;
     let row = env.store.cluster_get_any(&cluster.cluster_id).await.unwrap().unwrap();
     assert_eq!(row.status.state, ResourceState::Deleted);
-    assert_eq!(
-        env.count("DELETE", bc_sim::model::routes::CLUSTER),
-        0,
-        "an adopted cluster is never deleted"
-    );
+    assert_eq!(env.calls(Call::DeleteCluster), 0, "an adopted cluster is never deleted");
     let live = env
         .store
         .node_pool_list_by_cluster(&cluster.cluster_id, &PageRequest::first(100))
@@ -525,12 +480,14 @@ async fn adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours() {
     assert!(live.is_empty(), "{live:?}");
 }
 
+/// DigitalOcean only: the load balancers and volumes it makes are DigitalOcean's (GKE
+/// offers no load balancers here, SPEC §11, and the simulator injects volumes only there).
 #[tokio::test]
 async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_names_its_volumes() {
     let env = Env::start().await;
     let (pool, _, s) = env.creating_pool("latest", 1).await;
     let (cluster, pid) = cluster_of(&env, &s).await;
-    let lbs = provider(&env);
+    let lbs = digitalocean(&env);
     let mut svc = bc_sim::testing::lb_request("svc-lb");
     svc.tags = vec![format!("k8s:{pid}")];
     let svc = LoadBalancerProvider::create(&*lbs, &svc).await.unwrap();
@@ -540,10 +497,7 @@ async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_na
     let vol = env.sim.state().model().inject_volume(TEST_TOKEN, &pid, "pvc-data").unwrap();
     env.archive(&pool.pool_id).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
-    assert!(matches!(
-        provider(&env).get_cluster(&pid).await,
-        Err(bc_domain::ProviderError::NotFound)
-    ));
+    assert!(matches!(lbs.get_cluster(&pid).await, Err(bc_domain::ProviderError::NotFound)));
     assert!(
         matches!(
             LoadBalancerProvider::get(&*lbs, &svc.id).await,
@@ -577,10 +531,6 @@ async fn create_mode_teardown_deletes_the_cluster_with_its_load_balancers_and_na
     assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Deleted);
 }
 
-fn with_flavors(p: &PoolPolicy, flavors: Vec<bc_domain::policy::Flavor>) -> PoolPolicy {
-    PoolPolicy { flavors, ..p.clone() }
-}
-
 /// Steps until the pool's substrate converged its latest policy; asserts after every
 /// step that the cluster never holds two pools of one name.
 async fn converge_policy(env: &Env, pool: &PoolId, pid: &str, max: usize) -> Substrate {
@@ -591,7 +541,7 @@ async fn converge_policy(env: &Env, pool: &PoolId, pid: &str, max: usize) -> Sub
             return s;
         }
         env.step(STEP).await;
-        let names = pool_names(env, pid).await;
+        let names = env.pool_names(pid).await;
         let mut dedup = names.clone();
         dedup.dedup();
         assert_eq!(names, dedup, "two pools of one name");
@@ -599,51 +549,49 @@ async fn converge_policy(env: &Env, pool: &PoolId, pid: &str, max: usize) -> Sub
     panic!("policy {generation} not converged: {:?}", env.substrate(pool).await);
 }
 
-#[tokio::test]
-async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
-    let env = Env::start().await;
+async fn flavor_changes_add_resize_replace_and_remove_node_pools(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (size, other) = (on.node_size(), on.other_size());
     let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
-    let d = pool.pool_id.dashed();
-    let pools = |env: &Env| {
-        let provider = provider(env);
-        let pid = pid.clone();
-        async move { provider.get_cluster(&pid).await.unwrap().node_pools }
-    };
+    let name = |flavor: &str| env.flavor_pool(&pool.pool_id, flavor);
+    let pools = async |env: &Env| at_provider(env, &pid).await.unwrap().node_pools;
     // Add a flavor.
     env.update_policy(
         &pool.pool_id,
-        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 1), flavor("arm", "c-4", 1)]),
+        with_flavors(&policy, vec![flavor("cpu", size, 1), flavor("arm", other, 1)]),
     )
     .await;
     let s = converge_policy(&env, &pool.pool_id, &pid, 30).await;
-    assert_eq!(pool_names(&env, &pid).await, vec![format!("bc-{d}-arm"), format!("bc-{d}-cpu")]);
+    assert_eq!(env.pool_names(&pid).await, vec![name("arm"), name("cpu")]);
     assert_eq!(s.nodes_listed, 2);
-    assert!(event_kinds(&env).await.iter().any(|k| k == "kubernetes.substrate.updating"));
+    assert!(env.event_kinds().await.iter().any(|k| k == "kubernetes.substrate.updating"));
     // Resize.
     env.update_policy(
         &pool.pool_id,
-        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 3), flavor("arm", "c-4", 1)]),
+        with_flavors(&policy, vec![flavor("cpu", size, 3), flavor("arm", other, 1)]),
     )
     .await;
     converge_policy(&env, &pool.pool_id, &pid, 30).await;
     let cpu = pools(&env).await.into_iter().find(|p| p.name.ends_with("-cpu")).unwrap();
     assert_eq!((cpu.count, cpu.nodes.len()), (3, 3));
-    // Size change: replaced (the old pool goes, then the new one is made).
+    // Size change: replaced (the old pool goes, then the new one is made; a pool's id may
+    // be its name, as on GKE, so the calls say it was replaced).
+    let made = (env.calls(Call::DeleteNodePool), env.calls(Call::CreateNodePool));
     env.update_policy(
         &pool.pool_id,
-        with_flavors(&policy, vec![flavor("cpu", "s-4vcpu-8gb", 3), flavor("arm", "c-4", 1)]),
+        with_flavors(&policy, vec![flavor("cpu", other, 3), flavor("arm", other, 1)]),
     )
     .await;
     converge_policy(&env, &pool.pool_id, &pid, 40).await;
     let cpu2 = pools(&env).await.into_iter().find(|p| p.name.ends_with("-cpu")).unwrap();
-    assert_eq!(cpu2.size, "s-4vcpu-8gb");
-    assert_ne!(cpu2.id, cpu.id);
+    assert_eq!((cpu2.size.as_str(), cpu2.count), (other, 3));
+    let replaced = (env.calls(Call::DeleteNodePool), env.calls(Call::CreateNodePool));
+    assert_eq!(replaced, (made.0 + 1, made.1 + 1), "replaced: one delete, one create");
     // Remove a flavor.
-    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![flavor("cpu", "s-4vcpu-8gb", 3)]))
-        .await;
+    env.update_policy(&pool.pool_id, with_flavors(&policy, vec![flavor("cpu", other, 3)])).await;
     let s = converge_policy(&env, &pool.pool_id, &pid, 30).await;
-    assert_eq!(pool_names(&env, &pid).await, vec![format!("bc-{d}-cpu")]);
+    assert_eq!(env.pool_names(&pid).await, vec![name("cpu")]);
     assert_eq!(s.nodes_listed, 3);
     let cluster = env.substrate(&pool.pool_id).await.cluster_id.unwrap();
     let rows = env
@@ -652,13 +600,11 @@ async fn flavor_changes_add_resize_replace_and_remove_node_pools() {
         .await
         .unwrap()
         .items;
-    assert_eq!(
-        rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
-        vec![format!("bc-{d}-cpu")]
-    );
-    assert_eq!(rows[0].size, "s-4vcpu-8gb");
+    assert_eq!(rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), vec![name("cpu")]);
+    assert_eq!(rows[0].size, other);
 }
 
+/// DigitalOcean only: the simulator's autoscaler moves a pool only on DigitalOcean's face.
 #[tokio::test]
 async fn autoscaled_counts_are_left_to_the_provider() {
     let env = Env::start().await;
@@ -680,14 +626,15 @@ async fn autoscaled_counts_are_left_to_the_provider() {
         puts,
         "no update of an autoscaled count"
     );
-    let np = provider(&env).get_cluster(&pid).await.unwrap().node_pools.remove(0);
+    let np = at_provider(&env, &pid).await.unwrap().node_pools.remove(0);
     assert_eq!(np.count, 3);
     assert_eq!(env.substrate(&pool.pool_id).await.nodes_listed, 3);
 }
 
-#[tokio::test]
-async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay() {
-    let env = Env::start().await;
+async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
     let (pool, _, _) = env.creating_pool("latest", 2).await;
     assert!(
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.nodes_joined == 2).await
@@ -710,7 +657,7 @@ async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_no
         .state()
         .kube
         .delete(
-            &pid,
+            &env.kube_id(&pid),
             Resource::Secret,
             Some(&ns),
             "bcd-join",
@@ -730,7 +677,7 @@ async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_no
     env.sim
         .state()
         .kube
-        .apply_manifest(&pid, "kubectl", &altered, true, env.deps.clock.now())
+        .apply_manifest(&env.kube_id(&pid), "kubectl", &altered, true, env.deps.clock.now())
         .unwrap();
     assert_eq!(digest(&env).unwrap(), sha256_hex(b"bcj_guessed"));
     env.driver_wake(&pool.pool_id).await;
@@ -748,12 +695,13 @@ async fn the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_no
     assert_eq!(env.substrate(&pool.pool_id).await.nodes_joined, 2);
 }
 
+/// DigitalOcean only: a zonal GKE cluster cannot become regional (its adapter refuses).
 #[tokio::test]
 async fn high_availability_is_turned_on_by_a_policy_change() {
     let env = Env::start().await;
     let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, pid) = cluster_of(&env, &s).await;
-    assert!(!provider(&env).get_cluster(&pid).await.unwrap().high_availability);
+    assert!(!at_provider(&env, &pid).await.unwrap().high_availability);
     let mut ha = policy.clone();
     if let Some(sp) = &mut ha.substrate
         && let ClusterPolicy::Create(c) = &mut sp.cluster
@@ -762,23 +710,20 @@ async fn high_availability_is_turned_on_by_a_policy_change() {
     }
     env.update_policy(&pool.pool_id, ha).await;
     converge_policy(&env, &pool.pool_id, &pid, 20).await;
-    assert!(provider(&env).get_cluster(&pid).await.unwrap().high_availability);
+    assert!(at_provider(&env, &pid).await.unwrap().high_availability);
     assert_eq!(env.count("PUT", bc_sim::model::routes::CLUSTER), 1);
 }
 
-#[tokio::test]
-async fn a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes() {
-    let env = Env::start().await;
+async fn a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (cluster, pid) = cluster_of(&env, &s).await;
-    env.update_policy(
-        &pool.pool_id,
-        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-64vcpu-1tb", 1)]),
-    )
-    .await;
+    let (size, big) = (on.node_size(), on.unknown_size());
+    let refused = with_flavors(&policy, vec![flavor("cpu", size, 1), flavor("big", big, 1)]);
+    env.update_policy(&pool.pool_id, refused).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
     let m = s.message.unwrap();
-    assert!(m.contains(&format!("bc-{}-big", pool.pool_id.dashed())) && m.contains("422"), "{m}");
+    assert!(m.contains(&env.flavor_pool(&pool.pool_id, "big")) && m.contains(big), "{m}");
     let rows = env
         .store
         .node_pool_list_by_cluster(&cluster.cluster_id, &PageRequest::first(100))
@@ -787,30 +732,21 @@ async fn a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes() 
         .items;
     let big = rows.iter().find(|r| r.name.ends_with("-big")).unwrap();
     assert_eq!(big.state, bc_domain::NodePoolState::Error);
-    assert!(event_kinds(&env).await.iter().any(|k| k == "kubernetes.nodepool.error"));
+    assert!(env.event_kinds().await.iter().any(|k| k == "kubernetes.nodepool.error"));
     env.update_policy(
         &pool.pool_id,
-        with_flavors(&policy, vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-8vcpu-16gb", 1)]),
+        with_flavors(&policy, vec![flavor("cpu", size, 1), flavor("big", on.other_size(), 1)]),
     )
     .await;
     converge_policy(&env, &pool.pool_id, &pid, 30).await;
-    assert_eq!(pool_names(&env, &pid).await.len(), 2);
+    assert_eq!(env.pool_names(&pid).await.len(), 2);
 }
 
-#[tokio::test]
-async fn throttling_and_server_errors_are_retried_never_shown_as_refusals() {
-    let env = Env::start().await;
-    {
-        let mut m = env.sim.state().model();
-        let key = bc_sim::model::routes::key("POST", bc_sim::model::routes::CLUSTERS);
-        m.inject_failures(&key, 2, bc_sim::model::Fault::ServerError);
-        m.inject_failures(&key, 1, bc_sim::model::Fault::TooManyRequests { retry_after: 5 });
-    }
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
+async fn throttling_and_server_errors_are_retried_never_shown_as_refusals(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    env.fail(Call::CreateCluster, 2);
+    env.throttle(Call::CreateCluster, 1);
+    let policy = env.create_policy("latest", vec![flavor("cpu", on.node_size(), 1)]);
     let pool = env.create_pool("web", policy).await;
     for _ in 0..40 {
         let s = env.substrate(&pool.pool_id).await;
@@ -822,58 +758,39 @@ async fn throttling_and_server_errors_are_retried_never_shown_as_refusals() {
     }
     assert_eq!(env.substrate(&pool.pool_id).await.state, ResourceState::Ready);
     assert_eq!(env.driver.failures(), 3, "each fault retried by the runtime");
-    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 4);
-    let clusters = provider(&env).list_clusters().await.unwrap();
+    assert_eq!(env.calls(Call::CreateCluster), 4);
+    let clusters = env.provider().kubernetes().list_clusters().await.unwrap();
     assert_eq!(clusters.len(), 1);
 }
 
-#[tokio::test]
-async fn a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover() {
-    let env = Env::start().await;
-    let policy = create_policy(
-        &env.account.provider_account_id,
-        "latest",
-        vec![flavor("cpu", NODE_SIZE, 1)],
-    );
+async fn a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let policy = env.create_policy("latest", vec![flavor("cpu", on.node_size(), 1)]);
     let pool = env.create_pool("web", policy).await;
     // Someone made a cluster of our derived name, without our tag.
-    let theirs = bc_sim::testing::create_cluster(
-        &env.sim,
-        &format!("bc-{}", pool.pool_id.dashed()),
-        vec![node_pool("x", 1, &[])],
-    );
+    let theirs = env.made_outside(&env.substrate_cluster_name(&pool.pool_id), "x").await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
     assert!(s.message.as_deref().unwrap().contains(&theirs), "{s:?}");
-    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 0);
+    assert_eq!(env.made(ProviderCall::CreateCluster), 0, "no cluster made of the taken name");
     // Archiving tears down only what is ours: their cluster stays.
     env.archive(&pool.pool_id).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 10).await;
-    assert!(provider(&env).get_cluster(&theirs).await.is_ok());
+    assert!(at_provider(&env, &theirs).await.is_ok());
 }
 
-#[tokio::test]
-async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
-    let env = Env::start().await;
-    let pid = bc_sim::testing::create_cluster(&env.sim, "shared", vec![node_pool("own", 1, &[])]);
-    bc_sim::testing::run_until_running(&env.sim, &env.clock, &pid);
-    let a = env
-        .create_pool(
-            "a",
-            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
-        )
-        .await;
-    let b = env
-        .create_pool(
-            "b",
-            adopt_policy(&env.account.provider_account_id, &pid, vec![flavor("cpu", NODE_SIZE, 1)]),
-        )
-        .await;
+async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.made_outside("shared", "own").await;
+    let cpu = vec![flavor("cpu", on.node_size(), 1)];
+    let account = env.account.provider_account_id.clone();
+    let a = env.create_pool("a", adopt_policy(&account, &pid, cpu.clone())).await;
+    let b = env.create_pool("b", adopt_policy(&account, &pid, cpu)).await;
     let sa = env.until_substrate(&a.pool_id, ResourceState::Ready, 40).await;
     let sb = env.until_substrate(&b.pool_id, ResourceState::Ready, 40).await;
     assert_eq!(sa.cluster_id, sb.cluster_id, "one row for the provider cluster");
     let (row, _) = cluster_of(&env, &sa).await;
     assert_eq!(row.substrate_pool_ids.len(), 2);
-    assert_eq!(pool_names(&env, &pid).await.len(), 3);
+    assert_eq!(env.pool_names(&pid).await.len(), 3);
     env.archive(&a.pool_id).await;
     env.until_substrate(&a.pool_id, ResourceState::Deleted, 40).await;
     steps(&env, 2).await;
@@ -883,8 +800,8 @@ async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
         (vec![b.pool_id.clone()], ResourceState::Ready)
     );
     assert_eq!(
-        pool_names(&env, &pid).await,
-        vec![format!("bc-{}-cpu", b.pool_id.dashed()), "own".to_owned()]
+        env.pool_names(&pid).await,
+        vec![env.flavor_pool(&b.pool_id, "cpu"), "own".to_owned()]
     );
     assert!(
         stored(&env, &pid, ObjectKind::DaemonSet, Some(&substrate_namespace(&b.pool_id)), "bcd")
@@ -893,10 +810,9 @@ async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time() {
     assert_eq!(env.substrate(&b.pool_id).await.state, ResourceState::Ready);
 }
 
-#[tokio::test]
-async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed() {
-    let env = Env::start().await;
-    let pid = env.tenant_cluster();
+async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
     let pool = env.adopting_pool(&pid).await;
     let ns = substrate_namespace(&pool.pool_id);
     let kube = &env.sim.state().kube;
@@ -911,7 +827,7 @@ async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed
     assert!(stored(&env, &pid, ObjectKind::Secret, Some(&ns), "bcd-join").is_some());
     assert!(stored(&env, &pid, ObjectKind::DaemonSet, Some(&ns), "bcd").is_none(), "ours went");
     kube.delete(
-        &pid,
+        &env.kube_id(&pid),
         Resource::Secret,
         Some(&ns),
         "bcd-join",
@@ -921,23 +837,22 @@ async fn teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed
     .unwrap();
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
     assert!(stored(&env, &pid, ObjectKind::Namespace, None, &ns).is_none());
-    assert_eq!(pool_names(&env, &pid).await, vec!["own".to_owned()]);
+    assert_eq!(env.pool_names(&pid).await, vec!["own".to_owned()]);
 }
 
-#[tokio::test]
-async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back() {
-    let env = Env::start().await;
+async fn removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, policy, s) = env.creating_pool("latest", 1).await;
     let (_, first) = cluster_of(&env, &s).await;
     env.update_policy(&pool.pool_id, PoolPolicy { substrate: None, ..policy.clone() }).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 40).await;
-    assert!(provider(&env).list_clusters().await.unwrap().is_empty());
+    assert!(env.provider().kubernetes().list_clusters().await.unwrap().is_empty());
     // Added again: a new substrate, a new cluster of the same derived name.
     env.update_policy(&pool.pool_id, policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let (_, second) = cluster_of(&env, &s).await;
     assert_ne!(first, second);
-    assert_eq!(provider(&env).list_clusters().await.unwrap().len(), 1);
+    assert_eq!(env.provider().kubernetes().list_clusters().await.unwrap().len(), 1);
 }
 
 on_each_provider!(
@@ -977,7 +892,7 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again(on: OnProvider)
     assert_eq!(pc.name, naming.cluster_name(p).as_str());
     assert_eq!(pc.tags, vec![substrate_tag_for(p, naming)]);
     let cpu = FlavorName::parse("cpu").unwrap();
-    assert_eq!(pool_names(&env, &new).await, vec![naming.node_pool_name(p, &cpu)]);
+    assert_eq!(env.pool_names(&new).await, vec![naming.node_pool_name(p, &cpu)]);
     let ns = substrate_namespace(&pool.pool_id);
     assert!(stored(&env, &new, ObjectKind::DaemonSet, Some(&ns), "bcd").is_some());
     assert!(env.join.calls().len() >= joins + 2, "the new cluster's nodes joined");
@@ -1009,12 +924,11 @@ async fn a_created_cluster_deleted_behind_our_back_is_made_again(on: OnProvider)
 
 /// SPEC §6: an adopted cluster that is gone is not ours to make again — the substrate is
 /// `error` naming it, and nothing is created.
-#[tokio::test]
-async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
-    let env = Env::start().await;
-    let pid = env.tenant_cluster();
+async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
     let pool = env.adopting_pool(&pid).await;
-    provider(&env).delete_cluster(&pid).await.expect("deleted by the tenant");
+    env.provider().kubernetes().delete_cluster(&pid).await.expect("deleted by the tenant");
     let gone = env
         .run_until(80, async |e: &Env| {
             let s = e.substrate(&pool.pool_id).await;
@@ -1025,7 +939,7 @@ async fn an_adopted_cluster_that_is_gone_is_an_error_naming_it() {
     let s = env.substrate(&pool.pool_id).await;
     assert!(gone, "{s:?}");
     assert!(s.message.as_deref().unwrap().contains(&pid), "{s:?}");
-    assert_eq!(env.count("POST", bc_sim::model::routes::CLUSTERS), 0, "not ours to make");
+    assert_eq!(env.made(ProviderCall::CreateCluster), 0, "not ours to make");
 }
 
 /// On the production observer (`SharedObserver`): a steady substrate whose node pool was
@@ -1059,19 +973,18 @@ async fn a_lost_node_pool_create_is_never_sent_twice_from_a_stale_listing(on: On
     let s = env.substrate(&pool.pool_id).await;
     assert_eq!(env.calls(Call::CreateNodePool), 1, "made once: {s:?}");
     assert_eq!(s.state, ResourceState::Ready, "{s:?}");
-    assert_eq!(pool_names(&env, &pid).await, vec![ours.name]);
+    assert_eq!(env.pool_names(&pid).await, vec![ours.name]);
 }
 
 /// A flavor removed and put back before its node pool is gone: the old pool's deletion
 /// finishes, and the flavor gets a new live row and a new pool — the row never stays
 /// `deleting`, and the adopted cluster (whose state follows its pools) ends `ready`.
-#[tokio::test]
-async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges() {
-    let env = Env::start().await;
-    let pid = env.tenant_cluster();
+async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
     let pool = env.adopting_pool(&pid).await;
     let policy = env.store.pool_get_any(&pool.pool_id).await.unwrap().unwrap().policy;
-    let name = format!("bc-{}-cpu", pool.pool_id.dashed());
+    let name = env.flavor_pool(&pool.pool_id, "cpu");
     env.update_policy(&pool.pool_id, with_flavors(&policy, vec![])).await;
     env.step(STEP).await;
     let cluster = env.substrate(&pool.pool_id).await.cluster_id.unwrap();
@@ -1084,14 +997,14 @@ async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges() {
     let before = rows(&env).await;
     assert_eq!(before.len(), 1, "{before:?}");
     assert_eq!(before[0].state, bc_domain::NodePoolState::Deleting, "{before:?}");
-    assert!(pool_names(&env, &pid).await.contains(&name), "not gone yet");
+    assert!(env.pool_names(&pid).await.contains(&name), "not gone yet");
 
     env.update_policy(&pool.pool_id, policy.clone()).await;
     converge_policy(&env, &pool.pool_id, &pid, 40).await;
     let after = rows(&env).await;
     assert_eq!(after.len(), 1, "one live row: {after:?}");
     assert_eq!(after[0].state, bc_domain::NodePoolState::Ready, "{after:?}");
-    assert_eq!(pool_names(&env, &pid).await, vec![name, "own".to_owned()]);
+    assert_eq!(env.pool_names(&pid).await, vec![name, "own".to_owned()]);
     let settled = env
         .run_until(10, async |e: &Env| {
             e.cluster(&cluster).await.status.state == ResourceState::Ready
@@ -1104,18 +1017,18 @@ async fn a_flavor_removed_and_put_back_before_its_pool_is_gone_converges() {
 /// end before an upgrade, then a policy change adds a flavor the provider refuses. The
 /// refusal stands (no upgrade goes on until the policy changes), so the drain ends and
 /// bookings are taken again.
-#[tokio::test]
-async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
-    let env = Env::start().await;
-    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
-    let b = booking(&pool.pool_id, &env);
+async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (old, new) = on.versions();
+    let (pool, policy, _) = env.creating_pool(old, 1).await;
+    let b = env.booking(&pool.pool_id);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b))).await.unwrap();
-    let upgrading = with_version(&policy, "1.33.1-do.0");
+    let upgrading = with_version(&policy, new);
     env.update_policy(&pool.pool_id, upgrading.clone()).await;
     let reached =
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
     assert!(reached, "the drain waits");
-    let refused = vec![flavor("cpu", NODE_SIZE, 1), flavor("big", "s-64vcpu-1tb", 1)];
+    let refused = vec![flavor("cpu", on.node_size(), 1), flavor("big", on.unknown_size(), 1)];
     env.update_policy(&pool.pool_id, with_flavors(&upgrading, refused)).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
     steps(&env, 3).await;
@@ -1123,12 +1036,12 @@ async fn a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again() {
     assert_eq!((s2.state, &s2.message), (s.state, &s.message), "the refusal stands");
     assert_eq!(s2.upgrade, None, "no drain under a standing refusal: {s2:?}");
     env.store
-        .commit(UnitOfWork::new().write(Write::InsertBooking(booking(&pool.pool_id, &env))))
+        .commit(UnitOfWork::new().write(Write::InsertBooking(env.booking(&pool.pool_id))))
         .await
         .expect("bookings accepted again");
 }
 
-/// SPEC §6: adopting an autopilot cluster (GKE's; DigitalOcean has none) is refused,
+/// GKE only (DigitalOcean has no autopilot clusters). SPEC §6: adopting an autopilot cluster is refused,
 /// recorded once — one `error`, one event — and not asked again until the policy changes.
 #[tokio::test]
 async fn adopting_an_autopilot_cluster_is_refused_once() {
@@ -1151,9 +1064,7 @@ async fn adopting_an_autopilot_cluster_is_refused_once() {
     let m = s.message.clone().unwrap();
     assert!(m.contains("autopilot") && m.contains(&made.id), "{m}");
     steps(&env, 5).await;
-    let errors =
-        event_kinds(&env).await.into_iter().filter(|k| k == "kubernetes.substrate.error").count();
-    assert_eq!(errors, 1, "recorded once");
+    assert_eq!(env.events_of("kubernetes.substrate.error").await, 1, "recorded once");
     assert_eq!(env.calls(Call::CreateNodePool), 0);
     assert!(
         env.store

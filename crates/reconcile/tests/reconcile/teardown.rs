@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use bc_domain::ResourceState;
 use bc_domain::name::substrate_namespace;
-use bc_domain::ports::{Clock, LedgerRepo, ObjectKind, Preconditions};
-use bc_domain::{PoolId, ResourceState};
+use bc_domain::ports::{Clock, ObjectKind, Preconditions};
 use bc_reconcile::on_each_provider;
 use bc_reconcile::testing::{Call, Env, OnProvider};
 use bc_sim::kube::Resource;
@@ -17,13 +17,6 @@ on_each_provider!(
 
 /// Longer than any wait a reconciler asks for.
 const STEP: Duration = Duration::from_secs(600);
-
-/// The pool's substrate events, by kind, in order.
-async fn substrate_events(env: &Env, pool: &PoolId) -> Vec<String> {
-    let subject = bc_domain::model::subjects::pool(pool);
-    let all = env.store.event_list(&env.tenant, Some(&subject), 0, 10_000).await.unwrap();
-    all.into_iter().map(|e| e.kind).filter(|k| k.starts_with("kubernetes.substrate.")).collect()
-}
 
 async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause(on: OnProvider) {
     let env = Env::start_on(on).await;
@@ -37,14 +30,14 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause(on: OnPr
     let kube = &env.sim.state().kube;
     env.archive(&pool.pool_id).await;
     let blocked = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
-    let before = substrate_events(&env, &pool.pool_id).await;
+    let before = env.substrate_events(&pool.pool_id).await;
     for _ in 0..10 {
         env.step(STEP).await;
         let s = env.substrate(&pool.pool_id).await;
         assert_eq!((s.state, &s.message), (blocked.state, &blocked.message), "no flapping");
     }
     assert_eq!(
-        substrate_events(&env, &pool.pool_id).await,
+        env.substrate_events(&pool.pool_id).await,
         before,
         "no event while the cause stands"
     );
@@ -62,7 +55,7 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause(on: OnPr
     )
     .unwrap();
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
-    let after = substrate_events(&env, &pool.pool_id).await;
+    let after = env.substrate_events(&pool.pool_id).await;
     assert_eq!(
         &after[before.len()..],
         ["kubernetes.substrate.deleting", "kubernetes.substrate.deleted"],
@@ -157,7 +150,7 @@ async fn a_teardown_refused_again_and_again_is_one_error_event() {
         env.step(STEP).await;
     }
     assert!(env.count("DELETE", routes::ASSOCIATED_SELECTIVE) >= 3, "asked again");
-    let events = substrate_events(&env, &pool.pool_id).await;
+    let events = env.substrate_events(&pool.pool_id).await;
     let errors = events.iter().filter(|k| *k == "kubernetes.substrate.error").count();
     assert_eq!(errors, 1, "{events:?}");
     env.sim.state().model().clear_refusal(&key);
