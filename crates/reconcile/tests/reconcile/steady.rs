@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bc_domain::ProviderError;
 use bc_domain::model::{ProviderAccount, SecretString};
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::ports::*;
+use bc_domain::{ProviderError, Timestamp};
 use bc_reconcile::on_each_provider;
 use bc_reconcile::substrates::SubstrateReconciler;
 use bc_reconcile::substrates::objects;
@@ -40,6 +40,7 @@ mock! {
         async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()>;
         async fn options(&self) -> ProviderResult<ProviderOptions>;
         async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials>;
+        fn credentials_due(&self, expires_at: Timestamp) -> bool;
         fn invalidate_credentials(&self, cluster_id: &str);
     }
 }
@@ -121,6 +122,7 @@ async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_st
 
     let mut kube = MockKube::new();
     kube.expect_credentials().times(1).returning(move |_| Ok(creds.clone()));
+    kube.expect_credentials_due().returning(|_| false);
     kube.expect_available_upgrades().times(..=1).returning(move |_| Ok(offered.clone()));
     kube.expect_get_cluster().never();
     kube.expect_create_cluster().never();
@@ -173,4 +175,20 @@ async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_st
     assert_eq!(env.substrate(&pool.pool_id).await, s, "the substrate row is unchanged");
     let events_after = env.store.event_list(&env.tenant, None, 0, 1000).await.unwrap().len();
     assert_eq!(events_after, events_before, "no event");
+}
+
+/// The budgeted provider asks its adapter whether credentials are due: the hand-written
+/// forwarder answered the trait's default (`false`) instead, so credentials handed out
+/// through the budget (GKE's access tokens) were renewed only once a cluster refused them.
+#[tokio::test]
+async fn the_budgeted_provider_asks_its_adapter_whether_credentials_are_due() {
+    let env = Env::start().await;
+    let mut kube = MockKube::new();
+    kube.expect_credentials_due().times(1).returning(|_| true);
+    let inner: Arc<dyn ProviderImpl> =
+        Halves::provider(env.provider().offer(), kube, MockBalancers::new());
+    let budget = Arc::new(bc_reconcile::LocalBudget::new(Default::default()));
+    let account = env.account.provider_account_id.clone();
+    let budgeted = bc_reconcile::BudgetedProvider::new(inner, budget, account, env.clock.clone());
+    assert!(budgeted.kubernetes().credentials_due(env.clock.now()));
 }
