@@ -3,7 +3,7 @@
 //! fields are left out when unset and output fields are read back as the server writes
 //! them, so a type here round-trips through the wire; what a method does is bc-api's.
 
-use bc_domain::model::{INTEGER_MAX, KubernetesCluster, NodePool};
+use bc_domain::model::{INTEGER_MAX, NodePool};
 use bc_domain::name::ProviderSlug;
 use bc_domain::policy::{AutoScale, MAX_LABELS, MAX_TAINTS, Scale, Taint};
 use bc_domain::ports::Permission;
@@ -62,15 +62,22 @@ pub struct NodePoolSpec {
 }
 
 impl NodePoolSpec {
-    /// The node pool row it asks for in `cluster`: `pending`, made by this system.
-    pub fn record(&self, cluster: &KubernetesCluster, id: NodePoolId, now: Timestamp) -> NodePool {
+    /// The node pool row it asks for in cluster `cluster_id` of `tenant_id`: `pending`,
+    /// made by this system.
+    pub fn record(
+        &self,
+        cluster_id: &ClusterId,
+        tenant_id: &TenantId,
+        id: NodePoolId,
+        now: Timestamp,
+    ) -> NodePool {
         NodePool {
             labels: self.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             taints: self.taints.clone(),
             ..NodePool::pending(
                 id,
-                cluster.cluster_id.clone(),
-                cluster.tenant_id.clone(),
+                cluster_id.clone(),
+                tenant_id.clone(),
                 self.name.to_string(),
                 self.size.clone(),
                 scale_of(self.count, self.auto_scale),

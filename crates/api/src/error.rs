@@ -29,12 +29,23 @@ impl Code {
         }
     }
 
-    /// The HTTP status: SPEC §2's table, through [`ErrorCode::http_status`].
+    /// The HTTP status: SPEC §2's table (the only one; bc-domain's codes know no
+    /// transport).
     pub fn status(self) -> StatusCode {
         match self {
-            Code::Spec(c) => {
-                StatusCode::from_u16(c.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-            }
+            Code::Spec(c) => match c {
+                ErrorCode::InvalidArgument | ErrorCode::FailedPrecondition => {
+                    StatusCode::BAD_REQUEST
+                }
+                ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+                ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+                ErrorCode::NotFound => StatusCode::NOT_FOUND,
+                ErrorCode::AlreadyExists | ErrorCode::Aborted => StatusCode::CONFLICT,
+                ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            },
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
@@ -296,6 +307,26 @@ mod tests {
         assert!(msg.starts_with("internal error (error id err_"), "{msg}");
         assert!(!msg.contains("SELECT"));
         assert_eq!(body["error"]["code"], "INTERNAL");
+    }
+
+    #[test]
+    fn every_spec_code_has_its_spec_status() {
+        let table = [
+            (ErrorCode::InvalidArgument, 400),
+            (ErrorCode::FailedPrecondition, 400),
+            (ErrorCode::Unauthenticated, 401),
+            (ErrorCode::PermissionDenied, 403),
+            (ErrorCode::NotFound, 404),
+            (ErrorCode::AlreadyExists, 409),
+            (ErrorCode::Aborted, 409),
+            (ErrorCode::PayloadTooLarge, 413),
+            (ErrorCode::ResourceExhausted, 429),
+            (ErrorCode::Internal, 500),
+            (ErrorCode::Unavailable, 503),
+        ];
+        for (code, status) in table {
+            assert_eq!(Code::Spec(code).status().as_u16(), status, "{code}");
+        }
     }
 
     #[tokio::test]

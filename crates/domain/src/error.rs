@@ -1,5 +1,5 @@
-//! The application layer's error: the API error codes of SPEC §2 (transport-agnostic; the
-//! one mapping to HTTP responses lives in bc-api and uses [`ErrorCode::http_status`]),
+//! The application layer's error: the API error codes of SPEC §2 (transport-agnostic: the
+//! one mapping to HTTP statuses and responses lives in bc-api's `error` module),
 //! field violations and [`Error`]. The ports' own errors live beside their ports
 //! ([`crate::ports::ProviderError`], [`crate::ports::StoreError`]) and are re-exported
 //! at the crate root.
@@ -40,21 +40,6 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// The HTTP status SPEC §2 assigns to this code.
-    pub fn http_status(self) -> u16 {
-        match self {
-            ErrorCode::InvalidArgument | ErrorCode::FailedPrecondition => 400,
-            ErrorCode::Unauthenticated => 401,
-            ErrorCode::PermissionDenied => 403,
-            ErrorCode::NotFound => 404,
-            ErrorCode::AlreadyExists | ErrorCode::Aborted => 409,
-            ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::ResourceExhausted => 429,
-            ErrorCode::Internal => 500,
-            ErrorCode::Unavailable => 503,
-        }
-    }
-
     /// The wire name, e.g. `NOT_FOUND`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -168,11 +153,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_map_to_spec_statuses() {
-        assert_eq!(ErrorCode::InvalidArgument.http_status(), 400);
-        assert_eq!(ErrorCode::FailedPrecondition.http_status(), 400);
-        assert_eq!(ErrorCode::Aborted.http_status(), 409);
-        assert_eq!(ErrorCode::ResourceExhausted.http_status(), 429);
+    fn codes_have_their_wire_names() {
         assert_eq!(serde_json::to_string(&ErrorCode::NotFound).unwrap(), "\"NOT_FOUND\"");
         assert_eq!(ErrorCode::PayloadTooLarge.as_str(), "PAYLOAD_TOO_LARGE");
     }

@@ -1,7 +1,9 @@
-//! One recipe per write (issue 29 item 10; pools and node pools so far): what each change a caller asks for writes —
-//! the record and its whole unit of work (rows, default quotas, events, work items) —
-//! built here, purely, and called by the API's handlers and the test harnesses alike, so
-//! a harness can never write a unit of work the API would not.
+//! One recipe per write (issue 29 item 10): what each change a caller asks for writes —
+//! the record and its whole unit of work (rows, default quotas, quota bookings, events,
+//! work items) — built here, purely, and called by the API's handlers and the test
+//! harnesses alike, so a harness can never write a unit of work the API would not. The
+//! writes: pool created, changed, archived; load balancer created, changed, deleted;
+//! cluster created, changed; node pool created, changed.
 //!
 //! Invariant: a recipe decides nothing that needs I/O (the caller checks what it must
 //! read first — authorization, preconditions — and passes ids and `now` in); the same
@@ -12,12 +14,14 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::TenantId;
-use crate::id::{EventId, PoolId, ProviderAccountId};
-use crate::model::{NewEvent, NodePool, Pool, PoolState, QuotaResource, Substrate, subjects};
+use crate::id::{ClusterId, EventId, LoadBalancerId, PoolId, ProviderAccountId};
+use crate::model::{
+    ClusterMode, ClusterOrigin, KubernetesCluster, LoadBalancer, LoadBalancerSpec, NewEvent,
+    NodePool, ObservedStatus, Pool, PoolState, QuotaResource, Substrate, subjects,
+};
 use crate::name::ObjectName;
-use crate::policy::{PoolPolicy, Scale};
+use crate::policy::{PoolPolicy, Scale, VERSION_LATEST};
 use crate::ports::{UnitOfWork, WorkKind, Write};
-use crate::state::ResourceState;
 use crate::time::Timestamp;
 
 /// A record as written, and the unit of work that writes it.
@@ -52,6 +56,27 @@ pub struct StartedSubstrate {
     pub event_id: EventId,
 }
 
+/// `kubernetes.substrate.<state>` on the pool's subject, saying the substrate `row` is
+/// in its state (with its cluster and message when it has them): the one builder of the
+/// event, for the write that starts a substrate and for its reconciler alike.
+pub fn substrate_event(row: &Substrate, event_id: EventId, now: Timestamp) -> NewEvent {
+    let mut data = json!({ "poolId": row.pool_id, "state": row.state.as_str() });
+    if let Some(c) = &row.cluster_id {
+        data["clusterId"] = json!(c);
+    }
+    if let Some(m) = &row.message {
+        data["message"] = json!(m);
+    }
+    NewEvent {
+        event_id,
+        tenant_id: row.tenant_id.clone(),
+        subject: subjects::pool(&row.pool_id),
+        kind: format!("kubernetes.substrate.{}", row.state.as_str()),
+        time: now,
+        data,
+    }
+}
+
 /// The pool's first substrate row — `pending`, nothing observed, so
 /// `kubernetesSubstrates.get` answers at once — its event and its work, due `now`.
 fn add_substrate(
@@ -68,14 +93,7 @@ fn add_substrate(
         policy,
         now,
     );
-    let event = NewEvent {
-        event_id: started.event_id.clone(),
-        tenant_id: pool.tenant_id.clone(),
-        subject: subjects::pool(&pool.pool_id),
-        kind: format!("kubernetes.substrate.{}", ResourceState::Pending.as_str()),
-        time: now,
-        data: json!({ "poolId": pool.pool_id, "state": ResourceState::Pending }),
-    };
+    let event = substrate_event(&row, started.event_id.clone(), now);
     uow.write(Write::PutSubstrate(row)).event(event).enqueue(
         WorkKind::Substrates,
         pool.pool_id.as_str(),
@@ -188,6 +206,196 @@ pub fn node_pool_changed(
     Recipe { record: changed, uow }
 }
 
+/// What a new load balancer is made of (`loadBalancers.create`'s input, with its id
+/// chosen and its pool and account authorized by the caller).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLoadBalancer {
+    /// Its id.
+    pub load_balancer_id: LoadBalancerId,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// The pool whose quota it books and that it bills to.
+    pub pool_id: PoolId,
+    /// The account it lives in.
+    pub provider_account_id: ProviderAccountId,
+    /// Its name (also the provider-side name, recorded before the provider's create).
+    pub name: ObjectName,
+    /// Its desired state.
+    pub spec: LoadBalancerSpec,
+}
+
+/// `loadBalancers.create`: the load balancer (`pending`, generation 1), one unit of its
+/// pool's `loadBalancers` quota booked by the same transaction (with a limit of N,
+/// exactly N concurrent creates commit), and its work, due `now`.
+pub fn load_balancer_created(new: NewLoadBalancer, now: Timestamp) -> Recipe<LoadBalancer> {
+    let lb = LoadBalancer {
+        load_balancer_id: new.load_balancer_id,
+        tenant_id: new.tenant_id,
+        pool_id: new.pool_id,
+        provider_account_id: new.provider_account_id,
+        name: new.name,
+        spec: new.spec,
+        generation: 1,
+        created_at: now,
+        delete_requested: false,
+        provider_load_balancer_id: None,
+        ip: None,
+        status: ObservedStatus::pending(now),
+        ready_at: None,
+        deleted_at: None,
+        quota_released: false,
+    };
+    let uow = UnitOfWork::new()
+        .write(Write::InsertLoadBalancer(lb.clone()))
+        .write(Write::BookQuota {
+            pool_id: lb.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+        })
+        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
+    Recipe { record: lb, uow }
+}
+
+/// The load balancer's desired fields written by compare-and-swap on its generation,
+/// and its work, due `now`.
+fn load_balancer_write(
+    old: &LoadBalancer,
+    next: LoadBalancer,
+    now: Timestamp,
+) -> Recipe<LoadBalancer> {
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateLoadBalancer {
+            load_balancer: next.clone(),
+            expected_generation: old.generation,
+        })
+        .enqueue(WorkKind::ProviderResources, old.load_balancer_id.as_str(), now);
+    Recipe { record: next, uow }
+}
+
+/// `loadBalancers.update`: the load balancer with `name` and `spec`, its generation
+/// bumped, given to its reconciler.
+pub fn load_balancer_changed(
+    lb: &LoadBalancer,
+    name: ObjectName,
+    spec: LoadBalancerSpec,
+    now: Timestamp,
+) -> Recipe<LoadBalancer> {
+    let next = LoadBalancer { name, spec, generation: lb.generation + 1, ..lb.clone() };
+    load_balancer_write(lb, next, now)
+}
+
+/// `loadBalancers.delete`: the deletion asked (generation bumped) and given to the
+/// reconciler, which deletes it at the provider and then releases its quota unit once.
+pub fn load_balancer_deleted(lb: &LoadBalancer, now: Timestamp) -> Recipe<LoadBalancer> {
+    let next = LoadBalancer { delete_requested: true, generation: lb.generation + 1, ..lb.clone() };
+    load_balancer_write(lb, next, now)
+}
+
+/// What a new cluster is made of (`kubernetesClusters.create`'s input, with its id
+/// chosen and its account authorized by the caller).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCluster {
+    /// Its id.
+    pub cluster_id: ClusterId,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// The account it is made in.
+    pub provider_account_id: ProviderAccountId,
+    /// Its name (also the provider-side name, recorded before the provider's create).
+    pub name: ObjectName,
+    /// Its region.
+    pub region: String,
+    /// The version asked for; `None` is `latest`.
+    pub version: Option<String>,
+    /// A high-availability control plane.
+    pub high_availability: bool,
+    /// Its mode.
+    pub mode: ClusterMode,
+}
+
+/// The row a cluster this system makes starts as, recorded before the provider is asked:
+/// `pending`, origin `created`, generation 1, in no pool's substrate, nothing observed.
+pub fn new_cluster_row(new: NewCluster, now: Timestamp) -> KubernetesCluster {
+    KubernetesCluster {
+        cluster_id: new.cluster_id,
+        tenant_id: new.tenant_id,
+        provider_account_id: new.provider_account_id,
+        name: new.name,
+        region: new.region,
+        desired_version: Some(new.version.unwrap_or_else(|| VERSION_LATEST.into())),
+        high_availability: new.high_availability,
+        mode: new.mode,
+        origin: ClusterOrigin::Created,
+        substrate_pool_ids: vec![],
+        delete_requested: false,
+        generation: 1,
+        created_at: now,
+        provider_cluster_id: None,
+        version: None,
+        status: ObservedStatus::pending(now),
+    }
+}
+
+/// `kubernetesClusters.create`: the cluster ([`new_cluster_row`]), its first node pools
+/// (`pending`, each put in the cluster and its tenant whatever row it is given) and the
+/// cluster's work, due `now`: the cluster reconciler makes its first node pools with it.
+pub fn cluster_created(
+    new: NewCluster,
+    node_pools: Vec<NodePool>,
+    now: Timestamp,
+) -> Recipe<(KubernetesCluster, Vec<NodePool>)> {
+    let cluster = new_cluster_row(new, now);
+    let rows: Vec<NodePool> = node_pools
+        .into_iter()
+        .map(|np| NodePool {
+            cluster_id: cluster.cluster_id.clone(),
+            tenant_id: cluster.tenant_id.clone(),
+            ..np
+        })
+        .collect();
+    let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
+    for row in &rows {
+        uow = uow.write(Write::InsertNodePool(row.clone()));
+    }
+    uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+    Recipe { record: (cluster, rows), uow }
+}
+
+/// A change of a cluster's desired fields; `None` keeps a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterChange {
+    /// The version to run (`kubernetesClusters.upgrade`).
+    pub version: Option<String>,
+    /// A high-availability control plane.
+    pub high_availability: Option<bool>,
+    /// Ask for its deletion (`kubernetesClusters.delete`); a deletion asked once stays
+    /// asked.
+    pub delete: bool,
+}
+
+/// `kubernetesClusters.upgrade` and `delete`: the cluster with `change` applied, its
+/// generation bumped (written by compare-and-swap on the old one), given to its
+/// reconciler.
+pub fn cluster_changed(
+    cluster: &KubernetesCluster,
+    change: ClusterChange,
+    now: Timestamp,
+) -> Recipe<KubernetesCluster> {
+    let next = KubernetesCluster {
+        desired_version: change.version.or_else(|| cluster.desired_version.clone()),
+        high_availability: change.high_availability.unwrap_or(cluster.high_availability),
+        delete_requested: cluster.delete_requested || change.delete,
+        generation: cluster.generation + 1,
+        ..cluster.clone()
+    };
+    let uow = UnitOfWork::new()
+        .write(Write::UpdateCluster {
+            cluster: next.clone(),
+            expected_generation: cluster.generation,
+        })
+        .enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
+    Recipe { record: next, uow }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +484,108 @@ mod tests {
         assert!(resized.record.delete_requested, "a deletion asked stays asked");
         assert_eq!(resized.record.generation, made.record.generation + 2);
         assert!(matches!(resized.uow.writes[0], Write::UpdateNodePool { .. }));
+    }
+
+    fn lb_spec() -> LoadBalancerSpec {
+        serde_json::from_value(json!({
+            "type": "regional", "region": "nyc1",
+            "forwardingRules": [{ "entryProtocol": "http", "entryPort": 80, "targetProtocol": "http", "targetPort": 8080 }],
+            "targets": { "tag": "web" }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_load_balancer_books_its_pools_quota_with_its_row_and_changes_under_cas() {
+        let now = Timestamp::from_unix_ms(4_000);
+        let pool = pool_created(new_pool(false), &BTreeMap::new(), None, now).record;
+        let new = NewLoadBalancer {
+            load_balancer_id: LoadBalancerId::generate(1, 6),
+            tenant_id: pool.tenant_id.clone(),
+            pool_id: pool.pool_id.clone(),
+            provider_account_id: ProviderAccountId::generate(1, 2),
+            name: ObjectName::parse("web-lb").unwrap(),
+            spec: lb_spec(),
+        };
+        let made = load_balancer_created(new, now);
+        assert_eq!(made.record.status, ObservedStatus::pending(now));
+        assert!(matches!(made.uow.writes[0], Write::InsertLoadBalancer(_)));
+        assert_eq!(
+            made.uow.writes[1],
+            Write::BookQuota { pool_id: pool.pool_id, resource: QuotaResource::LoadBalancers }
+        );
+        assert_eq!(made.uow.enqueue[0].kind, WorkKind::ProviderResources);
+        let renamed = ObjectName::parse("web-lb-2").unwrap();
+        let changed = load_balancer_changed(&made.record, renamed.clone(), lb_spec(), now);
+        assert_eq!((changed.record.generation, &changed.record.name), (2, &renamed));
+        assert!(matches!(
+            changed.uow.writes[0],
+            Write::UpdateLoadBalancer { expected_generation: 1, .. }
+        ));
+        let deleted = load_balancer_deleted(&changed.record, now);
+        assert!(deleted.record.delete_requested && !deleted.record.quota_released);
+        assert_eq!(deleted.record.generation, 3);
+        assert_eq!(deleted.uow.enqueue.len(), 1, "the reconciler deletes it and releases");
+    }
+
+    #[test]
+    fn a_cluster_takes_its_first_node_pools_and_keeps_a_deletion_asked() {
+        let now = Timestamp::from_unix_ms(5_000);
+        let new = NewCluster {
+            cluster_id: ClusterId::generate(1, 7),
+            tenant_id: TenantId::parse("acme").unwrap(),
+            provider_account_id: ProviderAccountId::generate(1, 2),
+            name: ObjectName::parse("prod").unwrap(),
+            region: "nyc1".into(),
+            version: None,
+            high_availability: false,
+            mode: ClusterMode::Standard,
+        };
+        // A row made for another cluster is put in this one.
+        let stray = NodePool::pending(
+            crate::id::NodePoolId::generate(1, 8),
+            ClusterId::generate(1, 9),
+            TenantId::parse("other").unwrap(),
+            "workers".into(),
+            "s-2vcpu-4gb".into(),
+            Scale::Count(1),
+            now,
+        );
+        let made = cluster_created(new, vec![stray], now);
+        let (cluster, rows) = &made.record;
+        assert_eq!(cluster.desired_version.as_deref(), Some(VERSION_LATEST));
+        assert_eq!(rows[0].cluster_id, cluster.cluster_id);
+        assert_eq!(rows[0].tenant_id, cluster.tenant_id);
+        assert_eq!(made.uow.writes.len(), 2);
+        assert_eq!(made.uow.enqueue[0].kind, WorkKind::Clusters);
+        let deleting =
+            cluster_changed(cluster, ClusterChange { delete: true, ..Default::default() }, now);
+        let upgraded = cluster_changed(
+            &deleting.record,
+            ClusterChange { version: Some("1.33.1-do.0".into()), ..Default::default() },
+            now,
+        );
+        assert!(upgraded.record.delete_requested, "a deletion asked stays asked");
+        assert_eq!(upgraded.record.desired_version.as_deref(), Some("1.33.1-do.0"));
+        assert_eq!(upgraded.record.generation, 3);
+        assert!(matches!(
+            upgraded.uow.writes[0],
+            Write::UpdateCluster { expected_generation: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn the_substrate_event_names_its_state_cluster_and_message() {
+        let now = Timestamp::from_unix_ms(6_000);
+        let pool = pool_created(new_pool(true), &BTreeMap::new(), Some(&started()), now);
+        let Write::PutSubstrate(mut row) = pool.uow.writes[1].clone() else { panic!() };
+        assert_eq!(pool.uow.events[0], substrate_event(&row, started().event_id, now));
+        row.state = crate::state::ResourceState::Error;
+        row.cluster_id = Some(ClusterId::generate(1, 7));
+        row.message = Some("no room".into());
+        let e = substrate_event(&row, started().event_id, now);
+        assert_eq!(e.kind, "kubernetes.substrate.error");
+        assert_eq!(e.data["message"], "no room");
+        assert_eq!(e.data["clusterId"], json!(row.cluster_id));
     }
 }

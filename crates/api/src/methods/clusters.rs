@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 
 use std::cmp::Ordering;
 
-use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster, ObservedStatus};
-use bc_domain::policy::VERSION_LATEST;
-use bc_domain::ports::{ClusterFilter, UnitOfWork, WorkKind, Write};
+use bc_domain::model::{ClusterMode, ClusterOrigin, KubernetesCluster};
+use bc_domain::ports::ClusterFilter;
+use bc_domain::recipes::{ClusterChange, NewCluster, cluster_changed, cluster_created};
 use bc_domain::rules::drain::compare_versions;
-use bc_domain::{FieldViolation, PoolId, ResourceState};
+use bc_domain::{ClusterId, FieldViolation, PoolId, ResourceState};
 use serde_json::{Value, json};
 
 use super::examples as ex;
@@ -169,31 +169,22 @@ async fn create(
         }
     }
     let now = ctx.now();
-    let cluster = KubernetesCluster {
-        cluster_id: ctx.new_id(),
-        tenant_id: input.tenant_id.clone(),
+    let cluster_id: ClusterId = ctx.new_id();
+    let tenant = &input.tenant_id;
+    let pools = input.node_pools.iter();
+    let pools = pools.map(|spec| spec.record(&cluster_id, tenant, ctx.new_id(), now)).collect();
+    let new = NewCluster {
+        cluster_id,
+        tenant_id: tenant.clone(),
         provider_account_id: account.provider_account_id.clone(),
         name: input.name.clone(),
         region: input.region.clone(),
-        desired_version: Some(input.version.clone().unwrap_or_else(|| VERSION_LATEST.into())),
+        version: input.version.clone(),
         high_availability: input.high_availability,
         mode: input.mode,
-        origin: ClusterOrigin::Created,
-        substrate_pool_ids: vec![],
-        generation: 1,
-        created_at: now,
-        delete_requested: false,
-        provider_cluster_id: None,
-        version: None,
-        status: ObservedStatus::pending(now),
     };
-    let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
-    for spec in &input.node_pools {
-        uow = uow.write(Write::InsertNodePool(spec.record(&cluster, ctx.new_id(), now)));
-    }
-    // The cluster reconciler makes its first node pools with it (contracts.md).
-    uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
-    ctx.commit_create(&call, uow, KubernetesClusterView::from(&cluster)).await
+    let made = cluster_created(new, pools, now);
+    ctx.commit_create(&call, made.uow, KubernetesClusterView::from(&made.record.0)).await
 }
 
 async fn get(_ctx: Ctx, call: Call<ClusterRef>) -> Result<KubernetesClusterView, ApiError> {
@@ -249,20 +240,10 @@ async fn upgrade(
     if cluster.desired_version.as_deref() == Some(input.version.as_str()) {
         return Ok(KubernetesClusterView::from(cluster));
     }
-    let upgraded = KubernetesCluster {
-        desired_version: Some(input.version.clone()),
-        generation: cluster.generation + 1,
-        ..cluster.clone()
-    };
-    let now = ctx.now();
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateCluster {
-            cluster: upgraded.clone(),
-            expected_generation: cluster.generation,
-        })
-        .enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
-    ctx.commit(uow).await?;
-    Ok(KubernetesClusterView::from(&upgraded))
+    let change = ClusterChange { version: Some(input.version.clone()), ..Default::default() };
+    let upgraded = cluster_changed(cluster, change, ctx.now());
+    ctx.commit(upgraded.uow).await?;
+    Ok(KubernetesClusterView::from(&upgraded.record))
 }
 
 async fn delete(ctx: Ctx, call: Call<ClusterRef>) -> Result<KubernetesClusterView, ApiError> {
@@ -286,18 +267,8 @@ async fn delete(ctx: Ctx, call: Call<ClusterRef>) -> Result<KubernetesClusterVie
             live.join(", ")
         )));
     }
-    let deleting = KubernetesCluster {
-        delete_requested: true,
-        generation: cluster.generation + 1,
-        ..cluster.clone()
-    };
-    let now = ctx.now();
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateCluster {
-            cluster: deleting.clone(),
-            expected_generation: cluster.generation,
-        })
-        .enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
-    ctx.commit(uow).await?;
-    Ok(KubernetesClusterView::from(&deleting))
+    let deleting =
+        cluster_changed(cluster, ClusterChange { delete: true, ..Default::default() }, ctx.now());
+    ctx.commit(deleting.uow).await?;
+    Ok(KubernetesClusterView::from(&deleting.record))
 }

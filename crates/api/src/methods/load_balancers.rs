@@ -3,10 +3,11 @@
 use bc_api_types::load_balancers as api;
 pub use bc_api_types::load_balancers::*;
 
-use bc_domain::model::{
-    LoadBalancer, LoadBalancerType, ObservedStatus, PoolState, QuotaResource, Targets,
+use bc_domain::model::{LoadBalancer, LoadBalancerType, PoolState, Targets};
+use bc_domain::ports::{LoadBalancerFilter, Permission};
+use bc_domain::recipes::{
+    NewLoadBalancer, load_balancer_changed, load_balancer_created, load_balancer_deleted,
 };
-use bc_domain::ports::{LoadBalancerFilter, Permission, UnitOfWork, WorkKind, Write};
 use bc_domain::rules::load_balancer::validate_load_balancer;
 use bc_domain::{Error as DomainError, FieldViolation, ProviderAccountId, TenantId};
 use serde_json::{Value, json};
@@ -178,31 +179,16 @@ async fn create(
     let spec = input.spec();
     check_target_balancers(&ctx, &input.tenant_id, &account.provider_account_id, &spec.targets)
         .await?;
-    let now = ctx.now();
-    let lb = LoadBalancer {
+    let new = NewLoadBalancer {
         load_balancer_id: ctx.new_id(),
         tenant_id: input.tenant_id.clone(),
         pool_id: pool.pool_id.clone(),
         provider_account_id: account.provider_account_id.clone(),
         name: input.name.clone(),
         spec,
-        generation: 1,
-        created_at: now,
-        delete_requested: false,
-        provider_load_balancer_id: None,
-        ip: None,
-        status: ObservedStatus::pending(now),
-        ready_at: None,
-        deleted_at: None,
-        quota_released: false,
     };
-    // The quota unit is booked by the same transaction that records the load balancer:
-    // with a limit of N, exactly N concurrent creates commit.
-    let uow = UnitOfWork::new()
-        .write(Write::InsertLoadBalancer(lb.clone()))
-        .write(Write::BookQuota { pool_id: pool.pool_id, resource: QuotaResource::LoadBalancers })
-        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
-    ctx.commit_create(&call, uow, LoadBalancerView::from(&lb)).await
+    let made = load_balancer_created(new, ctx.now());
+    ctx.commit_create(&call, made.uow, LoadBalancerView::from(&made.record)).await
 }
 
 async fn get(_ctx: Ctx, call: Call<LoadBalancerRef>) -> Result<LoadBalancerView, ApiError> {
@@ -263,16 +249,9 @@ async fn update(
     if spec == lb.spec && name == lb.name {
         return Ok(LoadBalancerView::from(lb));
     }
-    let updated = LoadBalancer { name, spec, generation: lb.generation + 1, ..lb.clone() };
-    let now = ctx.now();
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateLoadBalancer {
-            load_balancer: updated.clone(),
-            expected_generation: lb.generation,
-        })
-        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
-    ctx.commit(uow).await?;
-    Ok(LoadBalancerView::from(&updated))
+    let changed = load_balancer_changed(lb, name, spec, ctx.now());
+    ctx.commit(changed.uow).await?;
+    Ok(LoadBalancerView::from(&changed.record))
 }
 
 async fn delete(ctx: Ctx, call: Call<LoadBalancerRef>) -> Result<LoadBalancerView, ApiError> {
@@ -280,16 +259,8 @@ async fn delete(ctx: Ctx, call: Call<LoadBalancerRef>) -> Result<LoadBalancerVie
     if is_deleting(lb) {
         return Ok(LoadBalancerView::from(lb));
     }
-    let deleting =
-        LoadBalancer { delete_requested: true, generation: lb.generation + 1, ..lb.clone() };
-    let now = ctx.now();
     // The reconciler deletes it at the provider, then releases its quota unit once.
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateLoadBalancer {
-            load_balancer: deleting.clone(),
-            expected_generation: lb.generation,
-        })
-        .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
-    ctx.commit(uow).await?;
-    Ok(LoadBalancerView::from(&deleting))
+    let deleting = load_balancer_deleted(lb, ctx.now());
+    ctx.commit(deleting.uow).await?;
+    Ok(LoadBalancerView::from(&deleting.record))
 }

@@ -171,7 +171,8 @@ async fn create(
         ));
     }
     let now = ctx.now();
-    let made = node_pool_created(call.input.spec().record(cluster, ctx.new_id(), now), now);
+    let row = call.input.spec().record(&cluster.cluster_id, &cluster.tenant_id, ctx.new_id(), now);
+    let made = node_pool_created(row, now);
     ctx.commit_create(&call, made.uow, NodePoolView::from(&made.record)).await
 }
 

@@ -295,8 +295,8 @@ async fn a_gke_account_is_checked_by_minting_a_token_and_listing_clusters(s: S) 
 /// transaction, and a create that read the account live before the delete committed (its
 /// unit of work committed after) leaves nothing live on the deleted account.
 async fn a_deleted_account_keeps_no_credentials_and_takes_no_new_objects(s: S) {
-    use bc_domain::model::QuotaResource;
     use bc_domain::ports::{UnitOfWork, Write};
+    use bc_domain::recipes;
     use bc_store::testing as rows;
 
     let h = Harness::on(s).await;
@@ -315,17 +315,39 @@ async fn a_deleted_account_keeps_no_credentials_and_takes_no_new_objects(s: S) {
     // The creates that raced the delete commit their units of work now: each is refused.
     let pool = h.store.pool_get(&live.tenant_id, &ex::POOL.parse().unwrap()).await.unwrap();
     let pool = pool.expect("the fixture's pool");
-    let lb = rows::load_balancer(&pool, &live, "raced-lb");
-    let cluster = rows::cluster(&live, "raced-cluster");
-    let substrate = rows::substrate(&pool, &live, None);
-    let units = [
-        UnitOfWork::new().write(Write::InsertLoadBalancer(lb.clone())).write(Write::BookQuota {
+    // Each create's own recipe (bc-domain's), as the API builds it.
+    let now = h.now();
+    let lb = recipes::load_balancer_created(
+        recipes::NewLoadBalancer {
+            load_balancer_id: rows::id(),
+            tenant_id: live.tenant_id.clone(),
             pool_id: pool.pool_id.clone(),
-            resource: QuotaResource::LoadBalancers,
-        }),
-        UnitOfWork::new().write(Write::InsertCluster(cluster.clone())),
-        UnitOfWork::new().write(Write::PutSubstrate(substrate)),
-    ];
+            provider_account_id: id.clone(),
+            name: "raced-lb".parse().unwrap(),
+            spec: rows::lb_spec(),
+        },
+        now,
+    );
+    let cluster = recipes::cluster_created(
+        recipes::NewCluster {
+            cluster_id: rows::id(),
+            tenant_id: live.tenant_id.clone(),
+            provider_account_id: id.clone(),
+            name: "raced-cluster".parse().unwrap(),
+            region: "nyc1".into(),
+            version: None,
+            high_availability: false,
+            mode: bc_domain::model::ClusterMode::Autopilot,
+        },
+        vec![],
+        now,
+    );
+    let substrate = rows::substrate(&pool, &live, None);
+    let (lb, cluster, units) = (
+        lb.record,
+        cluster.record.0,
+        [lb.uow, cluster.uow, UnitOfWork::new().write(Write::PutSubstrate(substrate))],
+    );
     for (i, uow) in units.into_iter().enumerate() {
         let e = h.store.commit(uow).await.expect_err("nothing is created on a deleted account");
         assert!(e.to_string().contains(id.as_str()), "unit {i}: {e}");

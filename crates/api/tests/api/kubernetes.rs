@@ -332,9 +332,19 @@ async fn an_autopilot_cluster_has_no_node_pools(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
     let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let mut auto = rows::cluster(&account, "auto");
-    auto.mode = bc_domain::model::ClusterMode::Autopilot;
-    h.store.commit(UnitOfWork::new().write(Write::InsertCluster(auto.clone()))).await.unwrap();
+    let new = bc_domain::recipes::NewCluster {
+        cluster_id: rows::id(),
+        tenant_id: account.tenant_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        name: "auto".parse().unwrap(),
+        region: "nyc1".into(),
+        version: None,
+        high_availability: false,
+        mode: ClusterMode::Autopilot,
+    };
+    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
+    h.store.commit(made.uow).await.unwrap();
+    let auto = made.record.0;
     let body = with(
         &without(&example("kubernetesNodePools.create"), "requestId"),
         "clusterId",

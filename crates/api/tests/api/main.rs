@@ -27,6 +27,7 @@ mod openapi;
 mod pipeline;
 mod pools;
 mod properties;
+mod recipes_only;
 mod registry;
 mod secrets;
 mod service;

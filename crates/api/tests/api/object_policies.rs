@@ -7,7 +7,8 @@ use std::sync::Arc;
 use bc_api::authz::CedarAuthorizer;
 use bc_api::methods::examples as ex;
 use bc_domain::LoadBalancerId;
-use bc_domain::ports::{UnitOfWork, Write};
+use bc_domain::ports::UnitOfWork;
+use bc_domain::recipes;
 use bc_store::testing as rows;
 use serde_json::json;
 
@@ -25,13 +26,24 @@ async fn a_forbid_on_one_load_balancer_hides_it_from_get_list_and_events(s: S) {
     let tenant = tenant(ex::TENANT);
     let pool = h.store.pool_get(&tenant, &id(ex::POOL)).await.unwrap().unwrap();
     let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let mut secret_lb = rows::load_balancer(&pool, &account, "hidden");
-    secret_lb.load_balancer_id = hidden.clone();
-    let shown = rows::load_balancer(&pool, &account, "shown");
+    // Both made by `loadBalancers.create`'s recipe, as the API makes them.
+    let create = |id: LoadBalancerId, name: &str| {
+        let new = recipes::NewLoadBalancer {
+            load_balancer_id: id,
+            tenant_id: tenant.clone(),
+            pool_id: pool.pool_id.clone(),
+            provider_account_id: account.provider_account_id.clone(),
+            name: name.parse().unwrap(),
+            spec: rows::lb_spec(),
+        };
+        recipes::load_balancer_created(new, h.now())
+    };
+    let (secret, shown) = (create(hidden.clone(), "hidden"), create(rows::id(), "shown"));
+    h.store.commit(secret.uow).await.unwrap();
+    h.store.commit(shown.uow).await.unwrap();
+    let shown = shown.record;
     let subject = |lb: &LoadBalancerId| format!("compute.load-balancers.{lb}");
     let uow = UnitOfWork::new()
-        .write(Write::InsertLoadBalancer(secret_lb))
-        .write(Write::InsertLoadBalancer(shown.clone()))
         .event(rows::event(&tenant, &subject(&hidden)))
         .event(rows::event(&tenant, &subject(&shown.load_balancer_id)))
         .event(rows::event(&tenant, &format!("compute.pools.{}", ex::POOL)));

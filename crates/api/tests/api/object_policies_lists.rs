@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bc_api::authz::CedarAuthorizer;
 use bc_api::methods::examples as ex;
 use bc_domain::NodePoolId;
-use bc_domain::ports::{UnitOfWork, Write};
+use bc_domain::recipes::node_pool_created;
 use bc_store::testing as rows;
 use serde_json::json;
 
@@ -27,10 +27,10 @@ async fn a_forbid_on_one_node_pool_hides_it_from_get_and_list(s: S) {
     let mut secret = rows::node_pool(&cluster, "hidden");
     secret.node_pool_id = hidden.clone();
     let shown = rows::node_pool(&cluster, "shown");
-    let uow = UnitOfWork::new()
-        .write(Write::InsertNodePool(secret))
-        .write(Write::InsertNodePool(shown.clone()));
-    h.store.commit(uow).await.unwrap();
+    // Both made by `kubernetesNodePools.create`'s recipe, as the API makes them.
+    for row in [secret, shown.clone()] {
+        h.store.commit(node_pool_created(row, h.now()).uow).await.unwrap();
+    }
     let operator = h.operator().await;
 
     let get = |np: &NodePoolId| json!({"tenantId": ex::TENANT, "nodePoolId": np});

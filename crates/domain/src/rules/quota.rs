@@ -1,6 +1,7 @@
-//! Quota booking as pure arithmetic on a pool's quota row (SPEC §4, §11): what the store
-//! does atomically in one conditional write, stated once here so both store adapters and
-//! the tests agree on it.
+//! Quota booking as pure arithmetic on a pool's quota row (SPEC §4, §11): the one rule
+//! of setting a limit, booking a unit and releasing one. The store (its `quotas` module,
+//! the only writer of `used`) locks the row, applies these and writes what they return,
+//! so both store backends and the tests agree on it.
 //!
 //! Invariant: booking never takes `used` above `limit`, releasing never takes it below
 //! zero, and setting a limit never changes `used`. No row grants none.

@@ -18,6 +18,7 @@ use bc_domain::model::{
 };
 use bc_domain::policy::{ClusterPolicy, CreateClusterPolicy, PoolPolicy, SubstratePolicy};
 use bc_domain::ports::ProviderCluster;
+use bc_domain::recipes::{NewCluster, new_cluster_row};
 use bc_domain::rules::join::JoinReport;
 use bc_domain::{
     ClusterId, ObjectName, PoolId, ResourceState, SubstrateNaming, Timestamp, substrate_base_name,
@@ -191,24 +192,17 @@ pub fn created_cluster_row(
     id: ClusterId,
     now: Timestamp,
 ) -> KubernetesCluster {
-    KubernetesCluster {
+    let new = NewCluster {
         cluster_id: id,
         tenant_id: sub.tenant_id.clone(),
         provider_account_id: sub.provider_account_id.clone(),
         name,
         region: create.region.clone(),
-        desired_version: Some(create.version.clone()),
+        version: Some(create.version.clone()),
         high_availability: create.high_availability,
         mode: ClusterMode::Standard,
-        origin: ClusterOrigin::Created,
-        substrate_pool_ids: vec![sub.pool_id.clone()],
-        delete_requested: false,
-        generation: 1,
-        created_at: now,
-        provider_cluster_id: None,
-        version: None,
-        status: ObservedStatus::pending(now),
-    }
+    };
+    KubernetesCluster { substrate_pool_ids: vec![sub.pool_id.clone()], ..new_cluster_row(new, now) }
 }
 
 /// The row an adopted provider cluster gets (origin `adopted`), named after it when

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bc_domain::model::{
-    KubernetesCluster, NewEvent, Pool, ProviderAccount, Substrate, UpgradeWait, subjects,
+    KubernetesCluster, NewEvent, Pool, ProviderAccount, Substrate, UpgradeWait,
 };
 use bc_domain::policy::{ClusterPolicy, PoolPolicy};
 use bc_domain::ports::{
@@ -39,9 +39,7 @@ use bc_domain::rules::plan::desired_node_pool;
 use bc_domain::{PoolId, ProviderError, ResourceState, SubstrateNaming, Timestamp};
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
-use crate::shared::{
-    Entropy, Sessions, UpgradeChecks, converging, event, live_account, own_error, waits,
-};
+use crate::shared::{Entropy, Sessions, UpgradeChecks, converging, live_account, own_error, waits};
 use decide::{Progress, Target};
 
 /// Returns the object's own error as the run's progress, or the retried error.
@@ -187,15 +185,9 @@ impl Run<'_> {
     }
 
     fn substrate_event(&self, row: &Substrate) -> NewEvent {
-        let mut data = serde_json::json!({"poolId": row.pool_id, "state": row.state.as_str()});
-        if let Some(c) = &row.cluster_id {
-            data["clusterId"] = serde_json::json!(c);
-        }
-        if let Some(m) = &row.message {
-            data["message"] = serde_json::json!(m);
-        }
-        let kind = format!("kubernetes.substrate.{}", row.state.as_str());
-        event(&*self.r.entropy, &row.tenant_id, subjects::pool(&row.pool_id), &kind, data, self.now)
+        let ms = u64::try_from(self.now.unix_ms()).unwrap_or(0);
+        let id = bc_domain::EventId::generate(ms, self.r.entropy.u128());
+        bc_domain::recipes::substrate_event(row, id, self.now)
     }
 
     /// Adds the substrate row `next` to `uow`, with its state event when the state moved

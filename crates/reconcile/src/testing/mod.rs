@@ -26,9 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bc_domain::model::{
-    ClusterMode, ClusterOrigin, KubernetesCluster, LoadBalancer, LoadBalancerSpec, Node, NodePool,
-    ObservedStatus, Pool, ProviderAccount, ProviderKind, QuotaResource, SealedSecret, SecretString,
-    Substrate,
+    ClusterMode, KubernetesCluster, LoadBalancer, LoadBalancerSpec, Node, NodePool, Pool,
+    ProviderAccount, ProviderKind, QuotaResource, SealedSecret, SecretString, Substrate,
 };
 use bc_domain::name::LABEL_SUBSTRATE_POOL;
 use bc_domain::policy::{
@@ -36,18 +35,19 @@ use bc_domain::policy::{
     SubstrateKind, SubstratePolicy, UpgradePolicy,
 };
 use bc_domain::ports::{
-    AgentRepo, Clock, ClusterApi, ClusterRepo, ManualClock, PoolRepo, ProviderCredentials,
-    ProviderImpl, ProviderRegistry, SecretBox, Store, SubstrateRepo, UnitOfWork, WorkKind,
-    WorkQueue, Write,
+    AgentRepo, Clock, ClusterApi, ClusterRepo, LoadBalancerRepo, ManualClock, PoolRepo,
+    ProviderCredentials, ProviderImpl, ProviderRegistry, SecretBox, Store, SubstrateRepo,
+    UnitOfWork, WorkKind, WorkQueue, Write,
 };
 use bc_domain::recipes::{
-    NewPool, StartedSubstrate, node_pool_changed, node_pool_created, pool_archived, pool_changed,
-    pool_created,
+    ClusterChange, NewCluster, NewLoadBalancer, NewPool, Recipe, StartedSubstrate, cluster_changed,
+    cluster_created, load_balancer_changed, load_balancer_created, load_balancer_deleted,
+    node_pool_changed, node_pool_created, pool_archived, pool_changed, pool_created,
 };
 use bc_domain::token::sha256_hex;
 use bc_domain::{
-    ClusterId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId, ProviderAccountId,
-    ResourceState, TenantId,
+    ClusterId, LoadBalancerId, NodeId, NodePoolId, NodePoolState, ObjectName, PoolId,
+    ProviderAccountId, ResourceState, TenantId,
 };
 pub use bc_sim::testing::{Call, OnProvider};
 use bc_sim::testing::{Cloud, JoinServer, TEST_TOKEN};
@@ -123,6 +123,10 @@ pub struct Env {
     pub entropy: Arc<SeqEntropy>,
     /// The provider calls the reconcilers made, by kind (see [`Env::made`]).
     pub calls_made: Arc<CallCounts>,
+    /// The quota rows every pool the environment creates gets: the API's
+    /// `default_pool_quotas` (`--default-pool-quota`) it stands for — none, as the API's
+    /// default settings give none, until a test sets some.
+    pub default_pool_quotas: BTreeMap<QuotaResource, u32>,
     /// The directory of a file-backed store ([`Env::shared`]), removed with the env.
     _dir: Option<Arc<bc_store::testing::TempDir>>,
 }
@@ -278,23 +282,41 @@ impl Env {
             driver,
             entropy,
             calls_made: made,
+            default_pool_quotas: BTreeMap::new(),
             _dir: None,
         }
     }
 
-    /// `pools.create`'s writes: bc-domain's recipe, as the API commits it (no default
-    /// quotas: the API's default settings have none).
+    /// `pools.create`'s writes: bc-domain's recipe, as the API commits it, with the
+    /// environment's [`Self::default_pool_quotas`].
     pub async fn create_pool(&self, name: &str, policy: PoolPolicy) -> Pool {
+        let pool_id = self.new_id(self.clock.now());
+        self.create_pool_with(pool_id, name, policy, &self.default_pool_quotas).await
+    }
+
+    /// [`Self::create_pool`] of id `pool_id` with `quotas` for default quotas.
+    async fn create_pool_with(
+        &self,
+        pool_id: PoolId,
+        name: &str,
+        policy: PoolPolicy,
+        quotas: &BTreeMap<QuotaResource, u32>,
+    ) -> Pool {
         let now = self.clock.now();
         let new = NewPool {
-            pool_id: self.new_id(now),
+            pool_id,
             tenant_id: self.tenant.clone(),
             name: ObjectName::parse(name).expect("pool name"),
             policy,
         };
         let started = new.policy.substrate.as_ref().map(|_| self.started_substrate(now));
-        let made = pool_created(new, &BTreeMap::new(), started.as_ref(), now);
-        self.store.commit(made.uow).await.expect("create pool");
+        let made = pool_created(new, quotas, started.as_ref(), now);
+        self.commit(made, "create pool").await
+    }
+
+    /// Commits a recipe's unit of work (panics naming `what` if it fails): its record.
+    async fn commit<T>(&self, made: Recipe<T>, what: &str) -> T {
+        self.store.commit(made.uow).await.unwrap_or_else(|e| panic!("{what}: {e}"));
         made.record
     }
 
@@ -341,19 +363,18 @@ impl Env {
         self.store.enqueue(e).await.expect("enqueue");
     }
 
-    /// A pool without a substrate, with room for `quota` load balancers.
+    /// A pool without a substrate (`pools.create`'s recipe), with room for `quota` load
+    /// balancers: the API's default quotas with `loadBalancers` at `quota`.
     pub async fn lb_pool(&self, name: &str, quota: u32) -> Pool {
-        let pool = bc_store::testing::pool(&self.tenant, name);
-        let uow = UnitOfWork::new().write(Write::InsertPool(pool.clone())).write(Write::SetQuota {
-            pool_id: pool.pool_id.clone(),
-            resource: QuotaResource::LoadBalancers,
-            limit: quota,
-        });
-        self.store.commit(uow).await.expect("load balancer pool");
-        pool
+        let mut quotas = self.default_pool_quotas.clone();
+        quotas.insert(QuotaResource::LoadBalancers, quota);
+        // Its id is not drawn from the reconcilers' entropy (nor the load balancers'), so
+        // their sequence of draws is the one the load balancer tests were written on.
+        let pool_id = bc_store::testing::id();
+        self.create_pool_with(pool_id, name, PoolPolicy::default(), &quotas).await
     }
 
-    /// `loadBalancers.create`'s writes (contracts.md): the row (pending), its quota
+    /// `loadBalancers.create`'s writes (bc-domain's recipe): the row (pending), its quota
     /// unit and its work item, in one unit of work, due now.
     pub async fn create_load_balancer(
         &self,
@@ -362,19 +383,36 @@ impl Env {
         spec: LoadBalancerSpec,
     ) -> LoadBalancer {
         let now = self.clock.now();
-        let mut lb = bc_store::testing::load_balancer(pool, &self.account, name);
-        lb.spec = spec;
-        lb.created_at = now;
-        lb.status.updated_at = now;
-        let uow = UnitOfWork::new()
-            .write(Write::InsertLoadBalancer(lb.clone()))
-            .write(Write::BookQuota {
-                pool_id: pool.pool_id.clone(),
-                resource: QuotaResource::LoadBalancers,
-            })
-            .enqueue(WorkKind::ProviderResources, lb.load_balancer_id.as_str(), now);
-        self.store.commit(uow).await.expect("create load balancer");
-        lb
+        let new = NewLoadBalancer {
+            load_balancer_id: bc_store::testing::id(),
+            tenant_id: pool.tenant_id.clone(),
+            pool_id: pool.pool_id.clone(),
+            provider_account_id: self.account.provider_account_id.clone(),
+            name: ObjectName::parse(name).expect("load balancer name"),
+            spec,
+        };
+        self.commit(load_balancer_created(new, now), "create load balancer").await
+    }
+
+    /// `loadBalancers.update`'s writes (bc-domain's recipe): the load balancer's spec as
+    /// `change` leaves it, under generation CAS, and its work item.
+    pub async fn update_load_balancer(
+        &self,
+        id: &LoadBalancerId,
+        change: impl FnOnce(&mut LoadBalancerSpec),
+    ) -> LoadBalancer {
+        let old = self.store.load_balancer_get_any(id).await.expect("read").expect("lb");
+        let mut spec = old.spec.clone();
+        change(&mut spec);
+        let changed = load_balancer_changed(&old, old.name.clone(), spec, self.clock.now());
+        self.commit(changed, "update load balancer").await
+    }
+
+    /// `loadBalancers.delete`'s writes (bc-domain's recipe): the deletion asked under
+    /// generation CAS, and its work item.
+    pub async fn delete_load_balancer(&self, id: &LoadBalancerId) -> LoadBalancer {
+        let old = self.store.load_balancer_get_any(id).await.expect("read").expect("lb");
+        self.commit(load_balancer_deleted(&old, self.clock.now()), "delete load balancer").await
     }
 
     /// A running provider cluster the tenant made outside this system (`tenant`, with a
@@ -497,49 +535,31 @@ impl Env {
         pools: Vec<(&str, &str, Scale)>,
     ) -> (KubernetesCluster, Vec<NodePool>) {
         let now = self.clock.now();
-        let ms = u64::try_from(now.unix_ms()).unwrap_or(0);
-        let cluster = KubernetesCluster {
-            cluster_id: ClusterId::generate(ms, self.entropy.u128()),
+        let cluster_id: ClusterId = self.new_id(now);
+        let rows = pools
+            .into_iter()
+            .map(|(n, size, scale)| self.node_pool_row(&cluster_id, n, size, scale))
+            .collect();
+        let new = NewCluster {
+            cluster_id,
             tenant_id: self.tenant.clone(),
             provider_account_id: self.account.provider_account_id.clone(),
             name: ObjectName::parse(name).expect("cluster name"),
             region: region.into(),
-            desired_version: Some("latest".into()),
+            version: None,
             high_availability: false,
             mode,
-            origin: ClusterOrigin::Created,
-            substrate_pool_ids: vec![],
-            delete_requested: false,
-            generation: 1,
-            created_at: now,
-            provider_cluster_id: None,
-            version: None,
-            status: ObservedStatus::pending(now),
         };
-        let rows: Vec<NodePool> = pools
-            .into_iter()
-            .map(|(n, size, scale)| self.node_pool_row(&cluster, n, size, scale))
-            .collect();
-        let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));
-        for r in &rows {
-            uow = uow.write(Write::InsertNodePool(r.clone()));
-        }
-        uow = uow.enqueue(WorkKind::Clusters, cluster.cluster_id.as_str(), now);
-        self.store.commit(uow).await.expect("create cluster");
-        (cluster, rows)
+        self.commit(cluster_created(new, rows, now), "create cluster").await
     }
 
-    fn node_pool_row(
-        &self,
-        cluster: &KubernetesCluster,
-        name: &str,
-        size: &str,
-        scale: Scale,
-    ) -> NodePool {
+    /// A pending node pool row of cluster `cluster`, as `kubernetesNodePools.create`
+    /// makes it.
+    fn node_pool_row(&self, cluster: &ClusterId, name: &str, size: &str, scale: Scale) -> NodePool {
         let now = self.clock.now();
         NodePool::pending(
-            NodePoolId::generate(u64::try_from(now.unix_ms()).unwrap_or(0), self.entropy.u128()),
-            cluster.cluster_id.clone(),
+            self.new_id(now),
+            cluster.clone(),
             self.tenant.clone(),
             name.into(),
             size.into(),
@@ -557,9 +577,8 @@ impl Env {
         scale: Scale,
     ) -> NodePool {
         let c = self.store.cluster_get_any(cluster).await.expect("read").expect("cluster");
-        let made = node_pool_created(self.node_pool_row(&c, name, size, scale), self.clock.now());
-        self.store.commit(made.uow).await.expect("create node pool");
-        made.record
+        let row = self.node_pool_row(&c.cluster_id, name, size, scale);
+        self.commit(node_pool_created(row, self.clock.now()), "create node pool").await
     }
 
     /// `kubernetesNodePools.resize`'s (and `delete`'s, with `delete`) writes: the new
@@ -572,8 +591,7 @@ impl Env {
     ) -> NodePool {
         let old = self.store.node_pool_get_any(id).await.expect("read").expect("node pool");
         let changed = node_pool_changed(&old, scale.unwrap_or(old.scale), delete, self.clock.now());
-        self.store.commit(changed.uow).await.expect("change node pool");
-        changed.record
+        self.commit(changed, "change node pool").await
     }
 
     /// `kubernetesClusters.upgrade`'s (`version`) and `delete`'s (`delete`) writes, and
@@ -586,21 +604,9 @@ impl Env {
         delete: bool,
     ) -> KubernetesCluster {
         let old = self.store.cluster_get_any(id).await.expect("read").expect("cluster");
-        let next = KubernetesCluster {
-            desired_version: version.map(str::to_owned).or(old.desired_version.clone()),
-            high_availability: high_availability.unwrap_or(old.high_availability),
-            delete_requested: old.delete_requested || delete,
-            generation: old.generation + 1,
-            ..old.clone()
-        };
-        let uow = UnitOfWork::new()
-            .write(Write::UpdateCluster {
-                cluster: next.clone(),
-                expected_generation: old.generation,
-            })
-            .enqueue(WorkKind::Clusters, id.as_str(), self.clock.now());
-        self.store.commit(uow).await.expect("change cluster");
-        next
+        let change =
+            ClusterChange { version: version.map(str::to_owned), high_availability, delete };
+        self.commit(cluster_changed(&old, change, self.clock.now()), "change cluster").await
     }
 
     /// A cluster row.
@@ -885,4 +891,34 @@ macro_rules! on_each_provider {
             }
         }
     )* };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bc_domain::ports::LedgerRepo;
+
+    /// The harness's pools are the API's: the default quotas it is set with (as the API
+    /// is with `--default-pool-quota`) and a started substrate's event, from the one
+    /// recipe; `lb_pool` is the same recipe with its `loadBalancers` limit.
+    #[tokio::test]
+    async fn harness_pools_get_the_apis_default_quotas_and_events() {
+        let mut env = Env::start().await;
+        env.default_pool_quotas = BTreeMap::from([(QuotaResource::LoadBalancers, 3)]);
+        let cpu = flavor("cpu", env.on.node_size(), 1);
+        let pool = env.create_pool("web", env.create_policy("latest", vec![cpu])).await;
+        let quota = env.store.quota_get(&pool.pool_id, QuotaResource::LoadBalancers).await;
+        assert_eq!(quota.expect("read").map(|q| (q.limit, q.used)), Some((3, 0)));
+        let subject = bc_domain::model::subjects::pool(&pool.pool_id);
+        let events = env.store.event_list(&env.tenant, Some(&subject), 0, 10).await.expect("read");
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["kubernetes.substrate.pending"]);
+
+        let lbs = env.lb_pool("lbs", 2).await;
+        let quota = env.store.quota_get(&lbs.pool_id, QuotaResource::LoadBalancers).await;
+        assert_eq!(quota.expect("read").map(|q| (q.limit, q.used)), Some((2, 0)));
+        let lb = env.create_load_balancer(&lbs, "front", bc_store::testing::lb_spec()).await;
+        let quota = env.store.quota_get(&lbs.pool_id, QuotaResource::LoadBalancers).await;
+        assert_eq!(quota.expect("read").map(|q| q.used), Some(1), "booked with {lb:?}");
+    }
 }

@@ -18,8 +18,7 @@ use bc_domain::model::{
     BillingInterval, Event, LoadBalancer, LoadBalancerSpec, Pool, QuotaResource,
 };
 use bc_domain::ports::{
-    Clock, LedgerRepo, LoadBalancerRepo, PageRequest, PoolRepo, ProviderRegistry, Store,
-    UnitOfWork, WorkKind, Write,
+    Clock, LedgerRepo, LoadBalancerRepo, PageRequest, PoolRepo, ProviderRegistry,
 };
 use bc_domain::rules::budget::BudgetConfig;
 use bc_domain::{LoadBalancerId, ResourceState, Timestamp};
@@ -138,26 +137,12 @@ impl Env {
 
     /// `loadBalancers.update`: a new spec under generation CAS, and the work item.
     pub async fn update_lb(&self, id: &LoadBalancerId, change: impl FnOnce(&mut LoadBalancerSpec)) {
-        let mut lb = self.lb(id).await;
-        change(&mut lb.spec);
-        self.write_desired(lb).await;
+        self.kube.update_load_balancer(id, change).await;
     }
 
     /// `loadBalancers.delete`: `delete_requested` under generation CAS, and the work item.
     pub async fn delete_lb(&self, id: &LoadBalancerId) {
-        let mut lb = self.lb(id).await;
-        lb.delete_requested = true;
-        self.write_desired(lb).await;
-    }
-
-    async fn write_desired(&self, mut lb: LoadBalancer) {
-        let expected = lb.generation;
-        lb.generation += 1;
-        let id = lb.load_balancer_id.to_string();
-        let uow = UnitOfWork::new()
-            .write(Write::UpdateLoadBalancer { load_balancer: lb, expected_generation: expected })
-            .enqueue(WorkKind::ProviderResources, id, self.now());
-        self.store.commit(uow).await.expect("update load balancer");
+        self.kube.delete_load_balancer(id).await;
     }
 
     // ----- what happened ---------------------------------------------------------------

@@ -85,16 +85,7 @@ async fn a_deleted_accounts_load_balancer_is_unreachable_and_its_delete_calls_no
     assert_eq!(provider_requests(&env), before, "no provider call with a deleted account");
 
     // The tenant deletes it: nothing can be called, so the row ends with the reason.
-    let mut next = row.clone();
-    next.delete_requested = true;
-    next.generation += 1;
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateLoadBalancer {
-            load_balancer: next,
-            expected_generation: row.generation,
-        })
-        .enqueue(WorkKind::ProviderResources, id.as_str(), env.clock.now());
-    env.store.commit(uow).await.expect("delete");
+    env.delete_load_balancer(&id).await;
     lbs.step(STEADY_RESYNC).await.expect("step");
     let row = env.store.load_balancer_get_any(&id).await.expect("read").expect("row");
     assert_eq!(row.status.state, ResourceState::Deleted, "{row:?}");

@@ -473,14 +473,7 @@ async fn scenario(on: OnProvider, actions: Vec<Action>, restart_at: Option<usize
 
 /// `loadBalancers.delete`'s writes: `delete_requested` under CAS, and the work item.
 async fn delete_lb(env: &Env, id: &LoadBalancerId) {
-    let mut lb = env.store.load_balancer_get_any(id).await.unwrap().unwrap();
-    let expected = lb.generation;
-    lb.generation += 1;
-    lb.delete_requested = true;
-    let uow = UnitOfWork::new()
-        .write(Write::UpdateLoadBalancer { load_balancer: lb, expected_generation: expected })
-        .enqueue(WorkKind::ProviderResources, id.as_str(), env.clock.now());
-    env.store.commit(uow).await.unwrap();
+    env.delete_load_balancer(id).await;
 }
 
 /// Whether every load balancer is where its desired state asks: `ready`, or `deleted`

@@ -7,10 +7,10 @@
 
 use bc_domain::model::{LoadBalancer, QuotaResource};
 use bc_domain::ports::Write;
-use bc_domain::{LoadBalancerId, StoreError};
+use bc_domain::{LoadBalancerId, PoolId, StoreError};
 use sea_orm::{ConnectionTrait, Value};
 
-use super::{Tx, Txn, misrouted, must_touch};
+use super::{Tx, Txn, misrouted, must_touch, quotas};
 use crate::error::conflict;
 use crate::sql::{Row, json, os, ots, s, ts, u64v};
 use crate::store::{SqlStore, exec};
@@ -117,7 +117,8 @@ async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
     Ok(())
 }
 
-/// Marks the row released; only the write that flips the marker gives the unit back.
+/// Marks the row released; only the write that flips the marker gives the unit back
+/// (`quotas::release`).
 async fn release_quota(store: &SqlStore, txn: &Txn, id: &LoadBalancerId) -> Tx<()> {
     let mark = store.st(
         "UPDATE load_balancers SET quota_released = TRUE \
@@ -131,11 +132,6 @@ async fn release_quota(store: &SqlStore, txn: &Txn, id: &LoadBalancerId) -> Tx<(
             Err(StoreError::NotFound(format!("load balancer {id}")).into())
         };
     };
-    let pool_id = Row(&row).string("pool_id")?;
-    let q = store.st(
-        "UPDATE quotas SET used = used - 1 WHERE pool_id = ? AND resource = ? AND used > 0",
-        vec![s(pool_id), s(QuotaResource::LoadBalancers.as_str())],
-    );
-    exec(txn, q).await?;
-    Ok(())
+    let pool_id: PoolId = Row(&row).parse("pool_id")?;
+    quotas::release(store, txn, &pool_id, QuotaResource::LoadBalancers).await
 }

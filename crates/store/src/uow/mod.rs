@@ -2,9 +2,9 @@
 //! order (each by the module of its aggregate), its work-queue entries, then its events.
 //!
 //! Invariant: all of it or none of it. Every condition (lease held, generation CAS, free
-//! name, quota unit, existing row) is a `WHERE` clause or constraint of the statement
-//! that writes, so no read-then-write race exists; the first failing condition rolls
-//! everything back. Fences come first, as `UPDATE`s of the lease row, so the row stays
+//! name, existing row) is a `WHERE` clause or constraint of the statement that writes,
+//! and a quota row is locked before its rule decides on it (`quotas`), so no
+//! read-then-write race exists; the first failing condition rolls everything back. Fences come first, as `UPDATE`s of the lease row, so the row stays
 //! locked to the commit and a takeover cannot land between the check and the commit.
 //! Event `seq`s are assigned in commit order: on PostgreSQL the insert happens under a
 //! transaction-scoped advisory lock held to commit, because a sequence alone hands out
@@ -18,6 +18,7 @@ mod clusters;
 mod ledger;
 mod load_balancers;
 mod pools;
+mod quotas;
 mod substrates;
 
 use bc_domain::StoreError;

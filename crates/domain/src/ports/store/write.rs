@@ -31,7 +31,8 @@ pub enum Write {
         /// The generation it must have now.
         expected_generation: u64,
     },
-    /// Create or change a quota row's limit (keeps `used`).
+    /// Create or change a quota row's limit, as `rules::quota::set_limit` decides (keeps
+    /// `used`).
     SetQuota {
         /// Pool.
         pool_id: PoolId,
@@ -40,8 +41,8 @@ pub enum Write {
         /// New limit.
         limit: u32,
     },
-    /// Book one unit: `used = used + 1 where used < limit`; `QuotaExhausted` (the
-    /// `rules::quota` error) when none is free or no row exists.
+    /// Book one unit, as `rules::quota::book` decides on the row (locked for the
+    /// transaction); `QuotaExhausted` (its error) when none is free or no row exists.
     BookQuota {
         /// Pool.
         pool_id: PoolId,
@@ -49,8 +50,8 @@ pub enum Write {
         resource: QuotaResource,
     },
     /// Release the `loadBalancers` unit a load balancer booked on its pool, exactly once:
-    /// the first such write marks the row (`quota_released`) and releases one unit (never
-    /// below zero); every later one is a no-op, however often a reconcile repeats it.
+    /// the first such write marks the row (`quota_released`) and releases one unit
+    /// (`rules::quota::release`: never below zero); every later one is a no-op, however often a reconcile repeats it.
     /// `NotFound` if the load balancer does not exist.
     ReleaseLoadBalancerQuota {
         /// The load balancer.

@@ -1,0 +1,114 @@
+//! A pool's quota rows: setting a limit, booking a unit and releasing one — the only
+//! place the store touches `quotas.used`, each change decided by its rule in
+//! `bc_domain::rules::quota` (`set_limit`, `book`, `release`) on the row as it is.
+//!
+//! Invariant: the row a rule decides on cannot change before its result is written — it
+//! is locked for the transaction (PostgreSQL: `SELECT … FOR UPDATE`; SQLite: the write
+//! transaction's lock, taken at `BEGIN IMMEDIATE`) — so with a limit of N exactly N
+//! concurrent bookings commit, a release never takes `used` below zero, and a new limit
+//! keeps `used`.
+
+use bc_domain::model::{Quota, QuotaResource};
+use bc_domain::rules::quota;
+use bc_domain::{PoolId, StoreError};
+use sea_orm::{ConnectionTrait, DbBackend, Value};
+
+use super::{Tx, Txn};
+use crate::error::{TxError, conflict};
+use crate::sql::s;
+use crate::store::{SqlStore, exec};
+
+/// The pool's quota row for `resource`, locked until the transaction ends.
+async fn locked(
+    store: &SqlStore,
+    txn: &Txn,
+    pool_id: &PoolId,
+    resource: QuotaResource,
+) -> Tx<Option<Quota>> {
+    let lock = if store.backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
+    let read = store.st(
+        &format!(
+            "SELECT {} FROM quotas WHERE pool_id = ? AND resource = ?{lock}",
+            crate::rows::QUOTA
+        ),
+        vec![s(pool_id), s(resource.as_str())],
+    );
+    Ok(txn.query_one_raw(read).await?.as_ref().map(crate::rows::quota).transpose()?)
+}
+
+/// Writes the row a rule decided (it exists and is locked).
+async fn put(store: &SqlStore, txn: &Txn, pool_id: &PoolId, q: Quota) -> Tx<()> {
+    let write = store.st(
+        "UPDATE quotas SET quota_limit = ?, used = ? WHERE pool_id = ? AND resource = ?",
+        vec![
+            Value::from(i64::from(q.limit)),
+            Value::from(i64::from(q.used)),
+            s(pool_id),
+            s(q.resource.as_str()),
+        ],
+    );
+    exec(txn, write).await?;
+    Ok(())
+}
+
+/// `quotas.set` and a new pool's default quotas: the row with `limit`, `used` kept
+/// (`rules::quota::set_limit`).
+pub(super) async fn set_limit(
+    store: &SqlStore,
+    txn: &Txn,
+    pool_id: &PoolId,
+    resource: QuotaResource,
+    limit: u32,
+) -> Tx<()> {
+    let existing = locked(store, txn, pool_id, resource).await?;
+    let next = quota::set_limit(existing, resource, limit);
+    if existing.is_some() {
+        return put(store, txn, pool_id, next).await;
+    }
+    let insert = store.st(
+        "INSERT INTO quotas (pool_id, resource, quota_limit, used) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (pool_id, resource) DO NOTHING",
+        vec![
+            s(pool_id),
+            s(resource.as_str()),
+            Value::from(i64::from(next.limit)),
+            Value::from(i64::from(next.used)),
+        ],
+    );
+    let parent = format!("pool {pool_id}");
+    let n = exec(txn, insert).await.map_err(conflict(|| "quota".into(), &parent))?;
+    if n == 0 {
+        // Another transaction made the row after the read found none: run the whole unit
+        // again, so the rule decides on that row, locked.
+        return Err(TxError::Retry(format!("quota of pool {pool_id} made while setting it")));
+    }
+    Ok(())
+}
+
+/// Books one unit (`rules::quota::book`), or refuses with its reason: `RESOURCE_EXHAUSTED`.
+pub(super) async fn book(
+    store: &SqlStore,
+    txn: &Txn,
+    pool_id: &PoolId,
+    resource: QuotaResource,
+) -> Tx<()> {
+    let row = locked(store, txn, pool_id, resource).await?;
+    match quota::book(row) {
+        Ok(next) => put(store, txn, pool_id, next).await,
+        Err(e) => Err(StoreError::QuotaExhausted(e).into()),
+    }
+}
+
+/// Releases one unit (`rules::quota::release`: never below zero); a pool without the
+/// row has nothing to release.
+pub(super) async fn release(
+    store: &SqlStore,
+    txn: &Txn,
+    pool_id: &PoolId,
+    resource: QuotaResource,
+) -> Tx<()> {
+    match locked(store, txn, pool_id, resource).await? {
+        Some(row) => put(store, txn, pool_id, quota::release(row)).await,
+        None => Ok(()),
+    }
+}
