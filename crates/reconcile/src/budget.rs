@@ -362,6 +362,16 @@ impl KubernetesProvider for BudgetedProvider {
         self.write(self.inner.kubernetes().upgrade_cluster(cluster_id, version)).await
     }
 
+    async fn upgrade_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        version: &str,
+    ) -> ProviderResult<()> {
+        let k = self.inner.kubernetes();
+        self.write(k.upgrade_node_pool(cluster_id, node_pool_id, version)).await
+    }
+
     async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {
         self.spend(self.inner.kubernetes().options_in(region)).await
     }

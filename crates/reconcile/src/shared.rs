@@ -303,6 +303,12 @@ impl UpgradeChecks {
     }
 }
 
+/// The key [`UpgradeChecks::asked`] records a node pool's own upgrade under (where the
+/// provider upgrades pools one by one): apart from its cluster's control plane.
+pub fn pool_upgrade_key(cluster_id: &str, node_pool_id: &str) -> String {
+    format!("{cluster_id}/nodePools/{node_pool_id}")
+}
+
 /// `after` as the runtime's wait.
 pub fn converging(after: Duration) -> crate::reconciler::Outcome {
     crate::reconciler::Outcome::Converging { after }
