@@ -1,11 +1,13 @@
 //! The provider-call budget of each account, and the provider decorator that spends it.
 //!
-//! Invariant: every call a reconciler makes through [`BudgetedProvider`] first takes one
-//! call from its account's [`Budget`]; a 429 from the provider pauses that budget until
-//! the reset the provider named. With [`StoreBudget`] the budget is one row in the store
-//! shared by every replica (decided by `bc_domain::rules::budget`, written by
-//! compare-and-swap), so replicas together never spend more than one account's limit;
-//! [`LocalBudget`] keeps the same rule in memory for a single process.
+//! Invariant: every HTTP request an adapter sends for a call a reconciler makes through
+//! [`BudgetedProvider`] first takes one call from its account's [`Budget`] (each page of
+//! a listing, each retry: the provider counts requests, not port calls); a 429 from the
+//! provider pauses that budget until the reset the provider named. With [`StoreBudget`]
+//! the budget is one row in the store shared by every replica (decided by
+//! `bc_domain::rules::budget`, written by compare-and-swap), so replicas together never
+//! spend more than one account's limit; [`LocalBudget`] keeps the same rule in memory for
+//! a single process.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,7 +18,7 @@ use bc_domain::ports::{
     AssociatedResources, Clock, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
     KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest, NodePoolRequest, ProviderCluster,
     ProviderImpl, ProviderLoadBalancer, ProviderNodePool, ProviderOffer, ProviderOptions,
-    ProviderResult, Store, StoredBudget, UpdateClusterRequest,
+    ProviderResult, RequestGate, Store, StoredBudget, UpdateClusterRequest, gated,
 };
 use bc_domain::rules::budget::{self, BudgetConfig, BudgetState};
 use bc_domain::{ProviderAccountId, ProviderError, Timestamp};
@@ -196,8 +198,23 @@ impl Budget for StoreBudget {
     }
 }
 
-/// A provider whose every call first takes one from its account's budget, and whose
-/// 429 answers pause that budget for every replica.
+/// The gate through which an adapter's every request takes one call from the account's
+/// budget.
+struct AccountGate {
+    budget: Arc<dyn Budget>,
+    account: ProviderAccountId,
+    clock: Arc<dyn Clock>,
+}
+
+#[async_trait]
+impl RequestGate for AccountGate {
+    async fn admit(&self) -> ProviderResult<()> {
+        self.budget.acquire(&self.account, self.clock.now()).await
+    }
+}
+
+/// A provider whose every request first takes one call from its account's budget, and
+/// whose 429 answers pause that budget for every replica.
 pub struct BudgetedProvider {
     inner: Arc<dyn ProviderImpl>,
     budget: Arc<dyn Budget>,
@@ -234,11 +251,16 @@ impl BudgetedProvider {
         result
     }
 
-    /// Runs `call` once the budget allows it; a 429 it meets pauses the budget. `call`
-    /// is a future, so nothing is sent before the budget said yes.
+    /// Runs `call`, each request it sends taking one call from the budget first (so
+    /// nothing is sent before the budget said yes, and a listing of three pages spends
+    /// three); a 429 it meets pauses the budget.
     async fn spend<T>(&self, call: impl Future<Output = ProviderResult<T>>) -> ProviderResult<T> {
-        self.budget.acquire(&self.account, self.clock.now()).await?;
-        let result = call.await;
+        let gate = Arc::new(AccountGate {
+            budget: self.budget.clone(),
+            account: self.account.clone(),
+            clock: self.clock.clone(),
+        });
+        let result = gated(gate, call).await;
         if let Err(ProviderError::RateLimited { retry_after_ms }) = &result {
             let ms = i64::try_from(*retry_after_ms).unwrap_or(i64::MAX / 2);
             let until = self.clock.now() + time::Duration::milliseconds(ms);
@@ -380,8 +402,7 @@ impl KubernetesProvider for BudgetedProvider {
         self.spend(self.inner.kubernetes().options()).await
     }
 
-    /// Charged like any call, though an adapter may answer from its cache: the budget
-    /// errs on the side of never overspending.
+    /// Charged by the requests it sends (none when the adapter answers from its cache).
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
         self.spend(self.inner.kubernetes().credentials(cluster_id)).await
     }

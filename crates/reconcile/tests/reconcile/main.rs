@@ -19,6 +19,7 @@ mod ownership;
 mod refusals;
 mod relay;
 mod replicas;
+mod request_budget;
 mod runtime;
 mod steady;
 mod substrates;
