@@ -217,6 +217,11 @@ impl Recording {
     ) -> ProviderResult<T> {
         let at = self.clock.now();
         let r = f.await;
+        // The budget refuses a request before the adapter sends it (the budget admits
+        // each request, inside the call): such a call never reached the simulator.
+        if matches!(r, Err(ProviderError::OverBudget { .. })) {
+            return r;
+        }
         let throttled = matches!(r, Err(ProviderError::RateLimited { .. }));
         self.calls.0.lock().unwrap().push((at, throttled, self.replica));
         r
