@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use bc_domain::ErrorCode;
 use bc_domain::model::ClusterMode;
-use bc_domain::ports::ProviderOffer;
+use bc_domain::ports::{PoolUpgrades, ProviderOffer};
 use serde_json::{Map, Value, json};
 
 use crate::VERSION;
@@ -50,7 +50,7 @@ pub fn providers_page(offers: &[ProviderOffer]) -> String {
          nodes are counted from the cluster).\n\n",
     );
     let yes_no = |b: bool| if b { "yes" } else { "no" };
-    let rows: [(&str, &Cell<'_>); 6] = [
+    let rows: [(&str, &Cell<'_>); 7] = [
         ("Cluster modes", &|o| {
             o.cluster_modes.iter().map(|m| code(&wire_name(m))).collect::<Vec<_>>().join(", ")
         }),
@@ -74,6 +74,14 @@ pub fn providers_page(offers: &[ProviderOffer]) -> String {
             } else {
                 "a region or a zone".to_owned()
             }
+        }),
+        ("Upgrades", &|o| match o.pool_upgrades {
+            PoolUpgrades::WithControlPlane => {
+                "the cluster's upgrade upgrades every node pool with it".to_owned()
+            }
+            PoolUpgrades::OneByOne => "the control plane first, then each node pool by its own \
+                 operation, one at a time (`updating` meanwhile)"
+                .to_owned(),
         }),
     ];
     out.push_str("| |");

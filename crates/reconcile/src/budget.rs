@@ -1,18 +1,19 @@
 //! The provider-call budget of each account, and the provider decorator that spends it.
 //!
-//! Invariant: every call a reconciler makes through [`BudgetedProvider`] (the forwarding
-//! decorator of `crate::forward` with the [`Spend`] hook) first takes one
-//! call from its account's [`Budget`]; a 429 from the provider pauses that budget until
-//! the reset the provider named. With [`StoreBudget`] the budget is one row in the store
-//! shared by every replica (decided by `bc_domain::rules::budget`, written by
-//! compare-and-swap), so replicas together never spend more than one account's limit;
-//! [`LocalBudget`] keeps the same rule in memory for a single process.
+//! Invariant: every HTTP request an adapter sends for a call a reconciler makes through
+//! [`BudgetedProvider`] (the forwarding decorator of `crate::forward` with the [`Spend`]
+//! hook) first takes one call from its account's [`Budget`] (each page of a listing, each
+//! retry: the provider counts requests, not port calls); a 429 from the provider pauses
+//! that budget until the reset the provider named. With [`StoreBudget`] the budget is one
+//! row in the store shared by every replica (decided by `bc_domain::rules::budget`,
+//! written by compare-and-swap), so replicas together never spend more than one account's
+//! limit; [`LocalBudget`] keeps the same rule in memory for a single process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bc_domain::ports::{Clock, ProviderImpl, ProviderResult, Store, StoredBudget};
+use bc_domain::ports::{Clock, ProviderImpl, ProviderResult, RequestGate, Store, StoredBudget};
 use bc_domain::rules::budget::{self, BudgetConfig, BudgetState};
 use bc_domain::{ProviderAccountId, ProviderError, Timestamp};
 
@@ -193,13 +194,27 @@ impl Budget for StoreBudget {
     }
 }
 
-/// The budget as a [`CallHook`]: every call first takes one from its account's budget,
-/// a 429 it meets pauses that budget for every replica, and after every call that may
-/// change the provider's objects `written` runs, whatever its outcome.
-pub struct Spend {
+/// The gate through which an adapter's every request takes one call from the account's
+/// budget.
+struct AccountGate {
     budget: Arc<dyn Budget>,
     account: ProviderAccountId,
     clock: Arc<dyn Clock>,
+}
+
+#[async_trait]
+impl RequestGate for AccountGate {
+    async fn admit(&self) -> ProviderResult<()> {
+        self.budget.acquire(&self.account, self.clock.now()).await
+    }
+}
+
+/// The budget as a [`CallHook`]: every request a call sends first takes one from its
+/// account's budget (through the call's [`RequestGate`]), a 429 it meets pauses that
+/// budget for every replica, and after every call that may change the provider's objects
+/// `written` runs, whatever its outcome.
+pub struct Spend {
+    gate: Arc<AccountGate>,
     written: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
@@ -207,8 +222,13 @@ pub struct Spend {
 impl CallHook for Spend {
     type Ticket = ();
 
+    /// Nothing is taken per call: the gate takes one per request the call sends.
     async fn before(&self, _: ProviderCall) -> ProviderResult<()> {
-        self.budget.acquire(&self.account, self.clock.now()).await
+        Ok(())
+    }
+
+    fn request_gate(&self) -> Option<Arc<dyn RequestGate>> {
+        Some(self.gate.clone())
     }
 
     async fn after(
@@ -219,11 +239,12 @@ impl CallHook for Spend {
     ) -> ProviderResult<()> {
         if let Err(ProviderError::RateLimited { retry_after_ms }) = outcome {
             let ms = i64::try_from(*retry_after_ms).unwrap_or(i64::MAX / 2);
-            let until = self.clock.now() + time::Duration::milliseconds(ms);
+            let g = &self.gate;
+            let until = g.clock.now() + time::Duration::milliseconds(ms);
             // The call's own answer matters more than recording the pause; a failed
             // write only means the next caller meets the 429 itself.
-            if let Err(e) = self.budget.pause(&self.account, until).await {
-                tracing::warn!(account = %self.account, error = %e, "could not pause the provider budget");
+            if let Err(e) = g.budget.pause(&g.account, until).await {
+                tracing::warn!(account = %g.account, error = %e, "could not pause the provider budget");
             }
         }
         if call.writes()
@@ -235,10 +256,9 @@ impl CallHook for Spend {
     }
 }
 
-/// A provider whose every call first takes one from its account's budget, and whose
-/// 429 answers pause that budget for every replica. Charged like any call:
-/// `credentials`, though an adapter may answer from its cache (the budget errs on the
-/// side of never overspending).
+/// A provider whose every request first takes one call from its account's budget, and
+/// whose 429 answers pause that budget for every replica. A call an adapter answers from
+/// its cache (`credentials` still fresh) sends nothing and spends nothing.
 pub type BudgetedProvider = Forward<Spend>;
 
 impl Forward<Spend> {
@@ -249,7 +269,10 @@ impl Forward<Spend> {
         account: ProviderAccountId,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self::with_hook(inner, Spend { budget, account, clock, written: None })
+        Self::with_hook(
+            inner,
+            Spend { gate: Arc::new(AccountGate { budget, account, clock }), written: None },
+        )
     }
 
     /// `self`, calling `written` after every call that may change the provider's

@@ -22,7 +22,8 @@ use bc_domain::ports::{
     AccountCredentials, AssociatedResources, ClusterCredentials, CreateClusterRequest,
     KubernetesProvider, KubernetesVersion, LoadBalancerProvider, LoadBalancerRequest,
     NodePoolRequest, ProviderCluster, ProviderImpl, ProviderLoadBalancer, ProviderNodePool,
-    ProviderOffer, ProviderOptions, ProviderRegistry, ProviderResult, UpdateClusterRequest,
+    ProviderOffer, ProviderOptions, ProviderRegistry, ProviderResult, RequestGate,
+    UpdateClusterRequest, gated,
 };
 
 /// One provider call, by what it asks (its arguments are the provider's business).
@@ -60,6 +61,8 @@ pub enum ProviderCall {
     AvailableUpgrades,
     /// `KubernetesProvider::upgrade_cluster`.
     UpgradeCluster,
+    /// `KubernetesProvider::upgrade_node_pool`.
+    UpgradeNodePool,
     /// `KubernetesProvider::options_in`.
     OptionsIn,
     /// `KubernetesProvider::options`.
@@ -94,6 +97,7 @@ impl ProviderCall {
                 | DeleteNodePool
                 | DeleteNode
                 | UpgradeCluster
+                | UpgradeNodePool
                 | CreateLoadBalancer
                 | UpdateLoadBalancer
                 | DeleteLoadBalancer
@@ -122,6 +126,12 @@ pub trait CallHook: Send + Sync {
         let _ = (call, ticket, outcome);
         Ok(())
     }
+
+    /// The gate every HTTP request the call sends passes first (the provider counts
+    /// requests: a listing of three pages is three); by default none.
+    fn request_gate(&self) -> Option<Arc<dyn RequestGate>> {
+        None
+    }
 }
 
 /// No hook: every call forwarded as it is.
@@ -148,6 +158,9 @@ impl<H: CallHook + ?Sized> CallHook for Arc<H> {
     ) -> ProviderResult<()> {
         (**self).after(call, ticket, outcome).await
     }
+    fn request_gate(&self) -> Option<Arc<dyn RequestGate>> {
+        (**self).request_gate()
+    }
 }
 
 /// Runs the future `f` of `call` under `hook`: `before`, the call, `after`.
@@ -157,7 +170,10 @@ pub async fn hooked<H: CallHook + ?Sized, T>(
     f: impl Future<Output = ProviderResult<T>>,
 ) -> ProviderResult<T> {
     let ticket = hook.before(call).await?;
-    let result = f.await;
+    let result = match hook.request_gate() {
+        Some(gate) => gated(gate, f).await,
+        None => f.await,
+    };
     hook.after(call, ticket, result.as_ref().map(|_| ())).await?;
     result
 }
@@ -320,6 +336,16 @@ impl<H: CallHook> KubernetesProvider for Forward<H> {
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
         let f = self.inner.kubernetes().upgrade_cluster(cluster_id, version);
         self.call(ProviderCall::UpgradeCluster, f).await
+    }
+
+    async fn upgrade_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        version: &str,
+    ) -> ProviderResult<()> {
+        let f = self.inner.kubernetes().upgrade_node_pool(cluster_id, node_pool_id, version);
+        self.call(ProviderCall::UpgradeNodePool, f).await
     }
 
     async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {

@@ -238,7 +238,9 @@ type Offer = (Timestamp, Vec<KubernetesVersion>);
 #[derive(Default)]
 pub struct UpgradeChecks {
     by_version: Mutex<HashMap<(String, String, String), Offer>>,
-    /// Per provider cluster: the version an upgrade was last asked to, and when.
+    /// Per provider cluster (or node pool, [`pool_upgrade_key`]): the version an upgrade
+    /// was last asked to, and when. Bounded: an entry goes once it no longer says
+    /// anything ([`UPGRADE_SETTLE`] after it was asked, or asked at a time after `now`).
     asked: Mutex<HashMap<String, (String, Timestamp)>>,
 }
 
@@ -251,6 +253,9 @@ impl UpgradeChecks {
     /// Records that cluster `cluster_id` was asked to upgrade to `version` at `now`.
     pub fn asked(&self, cluster_id: &str, version: &str, now: Timestamp) {
         let mut map = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        // Clusters that settled or went are never asked about again: what no longer makes
+        // an upgrade under way goes, so the map holds at most the last UPGRADE_SETTLE's.
+        map.retain(|_, (_, at)| *at <= now && now - *at < UPGRADE_SETTLE);
         map.insert(cluster_id.to_owned(), (version.to_owned(), now));
     }
 
@@ -287,6 +292,8 @@ impl UpgradeChecks {
         offered: Vec<KubernetesVersion>,
     ) {
         let mut map = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        // What `recent` would no longer answer goes (versions no cluster runs any more).
+        map.retain(|_, (at, _)| *at <= now && now - *at < UPGRADE_CHECK_EVERY);
         map.insert(Self::key(account, running, desired), (now, offered));
     }
 
@@ -301,6 +308,12 @@ impl UpgradeChecks {
     fn key(account: &ProviderAccount, running: &str, desired: &str) -> (String, String, String) {
         (account.provider_account_id.to_string(), running.to_owned(), desired.to_owned())
     }
+}
+
+/// The key [`UpgradeChecks::asked`] records a node pool's own upgrade under (where the
+/// provider upgrades pools one by one): apart from its cluster's control plane.
+pub fn pool_upgrade_key(cluster_id: &str, node_pool_id: &str) -> String {
+    format!("{cluster_id}/nodePools/{node_pool_id}")
 }
 
 /// `after` as the runtime's wait.
@@ -323,6 +336,25 @@ mod tests {
         assert!(!c.under_way("c2", "1.33.1-do.0", t0), "another cluster");
         assert!(!c.under_way("c1", "1.33.1-do.0", t0 + UPGRADE_SETTLE), "asked again once settled");
         assert!(!c.under_way("c1", "1.33.1-do.0", t0 - time::Duration::seconds(1)), "a clock step");
+    }
+
+    #[test]
+    fn upgrades_asked_are_forgotten_once_they_settle_so_the_map_stays_bounded() {
+        let c = UpgradeChecks::default();
+        let t0 = Timestamp::from_unix_ms(1_800_000_000_000);
+        // A thousand clusters, each asked once, a minute apart, then never again (they
+        // settled or were deleted).
+        for i in 0..1000 {
+            c.asked(&format!("c{i}"), "1.33.1-do.0", t0 + time::Duration::minutes(i));
+        }
+        let held = c.asked.lock().unwrap().len();
+        let window = usize::try_from(UPGRADE_SETTLE.whole_minutes()).unwrap();
+        assert!(held <= window, "{held} entries held; at most the last {window} minutes' matter");
+        let last = t0 + time::Duration::minutes(999);
+        assert!(c.under_way("c999", "1.33.1-do.0", last), "the recent one still guards");
+        // A clock stepped back: entries from the future say nothing and go too.
+        c.asked("x", "1.33.1-do.0", t0);
+        assert_eq!(c.asked.lock().unwrap().len(), 1);
     }
 
     #[test]

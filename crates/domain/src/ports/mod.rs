@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod credentials;
 pub mod events;
 pub mod provider;
+pub mod request_gate;
 pub mod secret;
 pub mod store;
 
@@ -23,5 +24,6 @@ pub use cluster::{
 pub use credentials::*;
 pub use events::{EventPublisher, PublishError};
 pub use provider::*;
+pub use request_gate::{Gated, RequestGate, admit_request, gated};
 pub use secret::{SecretBox, SecretError};
 pub use store::*;

@@ -171,6 +171,10 @@ pub struct ProviderNodePool {
     pub tags: Vec<String>,
     /// Nodes.
     pub nodes: Vec<ProviderNode>,
+    /// The version of the pool's nodes where the provider versions each pool apart from
+    /// the control plane ([`PoolUpgrades::OneByOne`], GKE's `NodePool.version`); `None`
+    /// where the nodes follow the control plane (DigitalOcean).
+    pub version: Option<String>,
 }
 
 /// A provider cluster.
@@ -367,6 +371,19 @@ impl LabelRule {
     }
 }
 
+/// How a provider upgrades a cluster's nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolUpgrades {
+    /// The nodes follow the control plane: one upgrade of the cluster upgrades every
+    /// pool (DigitalOcean's `POST …/upgrade`).
+    WithControlPlane,
+    /// The control plane and each node pool have their own version: after the control
+    /// plane, each pool is upgraded by its own call, one operation at a time
+    /// ([`KubernetesProvider::upgrade_node_pool`]; GKE's `nodePools.update` with
+    /// `nodeVersion`, never above the control plane's version).
+    OneByOne,
+}
+
 /// What a provider offers: one declaration per adapter, read by the API and the
 /// reconcilers instead of asking which provider it is (SPEC §5). A call a provider
 /// cannot serve is refused naming [`ProviderOffer::provider`] and what it lacks.
@@ -387,6 +404,8 @@ pub struct ProviderOffer {
     pub label_rule: LabelRule,
     /// Whether an autopilot cluster's `region` must be a region (not a zone).
     pub autopilot_regions_only: bool,
+    /// Whether node pools follow the control plane's upgrade or are upgraded one by one.
+    pub pool_upgrades: PoolUpgrades,
 }
 
 impl ProviderOffer {
@@ -483,8 +502,27 @@ pub trait KubernetesProvider: Send + Sync {
     ) -> ProviderResult<()>;
     /// Versions a cluster may upgrade to (empty when up to date).
     async fn available_upgrades(&self, cluster_id: &str) -> ProviderResult<Vec<KubernetesVersion>>;
-    /// Starts an upgrade.
+    /// Starts an upgrade of the control plane (and, where pools follow it
+    /// ([`PoolUpgrades::WithControlPlane`]), of every node pool).
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()>;
+    /// Starts an upgrade of one node pool's nodes to `version` (at most the control
+    /// plane's), where the provider upgrades pools one by one
+    /// ([`PoolUpgrades::OneByOne`]). One operation at a time: asked while another runs
+    /// on the cluster it is `Busy`. Providers whose pools follow the control plane keep
+    /// this default, a refusal.
+    async fn upgrade_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        version: &str,
+    ) -> ProviderResult<()> {
+        let _ = (cluster_id, node_pool_id, version);
+        Err(ProviderError::Refused {
+            message:
+                "this provider upgrades node pools with the control plane: upgrade the cluster"
+                    .into(),
+        })
+    }
     /// Regions, versions and sizes, where the provider has one answer for every region.
     async fn options(&self) -> ProviderResult<ProviderOptions>;
     /// Regions, versions and sizes for new clusters in `region`: GKE's versions are per

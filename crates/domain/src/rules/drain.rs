@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::id::PoolId;
 use crate::model::{Booking, BookingState, UpgradeWait};
 use crate::policy::{UpgradePolicy, VERSION_LATEST};
-use crate::ports::provider::KubernetesVersion;
+use crate::ports::provider::{KubernetesVersion, PoolUpgrades, ProviderCluster, ProviderNodePool};
 use crate::time::Timestamp;
 
 /// What a substrate's cluster should do about its version now.
@@ -232,6 +232,32 @@ pub fn upgrade_decision(
     }
 }
 
+/// The node pool to upgrade next once the control plane runs its version, where the
+/// provider upgrades pools one by one ([`PoolUpgrades::OneByOne`]): the first pool whose
+/// nodes run another version than the control plane. `None` where pools follow the
+/// control plane, or when every pool is at its version. The control plane goes first
+/// and pools follow it, one operation at a time, because a provider refuses nodes newer
+/// than their control plane (GKE: "desired node version … cannot be greater than current
+/// master version").
+pub fn pool_behind(upgrades: PoolUpgrades, cluster: &ProviderCluster) -> Option<&ProviderNodePool> {
+    if upgrades == PoolUpgrades::WithControlPlane {
+        return None;
+    }
+    cluster
+        .node_pools
+        .iter()
+        .find(|p| p.version.as_deref().is_some_and(|v| !v.is_empty() && v != cluster.version))
+}
+
+/// The control plane's version as the one upgrade a lagging pool is offered (see
+/// [`pool_behind`]): what [`upgrade_decision`] takes to decide a pool's step (drained
+/// first under `upgrades: drain`, like the control plane's).
+pub fn control_plane_offer(cluster: &ProviderCluster) -> Vec<KubernetesVersion> {
+    let slug = cluster.version.clone();
+    let kubernetes_version = slug.split('-').next().unwrap_or(&slug).to_owned();
+    vec![KubernetesVersion { slug, kubernetes_version }]
+}
+
 /// Whether a booking holds its pool at `now`: stored `active` and not past `endsAt`.
 /// A booking ending at `t` holds `[createdAt, t)`: at `t` itself it has ended, the same
 /// half-open rule as billing intervals (the store's count must use `ends_at > now`).
@@ -279,6 +305,57 @@ mod tests {
     use crate::name::TenantId;
     use proptest::prelude::*;
     use time::Duration;
+
+    fn cluster_at(version: &str, pools: &[Option<&str>]) -> ProviderCluster {
+        let pool = |i: usize, v: Option<&str>| ProviderNodePool {
+            id: format!("p{i}"),
+            name: format!("p{i}"),
+            size: "e2-standard-4".into(),
+            count: 1,
+            auto_scale: false,
+            min_nodes: 0,
+            max_nodes: 0,
+            labels: Default::default(),
+            taints: vec![],
+            tags: vec![],
+            nodes: vec![],
+            version: v.map(str::to_owned),
+        };
+        ProviderCluster {
+            id: "c".into(),
+            name: "c".into(),
+            region: "us-central1-a".into(),
+            version: version.into(),
+            state: crate::ports::ProviderClusterState::Running,
+            mode: crate::model::ClusterMode::Standard,
+            message: None,
+            endpoint: None,
+            high_availability: false,
+            tags: vec![],
+            auto_upgrade: false,
+            surge_upgrade: false,
+            maintenance_window: None,
+            node_pools: pools.iter().enumerate().map(|(i, v)| pool(i, *v)).collect(),
+            created_at: None,
+        }
+    }
+
+    #[test]
+    fn pools_follow_the_control_plane_one_by_one_where_the_provider_versions_them() {
+        let (old, new) = ("1.34.9-gke.1341000", "1.35.6-gke.1062000");
+        let c = cluster_at(new, &[Some(new), Some(old), Some(old)]);
+        assert_eq!(pool_behind(PoolUpgrades::OneByOne, &c).map(|p| p.name.as_str()), Some("p1"));
+        assert_eq!(pool_behind(PoolUpgrades::WithControlPlane, &c), None, "DigitalOcean's way");
+        assert_eq!(pool_behind(PoolUpgrades::OneByOne, &cluster_at(new, &[Some(new)])), None);
+        assert_eq!(pool_behind(PoolUpgrades::OneByOne, &cluster_at(new, &[None])), None);
+        // A pool's step is an ordinary upgrade decision toward the control plane's version.
+        let now = Timestamp::from_unix_ms(1_800_000_000_000);
+        let offer = control_plane_offer(&c);
+        let d = upgrade_decision(UpgradePolicy::Drain, new, old, &offer, 0, None, now);
+        assert_eq!(d, UpgradeDecision::Upgrade { version: new.into() });
+        let d = upgrade_decision(UpgradePolicy::Drain, new, old, &offer, 2, None, now);
+        assert_eq!(d, UpgradeDecision::Wait { version: new.into(), since: now });
+    }
 
     fn v(slug: &str) -> KubernetesVersion {
         KubernetesVersion {

@@ -431,6 +431,7 @@ mod tests {
             taints: req.taints.clone(),
             // The provider adds its own tags.
             tags: [req.tags.clone(), vec!["k8s".into()]].concat(),
+            version: None,
             nodes: vec![],
         }
     }
@@ -447,6 +448,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: vec![],
             tags: vec![],
+            version: None,
             nodes: vec![],
         }
     }

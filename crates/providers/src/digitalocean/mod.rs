@@ -22,8 +22,8 @@ use async_trait::async_trait;
 use bc_domain::ProviderError;
 use bc_domain::model::{ClusterMode, LoadBalancerType, ProviderKind, SecretString};
 use bc_domain::ports::{
-    Clock, KubernetesProvider, LabelRule, LoadBalancerProvider, ProviderImpl, ProviderOffer,
-    ProviderResult,
+    Clock, KubernetesProvider, LabelRule, LoadBalancerProvider, PoolUpgrades, ProviderImpl,
+    ProviderOffer, ProviderResult,
 };
 use serde::de::DeserializeOwned;
 
@@ -37,7 +37,7 @@ use transport::Transport;
 
 /// What DigitalOcean offers: standard clusters only (DOKS has worker node pools, no
 /// autopilot mode), node pools, regional and global load balancers; names up to 255
-/// characters (ours are at most 63); tags.
+/// characters (ours are at most 63); tags; a cluster's upgrade upgrades its nodes too.
 pub fn offer() -> ProviderOffer {
     ProviderOffer {
         provider: ProviderKind::Digitalocean,
@@ -47,6 +47,7 @@ pub fn offer() -> ProviderOffer {
         name_max: 255,
         label_rule: LabelRule::Tags,
         autopilot_regions_only: false,
+        pool_upgrades: PoolUpgrades::WithControlPlane,
     }
 }
 

@@ -143,6 +143,9 @@ impl Transport {
         query: &[(&str, String)],
         body: Option<&Value>,
     ) -> ProviderResult<Reply> {
+        // Every request spends from the caller's budget (each page of a list too: the
+        // per-token limit counts requests), then from this account's local bucket.
+        bc_domain::ports::admit_request().await?;
         self.acquire().await?;
         let url = format!("{}{}", self.base_url, path);
         let mut req =

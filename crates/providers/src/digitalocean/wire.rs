@@ -355,6 +355,7 @@ impl WireNodePool {
             labels: strip_labels(self.labels),
             taints,
             tags: strip_tags(self.tags),
+            version: None,
             nodes: self.nodes.unwrap_or_default().into_iter().map(WireNode::into_port).collect(),
         }
     }

@@ -221,6 +221,10 @@ fn same_labels(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bo
     set(a) == set(b)
 }
 
+/// The release channel every cluster this adapter makes is enrolled in: its versions are
+/// the ones offered for new clusters and upgrades (GKE refuses others for the channel).
+pub const RELEASE_CHANNEL: &str = "REGULAR";
+
 /// GKE's label naming a Node's pool.
 pub const NODE_POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 
@@ -252,7 +256,7 @@ impl KubernetesProvider for Gke {
 
     async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
         let location = req.region.as_str();
-        let mut cluster = json!({"name": req.name, "releaseChannel": {"channel": "REGULAR"}});
+        let mut cluster = json!({"name": req.name, "releaseChannel": {"channel": RELEASE_CHANNEL}});
         if !req.version.is_empty() {
             cluster["initialClusterVersion"] = json!(req.version);
         }
@@ -474,8 +478,11 @@ impl KubernetesProvider for Gke {
         let (c, _) = self.cluster(cluster_id).await?;
         let path = format!("{}/serverConfig", self.location_path(&c.location));
         let config: ServerConfig = self.transport.send(Method::GET, &path, None).await?;
+        // A cluster enrolled in a release channel moves only within it
+        // (ServerConfig.channels[].validVersions); the adapter enrolls every cluster it
+        // makes, and an adopted one may be in any channel or none.
         Ok(config
-            .valid_master_versions
+            .master_versions_for(&c.release_channel.channel)
             .iter()
             .filter(|v| newer(v, &c.current_master_version))
             .map(|v| version(v))
@@ -483,11 +490,27 @@ impl KubernetesProvider for Gke {
     }
 
     async fn upgrade_cluster(&self, cluster_id: &str, version: &str) -> ProviderResult<()> {
-        // The control plane; the release channel then brings the node pools to it.
+        // The control plane only (UPGRADE_MASTER): each node pool has its own version and
+        // follows by `upgrade_node_pool` (the offer says `OneByOne`).
         let (_, path) = self.cluster(cluster_id).await?;
         let body = json!({"masterVersion": version});
         let _: Operation =
             self.op(Method::POST, &format!("{path}:updateMaster"), Some(&body)).await?;
+        Ok(())
+    }
+
+    async fn upgrade_node_pool(
+        &self,
+        cluster_id: &str,
+        node_pool_id: &str,
+        version: &str,
+    ) -> ProviderResult<()> {
+        // nodePools.update with `nodeVersion` (UpdateNodePoolRequest.node_version): an
+        // UPGRADE_NODES operation; GKE refuses a version above the control plane's, and
+        // one asked while another operation runs on the cluster is `Busy`.
+        let (_, _, path) = self.pool(cluster_id, node_pool_id).await?;
+        let body = json!({"nodeVersion": version});
+        let _: Operation = self.op(Method::PUT, &path, Some(&body)).await?;
         Ok(())
     }
 
@@ -500,7 +523,8 @@ impl KubernetesProvider for Gke {
     async fn options_in(&self, region: &str) -> ProviderResult<ProviderOptions> {
         let path = format!("{}/serverConfig", self.location_path(region));
         let config: ServerConfig = self.transport.send(Method::GET, &path, None).await?;
-        let mut versions = config.valid_master_versions.clone();
+        // What a cluster made here may run: the channel it is enrolled in offers these.
+        let mut versions = config.master_versions_for(RELEASE_CHANNEL).to_vec();
         versions.sort_by(|a, b| {
             if newer(a, b) {
                 std::cmp::Ordering::Less

@@ -30,8 +30,8 @@ use async_trait::async_trait;
 use bc_domain::ProviderError;
 use bc_domain::model::{ClusterMode, ProviderKind};
 use bc_domain::ports::{
-    Clock, KubernetesProvider, LabelRule, LoadBalancerProvider, LoadBalancerRequest, ProviderImpl,
-    ProviderLoadBalancer, ProviderOffer, ProviderResult, ServiceAccount,
+    Clock, KubernetesProvider, LabelRule, LoadBalancerProvider, LoadBalancerRequest, PoolUpgrades,
+    ProviderImpl, ProviderLoadBalancer, ProviderOffer, ProviderResult, ServiceAccount,
 };
 
 pub use auth::{AUDIENCE, SCOPES, signing_input};
@@ -48,7 +48,8 @@ pub const DEFAULT_TOKEN_URL: &str = "https://oauth2.googleapis.com/token";
 
 /// What GKE offers: standard and autopilot clusters (autopilot in regions only), node
 /// pools on standard clusters, no load balancers yet; names of at most 40 characters;
-/// GCP label rules.
+/// GCP label rules; the control plane and each node pool have their own version, so
+/// pools are upgraded one by one after the control plane.
 pub fn offer() -> ProviderOffer {
     ProviderOffer {
         provider: ProviderKind::Gke,
@@ -58,6 +59,7 @@ pub fn offer() -> ProviderOffer {
         name_max: 40,
         label_rule: LabelRule::Gcp,
         autopilot_regions_only: true,
+        pool_upgrades: PoolUpgrades::OneByOne,
     }
 }
 

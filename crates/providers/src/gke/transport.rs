@@ -98,6 +98,9 @@ impl Transport {
     ) -> ProviderResult<T> {
         let mut reminted = false;
         loop {
+            // Every request spends from the caller's budget (GKE counts requests per
+            // minute per project), the re-sent one after a re-mint too.
+            bc_domain::ports::admit_request().await?;
             self.acquire().await?;
             let token = self.token().await?;
             let mut auth = HeaderValue::from_str(&format!("Bearer {}", token.token.expose()))

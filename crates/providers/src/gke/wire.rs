@@ -37,6 +37,14 @@ pub struct Cluster {
     pub node_pools: Vec<NodePool>,
     pub autopilot: Autopilot,
     pub create_time: String,
+    pub release_channel: ReleaseChannel,
+}
+
+/// `ReleaseChannel` (`channel` by name; absent or `UNSPECIFIED`: not enrolled).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub struct ReleaseChannel {
+    pub channel: String,
 }
 
 /// `StatusCondition`.
@@ -137,6 +145,33 @@ pub struct ServerConfig {
     pub default_cluster_version: String,
     pub valid_master_versions: Vec<String>,
     pub valid_node_versions: Vec<String>,
+    pub channels: Vec<ReleaseChannelConfig>,
+}
+
+/// `ServerConfig.ReleaseChannelConfig`: the versions a cluster enrolled in `channel` may
+/// run (and be upgraded to).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReleaseChannelConfig {
+    pub channel: String,
+    pub valid_versions: Vec<String>,
+}
+
+impl ServerConfig {
+    /// The control-plane versions a cluster in `channel` may move to: its channel's
+    /// `validVersions` when enrolled (GKE refuses any other for such a cluster), every
+    /// `validMasterVersions` when not (`""` or `UNSPECIFIED`). A channel the answer does
+    /// not list offers nothing.
+    pub fn master_versions_for(&self, channel: &str) -> &[String] {
+        if channel.is_empty() || channel == "UNSPECIFIED" {
+            return &self.valid_master_versions;
+        }
+        self.channels
+            .iter()
+            .find(|c| c.channel == channel)
+            .map(|c| c.valid_versions.as_slice())
+            .unwrap_or_default()
+    }
 }
 
 /// The prefix of labels GKE adds itself (`goog-gke-node-pool-provisioning-model`):
@@ -301,6 +336,7 @@ impl NodePool {
             taints,
             tags: tags_of(&self.config.resource_labels),
             nodes,
+            version: Some(self.version).filter(|v| !v.is_empty()),
         }
     }
 }

@@ -175,3 +175,100 @@ async fn autopilot_clusters_have_no_node_pools_and_gke_is_not_asked() {
     })
     .await;
 }
+
+/// Steps the simulator a minute at a time until the cluster runs (no operation on it).
+async fn until_running(w: &Served, k: &dyn bc_domain::ports::KubernetesProvider, id: &str) {
+    for _ in 0..30 {
+        if k.get_cluster(id).await.unwrap().state == ProviderClusterState::Running {
+            return;
+        }
+        w.step(60);
+    }
+    panic!("cluster {id} never ran: {:?}", k.get_cluster(id).await);
+}
+
+/// A standard cluster `c1` at `version` with pools `a` and `b`, made and running.
+async fn running_cluster(
+    w: &Served,
+    k: &dyn bc_domain::ports::KubernetesProvider,
+    version: &str,
+) -> String {
+    let mut req = testing::cluster_request("c1", vec![pool("a", 1), pool("b", 1)]);
+    req.region = "us-central1-a".into();
+    req.version = version.into();
+    let made = k.create_cluster(&req).await.unwrap();
+    until_running(w, k, &made.id).await;
+    made.id
+}
+
+/// A cluster in a release channel is offered only its channel's versions
+/// (ServerConfig.channels[].validVersions): before, every `validMasterVersions`, so a
+/// REGULAR cluster at 1.34.9 was offered RAPID's 1.35.7 too, which GKE then refuses for
+/// it ("Master version … is unsupported"). New clusters, which the adapter enrolls in
+/// REGULAR, are offered REGULAR's.
+#[tokio::test]
+async fn upgrades_and_new_clusters_are_offered_their_release_channels_versions() {
+    bounded(async {
+        let w = Served::start(SimConfig::default()).await;
+        let a = adapter_for(&w, &w.gke_key()).unwrap();
+        let k = a.kubernetes();
+        let (old, new) = ("1.34.9-gke.1341000", "1.35.6-gke.1062000");
+        let id = running_cluster(&w, k, old).await;
+        let offered: Vec<String> =
+            k.available_upgrades(&id).await.unwrap().into_iter().map(|v| v.slug).collect();
+        assert_eq!(offered, vec![new.to_owned()]);
+        // Each version offered is one GKE takes.
+        k.upgrade_cluster(&id, new).await.unwrap();
+        let options = k.options_in("us-central1-a").await.unwrap();
+        let slugs: Vec<&str> = options.versions.iter().map(|v| v.slug.as_str()).collect();
+        assert_eq!(slugs, [new, old], "REGULAR's, newest first");
+    })
+    .await;
+}
+
+/// The control plane upgrades alone, and each pool follows by its own UPGRADE_NODES
+/// operation (nodePools.update `nodeVersion`), one at a time, never above the control
+/// plane; one asked while another operation runs is `Busy`.
+#[tokio::test]
+async fn pools_follow_the_control_plane_one_by_one() {
+    bounded(async {
+        let w = Served::start(SimConfig::default()).await;
+        let a = adapter_for(&w, &w.gke_key()).unwrap();
+        let k = a.kubernetes();
+        assert_eq!(a.offer().pool_upgrades, bc_domain::ports::PoolUpgrades::OneByOne);
+        let (old, new) = ("1.34.9-gke.1341000", "1.35.6-gke.1062000");
+        let id = running_cluster(&w, k, old).await;
+
+        // A pool cannot go above the control plane.
+        let above = k.upgrade_node_pool(&id, "a", new).await.unwrap_err();
+        assert!(
+            matches!(&above, ProviderError::Refused { message } if message.contains("master version")),
+            "{above:?}"
+        );
+
+        // The control plane first (its version changes when its operation ends); a
+        // pool's upgrade while it runs is busy, not refused.
+        k.upgrade_cluster(&id, new).await.unwrap();
+        let busy = k.upgrade_node_pool(&id, "a", old).await.unwrap_err();
+        assert!(matches!(busy, ProviderError::Busy { .. }), "{busy:?}");
+        until_running(&w, k, &id).await;
+        let c = k.get_cluster(&id).await.unwrap();
+        assert_eq!(c.version, new);
+        let versions = |c: &bc_domain::ports::ProviderCluster| -> Vec<Option<String>> {
+            c.node_pools.iter().map(|p| p.version.clone()).collect()
+        };
+        assert_eq!(versions(&c), vec![Some(old.to_owned()), Some(old.to_owned())]);
+
+        // Then each pool, one operation at a time.
+        k.upgrade_node_pool(&id, "a", new).await.unwrap();
+        let busy = k.upgrade_node_pool(&id, "b", new).await.unwrap_err();
+        assert!(matches!(busy, ProviderError::Busy { .. }), "{busy:?}");
+        until_running(&w, k, &id).await;
+        k.upgrade_node_pool(&id, "b", new).await.unwrap();
+        until_running(&w, k, &id).await;
+        let c = k.get_cluster(&id).await.unwrap();
+        assert_eq!(versions(&c), vec![Some(new.to_owned()), Some(new.to_owned())]);
+        assert_eq!(w.sim.state().model().gke_operations_started("UPGRADE_NODES"), 2);
+    })
+    .await;
+}

@@ -277,6 +277,7 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
             tags: vec![],
+            version: None,
             nodes: (0..nodes)
                 .map(|i| ProviderNode {
                     id: format!("{i}"),

@@ -27,7 +27,7 @@ use bc_domain::ports::{
     CreateClusterRequest, PAGE_SIZE_MAX, PageRequest, ProviderCluster, ProviderClusterState,
     ProviderImpl, UnitOfWork, UpdateClusterRequest, WorkKind, Write,
 };
-use bc_domain::rules::drain::{UpgradeDecision, upgrade_decision, wants_upgrade};
+use bc_domain::rules::drain::{UpgradeDecision, pool_behind, upgrade_decision, wants_upgrade};
 use bc_domain::rules::plan::cluster_created_for;
 use bc_domain::{ClusterId, NodePoolId, NodePoolState, ProviderError, ResourceState};
 
@@ -37,7 +37,7 @@ use crate::shared::records::{
 };
 use crate::shared::{
     Entropy, STEADY_LISTING_MAX_AGE, UpgradeChecks, cluster_event, converging, live_account,
-    node_pool_event, own_error, waits,
+    node_pool_event, own_error, pool_upgrade_key, waits,
 };
 use decide::Derived;
 
@@ -536,6 +536,26 @@ impl Run<'_> {
                 }
                 UpgradeDecision::UpToDate | UpgradeDecision::Wait { .. } => {}
             }
+        }
+        // Where each node pool has its own version (GKE), the pools follow the control
+        // plane once it runs its version: one pool, one operation at a time (the provider
+        // shows the operation in flight as the cluster's upgrade, so no second is asked).
+        if let Some(p) = pool_behind(provider.offer().pool_upgrades, pc) {
+            let version = pc.version.as_str();
+            let key = pool_upgrade_key(&pc.id, &p.id);
+            if !self.r.upgrades.under_way(&key, version, now) {
+                self.act.ensure_held(self.deps).await?;
+                provider!(provider.kubernetes().upgrade_node_pool(&pc.id, &p.id, version).await);
+                self.r.upgrades.asked(&key, version, now);
+            }
+            self.deps.observer.invalidate(account);
+            return Ok((
+                Derived::Converging(format!(
+                    "upgrading node pool {} of cluster {} to {version}",
+                    p.name, self.row.name
+                )),
+                waits::CLUSTER,
+            ));
         }
         if self.row.high_availability && !pc.high_availability {
             let mut req = UpdateClusterRequest::keeping(pc);

@@ -106,6 +106,7 @@ mod tests {
             taints: req.taints.clone(),
             // What we asked for, and the provider's own.
             tags: req.tags.iter().cloned().chain(["k8s".to_owned()]).collect(),
+            version: None,
             nodes: (0..nodes)
                 .map(|i| ProviderNode {
                     id: format!("n{i}"),

@@ -281,6 +281,7 @@ mod tests {
             labels: req.labels.clone(),
             taints: req.taints.clone(),
             tags: req.tags.clone(),
+            version: None,
             nodes: (0..req.count.unwrap_or(0))
                 .map(|i| ProviderNode {
                     id: format!("n{i}"),

@@ -218,6 +218,11 @@ impl CallHook for Recording {
         at: Timestamp,
         outcome: Result<(), &ProviderError>,
     ) -> ProviderResult<()> {
+        // The budget refuses a request before the adapter sends it (the budget admits
+        // each request, inside the call): such a call never reached the simulator.
+        if matches!(outcome, Err(ProviderError::OverBudget { .. })) {
+            return Ok(());
+        }
         let throttled = matches!(outcome, Err(ProviderError::RateLimited { .. }));
         self.calls.0.lock().unwrap().push((at, throttled, self.replica));
         Ok(())

@@ -28,6 +28,10 @@ pub enum Call {
     Upgrades,
     /// Upgrade a cluster's control plane.
     Upgrade,
+    /// The call that upgrades a node pool's nodes: on GKE each pool's own
+    /// (`nodePools.update` with `nodeVersion`); on DigitalOcean the cluster's upgrade,
+    /// which takes the nodes with it.
+    UpgradeNodePool,
 }
 
 /// The simulated provider a scenario runs on.
@@ -124,7 +128,9 @@ impl OnProvider {
                 &[("DELETE", digitalocean::NODE_POOL)]
             }
             (OnProvider::DigitalOcean, Call::Upgrades) => &[("GET", digitalocean::UPGRADES)],
-            (OnProvider::DigitalOcean, Call::Upgrade) => &[("POST", digitalocean::UPGRADE)],
+            (OnProvider::DigitalOcean, Call::Upgrade | Call::UpgradeNodePool) => {
+                &[("POST", digitalocean::UPGRADE)]
+            }
             (OnProvider::Gke, Call::CreateCluster) => &[("POST", gke::CLUSTERS)],
             (OnProvider::Gke, Call::DeleteCluster) => &[("DELETE", gke::CLUSTER)],
             (OnProvider::Gke, Call::CreateNodePool) => &[("POST", gke::NODE_POOLS)],
@@ -134,6 +140,8 @@ impl OnProvider {
             (OnProvider::Gke, Call::DeleteNodePool) => &[("DELETE", gke::NODE_POOL)],
             (OnProvider::Gke, Call::Upgrades) => &[("GET", gke::SERVER_CONFIG)],
             (OnProvider::Gke, Call::Upgrade) => &[("POST", gke::UPDATE_MASTER)],
+            // Shared with label and taint changes (one PUT): count it where none happen.
+            (OnProvider::Gke, Call::UpgradeNodePool) => &[("PUT", gke::NODE_POOL)],
         };
         pairs.iter().map(|(m, t)| key(m, t)).collect()
     }

@@ -458,6 +458,10 @@ pub struct Gke {
     per_minute: u32,
     #[serde(skip)]
     denied: BTreeSet<String>,
+    /// How many operations of each `operationType` were started (what a test counts to
+    /// say a lost answer started no second one; the log itself is pruned).
+    #[serde(default)]
+    started: BTreeMap<String, u64>,
 }
 
 fn default_rate() -> u32 {
@@ -475,6 +479,7 @@ impl Default for Gke {
             faults: BTreeMap::new(),
             per_minute: DEFAULT_REQUESTS_PER_MINUTE,
             denied: BTreeSet::new(),
+            started: BTreeMap::new(),
         }
     }
 }
@@ -957,7 +962,13 @@ impl Model {
             applied: false,
         };
         self.gke.operations.push(op.clone());
+        *self.gke.started.entry(op.op_type.clone()).or_default() += 1;
         op
+    }
+
+    /// How many operations of `op_type` (`UPGRADE_NODES`, …) the GKE face has started.
+    pub fn gke_operations_started(&self, op_type: &str) -> u64 {
+        self.gke.started.get(op_type).copied().unwrap_or(0)
     }
 
     /// The cluster `id` may start an operation: no other runs (400 FAILED_PRECONDITION
