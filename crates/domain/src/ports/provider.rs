@@ -304,11 +304,17 @@ pub struct NamedResource {
 /// The resources a provider associates with a cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssociatedResources {
-    /// Load balancers.
+    /// Load balancers the provider deletes with the cluster when
+    /// [`KubernetesProvider::delete_cluster_selective`] names them.
     pub load_balancers: Vec<NamedResource>,
-    /// Volumes.
+    /// Load balancers the cluster's own controllers made that the provider leaves in
+    /// place when the cluster goes, whatever is asked (GKE: a Service's forwarding
+    /// rule, target pool and firewall rules): named, never deleted.
+    #[serde(default)]
+    pub retained_load_balancers: Vec<NamedResource>,
+    /// Volumes (left in place when the cluster goes).
     pub volumes: Vec<NamedResource>,
-    /// Volume snapshots.
+    /// Volume snapshots (left in place when the cluster goes).
     pub volume_snapshots: Vec<NamedResource>,
 }
 

@@ -407,6 +407,9 @@ impl WireAssociated {
         };
         AssociatedResources {
             load_balancers: list(self.load_balancers),
+            // DigitalOcean lists the load balancers its controllers made (tagged with
+            // the cluster) and deletes the ones a selective delete names.
+            retained_load_balancers: Vec::new(),
             volumes: list(self.volumes),
             volume_snapshots: list(self.volume_snapshots),
         }
