@@ -50,7 +50,7 @@ pub fn providers_page(offers: &[ProviderOffer]) -> String {
          nodes are counted from the cluster).\n\n",
     );
     let yes_no = |b: bool| if b { "yes" } else { "no" };
-    let rows: [(&str, &Cell<'_>); 6] = [
+    let rows: [(&str, &Cell<'_>); 7] = [
         ("Cluster modes", &|o| {
             o.cluster_modes.iter().map(|m| code(&wire_name(m))).collect::<Vec<_>>().join(", ")
         }),
@@ -66,6 +66,7 @@ pub fn providers_page(offers: &[ProviderOffer]) -> String {
         }),
         ("Longest cluster or node-pool name", &|o| format!("{} characters", o.name_max)),
         ("Resource labels", &|o| o.label_rule.describe().to_owned()),
+        ("Node counts (`count`, `autoScale`: totals)", &|o| o.count_placement.to_owned()),
         ("Autopilot `region`", &|o| {
             if !o.cluster_modes.contains(&ClusterMode::Autopilot) {
                 "no autopilot clusters".to_owned()

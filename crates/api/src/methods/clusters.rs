@@ -185,6 +185,7 @@ async fn create(
         delete_requested: false,
         provider_cluster_id: None,
         version: None,
+        nodes: None,
         status: ObservedStatus::pending(now),
     };
     let mut uow = UnitOfWork::new().write(Write::InsertCluster(cluster.clone()));

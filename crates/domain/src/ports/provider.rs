@@ -204,6 +204,11 @@ pub struct ProviderCluster {
     pub maintenance_window: Option<MaintenanceWindow>,
     /// Node pools.
     pub node_pools: Vec<ProviderNodePool>,
+    /// An autopilot cluster's nodes, counted from the cluster's own Nodes (the provider
+    /// runs them; they belong to no node pool). `None` for a standard cluster, in a
+    /// listing (which reads no cluster's API), and while the cluster's API cannot be
+    /// read.
+    pub nodes: Option<crate::model::ClusterNodes>,
     /// Created.
     pub created_at: Option<Timestamp>,
 }
@@ -393,6 +398,9 @@ pub struct ProviderOffer {
     pub label_rule: LabelRule,
     /// Whether an autopilot cluster's `region` must be a region (not a zone).
     pub autopilot_regions_only: bool,
+    /// How the adapter places a node pool so that its `count` (and `autoScale` min and
+    /// max), a total on every provider, holds — for the reference docs (SPEC §6).
+    pub count_placement: &'static str,
 }
 
 impl ProviderOffer {

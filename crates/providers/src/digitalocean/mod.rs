@@ -47,6 +47,7 @@ pub fn offer() -> ProviderOffer {
         name_max: 255,
         label_rule: LabelRule::Tags,
         autopilot_regions_only: false,
+        count_placement: "as asked: DigitalOcean counts a node pool's nodes in total",
     }
 }
 

@@ -389,6 +389,8 @@ impl WireCluster {
                 .into_iter()
                 .map(WireNodePool::into_port)
                 .collect(),
+            // DOKS clusters are standard: their nodes are their pools'.
+            nodes: None,
             created_at: parse_time(self.created_at.as_deref()),
         }
     }

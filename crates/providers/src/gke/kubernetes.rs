@@ -11,7 +11,7 @@
 //! before GKE is asked.
 
 use async_trait::async_trait;
-use bc_domain::model::{ClusterMode, SecretString};
+use bc_domain::model::{ClusterMode, ClusterNodes, SecretString};
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
     KubernetesVersion, NamedResource, NodePoolRequest, ProviderBacked, ProviderCluster,
@@ -167,10 +167,42 @@ impl Gke {
         Some(counts)
     }
 
-    /// The port's cluster, its pools' counts read from its Nodes.
+    /// The port's cluster, its pools' counts read from its Nodes (an autopilot
+    /// cluster's, all its Nodes).
     async fn port_cluster(&self, c: Cluster) -> ProviderCluster {
+        if c.autopilot.enabled {
+            let nodes = self.autopilot_nodes(&c).await;
+            let mut pc = c.into_port(None);
+            pc.nodes = nodes;
+            return pc;
+        }
         let counts = self.node_counts(&c).await;
         c.into_port(counts.as_ref())
+    }
+
+    /// An autopilot cluster's nodes, every Node its API lists (GKE makes and removes them
+    /// as workloads need them, in pools no call may read: research/gke.md §5). Read from
+    /// the cluster rather than the deprecated `currentNodeCount`, which GKE's API says to
+    /// replace by the Kubernetes API. `None` while that API cannot be read.
+    async fn autopilot_nodes(&self, c: &Cluster) -> Option<ClusterNodes> {
+        if c.endpoint.is_empty() {
+            return None;
+        }
+        let creds = self.kubeconfig(c).await.ok()?;
+        let listed = match self.clusters.connect(&creds.kubeconfig).await {
+            Ok(client) => client.list_nodes("").await,
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(nodes) => Some(ClusterNodes {
+                listed: u32::try_from(nodes.len()).unwrap_or(u32::MAX),
+                ready: u32::try_from(nodes.iter().filter(|n| n.ready).count()).unwrap_or(u32::MAX),
+            }),
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "counting nodes failed");
+                None
+            }
+        }
     }
 
     /// The port's pool, its count read from its Nodes.

@@ -207,6 +207,7 @@ pub fn created_cluster_row(
         created_at: now,
         provider_cluster_id: None,
         version: None,
+        nodes: None,
         status: ObservedStatus::pending(now),
     }
 }
@@ -252,6 +253,7 @@ pub fn adopted_cluster_row(
         created_at: now,
         provider_cluster_id: Some(observed.id.clone()),
         version: Some(observed.version.clone()),
+        nodes: None,
         status: ObservedStatus::pending(now),
     }
 }

@@ -515,6 +515,7 @@ impl Env {
             created_at: now,
             provider_cluster_id: None,
             version: None,
+            nodes: None,
             status: ObservedStatus::pending(now),
         };
         let rows: Vec<NodePool> = pools
