@@ -122,6 +122,8 @@ const ROOTS: &[(&str, &str)] = &[
     ("k8s.io/api/core/v1", "ServiceList"),
     ("k8s.io/api/core/v1", "Event"),
     ("k8s.io/api/core/v1", "EventList"),
+    ("k8s.io/api/core/v1", "PersistentVolume"),
+    ("k8s.io/api/core/v1", "PersistentVolumeList"),
     ("k8s.io/api/apps/v1", "DaemonSet"),
     ("k8s.io/api/apps/v1", "DaemonSetList"),
     ("k8s.io/api/apps/v1", "Deployment"),

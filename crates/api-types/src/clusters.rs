@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::endpoint::{Input, create_input, endpoint, list_input, list_output, object_ref};
 use crate::meta::{Kind, Resource, ResourceType};
-use crate::node_pools::NodePoolSpec;
+use crate::node_pools::{NodeCounts, NodePoolSpec};
 use crate::shown_state;
 use Permission::{KubernetesManage as Manage, KubernetesRead as Read};
 use ResourceType::{KubernetesCluster as OnCluster, ProviderAccount as OnAccount};
@@ -119,6 +119,11 @@ pub struct KubernetesClusterView {
     pub origin: ClusterOrigin,
     /// The pools whose substrates use it.
     pub substrate_pool_ids: Vec<PoolId>,
+    /// An autopilot cluster's nodes, counted from the cluster (the provider runs them and
+    /// they belong to no node pool), once counted; a standard cluster's nodes are counted
+    /// on its node pools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<NodeCounts>,
     /// State.
     pub state: ResourceState,
     /// What to fix or wait for.
@@ -146,6 +151,7 @@ impl From<&KubernetesCluster> for KubernetesClusterView {
             high_availability: c.high_availability,
             origin: c.origin,
             substrate_pool_ids: c.substrate_pool_ids.clone(),
+            nodes: c.nodes.map(|n| NodeCounts { listed: n.listed, ready: n.ready }),
             state: shown_state(c.delete_requested, c.status.state),
             message: c.status.message.clone(),
             generation: c.generation,
@@ -182,7 +188,7 @@ endpoint!(
         Kind::Read,
         Read,
         OnCluster,
-        "Returns the cluster: clusterId, tenantId, providerAccountId, providerClusterId once the provider has made it, name, region, version once known, mode, highAvailability, origin, substratePoolIds, state with a message when there is something to fix or wait for, generation, createdAt and updatedAt. It never returns a kubeconfig or a credential. A cluster of another tenant is NOT_FOUND. Decided as compute:kubernetes:read on the cluster.",
+        "Returns the cluster: clusterId, tenantId, providerAccountId, providerClusterId once the provider has made it, name, region, version once known, mode, highAvailability, origin, substratePoolIds, nodes ({ listed, ready }: an autopilot cluster's nodes, counted from the cluster, since they belong to no node pool; absent on a standard cluster, whose node pools count theirs), state with a message when there is something to fix or wait for, generation, createdAt and updatedAt. It never returns a kubeconfig or a credential. A cluster of another tenant is NOT_FOUND. Decided as compute:kubernetes:read on the cluster.",
     );
     ClusterRef => KubernetesClusterView
 );

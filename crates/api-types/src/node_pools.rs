@@ -178,7 +178,7 @@ pub struct KubernetesNodePoolsResizeInput {
     pub expected_generation: Option<u64>,
 }
 
-/// A node pool's node counts.
+/// Node counts: a node pool's, or an autopilot cluster's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeCounts {
     /// Nodes the provider lists.

@@ -66,6 +66,7 @@ pub fn providers_page(offers: &[ProviderOffer]) -> String {
         }),
         ("Longest cluster or node-pool name", &|o| format!("{} characters", o.name_max)),
         ("Resource labels", &|o| o.label_rule.describe().to_owned()),
+        ("Node counts (`count`, `autoScale`: totals)", &|o| o.count_placement.to_owned()),
         ("Autopilot `region`", &|o| {
             if !o.cluster_modes.contains(&ClusterMode::Autopilot) {
                 "no autopilot clusters".to_owned()

@@ -346,8 +346,21 @@ pub struct KubernetesCluster {
     pub provider_cluster_id: Option<String>,
     /// Observed: the running version.
     pub version: Option<String>,
+    /// Observed: an autopilot cluster's nodes, counted from the cluster (SPEC §7: the
+    /// provider runs them and they belong to no node pool); `None` for a standard
+    /// cluster, whose nodes are its node pools', and until they are first counted.
+    pub nodes: Option<ClusterNodes>,
     /// Observed state.
     pub status: ObservedStatus,
+}
+
+/// How many Nodes a cluster lists, and how many of them are ready.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterNodes {
+    /// Nodes listed.
+    pub listed: u32,
+    /// Of them, those whose `Ready` condition is true.
+    pub ready: u32,
 }
 
 /// Who made a node pool.

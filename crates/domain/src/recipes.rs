@@ -331,6 +331,7 @@ pub fn new_cluster_row(new: NewCluster, now: Timestamp) -> KubernetesCluster {
         created_at: now,
         provider_cluster_id: None,
         version: None,
+        nodes: None,
         status: ObservedStatus::pending(now),
     }
 }

@@ -19,14 +19,15 @@ use async_trait::async_trait;
 use bc_domain::model::SecretString;
 use bc_domain::name::FIELD_MANAGER;
 use bc_domain::ports::{
-    ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject, NamespacedObject,
-    ObjectError, ObjectKind, ObjectMeta, ObjectRef, OwnerReference, Preconditions, TokenReview,
+    ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, KubeObject,
+    LoadBalancerService, NamespacedObject, ObjectError, ObjectKind, ObjectMeta, ObjectRef,
+    OwnerReference, PersistentVolumeInfo, Preconditions, ProviderBacked, TokenReview,
 };
 use bytes::Bytes;
 use http::{Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use k8s_openapi::api::authentication::v1 as authn;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Service};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
@@ -437,6 +438,62 @@ impl ClusterOps for KubeClusterClient {
             }
         }
         Ok(out)
+    }
+
+    async fn list_provider_backed(&self) -> Result<ProviderBacked, ClusterError> {
+        let services = Api::<Service>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| self.failed(&e, None).into_cluster_error(&"the Service list"))?;
+        let volumes = Api::<PersistentVolume>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| self.failed(&e, None).into_cluster_error(&"the PersistentVolume list"))?;
+        let load_balancer_services = services
+            .items
+            .into_iter()
+            .filter(|s| s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"))
+            .map(|s| {
+                let ingress = s
+                    .status
+                    .and_then(|s| s.load_balancer)
+                    .and_then(|lb| lb.ingress)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|i| i.ip.or(i.hostname))
+                    .collect();
+                LoadBalancerService {
+                    namespace: s.metadata.namespace.unwrap_or_default(),
+                    name: s.metadata.name.unwrap_or_default(),
+                    uid: s.metadata.uid.unwrap_or_default(),
+                    ingress,
+                }
+            })
+            .collect();
+        let persistent_volumes = volumes
+            .items
+            .into_iter()
+            .map(|v| {
+                let labels = v.metadata.labels.unwrap_or_default();
+                let zone =
+                    ["topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"]
+                        .iter()
+                        .find_map(|k| labels.get(*k).cloned());
+                let spec = v.spec.unwrap_or_default();
+                let claim = spec
+                    .claim_ref
+                    .and_then(|c| Some(format!("{}/{}", c.namespace.unwrap_or_default(), c.name?)));
+                PersistentVolumeInfo {
+                    name: v.metadata.name.unwrap_or_default(),
+                    csi_driver: spec.csi.as_ref().map(|c| c.driver.clone()),
+                    volume_handle: spec.csi.map(|c| c.volume_handle),
+                    gce_pd_name: spec.gce_persistent_disk.map(|d| d.pd_name),
+                    zone,
+                    claim,
+                }
+            })
+            .collect();
+        Ok(ProviderBacked { load_balancer_services, persistent_volumes })
     }
 
     async fn review_token(

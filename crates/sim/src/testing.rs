@@ -40,7 +40,7 @@ use crate::{Sim, SimConfig, SimServer};
 pub use crate::config::DEFAULT_TOKEN as TEST_TOKEN;
 pub use crate::install_crypto;
 pub use cloud::{Cloud, adapter_config, cluster_routes};
-pub use on::{Call, OnProvider};
+pub use on::{Call, ControllersMade, OnProvider};
 
 mod cloud;
 mod on;

@@ -6,9 +6,9 @@
 //! and decode another.
 
 use bc_domain::model::{
-    ApiToken, BillingInterval, Booking, Event, IdempotencyRecord, JoinToken, KubernetesCluster,
-    LoadBalancer, Node, NodePool, ObservedStatus, Pool, ProviderAccount, Quota, SealedSecret,
-    Substrate,
+    ApiToken, BillingInterval, Booking, ClusterNodes, Event, IdempotencyRecord, JoinToken,
+    KubernetesCluster, LoadBalancer, Node, NodePool, ObservedStatus, Pool, ProviderAccount, Quota,
+    SealedSecret, Substrate,
 };
 use bc_domain::ports::{Lease, WorkItem, WorkKind};
 use bc_domain::{StoreError, TenantId};
@@ -95,7 +95,7 @@ pub(crate) fn substrate(q: &QueryResult) -> R<Substrate> {
 pub(crate) const CLUSTER: &str = "cluster_id, tenant_id, provider_account_id, name, region, \
      desired_version, high_availability, mode, origin, substrate_pool_ids, delete_requested, \
      generation, created_at, provider_cluster_id, running_version, state, message, observed_generation, \
-     updated_at";
+     updated_at, nodes_listed, nodes_ready";
 
 fn status(r: &Row<'_>) -> R<ObservedStatus> {
     Ok(ObservedStatus {
@@ -124,6 +124,13 @@ pub(crate) fn cluster(q: &QueryResult) -> R<KubernetesCluster> {
         created_at: r.ts("created_at")?,
         provider_cluster_id: r.opt_string("provider_cluster_id")?,
         version: r.opt_string("running_version")?,
+        nodes: match (r.opt_u64("nodes_listed")?, r.opt_u64("nodes_ready")?) {
+            (Some(listed), Some(ready)) => Some(ClusterNodes {
+                listed: u32::try_from(listed).unwrap_or(u32::MAX),
+                ready: u32::try_from(ready).unwrap_or(u32::MAX),
+            }),
+            _ => None,
+        },
         status: status(&r)?,
     })
 }

@@ -210,6 +210,7 @@ pub fn cluster(acct: &ProviderAccount, n: &str) -> KubernetesCluster {
         created_at: t(0),
         provider_cluster_id: None,
         version: None,
+        nodes: None,
         status: status(ResourceState::Pending),
     }
 }

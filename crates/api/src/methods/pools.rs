@@ -3,7 +3,7 @@
 use bc_api_types::pools as api;
 pub use bc_api_types::pools::*;
 
-use bc_domain::model::{Pool, PoolState, ProviderAccount};
+use bc_domain::model::{ClusterMode, Pool, PoolState, ProviderAccount};
 use bc_domain::policy::{ClusterPolicy, PoolPolicy, SubstratePolicy};
 use bc_domain::ports::Permission;
 use bc_domain::recipes::{NewPool, StartedSubstrate, pool_archived, pool_changed, pool_created};
@@ -123,7 +123,9 @@ fn substrate_account<I>(call: &Call<I>) -> Result<&ProviderAccount, ApiError> {
 
 /// SPEC §6: a cluster created for a pool's substrate belongs to that pool (archiving it
 /// deletes the cluster), so `substrate` may not adopt it from another pool (`pool`); nor
-/// may it adopt a cluster whose deletion is pending.
+/// may it adopt a cluster whose deletion is pending, nor a known autopilot cluster (a
+/// substrate's cluster is standard: an autopilot one takes no node pools; one not known
+/// here is refused by the substrate reconciler, once it reads it).
 async fn refuse_adopting_a_pools_cluster(
     ctx: &Ctx,
     account: &ProviderAccount,
@@ -136,6 +138,11 @@ async fn refuse_adopting_a_pools_cluster(
     else {
         return Ok(());
     };
+    if row.mode == ClusterMode::Autopilot {
+        return Err(ApiError::failed_precondition(format!(
+            "cluster {id} (policy.substrate.cluster.adopt.providerClusterId) is an autopilot cluster, which takes no node pools: adopt a standard cluster, or let the substrate create one (policy.substrate.cluster.create)"
+        )));
+    }
     // A pool that adopted it before the deletion was asked keeps its row until its
     // teardown; no other pool adopts a cluster about to go.
     if row.delete_requested && pool.is_none_or(|p| !row.substrate_pool_ids.contains(p)) {

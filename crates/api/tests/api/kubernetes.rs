@@ -32,6 +32,7 @@ bc_store::store_suite!(
     a_cluster_made_for_a_pool_takes_no_other_pool_and_no_node_pool,
     a_node_pool_name_the_provider_has_is_already_taken,
     a_cluster_being_deleted_is_not_adopted,
+    a_known_autopilot_cluster_is_not_adopted,
 );
 
 async fn a_substrate_shows_exactly_the_seeds_fields(s: S) {
@@ -461,4 +462,31 @@ async fn a_cluster_being_deleted_is_not_adopted(s: S) {
     let update = json!({ "tenantId": ex::TENANT, "poolId": bare["poolId"], "policy": policy });
     let m = h.call("pools.update", Some(&t), &update).await.err("FAILED_PRECONDITION");
     assert!(m.contains("being deleted"), "{m}");
+}
+
+/// SPEC §6: a substrate's cluster is standard, so adopting an autopilot cluster this
+/// system knows is FAILED_PRECONDITION at `pools.create` and at `pools.update`, naming
+/// the field and the mode.
+async fn a_known_autopilot_cluster_is_not_adopted(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
+    let mut auto = rows::cluster(&account, "auto");
+    auto.mode = bc_domain::model::ClusterMode::Autopilot;
+    auto.provider_cluster_id = Some("c-auto".into());
+    h.store.commit(UnitOfWork::new().write(Write::InsertCluster(auto))).await.unwrap();
+    let mut policy = example("pools.create")["policy"].clone();
+    policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": "c-auto" } });
+    let create = without(&example("pools.create"), "requestId");
+    let other = with(&with(&create, "name", json!("other")), "policy", policy.clone());
+    let m = h.call("pools.create", Some(&t), &other).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("c-auto") && m.contains("autopilot"), "{m}");
+    assert!(m.contains("policy.substrate.cluster.adopt.providerClusterId"), "{m}");
+    let mut bare_policy = example("pools.create")["policy"].clone();
+    bare_policy.as_object_mut().unwrap().remove("substrate");
+    let bare = with(&with(&create, "name", json!("bare")), "policy", bare_policy);
+    let bare = h.call("pools.create", Some(&t), &bare).await.ok();
+    let update = json!({ "tenantId": ex::TENANT, "poolId": bare["poolId"], "policy": policy });
+    let m = h.call("pools.update", Some(&t), &update).await.err("FAILED_PRECONDITION");
+    assert!(m.contains("autopilot"), "{m}");
 }

@@ -43,22 +43,22 @@ pub(super) static STRUCTS: &[GoStruct] = &[
     GoStruct { name: "core/v1.Namespace", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "NamespaceSpec", OMITEMPTY, Struct(Ty(26)), None), // core/v1.NamespaceSpec
-        f("status", "NamespaceStatus", OMITEMPTY, Struct(Ty(27)), None), // core/v1.NamespaceStatus
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "NamespaceSpec", OMITEMPTY, Struct(Ty(28)), None), // core/v1.NamespaceSpec
+        f("status", "NamespaceStatus", OMITEMPTY, Struct(Ty(29)), None), // core/v1.NamespaceStatus
     ] },
     // 1
     GoStruct { name: "core/v1.NamespaceList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]Namespace", ALWAYS, Slice(&Struct(Ty(0))), None), // core/v1.Namespace
     ] },
     // 2
     GoStruct { name: "core/v1.Secret", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
         f("immutable", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("data", "map[string][]byte", OMITEMPTY, Map(&Bytes), None),
         f("stringData", "map[string]string", OMITEMPTY, Map(&Str), None),
@@ -68,60 +68,60 @@ pub(super) static STRUCTS: &[GoStruct] = &[
     GoStruct { name: "core/v1.SecretList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]Secret", ALWAYS, Slice(&Struct(Ty(2))), None), // core/v1.Secret
     ] },
     // 4
     GoStruct { name: "core/v1.ServiceAccount", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("secrets", "[]ObjectReference", OMITEMPTY, Slice(&Struct(Ty(29))), None), // core/v1.ObjectReference
-        f("imagePullSecrets", "[]LocalObjectReference", OMITEMPTY, Slice(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("secrets", "[]ObjectReference", OMITEMPTY, Slice(&Struct(Ty(31))), None), // core/v1.ObjectReference
+        f("imagePullSecrets", "[]LocalObjectReference", OMITEMPTY, Slice(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("automountServiceAccountToken", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
     // 5
     GoStruct { name: "core/v1.ServiceAccountList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]ServiceAccount", ALWAYS, Slice(&Struct(Ty(4))), None), // core/v1.ServiceAccount
     ] },
     // 6
     GoStruct { name: "core/v1.Node", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "NodeSpec", OMITEMPTY, Struct(Ty(31)), None), // core/v1.NodeSpec
-        f("status", "NodeStatus", OMITEMPTY, Struct(Ty(32)), None), // core/v1.NodeStatus
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "NodeSpec", OMITEMPTY, Struct(Ty(33)), None), // core/v1.NodeSpec
+        f("status", "NodeStatus", OMITEMPTY, Struct(Ty(34)), None), // core/v1.NodeStatus
     ] },
     // 7
     GoStruct { name: "core/v1.NodeList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]Node", ALWAYS, Slice(&Struct(Ty(6))), None), // core/v1.Node
     ] },
     // 8
     GoStruct { name: "core/v1.Pod", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "PodSpec", OMITEMPTY, Struct(Ty(33)), None), // core/v1.PodSpec
-        f("status", "PodStatus", OMITEMPTY, Struct(Ty(34)), None), // core/v1.PodStatus
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "PodSpec", OMITEMPTY, Struct(Ty(35)), None), // core/v1.PodSpec
+        f("status", "PodStatus", OMITEMPTY, Struct(Ty(36)), None), // core/v1.PodStatus
     ] },
     // 9
     GoStruct { name: "core/v1.PodList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]Pod", ALWAYS, Slice(&Struct(Ty(8))), None), // core/v1.Pod
     ] },
     // 10
     GoStruct { name: "core/v1.ConfigMap", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
         f("immutable", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("data", "map[string]string", OMITEMPTY, Map(&Str), None),
         f("binaryData", "map[string][]byte", OMITEMPTY, Map(&Bytes), None),
@@ -130,41 +130,41 @@ pub(super) static STRUCTS: &[GoStruct] = &[
     GoStruct { name: "core/v1.ConfigMapList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]ConfigMap", ALWAYS, Slice(&Struct(Ty(10))), None), // core/v1.ConfigMap
     ] },
     // 12
     GoStruct { name: "core/v1.Service", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "ServiceSpec", OMITEMPTY, Struct(Ty(35)), None), // core/v1.ServiceSpec
-        f("status", "ServiceStatus", OMITEMPTY, Struct(Ty(36)), None), // core/v1.ServiceStatus
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "ServiceSpec", OMITEMPTY, Struct(Ty(37)), None), // core/v1.ServiceSpec
+        f("status", "ServiceStatus", OMITEMPTY, Struct(Ty(38)), None), // core/v1.ServiceStatus
     ] },
     // 13
     GoStruct { name: "core/v1.ServiceList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]Service", ALWAYS, Slice(&Struct(Ty(12))), None), // core/v1.Service
     ] },
     // 14
     GoStruct { name: "core/v1.Event", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", ALWAYS, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("involvedObject", "ObjectReference", ALWAYS, Struct(Ty(29)), None), // core/v1.ObjectReference
+        f("metadata", "metav1.ObjectMeta", ALWAYS, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("involvedObject", "ObjectReference", ALWAYS, Struct(Ty(31)), None), // core/v1.ObjectReference
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
-        f("source", "EventSource", OMITEMPTY, Struct(Ty(37)), None), // core/v1.EventSource
+        f("source", "EventSource", OMITEMPTY, Struct(Ty(39)), None), // core/v1.EventSource
         f("firstTimestamp", "metav1.Time", OMITEMPTY, Time, None),
         f("lastTimestamp", "metav1.Time", OMITEMPTY, Time, None),
         f("count", "int32", OMITEMPTY, Int, None),
         f("type", "string", OMITEMPTY, Str, None),
         f("eventTime", "metav1.MicroTime", OMITEMPTY, MicroTime, None),
-        f("series", "*EventSeries", OMITEMPTY, Ptr(&Struct(Ty(38))), None), // core/v1.EventSeries
+        f("series", "*EventSeries", OMITEMPTY, Ptr(&Struct(Ty(40))), None), // core/v1.EventSeries
         f("action", "string", OMITEMPTY, Str, None),
-        f("related", "*ObjectReference", OMITEMPTY, Ptr(&Struct(Ty(29))), None), // core/v1.ObjectReference
+        f("related", "*ObjectReference", OMITEMPTY, Ptr(&Struct(Ty(31))), None), // core/v1.ObjectReference
         f("reportingComponent", "string", ALWAYS, Str, None),
         f("reportingInstance", "string", ALWAYS, Str, None),
     ] },
@@ -172,77 +172,92 @@ pub(super) static STRUCTS: &[GoStruct] = &[
     GoStruct { name: "core/v1.EventList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("items", "[]Event", ALWAYS, Slice(&Struct(Ty(14))), None), // core/v1.Event
     ] },
     // 16
+    GoStruct { name: "core/v1.PersistentVolume", fields: &[
+        f("kind", "string", OMITEMPTY, Str, None),
+        f("apiVersion", "string", OMITEMPTY, Str, None),
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "PersistentVolumeSpec", OMITEMPTY, Struct(Ty(41)), None), // core/v1.PersistentVolumeSpec
+        f("status", "PersistentVolumeStatus", OMITEMPTY, Struct(Ty(42)), None), // core/v1.PersistentVolumeStatus
+    ] },
+    // 17
+    GoStruct { name: "core/v1.PersistentVolumeList", fields: &[
+        f("kind", "string", OMITEMPTY, Str, None),
+        f("apiVersion", "string", OMITEMPTY, Str, None),
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
+        f("items", "[]PersistentVolume", ALWAYS, Slice(&Struct(Ty(16))), None), // core/v1.PersistentVolume
+    ] },
+    // 18
     GoStruct { name: "apps/v1.DaemonSet", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "DaemonSetSpec", OMITEMPTY, Struct(Ty(39)), None), // apps/v1.DaemonSetSpec
-        f("status", "DaemonSetStatus", OMITEMPTY, Struct(Ty(40)), None), // apps/v1.DaemonSetStatus
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "DaemonSetSpec", OMITEMPTY, Struct(Ty(43)), None), // apps/v1.DaemonSetSpec
+        f("status", "DaemonSetStatus", OMITEMPTY, Struct(Ty(44)), None), // apps/v1.DaemonSetStatus
     ] },
-    // 17
+    // 19
     GoStruct { name: "apps/v1.DaemonSetList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
-        f("items", "[]DaemonSet", ALWAYS, Slice(&Struct(Ty(16))), None), // apps/v1.DaemonSet
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
+        f("items", "[]DaemonSet", ALWAYS, Slice(&Struct(Ty(18))), None), // apps/v1.DaemonSet
     ] },
-    // 18
+    // 20
     GoStruct { name: "apps/v1.Deployment", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "DeploymentSpec", OMITEMPTY, Struct(Ty(41)), None), // apps/v1.DeploymentSpec
-        f("status", "DeploymentStatus", OMITEMPTY, Struct(Ty(42)), None), // apps/v1.DeploymentStatus
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "DeploymentSpec", OMITEMPTY, Struct(Ty(45)), None), // apps/v1.DeploymentSpec
+        f("status", "DeploymentStatus", OMITEMPTY, Struct(Ty(46)), None), // apps/v1.DeploymentStatus
     ] },
-    // 19
+    // 21
     GoStruct { name: "apps/v1.DeploymentList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
-        f("items", "[]Deployment", ALWAYS, Slice(&Struct(Ty(18))), None), // apps/v1.Deployment
+        f("metadata", "metav1.ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
+        f("items", "[]Deployment", ALWAYS, Slice(&Struct(Ty(20))), None), // apps/v1.Deployment
     ] },
-    // 20
+    // 22
     GoStruct { name: "meta/v1.Status", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
+        f("metadata", "ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
         f("status", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
         f("reason", "StatusReason", OMITEMPTY, Str, None),
-        f("details", "*StatusDetails", OMITEMPTY, Ptr(&Struct(Ty(43))), None), // meta/v1.StatusDetails
+        f("details", "*StatusDetails", OMITEMPTY, Ptr(&Struct(Ty(47))), None), // meta/v1.StatusDetails
         f("code", "int32", OMITEMPTY, Int, None),
     ] },
-    // 21
+    // 23
     GoStruct { name: "meta/v1.WatchEvent", fields: &[
         f("type", "string", ALWAYS, Str, None),
         f("object", "runtime.RawExtension", ALWAYS, Raw, None),
     ] },
-    // 22
+    // 24
     GoStruct { name: "meta/v1.Table", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
-        f("columnDefinitions", "[]TableColumnDefinition", ALWAYS, Slice(&Struct(Ty(44))), None), // meta/v1.TableColumnDefinition
-        f("rows", "[]TableRow", ALWAYS, Slice(&Struct(Ty(45))), None), // meta/v1.TableRow
+        f("metadata", "ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
+        f("columnDefinitions", "[]TableColumnDefinition", ALWAYS, Slice(&Struct(Ty(48))), None), // meta/v1.TableColumnDefinition
+        f("rows", "[]TableRow", ALWAYS, Slice(&Struct(Ty(49))), None), // meta/v1.TableRow
     ] },
-    // 23
+    // 25
     GoStruct { name: "meta/v1.PartialObjectMetadata", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
+        f("metadata", "ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
     ] },
-    // 24
+    // 26
     GoStruct { name: "meta/v1.PartialObjectMetadataList", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("apiVersion", "string", OMITEMPTY, Str, None),
-        f("metadata", "ListMeta", OMITEMPTY, Struct(Ty(28)), None), // meta/v1.ListMeta
-        f("items", "[]PartialObjectMetadata", ALWAYS, Slice(&Struct(Ty(23))), None), // meta/v1.PartialObjectMetadata
+        f("metadata", "ListMeta", OMITEMPTY, Struct(Ty(30)), None), // meta/v1.ListMeta
+        f("items", "[]PartialObjectMetadata", ALWAYS, Slice(&Struct(Ty(25))), None), // meta/v1.PartialObjectMetadata
     ] },
-    // 25
+    // 27
     GoStruct { name: "meta/v1.ObjectMeta", fields: &[
         f("name", "string", OMITEMPTY, Str, None),
         f("generateName", "string", OMITEMPTY, Str, None),
@@ -256,27 +271,27 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("deletionGracePeriodSeconds", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("labels", "map[string]string", OMITEMPTY, Map(&Str), None),
         f("annotations", "map[string]string", OMITEMPTY, Map(&Str), None),
-        f("ownerReferences", "[]OwnerReference", OMITEMPTY, Slice(&Struct(Ty(46))), None), // meta/v1.OwnerReference
+        f("ownerReferences", "[]OwnerReference", OMITEMPTY, Slice(&Struct(Ty(50))), None), // meta/v1.OwnerReference
         f("finalizers", "[]string", OMITEMPTY, Slice(&Str), None),
-        f("managedFields", "[]ManagedFieldsEntry", OMITEMPTY, Slice(&Struct(Ty(47))), None), // meta/v1.ManagedFieldsEntry
+        f("managedFields", "[]ManagedFieldsEntry", OMITEMPTY, Slice(&Struct(Ty(51))), None), // meta/v1.ManagedFieldsEntry
     ] },
-    // 26
+    // 28
     GoStruct { name: "core/v1.NamespaceSpec", fields: &[
         f("finalizers", "[]FinalizerName", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 27
+    // 29
     GoStruct { name: "core/v1.NamespaceStatus", fields: &[
         f("phase", "NamespacePhase", OMITEMPTY, Str, None),
-        f("conditions", "[]NamespaceCondition", OMITEMPTY, Slice(&Struct(Ty(48))), None), // core/v1.NamespaceCondition
+        f("conditions", "[]NamespaceCondition", OMITEMPTY, Slice(&Struct(Ty(52))), None), // core/v1.NamespaceCondition
     ] },
-    // 28
+    // 30
     GoStruct { name: "meta/v1.ListMeta", fields: &[
         f("selfLink", "string", OMITEMPTY, Str, None),
         f("resourceVersion", "string", OMITEMPTY, Str, None),
         f("continue", "string", OMITEMPTY, Str, None),
         f("remainingItemCount", "*int64", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 29
+    // 31
     GoStruct { name: "core/v1.ObjectReference", fields: &[
         f("kind", "string", OMITEMPTY, Str, None),
         f("namespace", "string", OMITEMPTY, Str, None),
@@ -286,42 +301,42 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("resourceVersion", "string", OMITEMPTY, Str, None),
         f("fieldPath", "string", OMITEMPTY, Str, None),
     ] },
-    // 30
+    // 32
     GoStruct { name: "core/v1.LocalObjectReference", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
     ] },
-    // 31
+    // 33
     GoStruct { name: "core/v1.NodeSpec", fields: &[
         f("podCIDR", "string", OMITEMPTY, Str, None),
         f("podCIDRs", "[]string", OMITEMPTY, Slice(&Str), None),
         f("providerID", "string", OMITEMPTY, Str, None),
         f("unschedulable", "bool", OMITEMPTY, Bool, None),
-        f("taints", "[]Taint", OMITEMPTY, Slice(&Struct(Ty(49))), None), // core/v1.Taint
-        f("configSource", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(50))), None), // core/v1.NodeConfigSource
+        f("taints", "[]Taint", OMITEMPTY, Slice(&Struct(Ty(53))), None), // core/v1.Taint
+        f("configSource", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(54))), None), // core/v1.NodeConfigSource
         f("externalID", "string", OMITEMPTY, Str, None),
     ] },
-    // 32
+    // 34
     GoStruct { name: "core/v1.NodeStatus", fields: &[
         f("capacity", "ResourceList", OMITEMPTY, Map(&Quantity), None),
         f("allocatable", "ResourceList", OMITEMPTY, Map(&Quantity), None),
         f("phase", "NodePhase", OMITEMPTY, Str, None),
-        f("conditions", "[]NodeCondition", OMITEMPTY, Slice(&Struct(Ty(51))), None), // core/v1.NodeCondition
-        f("addresses", "[]NodeAddress", OMITEMPTY, Slice(&Struct(Ty(52))), None), // core/v1.NodeAddress
-        f("daemonEndpoints", "NodeDaemonEndpoints", OMITEMPTY, Struct(Ty(53)), None), // core/v1.NodeDaemonEndpoints
-        f("nodeInfo", "NodeSystemInfo", OMITEMPTY, Struct(Ty(54)), None), // core/v1.NodeSystemInfo
-        f("images", "[]ContainerImage", OMITEMPTY, Slice(&Struct(Ty(55))), None), // core/v1.ContainerImage
+        f("conditions", "[]NodeCondition", OMITEMPTY, Slice(&Struct(Ty(55))), None), // core/v1.NodeCondition
+        f("addresses", "[]NodeAddress", OMITEMPTY, Slice(&Struct(Ty(56))), None), // core/v1.NodeAddress
+        f("daemonEndpoints", "NodeDaemonEndpoints", OMITEMPTY, Struct(Ty(57)), None), // core/v1.NodeDaemonEndpoints
+        f("nodeInfo", "NodeSystemInfo", OMITEMPTY, Struct(Ty(58)), None), // core/v1.NodeSystemInfo
+        f("images", "[]ContainerImage", OMITEMPTY, Slice(&Struct(Ty(59))), None), // core/v1.ContainerImage
         f("volumesInUse", "[]UniqueVolumeName", OMITEMPTY, Slice(&Str), None),
-        f("volumesAttached", "[]AttachedVolume", OMITEMPTY, Slice(&Struct(Ty(56))), None), // core/v1.AttachedVolume
-        f("config", "*NodeConfigStatus", OMITEMPTY, Ptr(&Struct(Ty(57))), None), // core/v1.NodeConfigStatus
-        f("runtimeHandlers", "[]NodeRuntimeHandler", OMITEMPTY, Slice(&Struct(Ty(58))), None), // core/v1.NodeRuntimeHandler
-        f("features", "*NodeFeatures", OMITEMPTY, Ptr(&Struct(Ty(59))), None), // core/v1.NodeFeatures
+        f("volumesAttached", "[]AttachedVolume", OMITEMPTY, Slice(&Struct(Ty(60))), None), // core/v1.AttachedVolume
+        f("config", "*NodeConfigStatus", OMITEMPTY, Ptr(&Struct(Ty(61))), None), // core/v1.NodeConfigStatus
+        f("runtimeHandlers", "[]NodeRuntimeHandler", OMITEMPTY, Slice(&Struct(Ty(62))), None), // core/v1.NodeRuntimeHandler
+        f("features", "*NodeFeatures", OMITEMPTY, Ptr(&Struct(Ty(63))), None), // core/v1.NodeFeatures
     ] },
-    // 33
+    // 35
     GoStruct { name: "core/v1.PodSpec", fields: &[
-        f("volumes", "[]Volume", OMITEMPTY, Slice(&Struct(Ty(60))), None), // core/v1.Volume
-        f("initContainers", "[]Container", OMITEMPTY, Slice(&Struct(Ty(61))), None), // core/v1.Container
-        f("containers", "[]Container", ALWAYS, Slice(&Struct(Ty(61))), None), // core/v1.Container
-        f("ephemeralContainers", "[]EphemeralContainer", OMITEMPTY, Slice(&Struct(Ty(62))), None), // core/v1.EphemeralContainer
+        f("volumes", "[]Volume", OMITEMPTY, Slice(&Struct(Ty(64))), None), // core/v1.Volume
+        f("initContainers", "[]Container", OMITEMPTY, Slice(&Struct(Ty(65))), None), // core/v1.Container
+        f("containers", "[]Container", ALWAYS, Slice(&Struct(Ty(65))), None), // core/v1.Container
+        f("ephemeralContainers", "[]EphemeralContainer", OMITEMPTY, Slice(&Struct(Ty(66))), None), // core/v1.EphemeralContainer
         f("restartPolicy", "RestartPolicy", OMITEMPTY, Str, None),
         f("terminationGracePeriodSeconds", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("activeDeadlineSeconds", "*int64", OMITEMPTY, Ptr(&Int), None),
@@ -335,53 +350,53 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("hostPID", "bool", OMITEMPTY, Bool, None),
         f("hostIPC", "bool", OMITEMPTY, Bool, None),
         f("shareProcessNamespace", "*bool", OMITEMPTY, Ptr(&Bool), None),
-        f("securityContext", "*PodSecurityContext", OMITEMPTY, Ptr(&Struct(Ty(63))), None), // core/v1.PodSecurityContext
-        f("imagePullSecrets", "[]LocalObjectReference", OMITEMPTY, Slice(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("securityContext", "*PodSecurityContext", OMITEMPTY, Ptr(&Struct(Ty(67))), None), // core/v1.PodSecurityContext
+        f("imagePullSecrets", "[]LocalObjectReference", OMITEMPTY, Slice(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("hostname", "string", OMITEMPTY, Str, None),
         f("subdomain", "string", OMITEMPTY, Str, None),
-        f("affinity", "*Affinity", OMITEMPTY, Ptr(&Struct(Ty(64))), None), // core/v1.Affinity
+        f("affinity", "*Affinity", OMITEMPTY, Ptr(&Struct(Ty(68))), None), // core/v1.Affinity
         f("schedulerName", "string", OMITEMPTY, Str, None),
-        f("tolerations", "[]Toleration", OMITEMPTY, Slice(&Struct(Ty(65))), None), // core/v1.Toleration
-        f("hostAliases", "[]HostAlias", OMITEMPTY, Slice(&Struct(Ty(66))), None), // core/v1.HostAlias
+        f("tolerations", "[]Toleration", OMITEMPTY, Slice(&Struct(Ty(69))), None), // core/v1.Toleration
+        f("hostAliases", "[]HostAlias", OMITEMPTY, Slice(&Struct(Ty(70))), None), // core/v1.HostAlias
         f("priorityClassName", "string", OMITEMPTY, Str, None),
         f("priority", "*int32", OMITEMPTY, Ptr(&Int), None),
-        f("dnsConfig", "*PodDNSConfig", OMITEMPTY, Ptr(&Struct(Ty(67))), None), // core/v1.PodDNSConfig
-        f("readinessGates", "[]PodReadinessGate", OMITEMPTY, Slice(&Struct(Ty(68))), None), // core/v1.PodReadinessGate
+        f("dnsConfig", "*PodDNSConfig", OMITEMPTY, Ptr(&Struct(Ty(71))), None), // core/v1.PodDNSConfig
+        f("readinessGates", "[]PodReadinessGate", OMITEMPTY, Slice(&Struct(Ty(72))), None), // core/v1.PodReadinessGate
         f("runtimeClassName", "*string", OMITEMPTY, Ptr(&Str), None),
         f("enableServiceLinks", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("preemptionPolicy", "*PreemptionPolicy", OMITEMPTY, Ptr(&Str), None),
         f("overhead", "ResourceList", OMITEMPTY, Map(&Quantity), None),
-        f("topologySpreadConstraints", "[]TopologySpreadConstraint", OMITEMPTY, Slice(&Struct(Ty(69))), None), // core/v1.TopologySpreadConstraint
+        f("topologySpreadConstraints", "[]TopologySpreadConstraint", OMITEMPTY, Slice(&Struct(Ty(73))), None), // core/v1.TopologySpreadConstraint
         f("setHostnameAsFQDN", "*bool", OMITEMPTY, Ptr(&Bool), None),
-        f("os", "*PodOS", OMITEMPTY, Ptr(&Struct(Ty(70))), None), // core/v1.PodOS
+        f("os", "*PodOS", OMITEMPTY, Ptr(&Struct(Ty(74))), None), // core/v1.PodOS
         f("hostUsers", "*bool", OMITEMPTY, Ptr(&Bool), None),
-        f("schedulingGates", "[]PodSchedulingGate", OMITEMPTY, Slice(&Struct(Ty(71))), None), // core/v1.PodSchedulingGate
-        f("resourceClaims", "[]PodResourceClaim", OMITEMPTY, Slice(&Struct(Ty(72))), None), // core/v1.PodResourceClaim
-        f("resources", "*ResourceRequirements", OMITEMPTY, Ptr(&Struct(Ty(73))), None), // core/v1.ResourceRequirements
+        f("schedulingGates", "[]PodSchedulingGate", OMITEMPTY, Slice(&Struct(Ty(75))), None), // core/v1.PodSchedulingGate
+        f("resourceClaims", "[]PodResourceClaim", OMITEMPTY, Slice(&Struct(Ty(76))), None), // core/v1.PodResourceClaim
+        f("resources", "*ResourceRequirements", OMITEMPTY, Ptr(&Struct(Ty(77))), None), // core/v1.ResourceRequirements
     ] },
-    // 34
+    // 36
     GoStruct { name: "core/v1.PodStatus", fields: &[
         f("observedGeneration", "int64", OMITEMPTY, Int, None),
         f("phase", "PodPhase", OMITEMPTY, Str, None),
-        f("conditions", "[]PodCondition", OMITEMPTY, Slice(&Struct(Ty(74))), None), // core/v1.PodCondition
+        f("conditions", "[]PodCondition", OMITEMPTY, Slice(&Struct(Ty(78))), None), // core/v1.PodCondition
         f("message", "string", OMITEMPTY, Str, None),
         f("reason", "string", OMITEMPTY, Str, None),
         f("nominatedNodeName", "string", OMITEMPTY, Str, None),
         f("hostIP", "string", OMITEMPTY, Str, None),
-        f("hostIPs", "[]HostIP", OMITEMPTY, Slice(&Struct(Ty(75))), None), // core/v1.HostIP
+        f("hostIPs", "[]HostIP", OMITEMPTY, Slice(&Struct(Ty(79))), None), // core/v1.HostIP
         f("podIP", "string", OMITEMPTY, Str, None),
-        f("podIPs", "[]PodIP", OMITEMPTY, Slice(&Struct(Ty(76))), None), // core/v1.PodIP
+        f("podIPs", "[]PodIP", OMITEMPTY, Slice(&Struct(Ty(80))), None), // core/v1.PodIP
         f("startTime", "*metav1.Time", OMITEMPTY, Ptr(&Time), None),
-        f("initContainerStatuses", "[]ContainerStatus", OMITEMPTY, Slice(&Struct(Ty(77))), None), // core/v1.ContainerStatus
-        f("containerStatuses", "[]ContainerStatus", OMITEMPTY, Slice(&Struct(Ty(77))), None), // core/v1.ContainerStatus
+        f("initContainerStatuses", "[]ContainerStatus", OMITEMPTY, Slice(&Struct(Ty(81))), None), // core/v1.ContainerStatus
+        f("containerStatuses", "[]ContainerStatus", OMITEMPTY, Slice(&Struct(Ty(81))), None), // core/v1.ContainerStatus
         f("qosClass", "PodQOSClass", OMITEMPTY, Str, None),
-        f("ephemeralContainerStatuses", "[]ContainerStatus", OMITEMPTY, Slice(&Struct(Ty(77))), None), // core/v1.ContainerStatus
+        f("ephemeralContainerStatuses", "[]ContainerStatus", OMITEMPTY, Slice(&Struct(Ty(81))), None), // core/v1.ContainerStatus
         f("resize", "PodResizeStatus", OMITEMPTY, Str, None),
-        f("resourceClaimStatuses", "[]PodResourceClaimStatus", OMITEMPTY, Slice(&Struct(Ty(78))), None), // core/v1.PodResourceClaimStatus
+        f("resourceClaimStatuses", "[]PodResourceClaimStatus", OMITEMPTY, Slice(&Struct(Ty(82))), None), // core/v1.PodResourceClaimStatus
     ] },
-    // 35
+    // 37
     GoStruct { name: "core/v1.ServiceSpec", fields: &[
-        f("ports", "[]ServicePort", OMITEMPTY, Slice(&Struct(Ty(79))), None), // core/v1.ServicePort
+        f("ports", "[]ServicePort", OMITEMPTY, Slice(&Struct(Ty(83))), None), // core/v1.ServicePort
         f("selector", "map[string]string", OMITEMPTY, Map(&Str), None),
         f("clusterIP", "string", OMITEMPTY, Str, None),
         f("clusterIPs", "[]string", OMITEMPTY, Slice(&Str), None),
@@ -394,7 +409,7 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("externalTrafficPolicy", "ServiceExternalTrafficPolicy", OMITEMPTY, Str, None),
         f("healthCheckNodePort", "int32", OMITEMPTY, Int, None),
         f("publishNotReadyAddresses", "bool", OMITEMPTY, Bool, None),
-        f("sessionAffinityConfig", "*SessionAffinityConfig", OMITEMPTY, Ptr(&Struct(Ty(80))), None), // core/v1.SessionAffinityConfig
+        f("sessionAffinityConfig", "*SessionAffinityConfig", OMITEMPTY, Ptr(&Struct(Ty(84))), None), // core/v1.SessionAffinityConfig
         f("ipFamilies", "[]IPFamily", OMITEMPTY, Slice(&Str), None),
         f("ipFamilyPolicy", "*IPFamilyPolicy", OMITEMPTY, Ptr(&Str), None),
         f("allocateLoadBalancerNodePorts", "*bool", OMITEMPTY, Ptr(&Bool), None),
@@ -402,30 +417,71 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("internalTrafficPolicy", "*ServiceInternalTrafficPolicy", OMITEMPTY, Ptr(&Str), None),
         f("trafficDistribution", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 36
+    // 38
     GoStruct { name: "core/v1.ServiceStatus", fields: &[
-        f("loadBalancer", "LoadBalancerStatus", OMITEMPTY, Struct(Ty(81)), None), // core/v1.LoadBalancerStatus
-        f("conditions", "[]metav1.Condition", OMITEMPTY, Slice(&Struct(Ty(82))), None), // meta/v1.Condition
+        f("loadBalancer", "LoadBalancerStatus", OMITEMPTY, Struct(Ty(85)), None), // core/v1.LoadBalancerStatus
+        f("conditions", "[]metav1.Condition", OMITEMPTY, Slice(&Struct(Ty(86))), None), // meta/v1.Condition
     ] },
-    // 37
+    // 39
     GoStruct { name: "core/v1.EventSource", fields: &[
         f("component", "string", OMITEMPTY, Str, None),
         f("host", "string", OMITEMPTY, Str, None),
     ] },
-    // 38
+    // 40
     GoStruct { name: "core/v1.EventSeries", fields: &[
         f("count", "int32", OMITEMPTY, Int, None),
         f("lastObservedTime", "metav1.MicroTime", OMITEMPTY, MicroTime, None),
     ] },
-    // 39
+    // 41
+    GoStruct { name: "core/v1.PersistentVolumeSpec", fields: &[
+        f("capacity", "ResourceList", OMITEMPTY, Map(&Quantity), None),
+        f("gcePersistentDisk", "*GCEPersistentDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(87))), None), // core/v1.GCEPersistentDiskVolumeSource
+        f("awsElasticBlockStore", "*AWSElasticBlockStoreVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(88))), None), // core/v1.AWSElasticBlockStoreVolumeSource
+        f("hostPath", "*HostPathVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(89))), None), // core/v1.HostPathVolumeSource
+        f("glusterfs", "*GlusterfsPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(90))), None), // core/v1.GlusterfsPersistentVolumeSource
+        f("nfs", "*NFSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(91))), None), // core/v1.NFSVolumeSource
+        f("rbd", "*RBDPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(92))), None), // core/v1.RBDPersistentVolumeSource
+        f("iscsi", "*ISCSIPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(93))), None), // core/v1.ISCSIPersistentVolumeSource
+        f("cinder", "*CinderPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(94))), None), // core/v1.CinderPersistentVolumeSource
+        f("cephfs", "*CephFSPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(95))), None), // core/v1.CephFSPersistentVolumeSource
+        f("fc", "*FCVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(96))), None), // core/v1.FCVolumeSource
+        f("flocker", "*FlockerVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(97))), None), // core/v1.FlockerVolumeSource
+        f("flexVolume", "*FlexPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(98))), None), // core/v1.FlexPersistentVolumeSource
+        f("azureFile", "*AzureFilePersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(99))), None), // core/v1.AzureFilePersistentVolumeSource
+        f("vsphereVolume", "*VsphereVirtualDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(100))), None), // core/v1.VsphereVirtualDiskVolumeSource
+        f("quobyte", "*QuobyteVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(101))), None), // core/v1.QuobyteVolumeSource
+        f("azureDisk", "*AzureDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(102))), None), // core/v1.AzureDiskVolumeSource
+        f("photonPersistentDisk", "*PhotonPersistentDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(103))), None), // core/v1.PhotonPersistentDiskVolumeSource
+        f("portworxVolume", "*PortworxVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(104))), None), // core/v1.PortworxVolumeSource
+        f("scaleIO", "*ScaleIOPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(105))), None), // core/v1.ScaleIOPersistentVolumeSource
+        f("local", "*LocalVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(106))), None), // core/v1.LocalVolumeSource
+        f("storageos", "*StorageOSPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(107))), None), // core/v1.StorageOSPersistentVolumeSource
+        f("csi", "*CSIPersistentVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(108))), None), // core/v1.CSIPersistentVolumeSource
+        f("accessModes", "[]PersistentVolumeAccessMode", OMITEMPTY, Slice(&Str), None),
+        f("claimRef", "*ObjectReference", OMITEMPTY, Ptr(&Struct(Ty(31))), None), // core/v1.ObjectReference
+        f("persistentVolumeReclaimPolicy", "PersistentVolumeReclaimPolicy", OMITEMPTY, Str, None),
+        f("storageClassName", "string", OMITEMPTY, Str, None),
+        f("mountOptions", "[]string", OMITEMPTY, Slice(&Str), None),
+        f("volumeMode", "*PersistentVolumeMode", OMITEMPTY, Ptr(&Str), None),
+        f("nodeAffinity", "*VolumeNodeAffinity", OMITEMPTY, Ptr(&Struct(Ty(109))), None), // core/v1.VolumeNodeAffinity
+        f("volumeAttributesClassName", "*string", OMITEMPTY, Ptr(&Str), None),
+    ] },
+    // 42
+    GoStruct { name: "core/v1.PersistentVolumeStatus", fields: &[
+        f("phase", "PersistentVolumePhase", OMITEMPTY, Str, None),
+        f("message", "string", OMITEMPTY, Str, None),
+        f("reason", "string", OMITEMPTY, Str, None),
+        f("lastPhaseTransitionTime", "*metav1.Time", OMITEMPTY, Ptr(&Time), None),
+    ] },
+    // 43
     GoStruct { name: "apps/v1.DaemonSetSpec", fields: &[
-        f("selector", "*metav1.LabelSelector", ALWAYS, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
-        f("template", "v1.PodTemplateSpec", ALWAYS, Struct(Ty(84)), None), // core/v1.PodTemplateSpec
-        f("updateStrategy", "DaemonSetUpdateStrategy", OMITEMPTY, Struct(Ty(85)), None), // apps/v1.DaemonSetUpdateStrategy
+        f("selector", "*metav1.LabelSelector", ALWAYS, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
+        f("template", "v1.PodTemplateSpec", ALWAYS, Struct(Ty(111)), None), // core/v1.PodTemplateSpec
+        f("updateStrategy", "DaemonSetUpdateStrategy", OMITEMPTY, Struct(Ty(112)), None), // apps/v1.DaemonSetUpdateStrategy
         f("minReadySeconds", "int32", OMITEMPTY, Int, None),
         f("revisionHistoryLimit", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 40
+    // 44
     GoStruct { name: "apps/v1.DaemonSetStatus", fields: &[
         f("currentNumberScheduled", "int32", ALWAYS, Int, None),
         f("numberMisscheduled", "int32", ALWAYS, Int, None),
@@ -436,20 +492,20 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("numberAvailable", "int32", OMITEMPTY, Int, None),
         f("numberUnavailable", "int32", OMITEMPTY, Int, None),
         f("collisionCount", "*int32", OMITEMPTY, Ptr(&Int), None),
-        f("conditions", "[]DaemonSetCondition", OMITEMPTY, Slice(&Struct(Ty(86))), None), // apps/v1.DaemonSetCondition
+        f("conditions", "[]DaemonSetCondition", OMITEMPTY, Slice(&Struct(Ty(113))), None), // apps/v1.DaemonSetCondition
     ] },
-    // 41
+    // 45
     GoStruct { name: "apps/v1.DeploymentSpec", fields: &[
         f("replicas", "*int32", OMITEMPTY, Ptr(&Int), None),
-        f("selector", "*metav1.LabelSelector", ALWAYS, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
-        f("template", "v1.PodTemplateSpec", ALWAYS, Struct(Ty(84)), None), // core/v1.PodTemplateSpec
-        f("strategy", "DeploymentStrategy", OMITEMPTY, Struct(Ty(87)), None), // apps/v1.DeploymentStrategy
+        f("selector", "*metav1.LabelSelector", ALWAYS, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
+        f("template", "v1.PodTemplateSpec", ALWAYS, Struct(Ty(111)), None), // core/v1.PodTemplateSpec
+        f("strategy", "DeploymentStrategy", OMITEMPTY, Struct(Ty(114)), None), // apps/v1.DeploymentStrategy
         f("minReadySeconds", "int32", OMITEMPTY, Int, None),
         f("revisionHistoryLimit", "*int32", OMITEMPTY, Ptr(&Int), None),
         f("paused", "bool", OMITEMPTY, Bool, None),
         f("progressDeadlineSeconds", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 42
+    // 46
     GoStruct { name: "apps/v1.DeploymentStatus", fields: &[
         f("observedGeneration", "int64", OMITEMPTY, Int, None),
         f("replicas", "int32", OMITEMPTY, Int, None),
@@ -458,19 +514,19 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("availableReplicas", "int32", OMITEMPTY, Int, None),
         f("unavailableReplicas", "int32", OMITEMPTY, Int, None),
         f("terminatingReplicas", "*int32", OMITEMPTY, Ptr(&Int), None),
-        f("conditions", "[]DeploymentCondition", OMITEMPTY, Slice(&Struct(Ty(88))), None), // apps/v1.DeploymentCondition
+        f("conditions", "[]DeploymentCondition", OMITEMPTY, Slice(&Struct(Ty(115))), None), // apps/v1.DeploymentCondition
         f("collisionCount", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 43
+    // 47
     GoStruct { name: "meta/v1.StatusDetails", fields: &[
         f("name", "string", OMITEMPTY, Str, None),
         f("group", "string", OMITEMPTY, Str, None),
         f("kind", "string", OMITEMPTY, Str, None),
         f("uid", "types.UID", OMITEMPTY, Str, None),
-        f("causes", "[]StatusCause", OMITEMPTY, Slice(&Struct(Ty(89))), None), // meta/v1.StatusCause
+        f("causes", "[]StatusCause", OMITEMPTY, Slice(&Struct(Ty(116))), None), // meta/v1.StatusCause
         f("retryAfterSeconds", "int32", OMITEMPTY, Int, None),
     ] },
-    // 44
+    // 48
     GoStruct { name: "meta/v1.TableColumnDefinition", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("type", "string", ALWAYS, Str, None),
@@ -478,13 +534,13 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("description", "string", ALWAYS, Str, None),
         f("priority", "int32", ALWAYS, Int, None),
     ] },
-    // 45
+    // 49
     GoStruct { name: "meta/v1.TableRow", fields: &[
         f("cells", "[]interface{}", ALWAYS, Slice(&Any), None),
-        f("conditions", "[]TableRowCondition", OMITEMPTY, Slice(&Struct(Ty(90))), None), // meta/v1.TableRowCondition
+        f("conditions", "[]TableRowCondition", OMITEMPTY, Slice(&Struct(Ty(117))), None), // meta/v1.TableRowCondition
         f("object", "runtime.RawExtension", OMITEMPTY, Raw, None),
     ] },
-    // 46
+    // 50
     GoStruct { name: "meta/v1.OwnerReference", fields: &[
         f("apiVersion", "string", ALWAYS, Str, None),
         f("kind", "string", ALWAYS, Str, None),
@@ -493,7 +549,7 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("controller", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("blockOwnerDeletion", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 47
+    // 51
     GoStruct { name: "meta/v1.ManagedFieldsEntry", fields: &[
         f("manager", "string", OMITEMPTY, Str, None),
         f("operation", "ManagedFieldsOperationType", OMITEMPTY, Str, None),
@@ -503,7 +559,7 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("fieldsV1", "*FieldsV1", OMITEMPTY, Ptr(&Raw), None),
         f("subresource", "string", OMITEMPTY, Str, None),
     ] },
-    // 48
+    // 52
     GoStruct { name: "core/v1.NamespaceCondition", fields: &[
         f("type", "NamespaceConditionType", ALWAYS, Str, None),
         f("status", "ConditionStatus", ALWAYS, Str, None),
@@ -511,18 +567,18 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 49
+    // 53
     GoStruct { name: "core/v1.Taint", fields: &[
         f("key", "string", ALWAYS, Str, None),
         f("value", "string", OMITEMPTY, Str, None),
         f("effect", "TaintEffect", ALWAYS, Str, None),
         f("timeAdded", "*metav1.Time", OMITEMPTY, Ptr(&Time), None),
     ] },
-    // 50
+    // 54
     GoStruct { name: "core/v1.NodeConfigSource", fields: &[
-        f("configMap", "*ConfigMapNodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(91))), None), // core/v1.ConfigMapNodeConfigSource
+        f("configMap", "*ConfigMapNodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(118))), None), // core/v1.ConfigMapNodeConfigSource
     ] },
-    // 51
+    // 55
     GoStruct { name: "core/v1.NodeCondition", fields: &[
         f("type", "NodeConditionType", ALWAYS, Str, None),
         f("status", "ConditionStatus", ALWAYS, Str, None),
@@ -531,16 +587,16 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 52
+    // 56
     GoStruct { name: "core/v1.NodeAddress", fields: &[
         f("type", "NodeAddressType", ALWAYS, Str, None),
         f("address", "string", ALWAYS, Str, None),
     ] },
-    // 53
+    // 57
     GoStruct { name: "core/v1.NodeDaemonEndpoints", fields: &[
-        f("kubeletEndpoint", "DaemonEndpoint", OMITEMPTY, Struct(Ty(92)), None), // core/v1.DaemonEndpoint
+        f("kubeletEndpoint", "DaemonEndpoint", OMITEMPTY, Struct(Ty(119)), None), // core/v1.DaemonEndpoint
     ] },
-    // 54
+    // 58
     GoStruct { name: "core/v1.NodeSystemInfo", fields: &[
         f("machineID", "string", ALWAYS, Str, None),
         f("systemUUID", "string", ALWAYS, Str, None),
@@ -552,146 +608,146 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("kubeProxyVersion", "string", ALWAYS, Str, None),
         f("operatingSystem", "string", ALWAYS, Str, None),
         f("architecture", "string", ALWAYS, Str, None),
-        f("swap", "*NodeSwapStatus", OMITEMPTY, Ptr(&Struct(Ty(93))), None), // core/v1.NodeSwapStatus
+        f("swap", "*NodeSwapStatus", OMITEMPTY, Ptr(&Struct(Ty(120))), None), // core/v1.NodeSwapStatus
     ] },
-    // 55
+    // 59
     GoStruct { name: "core/v1.ContainerImage", fields: &[
         f("names", "[]string", ALWAYS, Slice(&Str), None),
         f("sizeBytes", "int64", OMITEMPTY, Int, None),
     ] },
-    // 56
+    // 60
     GoStruct { name: "core/v1.AttachedVolume", fields: &[
         f("name", "UniqueVolumeName", ALWAYS, Str, None),
         f("devicePath", "string", ALWAYS, Str, None),
     ] },
-    // 57
+    // 61
     GoStruct { name: "core/v1.NodeConfigStatus", fields: &[
-        f("assigned", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(50))), None), // core/v1.NodeConfigSource
-        f("active", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(50))), None), // core/v1.NodeConfigSource
-        f("lastKnownGood", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(50))), None), // core/v1.NodeConfigSource
+        f("assigned", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(54))), None), // core/v1.NodeConfigSource
+        f("active", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(54))), None), // core/v1.NodeConfigSource
+        f("lastKnownGood", "*NodeConfigSource", OMITEMPTY, Ptr(&Struct(Ty(54))), None), // core/v1.NodeConfigSource
         f("error", "string", OMITEMPTY, Str, None),
     ] },
-    // 58
+    // 62
     GoStruct { name: "core/v1.NodeRuntimeHandler", fields: &[
         f("name", "string", ALWAYS, Str, None),
-        f("features", "*NodeRuntimeHandlerFeatures", OMITEMPTY, Ptr(&Struct(Ty(94))), None), // core/v1.NodeRuntimeHandlerFeatures
+        f("features", "*NodeRuntimeHandlerFeatures", OMITEMPTY, Ptr(&Struct(Ty(121))), None), // core/v1.NodeRuntimeHandlerFeatures
     ] },
-    // 59
+    // 63
     GoStruct { name: "core/v1.NodeFeatures", fields: &[
         f("supplementalGroupsPolicy", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 60
+    // 64
     GoStruct { name: "core/v1.Volume", fields: &[
         f("name", "string", ALWAYS, Str, None),
-        f("hostPath", "*HostPathVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(95))), None), // core/v1.HostPathVolumeSource
-        f("emptyDir", "*EmptyDirVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(96))), None), // core/v1.EmptyDirVolumeSource
-        f("gcePersistentDisk", "*GCEPersistentDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(97))), None), // core/v1.GCEPersistentDiskVolumeSource
-        f("awsElasticBlockStore", "*AWSElasticBlockStoreVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(98))), None), // core/v1.AWSElasticBlockStoreVolumeSource
-        f("gitRepo", "*GitRepoVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(99))), None), // core/v1.GitRepoVolumeSource
-        f("secret", "*SecretVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(100))), None), // core/v1.SecretVolumeSource
-        f("nfs", "*NFSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(101))), None), // core/v1.NFSVolumeSource
-        f("iscsi", "*ISCSIVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(102))), None), // core/v1.ISCSIVolumeSource
-        f("glusterfs", "*GlusterfsVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(103))), None), // core/v1.GlusterfsVolumeSource
-        f("persistentVolumeClaim", "*PersistentVolumeClaimVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(104))), None), // core/v1.PersistentVolumeClaimVolumeSource
-        f("rbd", "*RBDVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(105))), None), // core/v1.RBDVolumeSource
-        f("flexVolume", "*FlexVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(106))), None), // core/v1.FlexVolumeSource
-        f("cinder", "*CinderVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(107))), None), // core/v1.CinderVolumeSource
-        f("cephfs", "*CephFSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(108))), None), // core/v1.CephFSVolumeSource
-        f("flocker", "*FlockerVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(109))), None), // core/v1.FlockerVolumeSource
-        f("downwardAPI", "*DownwardAPIVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(110))), None), // core/v1.DownwardAPIVolumeSource
-        f("fc", "*FCVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(111))), None), // core/v1.FCVolumeSource
-        f("azureFile", "*AzureFileVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(112))), None), // core/v1.AzureFileVolumeSource
-        f("configMap", "*ConfigMapVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(113))), None), // core/v1.ConfigMapVolumeSource
-        f("vsphereVolume", "*VsphereVirtualDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(114))), None), // core/v1.VsphereVirtualDiskVolumeSource
-        f("quobyte", "*QuobyteVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(115))), None), // core/v1.QuobyteVolumeSource
-        f("azureDisk", "*AzureDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(116))), None), // core/v1.AzureDiskVolumeSource
-        f("photonPersistentDisk", "*PhotonPersistentDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(117))), None), // core/v1.PhotonPersistentDiskVolumeSource
-        f("projected", "*ProjectedVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(118))), None), // core/v1.ProjectedVolumeSource
-        f("portworxVolume", "*PortworxVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(119))), None), // core/v1.PortworxVolumeSource
-        f("scaleIO", "*ScaleIOVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(120))), None), // core/v1.ScaleIOVolumeSource
-        f("storageos", "*StorageOSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(121))), None), // core/v1.StorageOSVolumeSource
-        f("csi", "*CSIVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(122))), None), // core/v1.CSIVolumeSource
-        f("ephemeral", "*EphemeralVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(123))), None), // core/v1.EphemeralVolumeSource
-        f("image", "*ImageVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(124))), None), // core/v1.ImageVolumeSource
+        f("hostPath", "*HostPathVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(89))), None), // core/v1.HostPathVolumeSource
+        f("emptyDir", "*EmptyDirVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(122))), None), // core/v1.EmptyDirVolumeSource
+        f("gcePersistentDisk", "*GCEPersistentDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(87))), None), // core/v1.GCEPersistentDiskVolumeSource
+        f("awsElasticBlockStore", "*AWSElasticBlockStoreVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(88))), None), // core/v1.AWSElasticBlockStoreVolumeSource
+        f("gitRepo", "*GitRepoVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(123))), None), // core/v1.GitRepoVolumeSource
+        f("secret", "*SecretVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(124))), None), // core/v1.SecretVolumeSource
+        f("nfs", "*NFSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(91))), None), // core/v1.NFSVolumeSource
+        f("iscsi", "*ISCSIVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(125))), None), // core/v1.ISCSIVolumeSource
+        f("glusterfs", "*GlusterfsVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(126))), None), // core/v1.GlusterfsVolumeSource
+        f("persistentVolumeClaim", "*PersistentVolumeClaimVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(127))), None), // core/v1.PersistentVolumeClaimVolumeSource
+        f("rbd", "*RBDVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(128))), None), // core/v1.RBDVolumeSource
+        f("flexVolume", "*FlexVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(129))), None), // core/v1.FlexVolumeSource
+        f("cinder", "*CinderVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(130))), None), // core/v1.CinderVolumeSource
+        f("cephfs", "*CephFSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.CephFSVolumeSource
+        f("flocker", "*FlockerVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(97))), None), // core/v1.FlockerVolumeSource
+        f("downwardAPI", "*DownwardAPIVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(132))), None), // core/v1.DownwardAPIVolumeSource
+        f("fc", "*FCVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(96))), None), // core/v1.FCVolumeSource
+        f("azureFile", "*AzureFileVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(133))), None), // core/v1.AzureFileVolumeSource
+        f("configMap", "*ConfigMapVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(134))), None), // core/v1.ConfigMapVolumeSource
+        f("vsphereVolume", "*VsphereVirtualDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(100))), None), // core/v1.VsphereVirtualDiskVolumeSource
+        f("quobyte", "*QuobyteVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(101))), None), // core/v1.QuobyteVolumeSource
+        f("azureDisk", "*AzureDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(102))), None), // core/v1.AzureDiskVolumeSource
+        f("photonPersistentDisk", "*PhotonPersistentDiskVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(103))), None), // core/v1.PhotonPersistentDiskVolumeSource
+        f("projected", "*ProjectedVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(135))), None), // core/v1.ProjectedVolumeSource
+        f("portworxVolume", "*PortworxVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(104))), None), // core/v1.PortworxVolumeSource
+        f("scaleIO", "*ScaleIOVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(136))), None), // core/v1.ScaleIOVolumeSource
+        f("storageos", "*StorageOSVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(137))), None), // core/v1.StorageOSVolumeSource
+        f("csi", "*CSIVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(138))), None), // core/v1.CSIVolumeSource
+        f("ephemeral", "*EphemeralVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(139))), None), // core/v1.EphemeralVolumeSource
+        f("image", "*ImageVolumeSource", OMITEMPTY, Ptr(&Struct(Ty(140))), None), // core/v1.ImageVolumeSource
     ] },
-    // 61
+    // 65
     GoStruct { name: "core/v1.Container", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("image", "string", OMITEMPTY, Str, None),
         f("command", "[]string", OMITEMPTY, Slice(&Str), None),
         f("args", "[]string", OMITEMPTY, Slice(&Str), None),
         f("workingDir", "string", OMITEMPTY, Str, None),
-        f("ports", "[]ContainerPort", OMITEMPTY, Slice(&Struct(Ty(125))), None), // core/v1.ContainerPort
-        f("envFrom", "[]EnvFromSource", OMITEMPTY, Slice(&Struct(Ty(126))), None), // core/v1.EnvFromSource
-        f("env", "[]EnvVar", OMITEMPTY, Slice(&Struct(Ty(127))), None), // core/v1.EnvVar
-        f("resources", "ResourceRequirements", OMITEMPTY, Struct(Ty(73)), None), // core/v1.ResourceRequirements
-        f("resizePolicy", "[]ContainerResizePolicy", OMITEMPTY, Slice(&Struct(Ty(128))), None), // core/v1.ContainerResizePolicy
+        f("ports", "[]ContainerPort", OMITEMPTY, Slice(&Struct(Ty(141))), None), // core/v1.ContainerPort
+        f("envFrom", "[]EnvFromSource", OMITEMPTY, Slice(&Struct(Ty(142))), None), // core/v1.EnvFromSource
+        f("env", "[]EnvVar", OMITEMPTY, Slice(&Struct(Ty(143))), None), // core/v1.EnvVar
+        f("resources", "ResourceRequirements", OMITEMPTY, Struct(Ty(77)), None), // core/v1.ResourceRequirements
+        f("resizePolicy", "[]ContainerResizePolicy", OMITEMPTY, Slice(&Struct(Ty(144))), None), // core/v1.ContainerResizePolicy
         f("restartPolicy", "*ContainerRestartPolicy", OMITEMPTY, Ptr(&Str), None),
-        f("volumeMounts", "[]VolumeMount", OMITEMPTY, Slice(&Struct(Ty(129))), None), // core/v1.VolumeMount
-        f("volumeDevices", "[]VolumeDevice", OMITEMPTY, Slice(&Struct(Ty(130))), None), // core/v1.VolumeDevice
-        f("livenessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.Probe
-        f("readinessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.Probe
-        f("startupProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.Probe
-        f("lifecycle", "*Lifecycle", OMITEMPTY, Ptr(&Struct(Ty(132))), None), // core/v1.Lifecycle
+        f("volumeMounts", "[]VolumeMount", OMITEMPTY, Slice(&Struct(Ty(145))), None), // core/v1.VolumeMount
+        f("volumeDevices", "[]VolumeDevice", OMITEMPTY, Slice(&Struct(Ty(146))), None), // core/v1.VolumeDevice
+        f("livenessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(147))), None), // core/v1.Probe
+        f("readinessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(147))), None), // core/v1.Probe
+        f("startupProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(147))), None), // core/v1.Probe
+        f("lifecycle", "*Lifecycle", OMITEMPTY, Ptr(&Struct(Ty(148))), None), // core/v1.Lifecycle
         f("terminationMessagePath", "string", OMITEMPTY, Str, None),
         f("terminationMessagePolicy", "TerminationMessagePolicy", OMITEMPTY, Str, None),
         f("imagePullPolicy", "PullPolicy", OMITEMPTY, Str, None),
-        f("securityContext", "*SecurityContext", OMITEMPTY, Ptr(&Struct(Ty(133))), None), // core/v1.SecurityContext
+        f("securityContext", "*SecurityContext", OMITEMPTY, Ptr(&Struct(Ty(149))), None), // core/v1.SecurityContext
         f("stdin", "bool", OMITEMPTY, Bool, None),
         f("stdinOnce", "bool", OMITEMPTY, Bool, None),
         f("tty", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 62
+    // 66
     GoStruct { name: "core/v1.EphemeralContainer", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("image", "string", OMITEMPTY, Str, None),
         f("command", "[]string", OMITEMPTY, Slice(&Str), None),
         f("args", "[]string", OMITEMPTY, Slice(&Str), None),
         f("workingDir", "string", OMITEMPTY, Str, None),
-        f("ports", "[]ContainerPort", OMITEMPTY, Slice(&Struct(Ty(125))), None), // core/v1.ContainerPort
-        f("envFrom", "[]EnvFromSource", OMITEMPTY, Slice(&Struct(Ty(126))), None), // core/v1.EnvFromSource
-        f("env", "[]EnvVar", OMITEMPTY, Slice(&Struct(Ty(127))), None), // core/v1.EnvVar
-        f("resources", "ResourceRequirements", OMITEMPTY, Struct(Ty(73)), None), // core/v1.ResourceRequirements
-        f("resizePolicy", "[]ContainerResizePolicy", OMITEMPTY, Slice(&Struct(Ty(128))), None), // core/v1.ContainerResizePolicy
+        f("ports", "[]ContainerPort", OMITEMPTY, Slice(&Struct(Ty(141))), None), // core/v1.ContainerPort
+        f("envFrom", "[]EnvFromSource", OMITEMPTY, Slice(&Struct(Ty(142))), None), // core/v1.EnvFromSource
+        f("env", "[]EnvVar", OMITEMPTY, Slice(&Struct(Ty(143))), None), // core/v1.EnvVar
+        f("resources", "ResourceRequirements", OMITEMPTY, Struct(Ty(77)), None), // core/v1.ResourceRequirements
+        f("resizePolicy", "[]ContainerResizePolicy", OMITEMPTY, Slice(&Struct(Ty(144))), None), // core/v1.ContainerResizePolicy
         f("restartPolicy", "*ContainerRestartPolicy", OMITEMPTY, Ptr(&Str), None),
-        f("volumeMounts", "[]VolumeMount", OMITEMPTY, Slice(&Struct(Ty(129))), None), // core/v1.VolumeMount
-        f("volumeDevices", "[]VolumeDevice", OMITEMPTY, Slice(&Struct(Ty(130))), None), // core/v1.VolumeDevice
-        f("livenessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.Probe
-        f("readinessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.Probe
-        f("startupProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(131))), None), // core/v1.Probe
-        f("lifecycle", "*Lifecycle", OMITEMPTY, Ptr(&Struct(Ty(132))), None), // core/v1.Lifecycle
+        f("volumeMounts", "[]VolumeMount", OMITEMPTY, Slice(&Struct(Ty(145))), None), // core/v1.VolumeMount
+        f("volumeDevices", "[]VolumeDevice", OMITEMPTY, Slice(&Struct(Ty(146))), None), // core/v1.VolumeDevice
+        f("livenessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(147))), None), // core/v1.Probe
+        f("readinessProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(147))), None), // core/v1.Probe
+        f("startupProbe", "*Probe", OMITEMPTY, Ptr(&Struct(Ty(147))), None), // core/v1.Probe
+        f("lifecycle", "*Lifecycle", OMITEMPTY, Ptr(&Struct(Ty(148))), None), // core/v1.Lifecycle
         f("terminationMessagePath", "string", OMITEMPTY, Str, None),
         f("terminationMessagePolicy", "TerminationMessagePolicy", OMITEMPTY, Str, None),
         f("imagePullPolicy", "PullPolicy", OMITEMPTY, Str, None),
-        f("securityContext", "*SecurityContext", OMITEMPTY, Ptr(&Struct(Ty(133))), None), // core/v1.SecurityContext
+        f("securityContext", "*SecurityContext", OMITEMPTY, Ptr(&Struct(Ty(149))), None), // core/v1.SecurityContext
         f("stdin", "bool", OMITEMPTY, Bool, None),
         f("stdinOnce", "bool", OMITEMPTY, Bool, None),
         f("tty", "bool", OMITEMPTY, Bool, None),
         f("targetContainerName", "string", OMITEMPTY, Str, None),
     ] },
-    // 63
+    // 67
     GoStruct { name: "core/v1.PodSecurityContext", fields: &[
-        f("seLinuxOptions", "*SELinuxOptions", OMITEMPTY, Ptr(&Struct(Ty(134))), None), // core/v1.SELinuxOptions
-        f("windowsOptions", "*WindowsSecurityContextOptions", OMITEMPTY, Ptr(&Struct(Ty(135))), None), // core/v1.WindowsSecurityContextOptions
+        f("seLinuxOptions", "*SELinuxOptions", OMITEMPTY, Ptr(&Struct(Ty(150))), None), // core/v1.SELinuxOptions
+        f("windowsOptions", "*WindowsSecurityContextOptions", OMITEMPTY, Ptr(&Struct(Ty(151))), None), // core/v1.WindowsSecurityContextOptions
         f("runAsUser", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("runAsGroup", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("runAsNonRoot", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("supplementalGroups", "[]int64", OMITEMPTY, Slice(&Int), None),
         f("supplementalGroupsPolicy", "*SupplementalGroupsPolicy", OMITEMPTY, Ptr(&Str), None),
         f("fsGroup", "*int64", OMITEMPTY, Ptr(&Int), None),
-        f("sysctls", "[]Sysctl", OMITEMPTY, Slice(&Struct(Ty(136))), None), // core/v1.Sysctl
+        f("sysctls", "[]Sysctl", OMITEMPTY, Slice(&Struct(Ty(152))), None), // core/v1.Sysctl
         f("fsGroupChangePolicy", "*PodFSGroupChangePolicy", OMITEMPTY, Ptr(&Str), None),
-        f("seccompProfile", "*SeccompProfile", OMITEMPTY, Ptr(&Struct(Ty(137))), None), // core/v1.SeccompProfile
-        f("appArmorProfile", "*AppArmorProfile", OMITEMPTY, Ptr(&Struct(Ty(138))), None), // core/v1.AppArmorProfile
+        f("seccompProfile", "*SeccompProfile", OMITEMPTY, Ptr(&Struct(Ty(153))), None), // core/v1.SeccompProfile
+        f("appArmorProfile", "*AppArmorProfile", OMITEMPTY, Ptr(&Struct(Ty(154))), None), // core/v1.AppArmorProfile
         f("seLinuxChangePolicy", "*PodSELinuxChangePolicy", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 64
+    // 68
     GoStruct { name: "core/v1.Affinity", fields: &[
-        f("nodeAffinity", "*NodeAffinity", OMITEMPTY, Ptr(&Struct(Ty(139))), None), // core/v1.NodeAffinity
-        f("podAffinity", "*PodAffinity", OMITEMPTY, Ptr(&Struct(Ty(140))), None), // core/v1.PodAffinity
-        f("podAntiAffinity", "*PodAntiAffinity", OMITEMPTY, Ptr(&Struct(Ty(141))), None), // core/v1.PodAntiAffinity
+        f("nodeAffinity", "*NodeAffinity", OMITEMPTY, Ptr(&Struct(Ty(155))), None), // core/v1.NodeAffinity
+        f("podAffinity", "*PodAffinity", OMITEMPTY, Ptr(&Struct(Ty(156))), None), // core/v1.PodAffinity
+        f("podAntiAffinity", "*PodAntiAffinity", OMITEMPTY, Ptr(&Struct(Ty(157))), None), // core/v1.PodAntiAffinity
     ] },
-    // 65
+    // 69
     GoStruct { name: "core/v1.Toleration", fields: &[
         f("key", "string", OMITEMPTY, Str, None),
         f("operator", "TolerationOperator", OMITEMPTY, Str, None),
@@ -699,53 +755,53 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("effect", "TaintEffect", OMITEMPTY, Str, None),
         f("tolerationSeconds", "*int64", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 66
+    // 70
     GoStruct { name: "core/v1.HostAlias", fields: &[
         f("ip", "string", ALWAYS, Str, None),
         f("hostnames", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 67
+    // 71
     GoStruct { name: "core/v1.PodDNSConfig", fields: &[
         f("nameservers", "[]string", OMITEMPTY, Slice(&Str), None),
         f("searches", "[]string", OMITEMPTY, Slice(&Str), None),
-        f("options", "[]PodDNSConfigOption", OMITEMPTY, Slice(&Struct(Ty(142))), None), // core/v1.PodDNSConfigOption
+        f("options", "[]PodDNSConfigOption", OMITEMPTY, Slice(&Struct(Ty(158))), None), // core/v1.PodDNSConfigOption
     ] },
-    // 68
+    // 72
     GoStruct { name: "core/v1.PodReadinessGate", fields: &[
         f("conditionType", "PodConditionType", ALWAYS, Str, None),
     ] },
-    // 69
+    // 73
     GoStruct { name: "core/v1.TopologySpreadConstraint", fields: &[
         f("maxSkew", "int32", ALWAYS, Int, None),
         f("topologyKey", "string", ALWAYS, Str, None),
         f("whenUnsatisfiable", "UnsatisfiableConstraintAction", ALWAYS, Str, None),
-        f("labelSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
+        f("labelSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
         f("minDomains", "*int32", OMITEMPTY, Ptr(&Int), None),
         f("nodeAffinityPolicy", "*NodeInclusionPolicy", OMITEMPTY, Ptr(&Str), None),
         f("nodeTaintsPolicy", "*NodeInclusionPolicy", OMITEMPTY, Ptr(&Str), None),
         f("matchLabelKeys", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 70
+    // 74
     GoStruct { name: "core/v1.PodOS", fields: &[
         f("name", "OSName", ALWAYS, Str, None),
     ] },
-    // 71
+    // 75
     GoStruct { name: "core/v1.PodSchedulingGate", fields: &[
         f("name", "string", ALWAYS, Str, None),
     ] },
-    // 72
+    // 76
     GoStruct { name: "core/v1.PodResourceClaim", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("resourceClaimName", "*string", OMITEMPTY, Ptr(&Str), None),
         f("resourceClaimTemplateName", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 73
+    // 77
     GoStruct { name: "core/v1.ResourceRequirements", fields: &[
         f("limits", "ResourceList", OMITEMPTY, Map(&Quantity), None),
         f("requests", "ResourceList", OMITEMPTY, Map(&Quantity), None),
-        f("claims", "[]ResourceClaim", OMITEMPTY, Slice(&Struct(Ty(143))), None), // core/v1.ResourceClaim
+        f("claims", "[]ResourceClaim", OMITEMPTY, Slice(&Struct(Ty(159))), None), // core/v1.ResourceClaim
     ] },
-    // 74
+    // 78
     GoStruct { name: "core/v1.PodCondition", fields: &[
         f("type", "PodConditionType", ALWAYS, Str, None),
         f("observedGeneration", "int64", OMITEMPTY, Int, None),
@@ -755,19 +811,19 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 75
+    // 79
     GoStruct { name: "core/v1.HostIP", fields: &[
         f("ip", "string", ALWAYS, Str, None),
     ] },
-    // 76
+    // 80
     GoStruct { name: "core/v1.PodIP", fields: &[
         f("ip", "string", ALWAYS, Str, None),
     ] },
-    // 77
+    // 81
     GoStruct { name: "core/v1.ContainerStatus", fields: &[
         f("name", "string", ALWAYS, Str, None),
-        f("state", "ContainerState", OMITEMPTY, Struct(Ty(144)), None), // core/v1.ContainerState
-        f("lastState", "ContainerState", OMITEMPTY, Struct(Ty(144)), None), // core/v1.ContainerState
+        f("state", "ContainerState", OMITEMPTY, Struct(Ty(160)), None), // core/v1.ContainerState
+        f("lastState", "ContainerState", OMITEMPTY, Struct(Ty(160)), None), // core/v1.ContainerState
         f("ready", "bool", ALWAYS, Bool, None),
         f("restartCount", "int32", ALWAYS, Int, None),
         f("image", "string", ALWAYS, Str, None),
@@ -775,18 +831,18 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("containerID", "string", OMITEMPTY, Str, None),
         f("started", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("allocatedResources", "ResourceList", OMITEMPTY, Map(&Quantity), None),
-        f("resources", "*ResourceRequirements", OMITEMPTY, Ptr(&Struct(Ty(73))), None), // core/v1.ResourceRequirements
-        f("volumeMounts", "[]VolumeMountStatus", OMITEMPTY, Slice(&Struct(Ty(145))), None), // core/v1.VolumeMountStatus
-        f("user", "*ContainerUser", OMITEMPTY, Ptr(&Struct(Ty(146))), None), // core/v1.ContainerUser
-        f("allocatedResourcesStatus", "[]ResourceStatus", OMITEMPTY, Slice(&Struct(Ty(147))), None), // core/v1.ResourceStatus
+        f("resources", "*ResourceRequirements", OMITEMPTY, Ptr(&Struct(Ty(77))), None), // core/v1.ResourceRequirements
+        f("volumeMounts", "[]VolumeMountStatus", OMITEMPTY, Slice(&Struct(Ty(161))), None), // core/v1.VolumeMountStatus
+        f("user", "*ContainerUser", OMITEMPTY, Ptr(&Struct(Ty(162))), None), // core/v1.ContainerUser
+        f("allocatedResourcesStatus", "[]ResourceStatus", OMITEMPTY, Slice(&Struct(Ty(163))), None), // core/v1.ResourceStatus
         f("stopSignal", "*Signal", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 78
+    // 82
     GoStruct { name: "core/v1.PodResourceClaimStatus", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("resourceClaimName", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 79
+    // 83
     GoStruct { name: "core/v1.ServicePort", fields: &[
         f("name", "string", OMITEMPTY, Str, None),
         f("protocol", "Protocol", OMITEMPTY, Str, Some("\"TCP\"")),
@@ -795,15 +851,15 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("targetPort", "intstr.IntOrString", OMITEMPTY, IntOrString, None),
         f("nodePort", "int32", OMITEMPTY, Int, None),
     ] },
-    // 80
+    // 84
     GoStruct { name: "core/v1.SessionAffinityConfig", fields: &[
-        f("clientIP", "*ClientIPConfig", OMITEMPTY, Ptr(&Struct(Ty(148))), None), // core/v1.ClientIPConfig
+        f("clientIP", "*ClientIPConfig", OMITEMPTY, Ptr(&Struct(Ty(164))), None), // core/v1.ClientIPConfig
     ] },
-    // 81
+    // 85
     GoStruct { name: "core/v1.LoadBalancerStatus", fields: &[
-        f("ingress", "[]LoadBalancerIngress", OMITEMPTY, Slice(&Struct(Ty(149))), None), // core/v1.LoadBalancerIngress
+        f("ingress", "[]LoadBalancerIngress", OMITEMPTY, Slice(&Struct(Ty(165))), None), // core/v1.LoadBalancerIngress
     ] },
-    // 82
+    // 86
     GoStruct { name: "meta/v1.Condition", fields: &[
         f("type", "string", ALWAYS, Str, None),
         f("status", "ConditionStatus", ALWAYS, Str, None),
@@ -812,22 +868,202 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("reason", "string", ALWAYS, Str, None),
         f("message", "string", ALWAYS, Str, None),
     ] },
-    // 83
+    // 87
+    GoStruct { name: "core/v1.GCEPersistentDiskVolumeSource", fields: &[
+        f("pdName", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("partition", "int32", OMITEMPTY, Int, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 88
+    GoStruct { name: "core/v1.AWSElasticBlockStoreVolumeSource", fields: &[
+        f("volumeID", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("partition", "int32", OMITEMPTY, Int, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 89
+    GoStruct { name: "core/v1.HostPathVolumeSource", fields: &[
+        f("path", "string", ALWAYS, Str, None),
+        f("type", "*HostPathType", OMITEMPTY, Ptr(&Str), None),
+    ] },
+    // 90
+    GoStruct { name: "core/v1.GlusterfsPersistentVolumeSource", fields: &[
+        f("endpoints", "string", ALWAYS, Str, None),
+        f("path", "string", ALWAYS, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("endpointsNamespace", "*string", OMITEMPTY, Ptr(&Str), None),
+    ] },
+    // 91
+    GoStruct { name: "core/v1.NFSVolumeSource", fields: &[
+        f("server", "string", ALWAYS, Str, None),
+        f("path", "string", ALWAYS, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 92
+    GoStruct { name: "core/v1.RBDPersistentVolumeSource", fields: &[
+        f("monitors", "[]string", ALWAYS, Slice(&Str), None),
+        f("image", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("pool", "string", OMITEMPTY, Str, Some("\"rbd\"")),
+        f("user", "string", OMITEMPTY, Str, Some("\"admin\"")),
+        f("keyring", "string", OMITEMPTY, Str, Some("\"/etc/ceph/keyring\"")),
+        f("secretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 93
+    GoStruct { name: "core/v1.ISCSIPersistentVolumeSource", fields: &[
+        f("targetPortal", "string", ALWAYS, Str, None),
+        f("iqn", "string", ALWAYS, Str, None),
+        f("lun", "int32", ALWAYS, Int, None),
+        f("iscsiInterface", "string", OMITEMPTY, Str, Some("\"default\"")),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("portals", "[]string", OMITEMPTY, Slice(&Str), None),
+        f("chapAuthDiscovery", "bool", OMITEMPTY, Bool, None),
+        f("chapAuthSession", "bool", OMITEMPTY, Bool, None),
+        f("secretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("initiatorName", "*string", OMITEMPTY, Ptr(&Str), None),
+    ] },
+    // 94
+    GoStruct { name: "core/v1.CinderPersistentVolumeSource", fields: &[
+        f("volumeID", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("secretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+    ] },
+    // 95
+    GoStruct { name: "core/v1.CephFSPersistentVolumeSource", fields: &[
+        f("monitors", "[]string", ALWAYS, Slice(&Str), None),
+        f("path", "string", OMITEMPTY, Str, None),
+        f("user", "string", OMITEMPTY, Str, None),
+        f("secretFile", "string", OMITEMPTY, Str, None),
+        f("secretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 96
+    GoStruct { name: "core/v1.FCVolumeSource", fields: &[
+        f("targetWWNs", "[]string", OMITEMPTY, Slice(&Str), None),
+        f("lun", "*int32", OMITEMPTY, Ptr(&Int), None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("wwids", "[]string", OMITEMPTY, Slice(&Str), None),
+    ] },
+    // 97
+    GoStruct { name: "core/v1.FlockerVolumeSource", fields: &[
+        f("datasetName", "string", OMITEMPTY, Str, None),
+        f("datasetUUID", "string", OMITEMPTY, Str, None),
+    ] },
+    // 98
+    GoStruct { name: "core/v1.FlexPersistentVolumeSource", fields: &[
+        f("driver", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("secretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("options", "map[string]string", OMITEMPTY, Map(&Str), None),
+    ] },
+    // 99
+    GoStruct { name: "core/v1.AzureFilePersistentVolumeSource", fields: &[
+        f("secretName", "string", ALWAYS, Str, None),
+        f("shareName", "string", ALWAYS, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("secretNamespace", "*string", ALWAYS, Ptr(&Str), None),
+    ] },
+    // 100
+    GoStruct { name: "core/v1.VsphereVirtualDiskVolumeSource", fields: &[
+        f("volumePath", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("storagePolicyName", "string", OMITEMPTY, Str, None),
+        f("storagePolicyID", "string", OMITEMPTY, Str, None),
+    ] },
+    // 101
+    GoStruct { name: "core/v1.QuobyteVolumeSource", fields: &[
+        f("registry", "string", ALWAYS, Str, None),
+        f("volume", "string", ALWAYS, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("user", "string", OMITEMPTY, Str, None),
+        f("group", "string", OMITEMPTY, Str, None),
+        f("tenant", "string", OMITEMPTY, Str, None),
+    ] },
+    // 102
+    GoStruct { name: "core/v1.AzureDiskVolumeSource", fields: &[
+        f("diskName", "string", ALWAYS, Str, None),
+        f("diskURI", "string", ALWAYS, Str, None),
+        f("cachingMode", "*AzureDataDiskCachingMode", OMITEMPTY, Ptr(&Str), Some("\"ReadWrite\"")),
+        f("fsType", "*string", OMITEMPTY, Ptr(&Str), Some("\"ext4\"")),
+        f("readOnly", "*bool", OMITEMPTY, Ptr(&Bool), Some("false")),
+        f("kind", "*AzureDataDiskKind", OMITEMPTY, Ptr(&Str), Some("\"Shared\"")),
+    ] },
+    // 103
+    GoStruct { name: "core/v1.PhotonPersistentDiskVolumeSource", fields: &[
+        f("pdID", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+    ] },
+    // 104
+    GoStruct { name: "core/v1.PortworxVolumeSource", fields: &[
+        f("volumeID", "string", ALWAYS, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 105
+    GoStruct { name: "core/v1.ScaleIOPersistentVolumeSource", fields: &[
+        f("gateway", "string", ALWAYS, Str, None),
+        f("system", "string", ALWAYS, Str, None),
+        f("secretRef", "*SecretReference", ALWAYS, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("sslEnabled", "bool", OMITEMPTY, Bool, None),
+        f("protectionDomain", "string", OMITEMPTY, Str, None),
+        f("storagePool", "string", OMITEMPTY, Str, None),
+        f("storageMode", "string", OMITEMPTY, Str, Some("\"ThinProvisioned\"")),
+        f("volumeName", "string", OMITEMPTY, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, Some("\"xfs\"")),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+    ] },
+    // 106
+    GoStruct { name: "core/v1.LocalVolumeSource", fields: &[
+        f("path", "string", ALWAYS, Str, None),
+        f("fsType", "*string", OMITEMPTY, Ptr(&Str), None),
+    ] },
+    // 107
+    GoStruct { name: "core/v1.StorageOSPersistentVolumeSource", fields: &[
+        f("volumeName", "string", OMITEMPTY, Str, None),
+        f("volumeNamespace", "string", OMITEMPTY, Str, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("secretRef", "*ObjectReference", OMITEMPTY, Ptr(&Struct(Ty(31))), None), // core/v1.ObjectReference
+    ] },
+    // 108
+    GoStruct { name: "core/v1.CSIPersistentVolumeSource", fields: &[
+        f("driver", "string", ALWAYS, Str, None),
+        f("volumeHandle", "string", ALWAYS, Str, None),
+        f("readOnly", "bool", OMITEMPTY, Bool, None),
+        f("fsType", "string", OMITEMPTY, Str, None),
+        f("volumeAttributes", "map[string]string", OMITEMPTY, Map(&Str), None),
+        f("controllerPublishSecretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("nodeStageSecretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("nodePublishSecretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("controllerExpandSecretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+        f("nodeExpandSecretRef", "*SecretReference", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.SecretReference
+    ] },
+    // 109
+    GoStruct { name: "core/v1.VolumeNodeAffinity", fields: &[
+        f("required", "*NodeSelector", OMITEMPTY, Ptr(&Struct(Ty(167))), None), // core/v1.NodeSelector
+    ] },
+    // 110
     GoStruct { name: "meta/v1.LabelSelector", fields: &[
         f("matchLabels", "map[string]string", OMITEMPTY, Map(&Str), None),
-        f("matchExpressions", "[]LabelSelectorRequirement", OMITEMPTY, Slice(&Struct(Ty(150))), None), // meta/v1.LabelSelectorRequirement
+        f("matchExpressions", "[]LabelSelectorRequirement", OMITEMPTY, Slice(&Struct(Ty(168))), None), // meta/v1.LabelSelectorRequirement
     ] },
-    // 84
+    // 111
     GoStruct { name: "core/v1.PodTemplateSpec", fields: &[
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "PodSpec", OMITEMPTY, Struct(Ty(33)), None), // core/v1.PodSpec
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "PodSpec", OMITEMPTY, Struct(Ty(35)), None), // core/v1.PodSpec
     ] },
-    // 85
+    // 112
     GoStruct { name: "apps/v1.DaemonSetUpdateStrategy", fields: &[
         f("type", "DaemonSetUpdateStrategyType", OMITEMPTY, Str, None),
-        f("rollingUpdate", "*RollingUpdateDaemonSet", OMITEMPTY, Ptr(&Struct(Ty(151))), None), // apps/v1.RollingUpdateDaemonSet
+        f("rollingUpdate", "*RollingUpdateDaemonSet", OMITEMPTY, Ptr(&Struct(Ty(169))), None), // apps/v1.RollingUpdateDaemonSet
     ] },
-    // 86
+    // 113
     GoStruct { name: "apps/v1.DaemonSetCondition", fields: &[
         f("type", "DaemonSetConditionType", ALWAYS, Str, None),
         f("status", "v1.ConditionStatus", ALWAYS, Str, None),
@@ -835,12 +1071,12 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 87
+    // 114
     GoStruct { name: "apps/v1.DeploymentStrategy", fields: &[
         f("type", "DeploymentStrategyType", OMITEMPTY, Str, None),
-        f("rollingUpdate", "*RollingUpdateDeployment", OMITEMPTY, Ptr(&Struct(Ty(152))), None), // apps/v1.RollingUpdateDeployment
+        f("rollingUpdate", "*RollingUpdateDeployment", OMITEMPTY, Ptr(&Struct(Ty(170))), None), // apps/v1.RollingUpdateDeployment
     ] },
-    // 88
+    // 115
     GoStruct { name: "apps/v1.DeploymentCondition", fields: &[
         f("type", "DeploymentConditionType", ALWAYS, Str, None),
         f("status", "v1.ConditionStatus", ALWAYS, Str, None),
@@ -849,20 +1085,20 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 89
+    // 116
     GoStruct { name: "meta/v1.StatusCause", fields: &[
         f("reason", "CauseType", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
         f("field", "string", OMITEMPTY, Str, None),
     ] },
-    // 90
+    // 117
     GoStruct { name: "meta/v1.TableRowCondition", fields: &[
         f("type", "RowConditionType", ALWAYS, Str, None),
         f("status", "ConditionStatus", ALWAYS, Str, None),
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 91
+    // 118
     GoStruct { name: "core/v1.ConfigMapNodeConfigSource", fields: &[
         f("namespace", "string", ALWAYS, Str, None),
         f("name", "string", ALWAYS, Str, None),
@@ -870,63 +1106,38 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("resourceVersion", "string", OMITEMPTY, Str, None),
         f("kubeletConfigKey", "string", ALWAYS, Str, None),
     ] },
-    // 92
+    // 119
     GoStruct { name: "core/v1.DaemonEndpoint", fields: &[
         f("Port", "int32", ALWAYS, Int, None),
     ] },
-    // 93
+    // 120
     GoStruct { name: "core/v1.NodeSwapStatus", fields: &[
         f("capacity", "*int64", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 94
+    // 121
     GoStruct { name: "core/v1.NodeRuntimeHandlerFeatures", fields: &[
         f("recursiveReadOnlyMounts", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("userNamespaces", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 95
-    GoStruct { name: "core/v1.HostPathVolumeSource", fields: &[
-        f("path", "string", ALWAYS, Str, None),
-        f("type", "*HostPathType", OMITEMPTY, Ptr(&Str), None),
-    ] },
-    // 96
+    // 122
     GoStruct { name: "core/v1.EmptyDirVolumeSource", fields: &[
         f("medium", "StorageMedium", OMITEMPTY, Str, None),
         f("sizeLimit", "*resource.Quantity", OMITEMPTY, Ptr(&Quantity), None),
     ] },
-    // 97
-    GoStruct { name: "core/v1.GCEPersistentDiskVolumeSource", fields: &[
-        f("pdName", "string", ALWAYS, Str, None),
-        f("fsType", "string", OMITEMPTY, Str, None),
-        f("partition", "int32", OMITEMPTY, Int, None),
-        f("readOnly", "bool", OMITEMPTY, Bool, None),
-    ] },
-    // 98
-    GoStruct { name: "core/v1.AWSElasticBlockStoreVolumeSource", fields: &[
-        f("volumeID", "string", ALWAYS, Str, None),
-        f("fsType", "string", OMITEMPTY, Str, None),
-        f("partition", "int32", OMITEMPTY, Int, None),
-        f("readOnly", "bool", OMITEMPTY, Bool, None),
-    ] },
-    // 99
+    // 123
     GoStruct { name: "core/v1.GitRepoVolumeSource", fields: &[
         f("repository", "string", ALWAYS, Str, None),
         f("revision", "string", OMITEMPTY, Str, None),
         f("directory", "string", OMITEMPTY, Str, None),
     ] },
-    // 100
+    // 124
     GoStruct { name: "core/v1.SecretVolumeSource", fields: &[
         f("secretName", "string", OMITEMPTY, Str, None),
-        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(153))), None), // core/v1.KeyToPath
+        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(171))), None), // core/v1.KeyToPath
         f("defaultMode", "*int32", OMITEMPTY, Ptr(&Int), None),
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 101
-    GoStruct { name: "core/v1.NFSVolumeSource", fields: &[
-        f("server", "string", ALWAYS, Str, None),
-        f("path", "string", ALWAYS, Str, None),
-        f("readOnly", "bool", OMITEMPTY, Bool, None),
-    ] },
-    // 102
+    // 125
     GoStruct { name: "core/v1.ISCSIVolumeSource", fields: &[
         f("targetPortal", "string", ALWAYS, Str, None),
         f("iqn", "string", ALWAYS, Str, None),
@@ -937,21 +1148,21 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("portals", "[]string", OMITEMPTY, Slice(&Str), None),
         f("chapAuthDiscovery", "bool", OMITEMPTY, Bool, None),
         f("chapAuthSession", "bool", OMITEMPTY, Bool, None),
-        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("initiatorName", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 103
+    // 126
     GoStruct { name: "core/v1.GlusterfsVolumeSource", fields: &[
         f("endpoints", "string", ALWAYS, Str, None),
         f("path", "string", ALWAYS, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 104
+    // 127
     GoStruct { name: "core/v1.PersistentVolumeClaimVolumeSource", fields: &[
         f("claimName", "string", ALWAYS, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 105
+    // 128
     GoStruct { name: "core/v1.RBDVolumeSource", fields: &[
         f("monitors", "[]string", ALWAYS, Slice(&Str), None),
         f("image", "string", ALWAYS, Str, None),
@@ -959,110 +1170,61 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("pool", "string", OMITEMPTY, Str, Some("\"rbd\"")),
         f("user", "string", OMITEMPTY, Str, Some("\"admin\"")),
         f("keyring", "string", OMITEMPTY, Str, Some("\"/etc/ceph/keyring\"")),
-        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("readOnly", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 106
+    // 129
     GoStruct { name: "core/v1.FlexVolumeSource", fields: &[
         f("driver", "string", ALWAYS, Str, None),
         f("fsType", "string", OMITEMPTY, Str, None),
-        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("readOnly", "bool", OMITEMPTY, Bool, None),
         f("options", "map[string]string", OMITEMPTY, Map(&Str), None),
     ] },
-    // 107
+    // 130
     GoStruct { name: "core/v1.CinderVolumeSource", fields: &[
         f("volumeID", "string", ALWAYS, Str, None),
         f("fsType", "string", OMITEMPTY, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
-        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
     ] },
-    // 108
+    // 131
     GoStruct { name: "core/v1.CephFSVolumeSource", fields: &[
         f("monitors", "[]string", ALWAYS, Slice(&Str), None),
         f("path", "string", OMITEMPTY, Str, None),
         f("user", "string", OMITEMPTY, Str, None),
         f("secretFile", "string", OMITEMPTY, Str, None),
-        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("readOnly", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 109
-    GoStruct { name: "core/v1.FlockerVolumeSource", fields: &[
-        f("datasetName", "string", OMITEMPTY, Str, None),
-        f("datasetUUID", "string", OMITEMPTY, Str, None),
-    ] },
-    // 110
+    // 132
     GoStruct { name: "core/v1.DownwardAPIVolumeSource", fields: &[
-        f("items", "[]DownwardAPIVolumeFile", OMITEMPTY, Slice(&Struct(Ty(154))), None), // core/v1.DownwardAPIVolumeFile
+        f("items", "[]DownwardAPIVolumeFile", OMITEMPTY, Slice(&Struct(Ty(172))), None), // core/v1.DownwardAPIVolumeFile
         f("defaultMode", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 111
-    GoStruct { name: "core/v1.FCVolumeSource", fields: &[
-        f("targetWWNs", "[]string", OMITEMPTY, Slice(&Str), None),
-        f("lun", "*int32", OMITEMPTY, Ptr(&Int), None),
-        f("fsType", "string", OMITEMPTY, Str, None),
-        f("readOnly", "bool", OMITEMPTY, Bool, None),
-        f("wwids", "[]string", OMITEMPTY, Slice(&Str), None),
-    ] },
-    // 112
+    // 133
     GoStruct { name: "core/v1.AzureFileVolumeSource", fields: &[
         f("secretName", "string", ALWAYS, Str, None),
         f("shareName", "string", ALWAYS, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 113
+    // 134
     GoStruct { name: "core/v1.ConfigMapVolumeSource", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
-        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(153))), None), // core/v1.KeyToPath
+        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(171))), None), // core/v1.KeyToPath
         f("defaultMode", "*int32", OMITEMPTY, Ptr(&Int), None),
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 114
-    GoStruct { name: "core/v1.VsphereVirtualDiskVolumeSource", fields: &[
-        f("volumePath", "string", ALWAYS, Str, None),
-        f("fsType", "string", OMITEMPTY, Str, None),
-        f("storagePolicyName", "string", OMITEMPTY, Str, None),
-        f("storagePolicyID", "string", OMITEMPTY, Str, None),
-    ] },
-    // 115
-    GoStruct { name: "core/v1.QuobyteVolumeSource", fields: &[
-        f("registry", "string", ALWAYS, Str, None),
-        f("volume", "string", ALWAYS, Str, None),
-        f("readOnly", "bool", OMITEMPTY, Bool, None),
-        f("user", "string", OMITEMPTY, Str, None),
-        f("group", "string", OMITEMPTY, Str, None),
-        f("tenant", "string", OMITEMPTY, Str, None),
-    ] },
-    // 116
-    GoStruct { name: "core/v1.AzureDiskVolumeSource", fields: &[
-        f("diskName", "string", ALWAYS, Str, None),
-        f("diskURI", "string", ALWAYS, Str, None),
-        f("cachingMode", "*AzureDataDiskCachingMode", OMITEMPTY, Ptr(&Str), Some("\"ReadWrite\"")),
-        f("fsType", "*string", OMITEMPTY, Ptr(&Str), Some("\"ext4\"")),
-        f("readOnly", "*bool", OMITEMPTY, Ptr(&Bool), Some("false")),
-        f("kind", "*AzureDataDiskKind", OMITEMPTY, Ptr(&Str), Some("\"Shared\"")),
-    ] },
-    // 117
-    GoStruct { name: "core/v1.PhotonPersistentDiskVolumeSource", fields: &[
-        f("pdID", "string", ALWAYS, Str, None),
-        f("fsType", "string", OMITEMPTY, Str, None),
-    ] },
-    // 118
+    // 135
     GoStruct { name: "core/v1.ProjectedVolumeSource", fields: &[
-        f("sources", "[]VolumeProjection", ALWAYS, Slice(&Struct(Ty(155))), None), // core/v1.VolumeProjection
+        f("sources", "[]VolumeProjection", ALWAYS, Slice(&Struct(Ty(173))), None), // core/v1.VolumeProjection
         f("defaultMode", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 119
-    GoStruct { name: "core/v1.PortworxVolumeSource", fields: &[
-        f("volumeID", "string", ALWAYS, Str, None),
-        f("fsType", "string", OMITEMPTY, Str, None),
-        f("readOnly", "bool", OMITEMPTY, Bool, None),
-    ] },
-    // 120
+    // 136
     GoStruct { name: "core/v1.ScaleIOVolumeSource", fields: &[
         f("gateway", "string", ALWAYS, Str, None),
         f("system", "string", ALWAYS, Str, None),
-        f("secretRef", "*LocalObjectReference", ALWAYS, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", ALWAYS, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
         f("sslEnabled", "bool", OMITEMPTY, Bool, None),
         f("protectionDomain", "string", OMITEMPTY, Str, None),
         f("storagePool", "string", OMITEMPTY, Str, None),
@@ -1071,32 +1233,32 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("fsType", "string", OMITEMPTY, Str, Some("\"xfs\"")),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
     ] },
-    // 121
+    // 137
     GoStruct { name: "core/v1.StorageOSVolumeSource", fields: &[
         f("volumeName", "string", OMITEMPTY, Str, None),
         f("volumeNamespace", "string", OMITEMPTY, Str, None),
         f("fsType", "string", OMITEMPTY, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
-        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("secretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
     ] },
-    // 122
+    // 138
     GoStruct { name: "core/v1.CSIVolumeSource", fields: &[
         f("driver", "string", ALWAYS, Str, None),
         f("readOnly", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("fsType", "*string", OMITEMPTY, Ptr(&Str), None),
         f("volumeAttributes", "map[string]string", OMITEMPTY, Map(&Str), None),
-        f("nodePublishSecretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(30))), None), // core/v1.LocalObjectReference
+        f("nodePublishSecretRef", "*LocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(32))), None), // core/v1.LocalObjectReference
     ] },
-    // 123
+    // 139
     GoStruct { name: "core/v1.EphemeralVolumeSource", fields: &[
-        f("volumeClaimTemplate", "*PersistentVolumeClaimTemplate", OMITEMPTY, Ptr(&Struct(Ty(156))), None), // core/v1.PersistentVolumeClaimTemplate
+        f("volumeClaimTemplate", "*PersistentVolumeClaimTemplate", OMITEMPTY, Ptr(&Struct(Ty(174))), None), // core/v1.PersistentVolumeClaimTemplate
     ] },
-    // 124
+    // 140
     GoStruct { name: "core/v1.ImageVolumeSource", fields: &[
         f("reference", "string", OMITEMPTY, Str, None),
         f("pullPolicy", "PullPolicy", OMITEMPTY, Str, None),
     ] },
-    // 125
+    // 141
     GoStruct { name: "core/v1.ContainerPort", fields: &[
         f("name", "string", OMITEMPTY, Str, None),
         f("hostPort", "int32", OMITEMPTY, Int, None),
@@ -1104,24 +1266,24 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("protocol", "Protocol", OMITEMPTY, Str, Some("\"TCP\"")),
         f("hostIP", "string", OMITEMPTY, Str, None),
     ] },
-    // 126
+    // 142
     GoStruct { name: "core/v1.EnvFromSource", fields: &[
         f("prefix", "string", OMITEMPTY, Str, None),
-        f("configMapRef", "*ConfigMapEnvSource", OMITEMPTY, Ptr(&Struct(Ty(157))), None), // core/v1.ConfigMapEnvSource
-        f("secretRef", "*SecretEnvSource", OMITEMPTY, Ptr(&Struct(Ty(158))), None), // core/v1.SecretEnvSource
+        f("configMapRef", "*ConfigMapEnvSource", OMITEMPTY, Ptr(&Struct(Ty(175))), None), // core/v1.ConfigMapEnvSource
+        f("secretRef", "*SecretEnvSource", OMITEMPTY, Ptr(&Struct(Ty(176))), None), // core/v1.SecretEnvSource
     ] },
-    // 127
+    // 143
     GoStruct { name: "core/v1.EnvVar", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("value", "string", OMITEMPTY, Str, None),
-        f("valueFrom", "*EnvVarSource", OMITEMPTY, Ptr(&Struct(Ty(159))), None), // core/v1.EnvVarSource
+        f("valueFrom", "*EnvVarSource", OMITEMPTY, Ptr(&Struct(Ty(177))), None), // core/v1.EnvVarSource
     ] },
-    // 128
+    // 144
     GoStruct { name: "core/v1.ContainerResizePolicy", fields: &[
         f("resourceName", "ResourceName", ALWAYS, Str, None),
         f("restartPolicy", "ResourceResizeRestartPolicy", ALWAYS, Str, None),
     ] },
-    // 129
+    // 145
     GoStruct { name: "core/v1.VolumeMount", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
@@ -1131,17 +1293,17 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("mountPropagation", "*MountPropagationMode", OMITEMPTY, Ptr(&Str), None),
         f("subPathExpr", "string", OMITEMPTY, Str, None),
     ] },
-    // 130
+    // 146
     GoStruct { name: "core/v1.VolumeDevice", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("devicePath", "string", ALWAYS, Str, None),
     ] },
-    // 131
+    // 147
     GoStruct { name: "core/v1.Probe", fields: &[
-        f("exec", "*ExecAction", OMITEMPTY, Ptr(&Struct(Ty(160))), None), // core/v1.ExecAction
-        f("httpGet", "*HTTPGetAction", OMITEMPTY, Ptr(&Struct(Ty(161))), None), // core/v1.HTTPGetAction
-        f("tcpSocket", "*TCPSocketAction", OMITEMPTY, Ptr(&Struct(Ty(162))), None), // core/v1.TCPSocketAction
-        f("grpc", "*GRPCAction", OMITEMPTY, Ptr(&Struct(Ty(163))), None), // core/v1.GRPCAction
+        f("exec", "*ExecAction", OMITEMPTY, Ptr(&Struct(Ty(178))), None), // core/v1.ExecAction
+        f("httpGet", "*HTTPGetAction", OMITEMPTY, Ptr(&Struct(Ty(179))), None), // core/v1.HTTPGetAction
+        f("tcpSocket", "*TCPSocketAction", OMITEMPTY, Ptr(&Struct(Ty(180))), None), // core/v1.TCPSocketAction
+        f("grpc", "*GRPCAction", OMITEMPTY, Ptr(&Struct(Ty(181))), None), // core/v1.GRPCAction
         f("initialDelaySeconds", "int32", OMITEMPTY, Int, None),
         f("timeoutSeconds", "int32", OMITEMPTY, Int, None),
         f("periodSeconds", "int32", OMITEMPTY, Int, None),
@@ -1149,240 +1311,245 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("failureThreshold", "int32", OMITEMPTY, Int, None),
         f("terminationGracePeriodSeconds", "*int64", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 132
+    // 148
     GoStruct { name: "core/v1.Lifecycle", fields: &[
-        f("postStart", "*LifecycleHandler", OMITEMPTY, Ptr(&Struct(Ty(164))), None), // core/v1.LifecycleHandler
-        f("preStop", "*LifecycleHandler", OMITEMPTY, Ptr(&Struct(Ty(164))), None), // core/v1.LifecycleHandler
+        f("postStart", "*LifecycleHandler", OMITEMPTY, Ptr(&Struct(Ty(182))), None), // core/v1.LifecycleHandler
+        f("preStop", "*LifecycleHandler", OMITEMPTY, Ptr(&Struct(Ty(182))), None), // core/v1.LifecycleHandler
         f("stopSignal", "*Signal", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 133
+    // 149
     GoStruct { name: "core/v1.SecurityContext", fields: &[
-        f("capabilities", "*Capabilities", OMITEMPTY, Ptr(&Struct(Ty(165))), None), // core/v1.Capabilities
+        f("capabilities", "*Capabilities", OMITEMPTY, Ptr(&Struct(Ty(183))), None), // core/v1.Capabilities
         f("privileged", "*bool", OMITEMPTY, Ptr(&Bool), None),
-        f("seLinuxOptions", "*SELinuxOptions", OMITEMPTY, Ptr(&Struct(Ty(134))), None), // core/v1.SELinuxOptions
-        f("windowsOptions", "*WindowsSecurityContextOptions", OMITEMPTY, Ptr(&Struct(Ty(135))), None), // core/v1.WindowsSecurityContextOptions
+        f("seLinuxOptions", "*SELinuxOptions", OMITEMPTY, Ptr(&Struct(Ty(150))), None), // core/v1.SELinuxOptions
+        f("windowsOptions", "*WindowsSecurityContextOptions", OMITEMPTY, Ptr(&Struct(Ty(151))), None), // core/v1.WindowsSecurityContextOptions
         f("runAsUser", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("runAsGroup", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("runAsNonRoot", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("readOnlyRootFilesystem", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("allowPrivilegeEscalation", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("procMount", "*ProcMountType", OMITEMPTY, Ptr(&Str), None),
-        f("seccompProfile", "*SeccompProfile", OMITEMPTY, Ptr(&Struct(Ty(137))), None), // core/v1.SeccompProfile
-        f("appArmorProfile", "*AppArmorProfile", OMITEMPTY, Ptr(&Struct(Ty(138))), None), // core/v1.AppArmorProfile
+        f("seccompProfile", "*SeccompProfile", OMITEMPTY, Ptr(&Struct(Ty(153))), None), // core/v1.SeccompProfile
+        f("appArmorProfile", "*AppArmorProfile", OMITEMPTY, Ptr(&Struct(Ty(154))), None), // core/v1.AppArmorProfile
     ] },
-    // 134
+    // 150
     GoStruct { name: "core/v1.SELinuxOptions", fields: &[
         f("user", "string", OMITEMPTY, Str, None),
         f("role", "string", OMITEMPTY, Str, None),
         f("type", "string", OMITEMPTY, Str, None),
         f("level", "string", OMITEMPTY, Str, None),
     ] },
-    // 135
+    // 151
     GoStruct { name: "core/v1.WindowsSecurityContextOptions", fields: &[
         f("gmsaCredentialSpecName", "*string", OMITEMPTY, Ptr(&Str), None),
         f("gmsaCredentialSpec", "*string", OMITEMPTY, Ptr(&Str), None),
         f("runAsUserName", "*string", OMITEMPTY, Ptr(&Str), None),
         f("hostProcess", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 136
+    // 152
     GoStruct { name: "core/v1.Sysctl", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("value", "string", ALWAYS, Str, None),
     ] },
-    // 137
+    // 153
     GoStruct { name: "core/v1.SeccompProfile", fields: &[
         f("type", "SeccompProfileType", ALWAYS, Str, None),
         f("localhostProfile", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 138
+    // 154
     GoStruct { name: "core/v1.AppArmorProfile", fields: &[
         f("type", "AppArmorProfileType", ALWAYS, Str, None),
         f("localhostProfile", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 139
+    // 155
     GoStruct { name: "core/v1.NodeAffinity", fields: &[
-        f("requiredDuringSchedulingIgnoredDuringExecution", "*NodeSelector", OMITEMPTY, Ptr(&Struct(Ty(166))), None), // core/v1.NodeSelector
-        f("preferredDuringSchedulingIgnoredDuringExecution", "[]PreferredSchedulingTerm", OMITEMPTY, Slice(&Struct(Ty(167))), None), // core/v1.PreferredSchedulingTerm
+        f("requiredDuringSchedulingIgnoredDuringExecution", "*NodeSelector", OMITEMPTY, Ptr(&Struct(Ty(167))), None), // core/v1.NodeSelector
+        f("preferredDuringSchedulingIgnoredDuringExecution", "[]PreferredSchedulingTerm", OMITEMPTY, Slice(&Struct(Ty(184))), None), // core/v1.PreferredSchedulingTerm
     ] },
-    // 140
+    // 156
     GoStruct { name: "core/v1.PodAffinity", fields: &[
-        f("requiredDuringSchedulingIgnoredDuringExecution", "[]PodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(168))), None), // core/v1.PodAffinityTerm
-        f("preferredDuringSchedulingIgnoredDuringExecution", "[]WeightedPodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(169))), None), // core/v1.WeightedPodAffinityTerm
+        f("requiredDuringSchedulingIgnoredDuringExecution", "[]PodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(185))), None), // core/v1.PodAffinityTerm
+        f("preferredDuringSchedulingIgnoredDuringExecution", "[]WeightedPodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(186))), None), // core/v1.WeightedPodAffinityTerm
     ] },
-    // 141
+    // 157
     GoStruct { name: "core/v1.PodAntiAffinity", fields: &[
-        f("requiredDuringSchedulingIgnoredDuringExecution", "[]PodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(168))), None), // core/v1.PodAffinityTerm
-        f("preferredDuringSchedulingIgnoredDuringExecution", "[]WeightedPodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(169))), None), // core/v1.WeightedPodAffinityTerm
+        f("requiredDuringSchedulingIgnoredDuringExecution", "[]PodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(185))), None), // core/v1.PodAffinityTerm
+        f("preferredDuringSchedulingIgnoredDuringExecution", "[]WeightedPodAffinityTerm", OMITEMPTY, Slice(&Struct(Ty(186))), None), // core/v1.WeightedPodAffinityTerm
     ] },
-    // 142
+    // 158
     GoStruct { name: "core/v1.PodDNSConfigOption", fields: &[
         f("name", "string", OMITEMPTY, Str, None),
         f("value", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 143
+    // 159
     GoStruct { name: "core/v1.ResourceClaim", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("request", "string", OMITEMPTY, Str, None),
     ] },
-    // 144
+    // 160
     GoStruct { name: "core/v1.ContainerState", fields: &[
-        f("waiting", "*ContainerStateWaiting", OMITEMPTY, Ptr(&Struct(Ty(170))), None), // core/v1.ContainerStateWaiting
-        f("running", "*ContainerStateRunning", OMITEMPTY, Ptr(&Struct(Ty(171))), None), // core/v1.ContainerStateRunning
-        f("terminated", "*ContainerStateTerminated", OMITEMPTY, Ptr(&Struct(Ty(172))), None), // core/v1.ContainerStateTerminated
+        f("waiting", "*ContainerStateWaiting", OMITEMPTY, Ptr(&Struct(Ty(187))), None), // core/v1.ContainerStateWaiting
+        f("running", "*ContainerStateRunning", OMITEMPTY, Ptr(&Struct(Ty(188))), None), // core/v1.ContainerStateRunning
+        f("terminated", "*ContainerStateTerminated", OMITEMPTY, Ptr(&Struct(Ty(189))), None), // core/v1.ContainerStateTerminated
     ] },
-    // 145
+    // 161
     GoStruct { name: "core/v1.VolumeMountStatus", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("mountPath", "string", ALWAYS, Str, None),
         f("readOnly", "bool", OMITEMPTY, Bool, None),
         f("recursiveReadOnly", "*RecursiveReadOnlyMode", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 146
+    // 162
     GoStruct { name: "core/v1.ContainerUser", fields: &[
-        f("linux", "*LinuxContainerUser", OMITEMPTY, Ptr(&Struct(Ty(173))), None), // core/v1.LinuxContainerUser
+        f("linux", "*LinuxContainerUser", OMITEMPTY, Ptr(&Struct(Ty(190))), None), // core/v1.LinuxContainerUser
     ] },
-    // 147
+    // 163
     GoStruct { name: "core/v1.ResourceStatus", fields: &[
         f("name", "ResourceName", ALWAYS, Str, None),
-        f("resources", "[]ResourceHealth", OMITEMPTY, Slice(&Struct(Ty(174))), None), // core/v1.ResourceHealth
+        f("resources", "[]ResourceHealth", OMITEMPTY, Slice(&Struct(Ty(191))), None), // core/v1.ResourceHealth
     ] },
-    // 148
+    // 164
     GoStruct { name: "core/v1.ClientIPConfig", fields: &[
         f("timeoutSeconds", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 149
+    // 165
     GoStruct { name: "core/v1.LoadBalancerIngress", fields: &[
         f("ip", "string", OMITEMPTY, Str, None),
         f("hostname", "string", OMITEMPTY, Str, None),
         f("ipMode", "*LoadBalancerIPMode", OMITEMPTY, Ptr(&Str), None),
-        f("ports", "[]PortStatus", OMITEMPTY, Slice(&Struct(Ty(175))), None), // core/v1.PortStatus
+        f("ports", "[]PortStatus", OMITEMPTY, Slice(&Struct(Ty(192))), None), // core/v1.PortStatus
     ] },
-    // 150
+    // 166
+    GoStruct { name: "core/v1.SecretReference", fields: &[
+        f("name", "string", OMITEMPTY, Str, None),
+        f("namespace", "string", OMITEMPTY, Str, None),
+    ] },
+    // 167
+    GoStruct { name: "core/v1.NodeSelector", fields: &[
+        f("nodeSelectorTerms", "[]NodeSelectorTerm", ALWAYS, Slice(&Struct(Ty(193))), None), // core/v1.NodeSelectorTerm
+    ] },
+    // 168
     GoStruct { name: "meta/v1.LabelSelectorRequirement", fields: &[
         f("key", "string", ALWAYS, Str, None),
         f("operator", "LabelSelectorOperator", ALWAYS, Str, None),
         f("values", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 151
+    // 169
     GoStruct { name: "apps/v1.RollingUpdateDaemonSet", fields: &[
         f("maxUnavailable", "*intstr.IntOrString", OMITEMPTY, Ptr(&IntOrString), None),
         f("maxSurge", "*intstr.IntOrString", OMITEMPTY, Ptr(&IntOrString), None),
     ] },
-    // 152
+    // 170
     GoStruct { name: "apps/v1.RollingUpdateDeployment", fields: &[
         f("maxUnavailable", "*intstr.IntOrString", OMITEMPTY, Ptr(&IntOrString), None),
         f("maxSurge", "*intstr.IntOrString", OMITEMPTY, Ptr(&IntOrString), None),
     ] },
-    // 153
+    // 171
     GoStruct { name: "core/v1.KeyToPath", fields: &[
         f("key", "string", ALWAYS, Str, None),
         f("path", "string", ALWAYS, Str, None),
         f("mode", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 154
+    // 172
     GoStruct { name: "core/v1.DownwardAPIVolumeFile", fields: &[
         f("path", "string", ALWAYS, Str, None),
-        f("fieldRef", "*ObjectFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(176))), None), // core/v1.ObjectFieldSelector
-        f("resourceFieldRef", "*ResourceFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(177))), None), // core/v1.ResourceFieldSelector
+        f("fieldRef", "*ObjectFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(194))), None), // core/v1.ObjectFieldSelector
+        f("resourceFieldRef", "*ResourceFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(195))), None), // core/v1.ResourceFieldSelector
         f("mode", "*int32", OMITEMPTY, Ptr(&Int), None),
     ] },
-    // 155
+    // 173
     GoStruct { name: "core/v1.VolumeProjection", fields: &[
-        f("secret", "*SecretProjection", OMITEMPTY, Ptr(&Struct(Ty(178))), None), // core/v1.SecretProjection
-        f("downwardAPI", "*DownwardAPIProjection", OMITEMPTY, Ptr(&Struct(Ty(179))), None), // core/v1.DownwardAPIProjection
-        f("configMap", "*ConfigMapProjection", OMITEMPTY, Ptr(&Struct(Ty(180))), None), // core/v1.ConfigMapProjection
-        f("serviceAccountToken", "*ServiceAccountTokenProjection", OMITEMPTY, Ptr(&Struct(Ty(181))), None), // core/v1.ServiceAccountTokenProjection
-        f("clusterTrustBundle", "*ClusterTrustBundleProjection", OMITEMPTY, Ptr(&Struct(Ty(182))), None), // core/v1.ClusterTrustBundleProjection
+        f("secret", "*SecretProjection", OMITEMPTY, Ptr(&Struct(Ty(196))), None), // core/v1.SecretProjection
+        f("downwardAPI", "*DownwardAPIProjection", OMITEMPTY, Ptr(&Struct(Ty(197))), None), // core/v1.DownwardAPIProjection
+        f("configMap", "*ConfigMapProjection", OMITEMPTY, Ptr(&Struct(Ty(198))), None), // core/v1.ConfigMapProjection
+        f("serviceAccountToken", "*ServiceAccountTokenProjection", OMITEMPTY, Ptr(&Struct(Ty(199))), None), // core/v1.ServiceAccountTokenProjection
+        f("clusterTrustBundle", "*ClusterTrustBundleProjection", OMITEMPTY, Ptr(&Struct(Ty(200))), None), // core/v1.ClusterTrustBundleProjection
     ] },
-    // 156
+    // 174
     GoStruct { name: "core/v1.PersistentVolumeClaimTemplate", fields: &[
-        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(25)), None), // meta/v1.ObjectMeta
-        f("spec", "PersistentVolumeClaimSpec", ALWAYS, Struct(Ty(183)), None), // core/v1.PersistentVolumeClaimSpec
+        f("metadata", "metav1.ObjectMeta", OMITEMPTY, Struct(Ty(27)), None), // meta/v1.ObjectMeta
+        f("spec", "PersistentVolumeClaimSpec", ALWAYS, Struct(Ty(201)), None), // core/v1.PersistentVolumeClaimSpec
     ] },
-    // 157
+    // 175
     GoStruct { name: "core/v1.ConfigMapEnvSource", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 158
+    // 176
     GoStruct { name: "core/v1.SecretEnvSource", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 159
+    // 177
     GoStruct { name: "core/v1.EnvVarSource", fields: &[
-        f("fieldRef", "*ObjectFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(176))), None), // core/v1.ObjectFieldSelector
-        f("resourceFieldRef", "*ResourceFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(177))), None), // core/v1.ResourceFieldSelector
-        f("configMapKeyRef", "*ConfigMapKeySelector", OMITEMPTY, Ptr(&Struct(Ty(184))), None), // core/v1.ConfigMapKeySelector
-        f("secretKeyRef", "*SecretKeySelector", OMITEMPTY, Ptr(&Struct(Ty(185))), None), // core/v1.SecretKeySelector
+        f("fieldRef", "*ObjectFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(194))), None), // core/v1.ObjectFieldSelector
+        f("resourceFieldRef", "*ResourceFieldSelector", OMITEMPTY, Ptr(&Struct(Ty(195))), None), // core/v1.ResourceFieldSelector
+        f("configMapKeyRef", "*ConfigMapKeySelector", OMITEMPTY, Ptr(&Struct(Ty(202))), None), // core/v1.ConfigMapKeySelector
+        f("secretKeyRef", "*SecretKeySelector", OMITEMPTY, Ptr(&Struct(Ty(203))), None), // core/v1.SecretKeySelector
     ] },
-    // 160
+    // 178
     GoStruct { name: "core/v1.ExecAction", fields: &[
         f("command", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 161
+    // 179
     GoStruct { name: "core/v1.HTTPGetAction", fields: &[
         f("path", "string", OMITEMPTY, Str, None),
         f("port", "intstr.IntOrString", ALWAYS, IntOrString, None),
         f("host", "string", OMITEMPTY, Str, None),
         f("scheme", "URIScheme", OMITEMPTY, Str, None),
-        f("httpHeaders", "[]HTTPHeader", OMITEMPTY, Slice(&Struct(Ty(186))), None), // core/v1.HTTPHeader
+        f("httpHeaders", "[]HTTPHeader", OMITEMPTY, Slice(&Struct(Ty(204))), None), // core/v1.HTTPHeader
     ] },
-    // 162
+    // 180
     GoStruct { name: "core/v1.TCPSocketAction", fields: &[
         f("port", "intstr.IntOrString", ALWAYS, IntOrString, None),
         f("host", "string", OMITEMPTY, Str, None),
     ] },
-    // 163
+    // 181
     GoStruct { name: "core/v1.GRPCAction", fields: &[
         f("port", "int32", ALWAYS, Int, None),
         f("service", "*string", ALWAYS, Ptr(&Str), Some("\"\"")),
     ] },
-    // 164
+    // 182
     GoStruct { name: "core/v1.LifecycleHandler", fields: &[
-        f("exec", "*ExecAction", OMITEMPTY, Ptr(&Struct(Ty(160))), None), // core/v1.ExecAction
-        f("httpGet", "*HTTPGetAction", OMITEMPTY, Ptr(&Struct(Ty(161))), None), // core/v1.HTTPGetAction
-        f("tcpSocket", "*TCPSocketAction", OMITEMPTY, Ptr(&Struct(Ty(162))), None), // core/v1.TCPSocketAction
-        f("sleep", "*SleepAction", OMITEMPTY, Ptr(&Struct(Ty(187))), None), // core/v1.SleepAction
+        f("exec", "*ExecAction", OMITEMPTY, Ptr(&Struct(Ty(178))), None), // core/v1.ExecAction
+        f("httpGet", "*HTTPGetAction", OMITEMPTY, Ptr(&Struct(Ty(179))), None), // core/v1.HTTPGetAction
+        f("tcpSocket", "*TCPSocketAction", OMITEMPTY, Ptr(&Struct(Ty(180))), None), // core/v1.TCPSocketAction
+        f("sleep", "*SleepAction", OMITEMPTY, Ptr(&Struct(Ty(205))), None), // core/v1.SleepAction
     ] },
-    // 165
+    // 183
     GoStruct { name: "core/v1.Capabilities", fields: &[
         f("add", "[]Capability", OMITEMPTY, Slice(&Str), None),
         f("drop", "[]Capability", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 166
-    GoStruct { name: "core/v1.NodeSelector", fields: &[
-        f("nodeSelectorTerms", "[]NodeSelectorTerm", ALWAYS, Slice(&Struct(Ty(188))), None), // core/v1.NodeSelectorTerm
-    ] },
-    // 167
+    // 184
     GoStruct { name: "core/v1.PreferredSchedulingTerm", fields: &[
         f("weight", "int32", ALWAYS, Int, None),
-        f("preference", "NodeSelectorTerm", ALWAYS, Struct(Ty(188)), None), // core/v1.NodeSelectorTerm
+        f("preference", "NodeSelectorTerm", ALWAYS, Struct(Ty(193)), None), // core/v1.NodeSelectorTerm
     ] },
-    // 168
+    // 185
     GoStruct { name: "core/v1.PodAffinityTerm", fields: &[
-        f("labelSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
+        f("labelSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
         f("namespaces", "[]string", OMITEMPTY, Slice(&Str), None),
         f("topologyKey", "string", ALWAYS, Str, None),
-        f("namespaceSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
+        f("namespaceSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
         f("matchLabelKeys", "[]string", OMITEMPTY, Slice(&Str), None),
         f("mismatchLabelKeys", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 169
+    // 186
     GoStruct { name: "core/v1.WeightedPodAffinityTerm", fields: &[
         f("weight", "int32", ALWAYS, Int, None),
-        f("podAffinityTerm", "PodAffinityTerm", ALWAYS, Struct(Ty(168)), None), // core/v1.PodAffinityTerm
+        f("podAffinityTerm", "PodAffinityTerm", ALWAYS, Struct(Ty(185)), None), // core/v1.PodAffinityTerm
     ] },
-    // 170
+    // 187
     GoStruct { name: "core/v1.ContainerStateWaiting", fields: &[
         f("reason", "string", OMITEMPTY, Str, None),
         f("message", "string", OMITEMPTY, Str, None),
     ] },
-    // 171
+    // 188
     GoStruct { name: "core/v1.ContainerStateRunning", fields: &[
         f("startedAt", "metav1.Time", OMITEMPTY, Time, None),
     ] },
-    // 172
+    // 189
     GoStruct { name: "core/v1.ContainerStateTerminated", fields: &[
         f("exitCode", "int32", ALWAYS, Int, None),
         f("signal", "int32", OMITEMPTY, Int, None),
@@ -1392,124 +1559,124 @@ pub(super) static STRUCTS: &[GoStruct] = &[
         f("finishedAt", "metav1.Time", OMITEMPTY, Time, None),
         f("containerID", "string", OMITEMPTY, Str, None),
     ] },
-    // 173
+    // 190
     GoStruct { name: "core/v1.LinuxContainerUser", fields: &[
         f("uid", "int64", ALWAYS, Int, None),
         f("gid", "int64", ALWAYS, Int, None),
         f("supplementalGroups", "[]int64", OMITEMPTY, Slice(&Int), None),
     ] },
-    // 174
+    // 191
     GoStruct { name: "core/v1.ResourceHealth", fields: &[
         f("resourceID", "ResourceID", ALWAYS, Str, None),
         f("health", "ResourceHealthStatus", OMITEMPTY, Str, None),
     ] },
-    // 175
+    // 192
     GoStruct { name: "core/v1.PortStatus", fields: &[
         f("port", "int32", ALWAYS, Int, None),
         f("protocol", "Protocol", ALWAYS, Str, None),
         f("error", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 176
+    // 193
+    GoStruct { name: "core/v1.NodeSelectorTerm", fields: &[
+        f("matchExpressions", "[]NodeSelectorRequirement", OMITEMPTY, Slice(&Struct(Ty(206))), None), // core/v1.NodeSelectorRequirement
+        f("matchFields", "[]NodeSelectorRequirement", OMITEMPTY, Slice(&Struct(Ty(206))), None), // core/v1.NodeSelectorRequirement
+    ] },
+    // 194
     GoStruct { name: "core/v1.ObjectFieldSelector", fields: &[
         f("apiVersion", "string", OMITEMPTY, Str, None),
         f("fieldPath", "string", ALWAYS, Str, None),
     ] },
-    // 177
+    // 195
     GoStruct { name: "core/v1.ResourceFieldSelector", fields: &[
         f("containerName", "string", OMITEMPTY, Str, None),
         f("resource", "string", ALWAYS, Str, None),
         f("divisor", "resource.Quantity", OMITEMPTY, Quantity, None),
     ] },
-    // 178
+    // 196
     GoStruct { name: "core/v1.SecretProjection", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
-        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(153))), None), // core/v1.KeyToPath
+        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(171))), None), // core/v1.KeyToPath
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 179
+    // 197
     GoStruct { name: "core/v1.DownwardAPIProjection", fields: &[
-        f("items", "[]DownwardAPIVolumeFile", OMITEMPTY, Slice(&Struct(Ty(154))), None), // core/v1.DownwardAPIVolumeFile
+        f("items", "[]DownwardAPIVolumeFile", OMITEMPTY, Slice(&Struct(Ty(172))), None), // core/v1.DownwardAPIVolumeFile
     ] },
-    // 180
+    // 198
     GoStruct { name: "core/v1.ConfigMapProjection", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
-        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(153))), None), // core/v1.KeyToPath
+        f("items", "[]KeyToPath", OMITEMPTY, Slice(&Struct(Ty(171))), None), // core/v1.KeyToPath
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 181
+    // 199
     GoStruct { name: "core/v1.ServiceAccountTokenProjection", fields: &[
         f("audience", "string", OMITEMPTY, Str, None),
         f("expirationSeconds", "*int64", OMITEMPTY, Ptr(&Int), None),
         f("path", "string", ALWAYS, Str, None),
     ] },
-    // 182
+    // 200
     GoStruct { name: "core/v1.ClusterTrustBundleProjection", fields: &[
         f("name", "*string", OMITEMPTY, Ptr(&Str), None),
         f("signerName", "*string", OMITEMPTY, Ptr(&Str), None),
-        f("labelSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
+        f("labelSelector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
         f("path", "string", ALWAYS, Str, None),
     ] },
-    // 183
+    // 201
     GoStruct { name: "core/v1.PersistentVolumeClaimSpec", fields: &[
         f("accessModes", "[]PersistentVolumeAccessMode", OMITEMPTY, Slice(&Str), None),
-        f("selector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(83))), None), // meta/v1.LabelSelector
-        f("resources", "VolumeResourceRequirements", OMITEMPTY, Struct(Ty(189)), None), // core/v1.VolumeResourceRequirements
+        f("selector", "*metav1.LabelSelector", OMITEMPTY, Ptr(&Struct(Ty(110))), None), // meta/v1.LabelSelector
+        f("resources", "VolumeResourceRequirements", OMITEMPTY, Struct(Ty(207)), None), // core/v1.VolumeResourceRequirements
         f("volumeName", "string", OMITEMPTY, Str, None),
         f("storageClassName", "*string", OMITEMPTY, Ptr(&Str), None),
         f("volumeMode", "*PersistentVolumeMode", OMITEMPTY, Ptr(&Str), None),
-        f("dataSource", "*TypedLocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(190))), None), // core/v1.TypedLocalObjectReference
-        f("dataSourceRef", "*TypedObjectReference", OMITEMPTY, Ptr(&Struct(Ty(191))), None), // core/v1.TypedObjectReference
+        f("dataSource", "*TypedLocalObjectReference", OMITEMPTY, Ptr(&Struct(Ty(208))), None), // core/v1.TypedLocalObjectReference
+        f("dataSourceRef", "*TypedObjectReference", OMITEMPTY, Ptr(&Struct(Ty(209))), None), // core/v1.TypedObjectReference
         f("volumeAttributesClassName", "*string", OMITEMPTY, Ptr(&Str), None),
     ] },
-    // 184
+    // 202
     GoStruct { name: "core/v1.ConfigMapKeySelector", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
         f("key", "string", ALWAYS, Str, None),
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 185
+    // 203
     GoStruct { name: "core/v1.SecretKeySelector", fields: &[
         f("name", "string", OMITEMPTY, Str, Some("\"\"")),
         f("key", "string", ALWAYS, Str, None),
         f("optional", "*bool", OMITEMPTY, Ptr(&Bool), None),
     ] },
-    // 186
+    // 204
     GoStruct { name: "core/v1.HTTPHeader", fields: &[
         f("name", "string", ALWAYS, Str, None),
         f("value", "string", ALWAYS, Str, None),
     ] },
-    // 187
+    // 205
     GoStruct { name: "core/v1.SleepAction", fields: &[
         f("seconds", "int64", ALWAYS, Int, None),
     ] },
-    // 188
-    GoStruct { name: "core/v1.NodeSelectorTerm", fields: &[
-        f("matchExpressions", "[]NodeSelectorRequirement", OMITEMPTY, Slice(&Struct(Ty(192))), None), // core/v1.NodeSelectorRequirement
-        f("matchFields", "[]NodeSelectorRequirement", OMITEMPTY, Slice(&Struct(Ty(192))), None), // core/v1.NodeSelectorRequirement
+    // 206
+    GoStruct { name: "core/v1.NodeSelectorRequirement", fields: &[
+        f("key", "string", ALWAYS, Str, None),
+        f("operator", "NodeSelectorOperator", ALWAYS, Str, None),
+        f("values", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
-    // 189
+    // 207
     GoStruct { name: "core/v1.VolumeResourceRequirements", fields: &[
         f("limits", "ResourceList", OMITEMPTY, Map(&Quantity), None),
         f("requests", "ResourceList", OMITEMPTY, Map(&Quantity), None),
     ] },
-    // 190
+    // 208
     GoStruct { name: "core/v1.TypedLocalObjectReference", fields: &[
         f("apiGroup", "*string", ALWAYS, Ptr(&Str), None),
         f("kind", "string", ALWAYS, Str, None),
         f("name", "string", ALWAYS, Str, None),
     ] },
-    // 191
+    // 209
     GoStruct { name: "core/v1.TypedObjectReference", fields: &[
         f("apiGroup", "*string", ALWAYS, Ptr(&Str), None),
         f("kind", "string", ALWAYS, Str, None),
         f("name", "string", ALWAYS, Str, None),
         f("namespace", "*string", OMITEMPTY, Ptr(&Str), None),
-    ] },
-    // 192
-    GoStruct { name: "core/v1.NodeSelectorRequirement", fields: &[
-        f("key", "string", ALWAYS, Str, None),
-        f("operator", "NodeSelectorOperator", ALWAYS, Str, None),
-        f("values", "[]string", OMITEMPTY, Slice(&Str), None),
     ] },
 ];

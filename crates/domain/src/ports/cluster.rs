@@ -206,6 +206,48 @@ pub struct TokenReview {
     pub error: Option<String>,
 }
 
+/// A Service of type `LoadBalancer` as the cluster lists it: what the cloud's service
+/// controller made a load balancer at the provider for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadBalancerService {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid` (cloud providers name their load balancer after it).
+    pub uid: String,
+    /// `status.loadBalancer.ingress[]`: each IP (or hostname) the provider gave it.
+    pub ingress: Vec<String>,
+}
+
+/// A PersistentVolume by where its storage lives (a disk at the provider).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistentVolumeInfo {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.csi.driver`, for a CSI volume.
+    pub csi_driver: Option<String>,
+    /// `spec.csi.volumeHandle`, for a CSI volume.
+    pub volume_handle: Option<String>,
+    /// `spec.gcePersistentDisk.pdName`, for an in-tree GCE disk.
+    pub gce_pd_name: Option<String>,
+    /// Its zone, from the `topology.kubernetes.io/zone` label (or the older
+    /// `failure-domain.beta.kubernetes.io/zone`).
+    pub zone: Option<String>,
+    /// `spec.claimRef` as `namespace/name`, when it is bound.
+    pub claim: Option<String>,
+}
+
+/// What a cluster's own controllers asked its provider for, as the cluster records it:
+/// its Services of type `LoadBalancer` (every namespace) and its PersistentVolumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderBacked {
+    /// Services of type `LoadBalancer`.
+    pub load_balancer_services: Vec<LoadBalancerService>,
+    /// PersistentVolumes.
+    pub persistent_volumes: Vec<PersistentVolumeInfo>,
+}
+
 /// Errors reaching a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterError {
@@ -448,6 +490,9 @@ pub trait ClusterOps: Send + Sync {
     /// Every object stored in `namespace`, of every namespaced kind the API serves with
     /// `list` (found through discovery), without records about objects (Events, metrics).
     async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError>;
+    /// The Services of type `LoadBalancer` in every namespace and every
+    /// PersistentVolume (see [`ProviderBacked`]).
+    async fn list_provider_backed(&self) -> Result<ProviderBacked, ClusterError>;
     /// Creates a TokenReview of `token` for `audiences` and returns its status.
     async fn review_token(
         &self,
@@ -589,6 +634,9 @@ pub trait ClusterClient: Send + Sync {
     /// Every object stored in `namespace` (see [`ClusterOps::list_namespace`]): what a
     /// Namespace's deletion would take along.
     async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError>;
+    /// What the cluster's own controllers made at its provider, as the cluster records
+    /// it (see [`ProviderBacked`]): what deleting the cluster may leave behind there.
+    async fn list_provider_backed(&self) -> Result<ProviderBacked, ClusterError>;
     /// What the cluster's TokenReview API says of `token` for `audiences` (a token that
     /// is not valid is `Ok` with `authenticated: false`, not an error).
     async fn review_token(
@@ -638,6 +686,9 @@ impl<O: ClusterOps + ?Sized> ClusterClient for O {
     }
     async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError> {
         ClusterOps::list_namespace(self, namespace).await
+    }
+    async fn list_provider_backed(&self) -> Result<ProviderBacked, ClusterError> {
+        ClusterOps::list_provider_backed(self).await
     }
     async fn review_token(
         &self,
@@ -776,6 +827,9 @@ impl ClusterClient for ClusterSession {
     }
     async fn list_namespace(&self, namespace: &str) -> Result<Vec<NamespacedObject>, ClusterError> {
         self.with_client(|c| async move { c.list_namespace(namespace).await }).await
+    }
+    async fn list_provider_backed(&self) -> Result<ProviderBacked, ClusterError> {
+        self.with_client(|c| async move { c.list_provider_backed().await }).await
     }
     async fn review_token(
         &self,

@@ -17,9 +17,10 @@ pub use authz::{Authorizer, Decision, Permission};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use cluster::{
     ApplyOutcome, ClusterApi, ClusterClient, ClusterError, ClusterNode, ClusterOps, ClusterSession,
-    DeleteOutcome, KubeObject, NamespacedObject, ObjectError, ObjectKind, ObjectMeta, ObjectRef,
-    OwnerLabel, OwnerReference, Ownership, Preconditions, TokenReview, digest_secret_values,
-    manifest_in_place, object_in_place,
+    DeleteOutcome, KubeObject, LoadBalancerService, NamespacedObject, ObjectError, ObjectKind,
+    ObjectMeta, ObjectRef, OwnerLabel, OwnerReference, Ownership, PersistentVolumeInfo,
+    Preconditions, ProviderBacked, TokenReview, digest_secret_values, manifest_in_place,
+    object_in_place,
 };
 pub use credentials::*;
 pub use events::{EventPublisher, PublishError};

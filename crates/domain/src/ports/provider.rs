@@ -208,6 +208,11 @@ pub struct ProviderCluster {
     pub maintenance_window: Option<MaintenanceWindow>,
     /// Node pools.
     pub node_pools: Vec<ProviderNodePool>,
+    /// An autopilot cluster's nodes, counted from the cluster's own Nodes (the provider
+    /// runs them; they belong to no node pool). `None` for a standard cluster, in a
+    /// listing (which reads no cluster's API), and while the cluster's API cannot be
+    /// read.
+    pub nodes: Option<crate::model::ClusterNodes>,
     /// Created.
     pub created_at: Option<Timestamp>,
 }
@@ -308,11 +313,17 @@ pub struct NamedResource {
 /// The resources a provider associates with a cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssociatedResources {
-    /// Load balancers.
+    /// Load balancers the provider deletes with the cluster when
+    /// [`KubernetesProvider::delete_cluster_selective`] names them.
     pub load_balancers: Vec<NamedResource>,
-    /// Volumes.
+    /// Load balancers the cluster's own controllers made that the provider leaves in
+    /// place when the cluster goes, whatever is asked (GKE: a Service's forwarding
+    /// rule, target pool and firewall rules): named, never deleted.
+    #[serde(default)]
+    pub retained_load_balancers: Vec<NamedResource>,
+    /// Volumes (left in place when the cluster goes).
     pub volumes: Vec<NamedResource>,
-    /// Volume snapshots.
+    /// Volume snapshots (left in place when the cluster goes).
     pub volume_snapshots: Vec<NamedResource>,
 }
 
@@ -406,6 +417,9 @@ pub struct ProviderOffer {
     pub autopilot_regions_only: bool,
     /// Whether node pools follow the control plane's upgrade or are upgraded one by one.
     pub pool_upgrades: PoolUpgrades,
+    /// How the adapter places a node pool so that its `count` (and `autoScale` min and
+    /// max), a total on every provider, holds — for the reference docs (SPEC §6).
+    pub count_placement: &'static str,
 }
 
 impl ProviderOffer {

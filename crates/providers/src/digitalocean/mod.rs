@@ -48,6 +48,7 @@ pub fn offer() -> ProviderOffer {
         label_rule: LabelRule::Tags,
         autopilot_regions_only: false,
         pool_upgrades: PoolUpgrades::WithControlPlane,
+        count_placement: "as asked: DigitalOcean counts a node pool's nodes in total",
     }
 }
 

@@ -390,6 +390,8 @@ impl WireCluster {
                 .into_iter()
                 .map(WireNodePool::into_port)
                 .collect(),
+            // DOKS clusters are standard: their nodes are their pools'.
+            nodes: None,
             created_at: parse_time(self.created_at.as_deref()),
         }
     }
@@ -408,6 +410,9 @@ impl WireAssociated {
         };
         AssociatedResources {
             load_balancers: list(self.load_balancers),
+            // DigitalOcean lists the load balancers its controllers made (tagged with
+            // the cluster) and deletes the ones a selective delete names.
+            retained_load_balancers: Vec::new(),
             volumes: list(self.volumes),
             volume_snapshots: list(self.volume_snapshots),
         }

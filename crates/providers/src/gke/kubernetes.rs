@@ -11,11 +11,12 @@
 //! before GKE is asked.
 
 use async_trait::async_trait;
-use bc_domain::model::{ClusterMode, SecretString};
+use bc_domain::model::{ClusterMode, ClusterNodes, SecretString};
 use bc_domain::ports::{
     AssociatedResources, ClusterCredentials, CreateClusterRequest, KubernetesProvider,
-    KubernetesVersion, NodePoolRequest, ProviderCluster, ProviderNode, ProviderNodePool,
-    ProviderNodeState, ProviderOptions, ProviderResult, UpdateClusterRequest,
+    KubernetesVersion, NamedResource, NodePoolRequest, ProviderBacked, ProviderCluster,
+    ProviderNode, ProviderNodePool, ProviderNodeState, ProviderOptions, ProviderResult,
+    UpdateClusterRequest,
 };
 use bc_domain::{ProviderError, Timestamp};
 use reqwest::Method;
@@ -166,10 +167,42 @@ impl Gke {
         Some(counts)
     }
 
-    /// The port's cluster, its pools' counts read from its Nodes.
+    /// The port's cluster, its pools' counts read from its Nodes (an autopilot
+    /// cluster's, all its Nodes).
     async fn port_cluster(&self, c: Cluster) -> ProviderCluster {
+        if c.autopilot.enabled {
+            let nodes = self.autopilot_nodes(&c).await;
+            let mut pc = c.into_port(None);
+            pc.nodes = nodes;
+            return pc;
+        }
         let counts = self.node_counts(&c).await;
         c.into_port(counts.as_ref())
+    }
+
+    /// An autopilot cluster's nodes, every Node its API lists (GKE makes and removes them
+    /// as workloads need them, in pools no call may read: research/gke.md §5). Read from
+    /// the cluster rather than the deprecated `currentNodeCount`, which GKE's API says to
+    /// replace by the Kubernetes API. `None` while that API cannot be read.
+    async fn autopilot_nodes(&self, c: &Cluster) -> Option<ClusterNodes> {
+        if c.endpoint.is_empty() {
+            return None;
+        }
+        let creds = self.kubeconfig(c).await.ok()?;
+        let listed = match self.clusters.connect(&creds.kubeconfig).await {
+            Ok(client) => client.list_nodes("").await,
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(nodes) => Some(ClusterNodes {
+                listed: u32::try_from(nodes.len()).unwrap_or(u32::MAX),
+                ready: u32::try_from(nodes.iter().filter(|n| n.ready).count()).unwrap_or(u32::MAX),
+            }),
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "counting nodes failed");
+                None
+            }
+        }
     }
 
     /// The port's pool, its count read from its Nodes.
@@ -224,6 +257,69 @@ fn same_labels(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bo
 /// The release channel every cluster this adapter makes is enrolled in: its versions are
 /// the ones offered for new clusters and upgrades (GKE refuses others for the channel).
 pub const RELEASE_CHANNEL: &str = "REGULAR";
+/// The CSI driver of GKE's persistent disks.
+pub const PD_CSI_DRIVER: &str = "pd.csi.storage.gke.io";
+
+/// What deleting a GKE cluster in `location` of `project` leaves in Compute Engine, named
+/// as GCE names it, from what the cluster records (`backed`):
+/// - per Service of type LoadBalancer, its forwarding rule `a<uid without dashes>` cut
+///   to 32 characters (`cloudprovider.DefaultLoadBalancerName`, which GCE's service
+///   controller names its load balancer by; research/gke.md §9), in the cluster's
+///   region, named `<namespace>/<name>` as the rule's description names the Service,
+///   with the addresses it was given;
+/// - per PersistentVolume on a persistent disk, the disk: a `pd.csi.storage.gke.io`
+///   volume's handle is the disk's own path (`projects/<p>/zones/<z>/disks/<name>`), an
+///   in-tree `gcePersistentDisk` names the disk in its zone; named by the disk and the
+///   claim it served. Volumes of other drivers (Filestore, local) are not disks and are
+///   left out.
+pub fn leftovers(project: &str, location: &str, backed: &ProviderBacked) -> AssociatedResources {
+    let region = if is_zone(location) {
+        location.rsplit_once('-').map_or(location, |(r, _)| r)
+    } else {
+        location
+    };
+    let retained_load_balancers = backed
+        .load_balancer_services
+        .iter()
+        .map(|s| {
+            let rule: String = format!("a{}", s.uid.replace('-', "")).chars().take(32).collect();
+            let mut name = format!("{}/{}", s.namespace, s.name);
+            if !s.ingress.is_empty() {
+                name = format!("{name} ({})", s.ingress.join(", "));
+            }
+            NamedResource {
+                id: format!("projects/{project}/regions/{region}/forwardingRules/{rule}"),
+                name,
+            }
+        })
+        .collect();
+    let volumes = backed
+        .persistent_volumes
+        .iter()
+        .filter_map(|v| {
+            let id = match (&v.csi_driver, &v.volume_handle, &v.gce_pd_name) {
+                (Some(driver), Some(handle), _) if driver == PD_CSI_DRIVER => handle.clone(),
+                (_, _, Some(pd)) => match &v.zone {
+                    Some(zone) => format!("projects/{project}/zones/{zone}/disks/{pd}"),
+                    None => pd.clone(),
+                },
+                _ => return None,
+            };
+            let disk = id.rsplit('/').next().unwrap_or(&id).to_owned();
+            let name = match &v.claim {
+                Some(claim) => format!("{disk} (claim {claim})"),
+                None => disk,
+            };
+            Some(NamedResource { id, name })
+        })
+        .collect();
+    AssociatedResources {
+        load_balancers: Vec::new(),
+        retained_load_balancers,
+        volumes,
+        volume_snapshots: Vec::new(),
+    }
+}
 
 /// GKE's label naming a Node's pool.
 pub const NODE_POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
@@ -340,10 +436,37 @@ impl KubernetesProvider for Gke {
     }
 
     async fn associated_resources(&self, id: &str) -> ProviderResult<AssociatedResources> {
-        // GKE has no associated-resources call (research/gke.md §11); this port makes no
-        // load balancers on GKE, so there are none of ours to list.
-        self.cluster(id).await?;
-        Ok(AssociatedResources::default())
+        // GKE has no call listing what a cluster made in Compute Engine (research/gke.md
+        // §11), and deleting the cluster leaves what its controllers made after it was
+        // created: each Service of type LoadBalancer's forwarding rule (with its target
+        // pool and firewall rules) and each PersistentVolume's persistent disk. So they
+        // are read from the cluster's own API before it goes — what the cluster records
+        // of them is what GCE holds — and named as GCE names them (see `leftovers`).
+        // None of them is ours to delete: a selective delete names no load balancer.
+        let (c, _) = self.cluster(id).await?;
+        if c.endpoint.is_empty() || c.status != "RUNNING" {
+            // Never served (nothing was made through it), or not reachable now: a
+            // cluster that cannot come back must still be deletable, so what it made
+            // cannot be named.
+            return Ok(AssociatedResources::default());
+        }
+        let creds = self.kubeconfig(&c).await?;
+        let read = async {
+            let client = self.clusters.connect(&creds.kubeconfig).await?;
+            client.list_provider_backed().await
+        };
+        let backed = read.await.map_err(|e| match e {
+            bc_domain::ports::ClusterError::Provider(p) => p,
+            // A running cluster whose API does not answer now may answer later: the
+            // teardown waits rather than forget what the cluster made.
+            other => ProviderError::Transient {
+                message: format!(
+                    "reading cluster {}'s Services and PersistentVolumes: {other}",
+                    c.name
+                ),
+            },
+        })?;
+        Ok(leftovers(&self.project, &c.location, &backed))
     }
 
     async fn delete_cluster_selective(
@@ -570,5 +693,65 @@ mod tests {
         assert!(newer("1.35.10-gke.1", "1.35.9-gke.1"));
         assert!(!newer("1.35.7-gke.1150000", "1.35.7-gke.1150000"));
         assert_eq!(version("1.35.7-gke.1150000").kubernetes_version, "1.35.7");
+    }
+
+    #[test]
+    fn leftovers_are_named_as_gce_names_them() {
+        use bc_domain::ports::{LoadBalancerService, PersistentVolumeInfo};
+        let pv = |name: &str| PersistentVolumeInfo { name: name.into(), ..Default::default() };
+        let backed = ProviderBacked {
+            load_balancer_services: vec![LoadBalancerService {
+                namespace: "shop".into(),
+                name: "web".into(),
+                uid: "0f3c6a2e-9b1d-4c7e-8a5f-1d2e3f4a5b6c".into(),
+                ingress: vec!["34.118.1.2".into()],
+            }],
+            persistent_volumes: vec![
+                PersistentVolumeInfo {
+                    csi_driver: Some(PD_CSI_DRIVER.into()),
+                    volume_handle: Some("projects/p/zones/us-central1-b/disks/pvc-1".into()),
+                    claim: Some("shop/data".into()),
+                    ..pv("pvc-1")
+                },
+                PersistentVolumeInfo {
+                    gce_pd_name: Some("old-disk".into()),
+                    zone: Some("us-central1-c".into()),
+                    ..pv("legacy")
+                },
+                // Not a persistent disk: Filestore's driver.
+                PersistentVolumeInfo {
+                    csi_driver: Some("filestore.csi.storage.gke.io".into()),
+                    volume_handle: Some("modeInstance/us-central1/fs/vol1".into()),
+                    ..pv("shared")
+                },
+            ],
+        };
+        let a = leftovers("p", "us-central1-a", &backed);
+        assert!(a.load_balancers.is_empty(), "none is deleted with the cluster");
+        assert_eq!(
+            a.retained_load_balancers,
+            [NamedResource {
+                // "a" + the uid without dashes, cut to 32 characters.
+                id: "projects/p/regions/us-central1/forwardingRules/a0f3c6a2e9b1d4c7e8a5f1d2e3f4a5b6"
+                    .into(),
+                name: "shop/web (34.118.1.2)".into(),
+            }]
+        );
+        assert_eq!(
+            a.volumes,
+            [
+                NamedResource {
+                    id: "projects/p/zones/us-central1-b/disks/pvc-1".into(),
+                    name: "pvc-1 (claim shop/data)".into(),
+                },
+                NamedResource {
+                    id: "projects/p/zones/us-central1-c/disks/old-disk".into(),
+                    name: "old-disk".into(),
+                },
+            ]
+        );
+        // A regional cluster's forwarding rules are in its region.
+        let a = leftovers("p", "europe-west1", &backed);
+        assert!(a.retained_load_balancers[0].id.starts_with("projects/p/regions/europe-west1/"));
     }
 }

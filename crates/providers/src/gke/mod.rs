@@ -60,6 +60,12 @@ pub fn offer() -> ProviderOffer {
         label_rule: LabelRule::Gcp,
         autopilot_regions_only: true,
         pool_upgrades: PoolUpgrades::OneByOne,
+        count_placement: "GKE counts a node pool's nodes per zone. A zonal cluster's pools are \
+            in its one zone; a pool added to a regional cluster is placed in one of the \
+            cluster's zones, so its count is its total; a regional cluster's first pools span \
+            its zones (GKE's default three), so a fixed count must be a multiple of them, and \
+            an autoscaled pool (its bounds set as totals) starts with a multiple of them within \
+            its bounds — a count or bounds that cannot be met so are refused",
     }
 }
 

@@ -248,6 +248,29 @@ pub fn per_zone(total: u32, zones: u32, field: &str) -> ProviderResult<i64> {
     Ok(i64::from(total / zones))
 }
 
+/// The per-zone `initialNodeCount` of an autoscaled pool over `zones` zones whose
+/// bounds are the totals `(min, max)`, starting near `start` nodes: GKE starts the same
+/// count in every zone, so the pool starts with a multiple of `zones` nodes — the
+/// smallest that reaches `start`, else the largest within `max` — and that total must lie
+/// within the bounds, or the pool would start outside them (refused, naming the field).
+pub fn initial_per_zone(start: u32, (min, max): (u32, u32), zones: u32) -> ProviderResult<u32> {
+    let zones = zones.max(1);
+    let start = start.clamp(min, max.max(min));
+    let mut per = start.div_ceil(zones);
+    if per.saturating_mul(zones) > max {
+        per = max / zones;
+    }
+    let total = per.saturating_mul(zones);
+    if total < min {
+        return Err(ProviderError::Refused {
+            message: format!(
+                "autoScale {min}–{max}: GKE starts the same number of nodes in each zone and this node pool spans {zones} zones, so it starts with a multiple of {zones} nodes, and none lies within {min}–{max} (widen the bounds, or use a zonal location such as <region>-a)"
+            ),
+        });
+    }
+    Ok(per)
+}
+
 fn cluster_state(s: &str) -> ProviderClusterState {
     match s {
         "PROVISIONING" => ProviderClusterState::Provisioning,
@@ -373,6 +396,8 @@ impl Cluster {
                 .into_iter()
                 .map(|p| p.into_port(&location, &zones, node_counts))
                 .collect(),
+            // Counted from the cluster's API, when it is read (`Gke::port_cluster`).
+            nodes: None,
             created_at: parse_time(&self.create_time),
         }
     }
@@ -395,8 +420,7 @@ pub fn node_pool_body(req: &NodePoolRequest, zones: u32) -> ProviderResult<Value
             // Pool-wide bounds: exact whatever the zones.
             pool["autoscaling"] = json!({"enabled": true, "totalMinNodeCount": min,
                 "totalMaxNodeCount": max, "locationPolicy": "BALANCED"});
-            let start = req.count.unwrap_or(min).max(min);
-            start.div_ceil(zones)
+            initial_per_zone(req.count.unwrap_or(min), (min, max), zones)?
         }
         None => clamp_u32(per_zone(req.count.unwrap_or(0), zones, "count")?),
     };
@@ -486,6 +510,23 @@ mod tests {
             panic!()
         };
         assert!(message.contains("multiple of 3"), "{message}");
+    }
+
+    #[test]
+    fn an_autoscaled_pool_starts_within_its_totals_or_is_refused() {
+        // Totals 2–5 over three zones: one a zone, three in all.
+        assert_eq!(initial_per_zone(2, (2, 5), 3).unwrap(), 1);
+        // Totals 1–2: one a zone would start three, above the maximum; none starts
+        // nothing, below the minimum — no start lies within the bounds.
+        let ProviderError::Refused { message } = initial_per_zone(1, (1, 2), 3).unwrap_err() else {
+            panic!()
+        };
+        assert!(message.contains("autoScale 1–2") && message.contains("3 zones"), "{message}");
+        // Totals 0–2 start empty; 3–4 start at three.
+        assert_eq!(initial_per_zone(0, (0, 2), 3).unwrap(), 0);
+        assert_eq!(initial_per_zone(3, (3, 4), 3).unwrap(), 1);
+        // A zonal pool starts where asked.
+        assert_eq!(initial_per_zone(2, (1, 2), 1).unwrap(), 2);
     }
 
     #[test]

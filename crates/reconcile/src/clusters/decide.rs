@@ -261,6 +261,7 @@ mod tests {
             created_at: now(),
             provider_cluster_id: Some("c1".into()),
             version: None,
+            nodes: None,
             status: ObservedStatus::pending(now()),
         }
     }

@@ -458,8 +458,11 @@ impl Run<'_> {
         provider: &Arc<dyn ProviderImpl>,
         id: &str,
     ) -> Result<Option<ProviderCluster>, ProviderError> {
+        // An autopilot cluster's nodes are counted from the cluster itself, which a
+        // listing does not read: it is read with a GET on every look.
         let steady = self.row.status.state == ResourceState::Ready
-            && self.row.status.observed_generation == self.row.generation;
+            && self.row.status.observed_generation == self.row.generation
+            && self.row.mode != ClusterMode::Autopilot;
         if steady {
             let max_age = crate::observe::max_age_since(
                 self.row.status.updated_at,
@@ -633,6 +636,11 @@ impl Run<'_> {
         let mut uow = UnitOfWork::new();
         for w in sync.writes {
             uow = uow.write(w);
+        }
+        // An autopilot cluster's nodes as counted now (kept when they could not be).
+        if let Some(nodes) = pc.nodes.filter(|n| self.row.nodes != Some(*n)) {
+            uow = uow
+                .write(Write::SetClusterNodes { cluster_id: self.row.cluster_id.clone(), nodes });
         }
         if pc.version != self.row.version.clone().unwrap_or_default() {
             uow = uow.write(Write::SetClusterStatus {

@@ -246,6 +246,7 @@ pub fn adopted_cluster_row(
         created_at: now,
         provider_cluster_id: Some(observed.id.clone()),
         version: Some(observed.version.clone()),
+        nodes: None,
         status: ObservedStatus::pending(now),
     }
 }

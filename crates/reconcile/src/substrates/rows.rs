@@ -253,6 +253,7 @@ mod tests {
             created_at: now(),
             provider_cluster_id: None,
             version: None,
+            nodes: None,
             status: ObservedStatus::pending(now()),
         }
     }

@@ -2,8 +2,9 @@
 //! (adopt mode) or the cluster with the load balancers the provider associates with it
 //! (create mode), then the join tokens revoked and the substrate `deleted`.
 //!
-//! Invariant: the tenant's own node pools and objects are never touched; volumes and
-//! snapshots a deleted cluster leaves are named in an event.
+//! Invariant: the tenant's own node pools and objects are never touched; volumes,
+//! snapshots and load balancers a deleted cluster leaves at the provider are named in an
+//! event.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -241,8 +242,9 @@ impl Run<'_> {
     }
 
     /// One provider cluster `pc` of a created substrate: our objects, then the cluster
-    /// with exactly the load balancers the provider associates with it; volumes and
-    /// snapshots are named in an event.
+    /// with exactly the load balancers the provider associates with it; volumes,
+    /// snapshots and the load balancers the provider leaves (GKE's) are named in an
+    /// event.
     async fn delete_created(
         &mut self,
         cluster: &KubernetesCluster,
@@ -284,7 +286,10 @@ impl Run<'_> {
         self.sync_rows(cluster, &[], Some(&pc.node_pools), &BTreeMap::new()).await?;
         let mut uow =
             self.cluster_status(UnitOfWork::new(), cluster, ResourceState::Deleting, None);
-        if !assoc.volumes.is_empty() || !assoc.volume_snapshots.is_empty() {
+        if !assoc.volumes.is_empty()
+            || !assoc.volume_snapshots.is_empty()
+            || !assoc.retained_load_balancers.is_empty()
+        {
             let named = |v: &[bc_domain::ports::NamedResource]| {
                 v.iter()
                     .map(|r| serde_json::json!({"id": r.id, "name": r.name}))
@@ -293,7 +298,8 @@ impl Run<'_> {
             let data = serde_json::json!({"poolId": self.sub.pool_id, "clusterId": cluster.cluster_id,
                 "providerClusterId": id, "volumes": named(&assoc.volumes),
                 "volumeSnapshots": named(&assoc.volume_snapshots),
-                "message": "the cluster's volumes and volume snapshots are left at the provider (they keep billing): delete them there if they are not needed"});
+                "loadBalancers": named(&assoc.retained_load_balancers),
+                "message": "the cluster's volumes, volume snapshots and the load balancers the provider does not delete with it are left at the provider (they keep billing): delete them there if they are not needed"});
             uow = uow.event(self.retained(data));
         }
         self.commit(uow).await?;

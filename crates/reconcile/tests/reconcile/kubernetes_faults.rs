@@ -182,6 +182,9 @@ impl ClusterClient for FaultyClient {
     ) -> Result<Vec<bc_domain::ports::NamespacedObject>, ClusterError> {
         self.inner.list_namespace(namespace).await
     }
+    async fn list_provider_backed(&self) -> Result<bc_domain::ports::ProviderBacked, ClusterError> {
+        self.inner.list_provider_backed().await
+    }
     async fn review_token(
         &self,
         token: &SecretString,

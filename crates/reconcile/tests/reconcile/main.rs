@@ -10,6 +10,7 @@ mod clusters;
 mod common;
 mod edges28b;
 mod faults;
+mod gke_edges;
 mod gke_upgrades;
 mod kubernetes_faults;
 mod leases;

@@ -67,6 +67,7 @@ mock! {
         async fn delete(&self, object: &ObjectRef, preconditions: &Preconditions) -> Result<(), ObjectError>;
         async fn list_nodes(&self, label_selector: &str) -> Result<Vec<ClusterNode>, ClusterError>;
         async fn list_namespace(&self, namespace: &str) -> Result<Vec<bc_domain::ports::NamespacedObject>, ClusterError>;
+        async fn list_provider_backed(&self) -> Result<ProviderBacked, ClusterError>;
         async fn review_token(&self, token: &SecretString, audiences: &[String]) -> Result<bc_domain::ports::TokenReview, ClusterError>;
     }
 }

@@ -73,6 +73,7 @@ pub fn decode(
         Resource::Event => round_trip::<core::Event>(&body),
         Resource::DaemonSet => round_trip::<apps::DaemonSet>(&body),
         Resource::Deployment => round_trip::<apps::Deployment>(&body),
+        Resource::PersistentVolume => round_trip::<core::PersistentVolume>(&body),
     };
     known_fields_only(resource.kind(), resource.version(), Some(resource.wire()), body, typed, mode)
 }

@@ -60,6 +60,7 @@ pub fn apply(resource: Resource, content: &mut Value, cluster_ip: &mut dyn FnMut
         Resource::Deployment => deployment(m),
         Resource::Pod => pod(m),
         Resource::Service => service(m, cluster_ip),
+        Resource::PersistentVolume => persistent_volume(m),
         // SetDefaults_ConfigMap makes `data` an empty map: nothing a client sees
         // (`data` is omitempty). Node, Event and ServiceAccount have no kind defaults.
         Resource::ConfigMap | Resource::ServiceAccount | Resource::Event | Resource::Node => {}
@@ -307,6 +308,15 @@ fn pod(m: &mut Map<String, Value>) {
     }
     or_insert(ty, s, "priority", json!(0));
     or_insert(ty, s, "preemptionPolicy", json!("PreemptLowerPriority"));
+}
+
+/// SetDefaults_PersistentVolume: a volume is `Retain`ed when released and a
+/// `Filesystem` unless it says otherwise.
+fn persistent_volume(m: &mut Map<String, Value>) {
+    let ty = wire("core/v1.PersistentVolumeSpec");
+    let spec = spec_of(m);
+    or_insert(ty, spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+    or_insert(ty, spec, "volumeMode", json!("Filesystem"));
 }
 
 /// SetDefaults_Service, and what the service registry allocates: a cluster IP (unless

@@ -97,6 +97,7 @@ fn generate(group: &str, version: &str, k8s_version: &str) -> Value {
             Resource::Event => schema_of::<core::Event>(&mut generator),
             Resource::DaemonSet => schema_of::<apps::DaemonSet>(&mut generator),
             Resource::Deployment => schema_of::<apps::Deployment>(&mut generator),
+            Resource::PersistentVolume => schema_of::<core::PersistentVolume>(&mut generator),
         }
     }
     schema_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>(&mut generator);

@@ -32,6 +32,8 @@ pub enum Resource {
     Event,
     /// `apps/v1` Deployment.
     Deployment,
+    /// `v1` PersistentVolume (cluster-scoped; what a GKE cluster's disks are seen as).
+    PersistentVolume,
 }
 
 /// Every served resource, in discovery order (core first, then `apps`).
@@ -40,6 +42,7 @@ pub const ALL: &[Resource] = &[
     Resource::Event,
     Resource::Namespace,
     Resource::Node,
+    Resource::PersistentVolume,
     Resource::Pod,
     Resource::Secret,
     Resource::ServiceAccount,
@@ -67,6 +70,7 @@ impl Resource {
             Resource::Service => "services",
             Resource::Event => "events",
             Resource::Deployment => "deployments",
+            Resource::PersistentVolume => "persistentvolumes",
         }
     }
 
@@ -83,6 +87,7 @@ impl Resource {
             Resource::Service => "Service",
             Resource::Event => "Event",
             Resource::Deployment => "Deployment",
+            Resource::PersistentVolume => "PersistentVolume",
         }
     }
 
@@ -132,7 +137,7 @@ impl Resource {
 
     /// Whether objects live in a namespace.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Resource::Namespace | Resource::Node)
+        !matches!(self, Resource::Namespace | Resource::Node | Resource::PersistentVolume)
     }
 
     /// Short names (`kubectl get ds`).
@@ -147,6 +152,7 @@ impl Resource {
             Resource::ServiceAccount => &["sa"],
             Resource::DaemonSet => &["ds"],
             Resource::Deployment => &["deploy"],
+            Resource::PersistentVolume => &["pv"],
             Resource::Secret => &[],
         }
     }

@@ -266,6 +266,65 @@ fn columns(resource: Resource) -> Vec<Column> {
                 "Route service traffic to pods with label keys and values matching this selector.",
             ),
         ],
+        // kubectl's persistentVolumeColumnDefinitions (pkg/printers/internalversion).
+        Resource::PersistentVolume => vec![
+            NAME,
+            col(
+                "Capacity",
+                "string",
+                0,
+                "capacity is the description of the persistent volume's resources and capacity.",
+            ),
+            col(
+                "Access Modes",
+                "string",
+                0,
+                "accessModes contains all ways the volume can be mounted.",
+            ),
+            col(
+                "Reclaim Policy",
+                "string",
+                0,
+                "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+            ),
+            col(
+                "Status",
+                "string",
+                0,
+                "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+            ),
+            col(
+                "Claim",
+                "string",
+                0,
+                "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+            ),
+            col(
+                "StorageClass",
+                "string",
+                0,
+                "storageClassName is the name of StorageClass to which this persistent volume belongs.",
+            ),
+            col(
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "Name of VolumeAttributesClass to which this persistent volume belongs.",
+            ),
+            col(
+                "Reason",
+                "string",
+                0,
+                "reason is a brief CamelCase string that describes any failure.",
+            ),
+            AGE,
+            col(
+                "VolumeMode",
+                "string",
+                1,
+                "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
+            ),
+        ],
         Resource::Secret => vec![
             NAME,
             col("Type", "string", 0, "Used to facilitate programmatic handling of secret data."),
@@ -544,6 +603,38 @@ fn cells(resource: Resource, o: &Value, now: Timestamp) -> Vec<Value> {
                 json!(none_if_empty(ports.join(","))),
                 json!(created),
                 json!(none_if_empty(map_string(o.pointer("/spec/selector")))),
+            ]
+        }
+        Resource::PersistentVolume => {
+            let modes: Vec<&str> = o
+                .pointer("/spec/accessModes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|m| match m.as_str().unwrap_or_default() {
+                    "ReadWriteOnce" => "RWO",
+                    "ReadOnlyMany" => "ROX",
+                    "ReadWriteMany" => "RWX",
+                    "ReadWriteOncePod" => "RWOP",
+                    other => other,
+                })
+                .collect();
+            let claim = match s(o, "/spec/claimRef/name") {
+                "" => String::new(),
+                n => format!("{}/{n}", s(o, "/spec/claimRef/namespace")),
+            };
+            vec![
+                json!(name),
+                json!(s(o, "/spec/capacity/storage")),
+                json!(modes.join(",")),
+                json!(s(o, "/spec/persistentVolumeReclaimPolicy")),
+                json!(s(o, "/status/phase")),
+                json!(claim),
+                json!(s(o, "/spec/storageClassName")),
+                json!(none_if_empty(s(o, "/spec/volumeAttributesClassName").to_owned())),
+                json!(s(o, "/status/reason")),
+                json!(created),
+                json!(s(o, "/spec/volumeMode")),
             ]
         }
         Resource::Secret => {

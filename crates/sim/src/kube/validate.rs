@@ -918,6 +918,15 @@ pub fn validate(resource: Resource, content: &Value, old: Option<&Value>) -> Vec
         Resource::Secret => c.secret(content, old),
         Resource::ConfigMap => c.data_keys(content, &["data", "binaryData"]),
         Resource::Service => c.service(&spec, old),
+        // ValidatePersistentVolumeSpec's required fields.
+        Resource::PersistentVolume => {
+            if spec.pointer("/capacity/storage").is_none_or(Value::is_null) {
+                c.push(Problem::required("spec.capacity"));
+            }
+            if arr(&spec, "accessModes").is_empty() {
+                c.push(Problem::required("spec.accessModes"));
+            }
+        }
         Resource::Node => {
             for (i, t) in arr(&spec, "taints").iter().enumerate() {
                 let at = format!("spec.taints[{i}]");

@@ -146,3 +146,76 @@ impl OnProvider {
         pairs.iter().map(|(m, t)| key(m, t)).collect()
     }
 }
+
+/// What the cluster's own controllers made at the provider for one Service of type
+/// LoadBalancer and one disk-backed PersistentVolume (see
+/// [`OnProvider::cloud_controllers_made`]).
+#[derive(Debug, Clone)]
+pub struct ControllersMade {
+    /// The PersistentVolume as the provider's CSI driver records its disk, to put in the
+    /// cluster.
+    pub volume: serde_json::Value,
+    /// The provider's id of the disk.
+    pub disk_id: String,
+}
+
+impl OnProvider {
+    /// Makes at the provider what its controllers make for cluster `pid` (its provider
+    /// id) holding a Service of type LoadBalancer of uid `service_uid` and a
+    /// PersistentVolume `pv`, bound to claim `default/data`, on a new disk: DigitalOcean's
+    /// load balancer controller makes a load balancer `a<uid>` tagged `k8s:<cluster id>`
+    /// (listed among the cluster's associated resources) and its CSI driver a volume
+    /// `pv`; GKE's make a forwarding rule and a persistent disk in Compute Engine, which
+    /// the simulator does not have — what the cluster records is all there is of them.
+    pub async fn cloud_controllers_made(
+        self,
+        cloud: &super::Cloud,
+        pid: &str,
+        service_uid: &str,
+        pv: &str,
+    ) -> ControllersMade {
+        use bc_domain::ports::ProviderImpl as _;
+        let (driver, disk_id) = match self {
+            OnProvider::DigitalOcean => {
+                let lbs = cloud.provider(super::TEST_TOKEN);
+                let name: String =
+                    format!("a{}", service_uid.replace('-', "")).chars().take(32).collect();
+                let mut lb = super::lb_request(&name);
+                lb.tags = vec![format!("k8s:{pid}")];
+                lbs.load_balancers().create(&lb).await.expect("the Service's load balancer");
+                let id = cloud
+                    .sim
+                    .state()
+                    .model()
+                    .inject_volume(super::TEST_TOKEN, pid, pv)
+                    .expect("the volume");
+                ("dobs.csi.digitalocean.com", id)
+            }
+            OnProvider::Gke => (
+                "pd.csi.storage.gke.io",
+                format!(
+                    "projects/{}/zones/{}/disks/{pv}",
+                    crate::model::gke::SIM_PROJECT,
+                    self.region()
+                ),
+            ),
+        };
+        let volume = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": pv, "labels": {"topology.kubernetes.io/zone": self.region()}},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "standard-rwo",
+                "csi": {"driver": driver, "volumeHandle": disk_id, "fsType": "ext4"},
+                "claimRef": {"namespace": "default", "name": "data"}}});
+        ControllersMade { volume, disk_id }
+    }
+
+    /// Whether the provider deletes the load balancer a Service of type LoadBalancer
+    /// made when its cluster is deleted with it (DigitalOcean lists it among the
+    /// cluster's associated resources; GKE leaves it, to be named).
+    pub fn deletes_service_load_balancers(self) -> bool {
+        match self {
+            OnProvider::DigitalOcean => true,
+            OnProvider::Gke => false,
+        }
+    }
+}

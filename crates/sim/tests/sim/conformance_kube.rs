@@ -299,7 +299,7 @@ async fn raw_every_error_is_a_status_with_reason() {
     let env = setup().await;
     env.seed().await;
     for path in [
-        "/api/v1/persistentvolumes",
+        "/api/v1/persistentvolumeclaims",
         "/api/v1/namespaces/n/configmaps/x",
         "/api/v1/namespaces/n/persistentvolumeclaims?",
         "/apis/apps/v1/namespaces/n/deployments/x",

@@ -50,7 +50,7 @@ async fn gate_unknown_routes_and_auth() {
     assert_eq!(names, ["default", "kube-node-lease", "kube-public", "kube-system"]);
 
     for path in [
-        "/api/v1/persistentvolumes",
+        "/api/v1/persistentvolumeclaims",
         "/apis/batch/v1/namespaces/x/jobs/y",
         "/api/v1/namespaces/x/configmaps/y",
         "/openapi/v2",

@@ -59,6 +59,7 @@ async fn version_and_api_resources() {
     for (name, short, version, namespaced, kind) in [
         ("pods", "po", "v1", "true", "Pod"),
         ("nodes", "no", "v1", "false", "Node"),
+        ("persistentvolumes", "pv", "v1", "false", "PersistentVolume"),
         ("namespaces", "ns", "v1", "false", "Namespace"),
         ("configmaps", "cm", "v1", "true", "ConfigMap"),
         ("services", "svc", "v1", "true", "Service"),
@@ -74,7 +75,7 @@ async fn version_and_api_resources() {
         );
     }
     assert!(table.iter().any(|row| row == &["secrets", "v1", "true", "Secret"]), "{}", r.stdout);
-    assert_eq!(table.len(), 10, "nothing unserved is advertised:\n{}", r.stdout);
+    assert_eq!(table.len(), 11, "nothing unserved is advertised:\n{}", r.stdout);
 }
 
 /// `kubectl get nodes -o wide -l …` prints the server's Table (columns of the node

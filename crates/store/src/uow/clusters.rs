@@ -12,7 +12,7 @@ use sea_orm::Value;
 
 use super::{Tx, Txn, misrouted, must_touch};
 use crate::error::conflict;
-use crate::sql::{enum_text, json, os, s, ts, u64v};
+use crate::sql::{enum_text, json, opt_u64v, os, s, ts, u64v};
 use crate::store::{SqlStore, exec};
 
 pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
@@ -20,6 +20,14 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
         Write::InsertCluster(c) => insert(store, txn, c).await,
         Write::UpdateCluster { cluster, expected_generation } => {
             update(store, txn, cluster, *expected_generation).await
+        }
+        Write::SetClusterNodes { cluster_id, nodes } => {
+            let q = store.st(
+                "UPDATE kubernetes_clusters SET nodes_listed = ?, nodes_ready = ? \
+                 WHERE cluster_id = ?",
+                vec![u64v(u64::from(nodes.listed))?, u64v(u64::from(nodes.ready))?, s(cluster_id)],
+            );
+            must_touch(exec(txn, q).await?, || format!("cluster {cluster_id}"))
         }
         Write::SetClusterStatus { cluster_id, provider_cluster_id, version, status } => {
             let q = store.st(
@@ -103,8 +111,9 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
         "INSERT INTO kubernetes_clusters (cluster_id, tenant_id, provider_account_id, \
          name, live_name, region, desired_version, high_availability, mode, origin, \
          substrate_pool_ids, delete_requested, generation, created_at, provider_cluster_id, \
-         running_version, state, message, observed_generation, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         running_version, state, message, observed_generation, updated_at, nodes_listed, \
+         nodes_ready) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             s(&c.cluster_id),
             s(&c.tenant_id),
@@ -126,6 +135,8 @@ async fn insert(store: &SqlStore, txn: &Txn, c: &KubernetesCluster) -> Tx<()> {
             os(c.status.message.as_ref()),
             u64v(c.status.observed_generation)?,
             ts(c.status.updated_at),
+            opt_u64v(c.nodes.map(|n| u64::from(n.listed)))?,
+            opt_u64v(c.nodes.map(|n| u64::from(n.ready)))?,
         ],
     );
     let what = || format!("cluster {} in account {}", c.name, c.provider_account_id);

@@ -93,6 +93,7 @@ impl SqlStore {
             Write::InsertCluster(_)
             | Write::UpdateCluster { .. }
             | Write::SetClusterStatus { .. }
+            | Write::SetClusterNodes { .. }
             | Write::InsertNodePool(_)
             | Write::UpdateNodePool { .. }
             | Write::SetNodePoolStatus { .. } => clusters::apply(self, txn, w).await,

@@ -81,15 +81,15 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migration (11, account projects) rolls back and applies again on both
+    // The newest migration (14, cluster nodes) rolls back and applies again on both
     // backends.
     s.migrate_down(1).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
-    // So do 10 (node ends), 9 (substrate refusals), 8 (provider budgets), 7 (Kubernetes
-    // intents) and 6, under it.
-    s.migrate_down(6).await.unwrap();
-    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "six pending");
+    // So do 11 (account projects), 10 (node ends), 9 (substrate refusals), 8 (provider
+    // budgets), 7 (Kubernetes intents) and 6, under it.
+    s.migrate_down(7).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "seven pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(

@@ -9,9 +9,9 @@ use crate::id::{
     BookingId, ClusterId, LoadBalancerId, NodeId, NodePoolId, PoolId, ProviderAccountId, TokenId,
 };
 use crate::model::{
-    ApiToken, BillingInterval, Booking, IdempotencyRecord, JoinToken, KubernetesCluster,
-    LoadBalancer, NewEvent, Node, NodePool, ObservedStatus, Pool, ProviderAccount, QuotaResource,
-    Substrate,
+    ApiToken, BillingInterval, Booking, ClusterNodes, IdempotencyRecord, JoinToken,
+    KubernetesCluster, LoadBalancer, NewEvent, Node, NodePool, ObservedStatus, Pool,
+    ProviderAccount, QuotaResource, Substrate,
 };
 use crate::state::NodePoolState;
 use crate::time::Timestamp;
@@ -79,6 +79,13 @@ pub enum Write {
         cluster: KubernetesCluster,
         /// The generation it must have now.
         expected_generation: u64,
+    },
+    /// Write an autopilot cluster's observed node count only.
+    SetClusterNodes {
+        /// Cluster.
+        cluster_id: ClusterId,
+        /// Its nodes as last counted.
+        nodes: ClusterNodes,
     },
     /// Write a cluster's observed fields only.
     SetClusterStatus {

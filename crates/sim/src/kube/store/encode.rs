@@ -48,6 +48,9 @@ pub(super) fn initial_status(resource: Resource, content: &Value) -> Option<Valu
     match resource {
         Resource::Pod => Some(json!({"phase": "Pending", "qosClass": qos_class(content)})),
         Resource::Namespace => Some(json!({"phase": "Active"})),
+        // The PersistentVolume strategy's PrepareForCreate: `Pending` until the volume
+        // controller looks at it.
+        Resource::PersistentVolume => Some(json!({"phase": "Pending"})),
         _ => None,
     }
 }
