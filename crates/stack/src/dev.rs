@@ -641,24 +641,11 @@ fn secret_key(dir: &Path) -> anyhow::Result<String> {
     Ok(key)
 }
 
-/// Writes `text` to `path`, readable by its owner only (it may hold a secret): into a new
-/// file created with mode 0600 — never one made at the umask's mode and narrowed after,
-/// which another user could open in between — then renamed over `path`, so a reader sees
-/// the old text or the new, whole.
+/// Writes `text` to `path`, readable by its owner only (it may hold a secret), whole or
+/// not at all ([`bc_agent::write_private`]).
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let new = path.with_file_name(format!(".{name}.new"));
-    let context = || format!("writing {}", path.display());
-    // A leftover of a write that stopped half-way is ours to replace.
-    let _ = std::fs::remove_file(&new);
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-    let mut file = open.open(&new).with_context(context)?;
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).with_context(context)?;
-    std::fs::rename(&new, path).with_context(context)
+    bc_agent::write_private(path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// `bc-api dev --demo`: drives the tour through the API on both providers — on
