@@ -221,7 +221,8 @@ pub fn resolve(flags: Config, cwd: &Path, force_dev: bool) -> Result<Resolved, F
     choose(flags.or(from_env), dev(cwd)?, user, force_dev)
 }
 
-/// Writes `config` to `path` readable by its owner only, making its directory if needed.
+/// Writes `config` to `path` readable by its owner only ([`bc_agent::write_private`]),
+/// making its directory (owner-only) if needed.
 pub fn write(path: &Path, config: &Config) -> Result<(), Failure> {
     let fail =
         |what: &str, e: std::io::Error| Failure::other(format!("{what} {}: {e}", path.display()));
@@ -234,23 +235,8 @@ pub fn write(path: &Path, config: &Config) -> Result<(), Failure> {
         }
     }
     let text = toml::to_string(config).map_err(|e| Failure::other(format!("the config: {e}")))?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    use std::io::Write as _;
-    let mut file = options.open(path).map_err(|e| fail("writing", e))?;
-    // A file that existed before keeps its mode through `open`: set it.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| fail("restricting", e))?;
-    }
-    file.write_all(text.as_bytes()).map_err(|e| fail("writing", e))
+    // It holds the token: owner-only from creation, and replaced whole.
+    bc_agent::write_private(path, text.as_bytes()).map_err(|e| fail("writing", e))
 }
 
 #[cfg(test)]

@@ -37,6 +37,12 @@ struct Cli {
     replica_id: Option<String>,
     #[command(flatten)]
     budget: BudgetArgs,
+    /// The longest an object — converging, or in error — waits before it is looked at
+    /// again, in seconds. Default: each reconciler's own wait, made for a real provider's
+    /// minutes (30 s for a cluster being made); for a simulated provider whose changes
+    /// take seconds (bc-sim).
+    #[arg(long, env = "BC_WAIT_MAX_SECONDS", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    wait_max_seconds: Option<u64>,
 }
 
 /// A kind by its queue name or its short name.
@@ -73,6 +79,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     options.kinds = cli.only;
     options.concurrency = cli.concurrency;
     options.budget = cli.budget.config();
+    options.wait_max = cli.wait_max_seconds.map(std::time::Duration::from_secs);
     let work = Arc::default();
     let rt = wire::runtime(&adapters, &options, work)?;
     let kinds: Vec<String> = rt.kinds().iter().map(|k| k.to_string()).collect();

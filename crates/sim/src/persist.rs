@@ -186,7 +186,8 @@ impl Kept {
         if *last == bytes {
             return Ok(false);
         }
-        write_atomically(&self.path, &bytes)
+        // Whole or not at all, owner-only from creation: it holds the CA's key.
+        bc_agent::write_private(&self.path, &bytes)
             .map_err(|source| PersistError::Write { path: self.path.clone(), source })?;
         *last = bytes;
         Ok(true)
@@ -223,22 +224,4 @@ impl Drop for Keeper {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// Writes `bytes` to `path` whole or not at all: a temporary file beside it (owner-only),
-/// synced, then renamed over it.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    let tmp = path.with_file_name(name);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)
 }

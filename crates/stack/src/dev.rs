@@ -142,6 +142,10 @@ pub struct DevStack {
     pub work: Arc<Notify>,
     /// The secret key (base64), for other processes on the same database.
     pub secret_key: String,
+    /// The operator's client of this stack's API, made once: building one loads the
+    /// system's CA certificates, which a caller polling every 100 ms would do ten times a
+    /// second.
+    client: bc_client::Client,
     served: Served,
     sim_server: SimServer,
     bcd: bc_sim::bcd::Background,
@@ -236,6 +240,7 @@ impl DevStack {
         if options.reconcile {
             let mut ro = ReconcileOptions::new(&replica, &api_url, "bc-sim/bcd:dev");
             ro.load_balancer_timing = Some(quick_load_balancers());
+            ro.wait_max = Some(SIM_WAIT_MAX);
             served.reconcilers(wire::runtime(&adapters, &ro, work.clone())?);
             if let Some(relay) =
                 wire::relay(&adapters, &replica, Some(events.clone()), options.nats_url.as_deref())
@@ -246,6 +251,7 @@ impl DevStack {
             served.idempotency_purge(&adapters, &replica);
         }
 
+        let client = bc_client::Client::new(&api_url, &token)?;
         let mut stack = Self {
             api_url,
             sim_url: sim_url.clone(),
@@ -260,6 +266,7 @@ impl DevStack {
             adapters,
             work,
             secret_key: key,
+            client,
             served,
             sim_server,
             bcd,
@@ -315,13 +322,13 @@ impl DevStack {
 
     /// A client of this stack's API as the operator (retrying `429`/`503` as they say).
     pub fn client(&self) -> anyhow::Result<bc_client::Client> {
-        Ok(bc_client::Client::new(&self.api_url, &self.token)?)
+        Ok(self.client.clone())
     }
 
     /// Calls method `method` (`pools.create`) of this stack's API as the operator, with
     /// the JSON body `body` (a create gets a `requestId` unless it has one).
     pub async fn call(&self, method: &str, body: Value) -> anyhow::Result<Value> {
-        Ok(self.client()?.call_method(method, body).await?)
+        Ok(self.client.call_method(method, body).await?)
     }
 
     /// The tenant.
@@ -606,6 +613,13 @@ const GKE_ZONE: &str = "us-central1-a";
 /// A machine type the simulated GKE offers.
 const GKE_SIZE: &str = "e2-standard-2";
 
+/// The longest a converging object, or one in `error`, waits in dev mode before its
+/// reconciler looks again: the simulator's clusters and node pools change in seconds, not
+/// the minutes the reconcilers' own waits (30 s for a cluster, 2 minutes and more for an
+/// object in error) are made for; and a user who fixes what an error names (deletes the
+/// foreign object it names) sees it taken up in seconds.
+pub const SIM_WAIT_MAX: Duration = Duration::from_secs(1);
+
 /// Load balancer polling for the simulator's seconds-scale delays.
 fn quick_load_balancers() -> Timing {
     Timing {
@@ -641,24 +655,11 @@ fn secret_key(dir: &Path) -> anyhow::Result<String> {
     Ok(key)
 }
 
-/// Writes `text` to `path`, readable by its owner only (it may hold a secret): into a new
-/// file created with mode 0600 — never one made at the umask's mode and narrowed after,
-/// which another user could open in between — then renamed over `path`, so a reader sees
-/// the old text or the new, whole.
+/// Writes `text` to `path`, readable by its owner only (it may hold a secret), whole or
+/// not at all ([`bc_agent::write_private`]).
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let new = path.with_file_name(format!(".{name}.new"));
-    let context = || format!("writing {}", path.display());
-    // A leftover of a write that stopped half-way is ours to replace.
-    let _ = std::fs::remove_file(&new);
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-    let mut file = open.open(&new).with_context(context)?;
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).with_context(context)?;
-    std::fs::rename(&new, path).with_context(context)
+    bc_agent::write_private(path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// `bc-api dev --demo`: drives the tour through the API on both providers — on

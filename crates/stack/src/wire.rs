@@ -195,6 +195,9 @@ pub struct ReconcileOptions {
     pub load_balancer_timing: Option<Timing>,
     /// How often each kind polls for work written by other processes.
     pub poll: Option<Duration>,
+    /// The longest a converging object, or one in `error`, waits before it is looked at
+    /// again (`None`: the reconcilers' own waits, made for a real provider's minutes).
+    pub wait_max: Option<Duration>,
     /// Each provider account's call budget, shared by every replica through the store.
     pub budget: BudgetConfig,
 }
@@ -214,6 +217,7 @@ impl ReconcileOptions {
             bcd_image: bcd_image.into(),
             load_balancer_timing: None,
             poll: None,
+            wait_max: None,
             budget: BudgetConfig::default(),
         }
     }
@@ -256,6 +260,9 @@ pub fn runtime(
     }
     if let Some(p) = options.poll {
         config.poll = p;
+    }
+    if let Some(m) = options.wait_max {
+        config.schedule.wait_max = m;
     }
     let rt = Runtime::new(deps, chosen, config).context("building the reconciler runtime")?;
     Ok(Arc::new(rt.with_work_notify(work)))

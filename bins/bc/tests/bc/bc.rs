@@ -154,7 +154,9 @@ async fn watch_sees_a_substrate_go_from_pending_to_ready() {
     assert_eq!(state(&first), "pending");
 
     let cancel = CancellationToken::new();
-    let options = ReconcileOptions::new("bc-test", &stack.api_url, "bc-sim/bcd:dev");
+    let mut options = ReconcileOptions::new("bc-test", &stack.api_url, "bc-sim/bcd:dev");
+    // At the simulator's pace, as dev mode's own reconcilers (not 30 s per cluster look).
+    options.wait_max = Some(bc_stack::dev::SIM_WAIT_MAX);
     let runtime = wire::runtime(&stack.adapters, &options, stack.work.clone()).expect("runtime");
     let running = tokio::spawn({
         let (runtime, cancel) = (Arc::clone(&runtime), cancel.clone());

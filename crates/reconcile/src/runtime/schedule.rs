@@ -47,6 +47,13 @@ pub struct Schedule {
     pub resync_jitter: f64,
     /// A converging object's own wait is stretched by up to this fraction.
     pub converging_jitter: f64,
+    /// The wait an object asked for — converging, or in `error` (after its doubling) —
+    /// is at most this long before jitter. The reconcilers' waits suit a real provider (a
+    /// cluster takes minutes, so it is looked at every 30 s; an object in error every 2
+    /// minutes and more); a runtime on a provider whose changes take seconds (the
+    /// simulator of `bc-api dev` and the end-to-end tests) looks again at its pace.
+    /// `Duration::MAX` (the default): the object's own wait.
+    pub wait_max: Duration,
     /// The first retry after a failure waits about this long…
     pub backoff_base: Duration,
     /// …doubling per failed attempt, never beyond this.
@@ -61,6 +68,7 @@ impl Default for Schedule {
             resync: Duration::from_secs(600),
             resync_jitter: 0.1,
             converging_jitter: 0.1,
+            wait_max: Duration::MAX,
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
         }
@@ -79,9 +87,10 @@ impl Schedule {
         self.resync.mul_f64(1.0 - self.resync_jitter.clamp(0.0, 1.0))
     }
 
-    /// The wait a converging object asked for, stretched by jitter (never shortened).
+    /// The wait a converging object asked for (at most `wait_max`), stretched by jitter
+    /// (never shortened).
     pub fn converging(&self, after: Duration, u: f64) -> Duration {
-        after.mul_f64(1.0 + self.converging_jitter.clamp(0.0, 1.0) * u)
+        after.min(self.wait_max).mul_f64(1.0 + self.converging_jitter.clamp(0.0, 1.0) * u)
     }
 
     /// The wait after the `attempts`-th failure in a row (1 for the first): "equal
@@ -109,11 +118,11 @@ pub const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(30 * 60);
 impl Schedule {
     /// The wait after the `attempts`-th run in a row that ended with the object in
     /// `error` (1 for the first): `floor` doubling per run, capped at
-    /// [`ERROR_BACKOFF_MAX`] (or `floor`, if longer), plus up to a quarter of it drawn
-    /// (never shorter than the object asked).
+    /// [`ERROR_BACKOFF_MAX`] (or `floor`, if longer) and at `wait_max`, plus up to a
+    /// quarter of it drawn (never shorter than the object asked, unless `wait_max` is).
     pub fn erring(&self, attempts: u32, floor: Duration, u: f64) -> Duration {
         let doubling = 2f64.powi(attempts.saturating_sub(1).min(62) as i32);
-        let exp = floor.mul_f64(doubling).min(ERROR_BACKOFF_MAX.max(floor));
+        let exp = floor.mul_f64(doubling).min(ERROR_BACKOFF_MAX.max(floor)).min(self.wait_max);
         exp + (exp / 4).mul_f64(u)
     }
 
@@ -178,6 +187,22 @@ mod tests {
         let named = Duration::from_millis(4_000);
         assert_eq!(s.over_budget(named, 0.0), named);
         assert_eq!(s.over_budget(named, 0.5), Duration::from_millis(4_500));
+    }
+
+    #[test]
+    fn a_converging_or_erring_wait_is_capped_before_its_jitter() {
+        let (thirty, two_minutes) = (Duration::from_secs(30), Duration::from_secs(120));
+        let default = Schedule::default();
+        assert_eq!(default.converging(thirty, 0.0), thirty, "no cap by default");
+        assert_eq!(default.erring(3, two_minutes, 0.0), two_minutes * 4, "no cap by default");
+        let s = Schedule { wait_max: Duration::from_secs(1), ..Schedule::default() };
+        assert_eq!(s.converging(thirty, 0.0), Duration::from_secs(1));
+        assert_eq!(s.converging(thirty, 0.5), Duration::from_millis(1_050));
+        let short = Duration::from_millis(200);
+        assert_eq!(s.converging(short, 0.0), short, "a shorter wait is the object's own");
+        assert_eq!(s.erring(1, two_minutes, 0.0), Duration::from_secs(1));
+        assert_eq!(s.erring(9, two_minutes, 0.5), Duration::from_millis(1_125));
+        assert_eq!(s.erring(1, short, 0.0), short, "a shorter floor is the object's own");
     }
 
     proptest! {

@@ -45,7 +45,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("GKE API: {}/v1", server.url());
     println!("GCP token URL: {}/token", server.url());
     if let Some(path) = &args.gke_key_out {
-        write_private(path, &sim.gke_key(bc_sim::model::gke::SIM_PROJECT))?;
+        bc_agent::write_private(path, sim.gke_key(bc_sim::model::gke::SIM_PROJECT).as_bytes())
+            .map_err(|e| format!("--gke-key-out {}: {e}", path.display()))?;
         println!("GKE service-account key: {}", path.display());
     }
     tokio::signal::ctrl_c().await?;
@@ -54,14 +55,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     server.shutdown().await;
     Ok(())
-}
-
-/// Writes `text` to `path`, readable by its owner only from its creation.
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(text.as_bytes())
 }

@@ -92,6 +92,9 @@ async fn a_client_trickling_its_headers_is_disconnected() {
     }
     let sent = closed_after.expect("the trickling client is still connected");
     assert!(sent < request.len(), "cut off before its headers were complete ({sent} bytes)");
+    // Closed on our side too: the server's lingering close of them (LINGER_TIME of reads)
+    // ends at once instead of holding the shutdown.
+    drop((slow, prompt));
     served.shutdown().await;
 }
 
@@ -120,5 +123,7 @@ async fn an_idle_keep_alive_connection_is_closed_but_never_one_in_flight() {
         }
     }
     assert!(closed, "the idle connection is still open after 30 s");
+    // Closed on our side too: the server's lingering close ends at once.
+    drop(conn);
     served.shutdown().await;
 }

@@ -63,6 +63,9 @@ pub fn replica_with(stack: &DevStack, url: &str, id: &str, log: &Path, flags: &[
             .env("BC_PUBLIC_URL", &stack.api_url)
             .env("BC_DIGITALOCEAN_API_URL", &stack.sim_url)
             .args(["--replica-id", id, "--concurrency", "16"])
+            // The simulator's changes take seconds (`testing::options`' delays): look again
+            // at its pace, as dev mode's in-process reconcilers do.
+            .args(["--wait-max-seconds", "1"])
             .args(flags)
             .stderr(Stdio::from(file))
             .spawn()
