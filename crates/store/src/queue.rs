@@ -31,7 +31,11 @@ const CLAIMABLE: &str = "not_before <= ? AND (lease_until IS NULL OR lease_until
 #[async_trait]
 impl WorkQueue for SqlStore {
     async fn enqueue(&self, item: Enqueue) -> StoreResult<()> {
-        self.write("enqueue", || self.enqueue_on(&self.db, &item)).await
+        self.write("enqueue", || {
+            self.counters.checkout();
+            self.enqueue_on(&self.db, &item)
+        })
+        .await
     }
 
     async fn claim(
@@ -69,6 +73,7 @@ impl WorkQueue for SqlStore {
         let st = self.st(&text, values);
         let mut items = self
             .write("claim", || async {
+                self.counters.checkout();
                 let rows = self.db.query_all_raw(st.clone()).await?;
                 Ok(rows.iter().map(rows::work).collect::<Result<Vec<_>, _>>()?)
             })
@@ -290,9 +295,15 @@ impl SqlStore {
         name: &'static str,
         st: sea_orm::Statement,
     ) -> StoreResult<bool> {
-        self.write(name, || async {
-            Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
-        })
-        .await
+        let touched = self
+            .write(name, || async {
+                self.counters.checkout();
+                Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
+            })
+            .await?;
+        if !touched {
+            self.counters.miss(name);
+        }
+        Ok(touched)
     }
 }

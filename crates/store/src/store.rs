@@ -23,6 +23,7 @@ use crate::error::{TxError, to_store_error, with_retry};
 use crate::migration::Migrator;
 use crate::migration::lock::MigrationLock;
 use crate::sql::{self, SqlKey};
+use crate::stats::{Counters, StoreStats};
 
 /// How long a SQLite connection waits for another writer before reporting busy.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +61,8 @@ pub struct SqlStore {
     write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
     /// See [`SqlStore::enforce_index_plans`].
     plan_check: Arc<AtomicBool>,
+    /// What this store (and its clones) sent to the database: [`SqlStore::stats`].
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl SqlStore {
@@ -127,7 +130,13 @@ impl SqlStore {
         let backend = db.get_database_backend();
         let write_gate =
             (backend == DbBackend::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
-        Ok(SqlStore { db, backend, write_gate, plan_check: Arc::new(AtomicBool::new(false)) })
+        Ok(SqlStore {
+            db,
+            backend,
+            write_gate,
+            plan_check: Arc::new(AtomicBool::new(false)),
+            counters: Arc::default(),
+        })
     }
 
     /// Applies every pending migration (idempotent), holding the migration lock
@@ -190,6 +199,12 @@ impl SqlStore {
     /// The backend in use.
     pub fn backend(&self) -> DbBackend {
         self.backend
+    }
+
+    /// What this store has sent to the database so far (statements, transactions, named
+    /// writes): the benchmarks' measure of round trips per unit of work.
+    pub fn stats(&self) -> StoreStats {
+        self.counters.snapshot()
     }
 
     /// The underlying connection pool (for tools and tests; the ports are the API).
@@ -256,12 +271,16 @@ impl SqlStore {
             // Futures are lazy: creating it here runs nothing before the gate is held.
             let fut = attempt();
             let gate = self.write_gate.clone();
+            let counters = self.counters.clone();
             async move {
                 let _turn = match &gate {
                     Some(g) => Some(g.lock().await),
                     None => None,
                 };
-                fut.await
+                let started = std::time::Instant::now();
+                let r = fut.await;
+                counters.ran(name, started.elapsed());
+                r
             }
         })
         .await
@@ -279,6 +298,7 @@ impl SqlStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..Default::default()
         };
+        self.counters.transaction();
         Ok(self.db.begin_with_options(opts).await?)
     }
 
@@ -302,6 +322,7 @@ impl SqlStore {
 
     /// A statement for this backend.
     pub(crate) fn st(&self, text: &str, values: Vec<Value>) -> sea_orm::Statement {
+        self.counters.statement();
         sql::stmt(self.backend, text, values)
     }
 
@@ -313,6 +334,7 @@ impl SqlStore {
         decode: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
         self.check_plan(text, &values).await?;
+        self.counters.checkout();
         let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
         row.as_ref().map(decode).transpose()
     }
@@ -325,6 +347,7 @@ impl SqlStore {
         decode: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
         self.check_plan(text, &values).await?;
+        self.counters.checkout();
         let rows = self.db.query_all_raw(self.st(text, values)).await.map_err(to_store_error)?;
         rows.iter().map(decode).collect()
     }
@@ -332,6 +355,7 @@ impl SqlStore {
     /// A count.
     pub(crate) async fn count(&self, text: &str, values: Vec<Value>) -> Result<u64, StoreError> {
         self.check_plan(text, &values).await?;
+        self.counters.checkout();
         let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
         match row {
             Some(r) => sql::Row(&r).u64("n"),
