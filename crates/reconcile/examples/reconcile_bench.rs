@@ -26,7 +26,8 @@
 //! than an hour (its count scaled to the hour).
 //!
 //! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
-//! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`.
+//! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`, `--baseline` (the
+//! runtime and store as before issue 31, to measure against).
 
 #[path = "support/parts.rs"]
 mod parts;
@@ -122,7 +123,7 @@ struct World {
     first: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
-async fn world(store: Arc<SqlStore>, on: OnProvider) -> World {
+async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     // The suite's index-plan check costs a query per read: off, as in service.
     store.enforce_index_plans(false);
     let env = Env::on_provider(store, zero_delays(), on).await;
@@ -146,6 +147,7 @@ async fn world(store: Arc<SqlStore>, on: OnProvider) -> World {
         .collect();
     let mut config = RuntimeConfig::new("bench");
     config.concurrency = 64;
+    config.settle_together = !baseline;
     let runtime = Arc::new(Runtime::new(deps, reconcilers, config).expect("runtime"));
     World { env, runtime, first }
 }
@@ -238,9 +240,10 @@ async fn measure(
     n: usize,
     samples: usize,
     steady_min: i64,
+    baseline: bool,
 ) -> Measured {
     let mut out = Measured::new();
-    let w = world(store, on).await;
+    let w = world(store, on, baseline).await;
     let n_lbs = lbs(n, on);
     let seeding = Instant::now();
     seed(&w, n).await;
@@ -505,8 +508,11 @@ fn child(args: &Args) {
     let (on, n, samples, steady_min) = (args.on, args.n, args.samples, args.steady_min);
     let result = Arc::new(Mutex::new(None));
     let slot = result.clone();
-    rt.block_on(bc_store::testing::run(backend, |store| async move {
-        *slot.lock().unwrap() = Some(measure(store, on, n, samples, steady_min).await);
+    let baseline = args.baseline;
+    let options = bc_store::StoreOptions { ping_every_checkout: baseline, ..Default::default() };
+    rt.block_on(bc_store::testing::run_with(backend, &options, |store| async move {
+        let m = measure(store, on, n, samples, steady_min, baseline).await;
+        *slot.lock().unwrap() = Some(m);
     }));
     let Some(m) = result.lock().unwrap().take() else {
         eprintln!("no PostgreSQL (BC_TEST_POSTGRES_URL unset): skipped");
@@ -518,6 +524,9 @@ fn child(args: &Args) {
 
 /// The flags of one child run.
 struct Args {
+    /// Run as before issue 31 (`--baseline`): each run settled alone, every pooled
+    /// connection pinged as it is handed out.
+    baseline: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -529,6 +538,7 @@ struct Args {
 /// (minutes).
 #[derive(Clone, Copy)]
 struct Plan {
+    baseline: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -555,6 +565,9 @@ fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String>
         if plan.postgres {
             cmd.arg("--postgres");
         }
+        if plan.baseline {
+            cmd.arg("--baseline");
+        }
         let out = cmd.stderr(Stdio::inherit()).output().map_err(|e| format!("child: {e}"))?;
         if !out.status.success() {
             let p = provider_name(plan.on);
@@ -580,7 +593,12 @@ fn figures(plan: &Plan, runs: &[Measured]) {
         return;
     }
     let n = plan.n;
-    let backend = if plan.postgres { "postgres" } else { "sqlite" };
+    let backend = match (plan.postgres, plan.baseline) {
+        (true, false) => "postgres",
+        (false, false) => "sqlite",
+        (true, true) => "postgres (baseline: as before issue 31)",
+        (false, true) => "sqlite (baseline: as before issue 31)",
+    };
     let provider = provider_name(plan.on);
     let n_lbs = lbs(n, plan.on);
     let at = format!("{provider} · {backend} · N={n}: {n_lbs} LBs + {} substrates", n / 10);
@@ -718,6 +736,7 @@ fn main() {
             postgres: has("--postgres"),
             samples: flag("--samples").and_then(|s| s.parse().ok()).unwrap_or(100),
             steady_min: flag("--steady-min").and_then(|s| s.parse().ok()).unwrap_or(60),
+            baseline: has("--baseline"),
         });
         return;
     }
@@ -748,7 +767,8 @@ fn main() {
         });
         let steady_min = if n >= 10_000 { 20 } else { 60 };
         let samples = if quick { 30 } else { 100 };
-        plans.push(Plan { on, n, postgres: false, repeat: times, samples, steady_min });
+        let baseline = has("--baseline");
+        plans.push(Plan { on, n, postgres: false, repeat: times, samples, steady_min, baseline });
     }
     if postgres {
         // Every size SQLite runs, so the two stores compare at each N (issue 31: within

@@ -31,6 +31,9 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const SQLITE_FILE_CONNECTIONS: u32 = 8;
 /// Pooled connections to PostgreSQL per store.
 const POSTGRES_CONNECTIONS: u32 = 10;
+/// A pooled PostgreSQL connection idle this long is pinged before it is handed out; one
+/// used more recently passed its release ping within this time.
+pub const POSTGRES_PING_IF_IDLE: Duration = Duration::from_secs(1);
 /// How long a PostgreSQL call waits for a pooled connection, making one included (sqlx
 /// runs the TCP connect and the handshake inside the same deadline, retrying a refused
 /// connection until it passes). An outage must answer `UNAVAILABLE` within a second or
@@ -47,6 +50,10 @@ pub struct StoreOptions {
     /// with `StoreError::Unavailable`. `None`: [`POSTGRES_ACQUIRE_TIMEOUT`] or
     /// [`SQLITE_ACQUIRE_TIMEOUT`] by backend.
     pub acquire_timeout: Option<Duration>,
+    /// Ping every connection as it is handed out, as sqlx does by default (the store's
+    /// setting until issue 31, kept to measure against): a round trip per checkout. Off,
+    /// only a PostgreSQL connection idle [`POSTGRES_PING_IF_IDLE`] or longer is pinged.
+    pub ping_every_checkout: bool,
 }
 
 /// The sea-orm adapter of the bc-domain `Store` port, on SQLite or PostgreSQL.
@@ -93,14 +100,24 @@ impl SqlStore {
         let default_wait = if sqlite { SQLITE_ACQUIRE_TIMEOUT } else { POSTGRES_ACQUIRE_TIMEOUT };
         let mut opts = ConnectOptions::new(url.to_owned());
         // sea-orm's `connect_timeout` is the same sqlx pool deadline: set both so neither
-        // default can stretch the other. Every acquire also pings the connection first
-        // (`test_before_acquire`, on by default): one that died with a restarted server is
-        // dropped and replaced rather than handed to a caller.
+        // default can stretch the other.
         let wait = options.acquire_timeout.unwrap_or(default_wait);
-        opts.sqlx_logging(false)
-            .acquire_timeout(wait)
-            .connect_timeout(wait)
-            .test_before_acquire(true);
+        opts.sqlx_logging(false).acquire_timeout(wait).connect_timeout(wait);
+        // sqlx pings every connection as it goes back to the pool, and by default again as
+        // it is handed out: two round trips around each statement outside a transaction,
+        // the store's most common call (issue 31's profile). The ping at release stays (a
+        // connection that died is dropped there); the one at acquire is kept only for a
+        // PostgreSQL connection idle long enough for its server to have gone away since
+        // (a restart, a proxy's idle cut), so one that died is dropped and replaced rather
+        // than handed to a caller. A SQLite connection is a thread of this process over a
+        // local file: it cannot hang up, and is never pinged before use.
+        if options.ping_every_checkout {
+            opts.test_before_acquire(true);
+        } else if sqlite {
+            opts.test_before_acquire(false);
+        } else {
+            opts.test_before_acquire_if_idle_for(POSTGRES_PING_IF_IDLE);
+        }
         if sqlite {
             let memory = url.contains(":memory:") || url.contains("mode=memory");
             opts.map_sqlx_sqlite_opts(move |o| {
