@@ -26,7 +26,15 @@
 //! than an hour (its count scaled to the hour).
 //!
 //! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
-//! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`.
+//! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`, `--baseline` (the
+//! runtime and store as before issue 31, to measure against).
+
+#[path = "support/parts.rs"]
+mod parts;
+
+/// Every allocation counted by part (`parts`): the memory figures per part.
+#[global_allocator]
+static ALLOCATOR: parts::Counting = parts::Counting::system();
 
 /// Sizes of the full run: the issue's three (10,000 once, with a 20-minute steady window).
 const DEFAULT_SIZES: [usize; 3] = [100, 1_000, 10_000];
@@ -55,6 +63,7 @@ use bc_sim::model::routes;
 use bc_store::SqlStore;
 use bc_store::testing::Backend;
 use bc_testkit::bench::{Against, Better, Figure, Reference, emit};
+use parts::{Part, tagged};
 use tokio_util::sync::CancellationToken;
 
 /// Records when each key's first activation started (wall time).
@@ -114,7 +123,7 @@ struct World {
     first: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
-async fn world(store: Arc<SqlStore>, on: OnProvider) -> World {
+async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     // The suite's index-plan check costs a query per read: off, as in service.
     store.enforce_index_plans(false);
     let env = Env::on_provider(store, zero_delays(), on).await;
@@ -138,6 +147,7 @@ async fn world(store: Arc<SqlStore>, on: OnProvider) -> World {
         .collect();
     let mut config = RuntimeConfig::new("bench");
     config.concurrency = 64;
+    config.settle_together = !baseline;
     let runtime = Arc::new(Runtime::new(deps, reconcilers, config).expect("runtime"));
     World { env, runtime, first }
 }
@@ -207,7 +217,7 @@ async fn converged(w: &World, n: usize) -> bool {
 /// claimed together, as the production loop (which claims what is due when it wakes)
 /// does, rather than one round per millisecond.
 async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
-    let reports = stepper.round().await.expect("store");
+    let reports = tagged(Part::Runtime, stepper.round()).await.expect("store");
     if reports.is_empty() {
         let now = stepper.clock().now();
         let next = stepper.next_due().await.expect("store").unwrap_or(now);
@@ -230,9 +240,10 @@ async fn measure(
     n: usize,
     samples: usize,
     steady_min: i64,
+    baseline: bool,
 ) -> Measured {
     let mut out = Measured::new();
-    let w = world(store, on).await;
+    let w = world(store, on, baseline).await;
     let n_lbs = lbs(n, on);
     let seeding = Instant::now();
     seed(&w, n).await;
@@ -241,6 +252,7 @@ async fn measure(
 
     // Converge.
     let from_clock = w.env.clock.now();
+    let (stats_before, calls_before) = (w.env.store.stats(), all_calls(&w.env));
     let started = Instant::now();
     let mut steps = 0;
     let mut activations = 0usize;
@@ -273,6 +285,9 @@ async fn measure(
         stepper.failures()
     );
     let objects = (n_lbs + n / 10) as f64;
+    profile(&mut out, &w.env.store.stats().since(&stats_before), activations, wall, {
+        all_calls(&w.env) - calls_before
+    });
     out.insert("converge_s".into(), wall.as_secs_f64());
     out.insert("objects_per_s".into(), objects / wall.as_secs_f64());
     out.insert("activations_per_s".into(), activations as f64 / wall.as_secs_f64());
@@ -302,7 +317,8 @@ async fn measure(
             }
         };
         let recorded = w.env.record_joins().await;
-        let reports = stepper.step(Duration::from_secs(60)).await.expect("store");
+        let reports =
+            tagged(Part::Runtime, stepper.step(Duration::from_secs(60))).await.expect("store");
         // Done when no node is left to join, none was recorded and whatever ran is
         // steady: waiting instead for a minute with no activation at all never ends at
         // 1,000 substrates (some resync is always due within a minute).
@@ -319,7 +335,7 @@ async fn measure(
     let steady_started = Instant::now();
     let mut rounds = 0;
     while w.env.clock.now() < end && rounds < 1_000_000 {
-        let reports = stepper.round().await.expect("store");
+        let reports = tagged(Part::Runtime, stepper.round()).await.expect("store");
         rounds += 1;
         if reports.is_empty() {
             let now = w.env.clock.now();
@@ -340,6 +356,11 @@ async fn measure(
     out.insert("steady_calls_per_h".into(), calls as f64 * 60.0 / steady_min as f64);
 
     out.insert("rss_mib".into(), bc_testkit::bench::peak_rss_mib(None));
+    out.insert("runtime_mib".into(), parts::peak_mib(Part::Runtime));
+    out.insert("simulator_mib".into(), parts::peak_mib(Part::Simulator));
+    if let Some(mib) = sqlite_pages_mib(&w.env.store).await {
+        out.insert("store_mib".into(), mib);
+    }
     if n_lbs == 0 {
         // The latency probe writes load balancers: not on a provider without them.
         return out;
@@ -388,6 +409,73 @@ async fn measure(
     out
 }
 
+/// Where the converge's time went, in counts that do not move with the machine's load:
+/// the store's statements, transactions and named writes per activation and per provider
+/// call, and the time the writes ran (after their turn at SQLite's write gate; on
+/// PostgreSQL writes overlap, so their sum can pass the wall time). Printed as a table
+/// (docs/benchmarks.md keeps one) and kept as figures.
+fn profile(
+    out: &mut Measured,
+    stats: &bc_store::StoreStats,
+    activations: usize,
+    wall: Duration,
+    calls: u64,
+) {
+    let per = |x: f64| x / activations.max(1) as f64;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    eprintln!(
+        "profile: {activations} activations, {calls} provider calls, {} statements, {} \
+         transactions, {} pool checkouts, {} write attempts in {:.1} ms wall",
+        stats.statements,
+        stats.transactions,
+        stats.checkouts,
+        stats.write_attempts(),
+        ms(wall)
+    );
+    eprintln!(
+        "profile: per activation {:.2} statements, {:.2} transactions, {:.2} checkouts, \
+         {:.2} writes, {:.3} provider calls, {:.3} ms wall, {:.3} ms of writes",
+        per(stats.statements as f64),
+        per(stats.transactions as f64),
+        per(stats.checkouts as f64),
+        per(stats.write_attempts() as f64),
+        per(calls as f64),
+        per(ms(wall)),
+        per(ms(stats.write_busy())),
+    );
+    for (name, s) in &stats.writes {
+        eprintln!(
+            "profile: write {name}: {:.3}/activation, {} missed, {:.3} ms each, {:.1}% of wall",
+            per(s.attempts as f64),
+            s.misses,
+            ms(s.busy) / s.attempts.max(1) as f64,
+            100.0 * s.busy.as_secs_f64() / wall.as_secs_f64(),
+        );
+    }
+    out.insert("statements_per_activation".into(), per(stats.statements as f64));
+    out.insert("transactions_per_activation".into(), per(stats.transactions as f64));
+    out.insert("checkouts_per_activation".into(), per(stats.checkouts as f64));
+    out.insert("provider_calls_per_activation".into(), per(calls as f64));
+}
+
+/// The SQLite database's pages (`page_count × page_size`, free pages included) in MiB:
+/// all of it in memory for `sqlite::memory:`, the store's part; `None` on PostgreSQL.
+async fn sqlite_pages_mib(store: &SqlStore) -> Option<f64> {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    if store.backend() != DbBackend::Sqlite {
+        return None;
+    }
+    let pragma = |name: &str| {
+        let st = Statement::from_string(DbBackend::Sqlite, format!("PRAGMA {name}"));
+        async move {
+            let row = store.connection().query_one_raw(st).await.ok()??;
+            row.try_get_by_index::<i64>(0).ok()
+        }
+    };
+    let (pages, size) = (pragma("page_count").await?, pragma("page_size").await?);
+    Some((pages * size) as f64 / (1024.0 * 1024.0))
+}
+
 /// A provider's name on the command line and in the figures.
 fn provider_name(on: OnProvider) -> &'static str {
     on.kind().as_str()
@@ -414,13 +502,17 @@ const STEADY_QUANTUM: time::Duration = time::Duration::seconds(30);
 
 /// The child: one run at one size on one backend; prints its `RESULT` line.
 fn child(args: &Args) {
+    parts::start();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let backend = if args.postgres { Backend::Postgres } else { Backend::Memory };
     let (on, n, samples, steady_min) = (args.on, args.n, args.samples, args.steady_min);
     let result = Arc::new(Mutex::new(None));
     let slot = result.clone();
-    rt.block_on(bc_store::testing::run(backend, |store| async move {
-        *slot.lock().unwrap() = Some(measure(store, on, n, samples, steady_min).await);
+    let baseline = args.baseline;
+    let options = bc_store::StoreOptions { ping_every_checkout: baseline, ..Default::default() };
+    rt.block_on(bc_store::testing::run_with(backend, &options, |store| async move {
+        let m = measure(store, on, n, samples, steady_min, baseline).await;
+        *slot.lock().unwrap() = Some(m);
     }));
     let Some(m) = result.lock().unwrap().take() else {
         eprintln!("no PostgreSQL (BC_TEST_POSTGRES_URL unset): skipped");
@@ -432,6 +524,9 @@ fn child(args: &Args) {
 
 /// The flags of one child run.
 struct Args {
+    /// Run as before issue 31 (`--baseline`): each run settled alone, every pooled
+    /// connection pinged as it is handed out.
+    baseline: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -441,7 +536,9 @@ struct Args {
 
 /// One planned run: provider, size, backend, repeats, latency samples, steady window
 /// (minutes).
+#[derive(Clone, Copy)]
 struct Plan {
+    baseline: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -468,6 +565,9 @@ fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String>
         if plan.postgres {
             cmd.arg("--postgres");
         }
+        if plan.baseline {
+            cmd.arg("--baseline");
+        }
         let out = cmd.stderr(Stdio::inherit()).output().map_err(|e| format!("child: {e}"))?;
         if !out.status.success() {
             let p = provider_name(plan.on);
@@ -493,7 +593,12 @@ fn figures(plan: &Plan, runs: &[Measured]) {
         return;
     }
     let n = plan.n;
-    let backend = if plan.postgres { "postgres" } else { "sqlite" };
+    let backend = match (plan.postgres, plan.baseline) {
+        (true, false) => "postgres",
+        (false, false) => "sqlite",
+        (true, true) => "postgres (baseline: as before issue 31)",
+        (false, true) => "sqlite (baseline: as before issue 31)",
+    };
     let provider = provider_name(plan.on);
     let n_lbs = lbs(n, plan.on);
     let at = format!("{provider} · {backend} · N={n}: {n_lbs} LBs + {} substrates", n / 10);
@@ -584,6 +689,38 @@ fn figures(plan: &Plan, runs: &[Measured]) {
         ));
     }
     emit(&fig("peak RSS, in-process (store, simulator, runtime)", "MiB", Better::Lower, "rss_mib"));
+    // Per part, up to the steady window's end (the latency probe's claim loops run as
+    // tasks of their own, outside the runtime's tag): see `support/parts.rs`.
+    emit(
+        &fig("peak heap of the runtime (tagged allocations)", "MiB", Better::Lower, "runtime_mib")
+            .against(Against::constant(Reference::Target, "issue 31: ≤ 200 MiB", 200.0)),
+    );
+    emit(&fig(
+        "peak heap of the simulator and harness (untagged allocations)",
+        "MiB",
+        Better::Lower,
+        "simulator_mib",
+    ));
+    emit(&fig(
+        "size of the store (the SQLite database's pages, all in memory; PostgreSQL: none here, another process)",
+        "MiB",
+        Better::Lower,
+        "store_mib",
+    ));
+    if runs.iter().any(|m| m.contains_key("statements_per_activation")) {
+        emit(&fig(
+            "converge store statements per activation",
+            "statements",
+            Better::Lower,
+            "statements_per_activation",
+        ));
+        emit(&fig(
+            "converge store transactions per activation",
+            "transactions",
+            Better::Lower,
+            "transactions_per_activation",
+        ));
+    }
 }
 
 fn main() {
@@ -599,6 +736,7 @@ fn main() {
             postgres: has("--postgres"),
             samples: flag("--samples").and_then(|s| s.parse().ok()).unwrap_or(100),
             steady_min: flag("--steady-min").and_then(|s| s.parse().ok()).unwrap_or(60),
+            baseline: has("--baseline"),
         });
         return;
     }
@@ -629,14 +767,17 @@ fn main() {
         });
         let steady_min = if n >= 10_000 { 20 } else { 60 };
         let samples = if quick { 30 } else { 100 };
-        plans.push(Plan { on, n, postgres: false, repeat: times, samples, steady_min });
+        let baseline = has("--baseline");
+        plans.push(Plan { on, n, postgres: false, repeat: times, samples, steady_min, baseline });
     }
     if postgres {
-        let n = 100;
-        let samples = if quick { 30 } else { 100 };
-        for &on in &providers {
-            plans.push(Plan { on, n, postgres: true, repeat: 1, samples, steady_min: 60 });
-        }
+        // Every size SQLite runs, so the two stores compare at each N (issue 31: within
+        // 1.3×); once each at 1,000 and above.
+        let on_sqlite: Vec<Plan> = plans
+            .iter()
+            .map(|p| Plan { postgres: true, repeat: if p.n <= 100 { p.repeat } else { 1 }, ..*p })
+            .collect();
+        plans.extend(on_sqlite);
     }
     println!("# reconcile benchmark ({} mode)", if quick { "quick" } else { "full" });
     let exe = std::env::current_exe().expect("exe");

@@ -21,6 +21,7 @@ mod repos;
 mod rows;
 mod secret;
 mod sql;
+mod stats;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -30,6 +31,7 @@ use async_trait::async_trait;
 use bc_domain::ports::{Committed, Store, StoreResult, UnitOfWork};
 
 pub use secret::AeadSecretBox;
+pub use stats::{StoreStats, WriteStats};
 pub use store::{POSTGRES_ACQUIRE_TIMEOUT, SQLITE_ACQUIRE_TIMEOUT, SqlStore, StoreOptions};
 
 #[async_trait]

@@ -14,11 +14,11 @@
 //! taken over only once expired, by one conditional upsert.
 
 use async_trait::async_trait;
-use bc_domain::Timestamp;
 use bc_domain::ports::{
-    Enqueue, Lease, Leases, Page, PageRequest, QueueStatus, StoreResult, WorkItem, WorkKind,
-    WorkQueue,
+    Enqueue, Lease, Leases, Page, PageRequest, QueueStatus, Settle, Settlement, StoreResult,
+    WorkItem, WorkKind, WorkQueue, settle_each,
 };
+use bc_domain::{StoreError, Timestamp};
 use sea_orm::{ConnectionTrait, DbBackend, Value};
 
 use crate::rows::{self, LEASE, WORK};
@@ -31,7 +31,11 @@ const CLAIMABLE: &str = "not_before <= ? AND (lease_until IS NULL OR lease_until
 #[async_trait]
 impl WorkQueue for SqlStore {
     async fn enqueue(&self, item: Enqueue) -> StoreResult<()> {
-        self.write("enqueue", || self.enqueue_on(&self.db, &item)).await
+        self.write("enqueue", || {
+            self.counters.checkout();
+            self.enqueue_on(&self.db, &item)
+        })
+        .await
     }
 
     async fn claim(
@@ -69,6 +73,7 @@ impl WorkQueue for SqlStore {
         let st = self.st(&text, values);
         let mut items = self
             .write("claim", || async {
+                self.counters.checkout();
                 let rows = self.db.query_all_raw(st.clone()).await?;
                 Ok(rows.iter().map(rows::work).collect::<Result<Vec<_>, _>>()?)
             })
@@ -210,6 +215,14 @@ impl WorkQueue for SqlStore {
         self.touch("release", st).await
     }
 
+    async fn settle(&self, batch: &[Settlement]) -> StoreResult<Vec<bool>> {
+        let mut held = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(SETTLE_CHUNK) {
+            held.extend(self.settle_chunk(chunk).await?);
+        }
+        Ok(held)
+    }
+
     async fn next_due(&self, kind: WorkKind) -> StoreResult<Option<Timestamp>> {
         // Claimable once due and once its lease (if any) has ended: `lease_until < now`.
         let q = "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until >= not_before \
@@ -250,7 +263,78 @@ impl Leases for SqlStore {
     }
 }
 
+/// Most settlements in one statement (6 values each: far below either backend's limit
+/// on bound values).
+const SETTLE_CHUNK: usize = 500;
+
 impl SqlStore {
+    /// Settles `chunk` in one statement: an `UPDATE … FROM (VALUES …)` joining each row
+    /// to its settlement on kind, key and owner, so each lands only while its owner holds
+    /// it — the same condition and the same columns as `requeue`, `fail` and `defer`,
+    /// which it is row by row. The rows it returned are the ones held. A batch naming
+    /// one item twice (two claims of it by this replica) goes one by one instead, so each
+    /// answer stays its own.
+    async fn settle_chunk(&self, chunk: &[Settlement]) -> StoreResult<Vec<bool>> {
+        let mut keys = std::collections::HashSet::with_capacity(chunk.len());
+        if chunk.len() == 1 || !chunk.iter().all(|x| keys.insert((x.kind, x.key.as_str()))) {
+            return settle_each(self, chunk).await;
+        }
+        let mut values = Vec::with_capacity(chunk.len() * 6);
+        for x in chunk {
+            // column5: the `last_error` (NULL for a requeue); column6: the attempts rule
+            // (0 reset, 1 count one more, 2 keep).
+            let (at, error, attempts) = match &x.how {
+                Settle::Requeue { at } => (*at, None, 0i64),
+                Settle::Fail { error, at } => (*at, Some(error.as_str()), 1),
+                Settle::Defer { why, at } => (*at, Some(why.as_str()), 2),
+            };
+            values.extend([
+                s(x.kind.as_str()),
+                s(&x.key),
+                s(&x.owner),
+                ts(at),
+                sql::os(error),
+                Value::from(attempts),
+            ]);
+        }
+        let rows = vec!["(?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+        let least = sql::least(self.backend);
+        let text = format!(
+            "UPDATE work_queue SET \
+             attempts = CASE v.column6 WHEN 0 THEN 0 WHEN 1 THEN work_queue.attempts + 1 \
+               ELSE work_queue.attempts END, \
+             last_error = v.column5, \
+             not_before = CASE WHEN work_queue.requeue_at IS NULL THEN v.column4 \
+               ELSE {least}(work_queue.requeue_at, v.column4) END, \
+             requeue_at = NULL, lease_owner = NULL, lease_until = NULL \
+             FROM (VALUES {rows}) AS v \
+             WHERE work_queue.kind = v.column1 AND work_queue.item_key = v.column2 \
+             AND work_queue.lease_owner = v.column3 \
+             RETURNING work_queue.kind AS kind, work_queue.item_key AS item_key"
+        );
+        let st = self.st(&text, values);
+        let done: std::collections::HashSet<(String, String)> = self
+            .write("settle", || async {
+                self.counters.checkout();
+                let rows = self.db.query_all_raw(st.clone()).await?;
+                let r = rows.iter().map(|r| {
+                    let r = sql::Row(r);
+                    Ok((r.string("kind")?, r.string("item_key")?))
+                });
+                Ok(r.collect::<Result<_, StoreError>>()?)
+            })
+            .await?;
+        let held: Vec<bool> = chunk
+            .iter()
+            .map(|x| done.contains(&(x.kind.as_str().to_owned(), x.key.clone())))
+            .collect();
+        let misses = held.iter().filter(|h| !**h).count();
+        for _ in 0..misses {
+            self.counters.miss("settle");
+        }
+        Ok(held)
+    }
+
     /// The next due time of a run that ends wanting another at `?` (bound twice): that
     /// time, or the earlier one enqueued during the run.
     fn earliest_of_requeue(&self) -> String {
@@ -290,9 +374,15 @@ impl SqlStore {
         name: &'static str,
         st: sea_orm::Statement,
     ) -> StoreResult<bool> {
-        self.write(name, || async {
-            Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
-        })
-        .await
+        let touched = self
+            .write(name, || async {
+                self.counters.checkout();
+                Ok(self.db.execute_raw(st.clone()).await?.rows_affected() > 0)
+            })
+            .await?;
+        if !touched {
+            self.counters.miss(name);
+        }
+        Ok(touched)
     }
 }

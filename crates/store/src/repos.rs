@@ -673,6 +673,7 @@ impl LedgerRepo for SqlStore {
     async fn idempotency_purge(&self, before: Timestamp) -> StoreResult<u64> {
         let st = self.st("DELETE FROM idempotency WHERE created_at < ?", vec![sql::ts(before)]);
         self.write("idempotency_purge", || async {
+            self.counters.checkout();
             Ok(crate::store::exec(&self.db, st.clone()).await?)
         })
         .await

@@ -23,6 +23,7 @@ use crate::error::{TxError, to_store_error, with_retry};
 use crate::migration::Migrator;
 use crate::migration::lock::MigrationLock;
 use crate::sql::{self, SqlKey};
+use crate::stats::{Counters, StoreStats};
 
 /// How long a SQLite connection waits for another writer before reporting busy.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,6 +31,9 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const SQLITE_FILE_CONNECTIONS: u32 = 8;
 /// Pooled connections to PostgreSQL per store.
 const POSTGRES_CONNECTIONS: u32 = 10;
+/// A pooled PostgreSQL connection idle this long is pinged before it is handed out; one
+/// used more recently passed its release ping within this time.
+pub const POSTGRES_PING_IF_IDLE: Duration = Duration::from_secs(1);
 /// How long a PostgreSQL call waits for a pooled connection, making one included (sqlx
 /// runs the TCP connect and the handshake inside the same deadline, retrying a refused
 /// connection until it passes). An outage must answer `UNAVAILABLE` within a second or
@@ -46,6 +50,10 @@ pub struct StoreOptions {
     /// with `StoreError::Unavailable`. `None`: [`POSTGRES_ACQUIRE_TIMEOUT`] or
     /// [`SQLITE_ACQUIRE_TIMEOUT`] by backend.
     pub acquire_timeout: Option<Duration>,
+    /// Ping every connection as it is handed out, as sqlx does by default (the store's
+    /// setting until issue 31, kept to measure against): a round trip per checkout. Off,
+    /// only a PostgreSQL connection idle [`POSTGRES_PING_IF_IDLE`] or longer is pinged.
+    pub ping_every_checkout: bool,
 }
 
 /// The sea-orm adapter of the bc-domain `Store` port, on SQLite or PostgreSQL.
@@ -60,6 +68,8 @@ pub struct SqlStore {
     write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
     /// See [`SqlStore::enforce_index_plans`].
     plan_check: Arc<AtomicBool>,
+    /// What this store (and its clones) sent to the database: [`SqlStore::stats`].
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl SqlStore {
@@ -90,14 +100,24 @@ impl SqlStore {
         let default_wait = if sqlite { SQLITE_ACQUIRE_TIMEOUT } else { POSTGRES_ACQUIRE_TIMEOUT };
         let mut opts = ConnectOptions::new(url.to_owned());
         // sea-orm's `connect_timeout` is the same sqlx pool deadline: set both so neither
-        // default can stretch the other. Every acquire also pings the connection first
-        // (`test_before_acquire`, on by default): one that died with a restarted server is
-        // dropped and replaced rather than handed to a caller.
+        // default can stretch the other.
         let wait = options.acquire_timeout.unwrap_or(default_wait);
-        opts.sqlx_logging(false)
-            .acquire_timeout(wait)
-            .connect_timeout(wait)
-            .test_before_acquire(true);
+        opts.sqlx_logging(false).acquire_timeout(wait).connect_timeout(wait);
+        // sqlx pings every connection as it goes back to the pool, and by default again as
+        // it is handed out: two round trips around each statement outside a transaction,
+        // the store's most common call (issue 31's profile). The ping at release stays (a
+        // connection that died is dropped there); the one at acquire is kept only for a
+        // PostgreSQL connection idle long enough for its server to have gone away since
+        // (a restart, a proxy's idle cut), so one that died is dropped and replaced rather
+        // than handed to a caller. A SQLite connection is a thread of this process over a
+        // local file: it cannot hang up, and is never pinged before use.
+        if options.ping_every_checkout {
+            opts.test_before_acquire(true);
+        } else if sqlite {
+            opts.test_before_acquire(false);
+        } else {
+            opts.test_before_acquire_if_idle_for(POSTGRES_PING_IF_IDLE);
+        }
         if sqlite {
             let memory = url.contains(":memory:") || url.contains("mode=memory");
             opts.map_sqlx_sqlite_opts(move |o| {
@@ -127,7 +147,13 @@ impl SqlStore {
         let backend = db.get_database_backend();
         let write_gate =
             (backend == DbBackend::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
-        Ok(SqlStore { db, backend, write_gate, plan_check: Arc::new(AtomicBool::new(false)) })
+        Ok(SqlStore {
+            db,
+            backend,
+            write_gate,
+            plan_check: Arc::new(AtomicBool::new(false)),
+            counters: Arc::default(),
+        })
     }
 
     /// Applies every pending migration (idempotent), holding the migration lock
@@ -190,6 +216,12 @@ impl SqlStore {
     /// The backend in use.
     pub fn backend(&self) -> DbBackend {
         self.backend
+    }
+
+    /// What this store has sent to the database so far (statements, transactions, named
+    /// writes): the benchmarks' measure of round trips per unit of work.
+    pub fn stats(&self) -> StoreStats {
+        self.counters.snapshot()
     }
 
     /// The underlying connection pool (for tools and tests; the ports are the API).
@@ -256,12 +288,16 @@ impl SqlStore {
             // Futures are lazy: creating it here runs nothing before the gate is held.
             let fut = attempt();
             let gate = self.write_gate.clone();
+            let counters = self.counters.clone();
             async move {
                 let _turn = match &gate {
                     Some(g) => Some(g.lock().await),
                     None => None,
                 };
-                fut.await
+                let started = std::time::Instant::now();
+                let r = fut.await;
+                counters.ran(name, started.elapsed());
+                r
             }
         })
         .await
@@ -279,6 +315,7 @@ impl SqlStore {
                 .then_some(SqliteTransactionMode::Immediate),
             ..Default::default()
         };
+        self.counters.transaction();
         Ok(self.db.begin_with_options(opts).await?)
     }
 
@@ -302,6 +339,7 @@ impl SqlStore {
 
     /// A statement for this backend.
     pub(crate) fn st(&self, text: &str, values: Vec<Value>) -> sea_orm::Statement {
+        self.counters.statement();
         sql::stmt(self.backend, text, values)
     }
 
@@ -313,6 +351,7 @@ impl SqlStore {
         decode: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
         self.check_plan(text, &values).await?;
+        self.counters.checkout();
         let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
         row.as_ref().map(decode).transpose()
     }
@@ -325,6 +364,7 @@ impl SqlStore {
         decode: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
         self.check_plan(text, &values).await?;
+        self.counters.checkout();
         let rows = self.db.query_all_raw(self.st(text, values)).await.map_err(to_store_error)?;
         rows.iter().map(decode).collect()
     }
@@ -332,6 +372,7 @@ impl SqlStore {
     /// A count.
     pub(crate) async fn count(&self, text: &str, values: Vec<Value>) -> Result<u64, StoreError> {
         self.check_plan(text, &values).await?;
+        self.counters.checkout();
         let row = self.db.query_one_raw(self.st(text, values)).await.map_err(to_store_error)?;
         match row {
             Some(r) => sql::Row(&r).u64("n"),

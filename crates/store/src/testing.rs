@@ -22,7 +22,7 @@ use bc_domain::policy::{PoolPolicy, Scale, Taint, TaintEffect};
 use bc_domain::{ObjectName, PoolId, ProviderAccountId, ResourceState, TenantId, Timestamp};
 use sea_orm::{ConnectionTrait, Database};
 
-use crate::SqlStore;
+use crate::{SqlStore, StoreOptions};
 
 /// The backends the suite runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,9 +41,19 @@ where
     F: FnOnce(Arc<SqlStore>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_with(backend, &StoreOptions::default(), test).await
+}
+
+/// [`run`] with the store opened with `options`.
+pub async fn run_with<F, Fut>(backend: Backend, options: &StoreOptions, test: F)
+where
+    F: FnOnce(Arc<SqlStore>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     match backend {
         Backend::Memory => {
-            let store = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("connect"));
+            let store = SqlStore::connect_with("sqlite::memory:", options).await;
+            let store = Arc::new(store.expect("connect"));
             // Every read of the suite must be an index search (checked on SQLite).
             store.enforce_index_plans(true);
             test(store).await;
@@ -51,7 +61,7 @@ where
         Backend::File => {
             let dir = TempDir::new();
             let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
-            let store = Arc::new(SqlStore::connect(&url).await.expect("connect"));
+            let store = Arc::new(SqlStore::connect_with(&url, options).await.expect("connect"));
             store.enforce_index_plans(true);
             test(store.clone()).await;
             if let Ok(s) = Arc::try_unwrap(store) {
@@ -63,9 +73,8 @@ where
             let name = bc_testkit::fresh_database_name("store");
             let admin = Database::connect(url.as_str()).await.expect("connect to postgres");
             admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create db");
-            let store = Arc::new(
-                SqlStore::connect(&bc_testkit::with_database(&url, &name)).await.expect("connect"),
-            );
+            let url = bc_testkit::with_database(&url, &name);
+            let store = Arc::new(SqlStore::connect_with(&url, options).await.expect("connect"));
             test(store.clone()).await;
             if let Ok(s) = Arc::try_unwrap(store) {
                 let _ = s.close().await;

@@ -13,6 +13,7 @@
 //! (`not_before`), so a restart or another replica picks up exactly where work stands.
 
 pub mod schedule;
+mod settle;
 mod status;
 
 use std::collections::BTreeMap;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bc_domain::ports::{WorkItem, WorkKind};
+use bc_domain::ports::{Settle, Settlement, WorkItem, WorkKind, settle_each};
 use bc_domain::{ProviderError, StoreError};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::reconciler::{Activation, Deps, Outcome, ReconcileError, Reconciler};
 use schedule::{Jitter, Schedule, later};
+use settle::Settler;
 pub use status::{ActivationReport, ActivationResult, KindStatus, RecentError, RuntimeStatus};
 
 /// The longest `lastError` the runtime records, in characters.
@@ -58,6 +60,9 @@ pub struct RuntimeConfig {
     pub shutdown_grace: Duration,
     /// The seed of the jitter generator.
     pub seed: u64,
+    /// Settle runs that end together in one store call (on by default; off, each run
+    /// settles alone, one round trip each, as before issue 31: kept to measure against).
+    pub settle_together: bool,
 }
 
 impl RuntimeConfig {
@@ -74,6 +79,7 @@ impl RuntimeConfig {
             schedule: Schedule::default(),
             shutdown_grace: Duration::from_secs(10),
             seed: 0x5eed,
+            settle_together: true,
         }
     }
 
@@ -110,6 +116,7 @@ pub struct Runtime {
     jitter: Mutex<Jitter>,
     status: Mutex<RuntimeStatus>,
     work_notify: Arc<Notify>,
+    settler: Settler,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -143,6 +150,7 @@ impl Runtime {
             config,
             status: Mutex::new(status),
             work_notify: Arc::new(Notify::new()),
+            settler: Settler::default(),
         })
     }
 
@@ -266,6 +274,17 @@ impl Runtime {
         let (kind, key) = (item.kind, item.key.as_str());
         let queue = &self.deps.store;
         let now = self.deps.clock.now();
+        // Runs that end together settle together (`settle`): one round trip for all.
+        let settle = |how: Settle, result: ActivationResult| async move {
+            let s = Settlement { kind, key: key.to_owned(), owner: owner.to_owned(), how };
+            let store = self.deps.store.as_ref();
+            let held = if self.config.settle_together {
+                self.settler.settle(store, s).await
+            } else {
+                settle_each(store, std::slice::from_ref(&s)).await.map(|h| h.first() == Some(&true))
+            };
+            held.map(|h| (h, result))
+        };
         let settled: Result<(bool, ActivationResult), StoreError> = match outcome {
             None => queue.release(kind, key, owner).await.map(|h| (h, ActivationResult::Released)),
             Some(Ok(Outcome::Gone)) => {
@@ -273,15 +292,11 @@ impl Runtime {
             }
             Some(Ok(Outcome::Steady)) => {
                 let at = later(now, self.config.schedule.steady(self.draw()));
-                queue
-                    .requeue(kind, key, owner, at)
-                    .await
-                    .map(|h| (h, ActivationResult::Steady { at }))
+                settle(Settle::Requeue { at }, ActivationResult::Steady { at }).await
             }
             Some(Ok(Outcome::Converging { after })) => {
                 let at = later(now, self.config.schedule.converging(after, self.draw()));
-                let r = ActivationResult::Converging { at };
-                queue.requeue(kind, key, owner, at).await.map(|h| (h, r))
+                settle(Settle::Requeue { at }, ActivationResult::Converging { at }).await
             }
             Some(Ok(Outcome::Failing { after, message })) => {
                 // Counted like a failure (attempts grow, the cause is the lastError), so
@@ -289,8 +304,7 @@ impl Runtime {
                 let attempts = item.attempts.saturating_add(1);
                 let at = later(now, self.config.schedule.erring(attempts, after, self.draw()));
                 let error: String = message.chars().take(LAST_ERROR_CAP).collect();
-                let r = ActivationResult::Converging { at };
-                queue.fail(kind, key, owner, &error, at).await.map(|h| (h, r))
+                settle(Settle::Fail { error, at }, ActivationResult::Converging { at }).await
             }
             Some(Err(ReconcileError::LeaseLost)) => return ActivationResult::LeaseLost,
             Some(Err(
@@ -299,10 +313,7 @@ impl Runtime {
                 let named = Duration::from_millis(retry_after_ms);
                 let at = later(now, self.config.schedule.over_budget(named, self.draw()));
                 let why: String = e.to_string().chars().take(LAST_ERROR_CAP).collect();
-                queue
-                    .defer(kind, key, owner, &why, at)
-                    .await
-                    .map(|h| (h, ActivationResult::OverBudget { at }))
+                settle(Settle::Defer { why, at }, ActivationResult::OverBudget { at }).await
             }
             Some(Err(e)) => {
                 let attempts = item.attempts.saturating_add(1);
@@ -312,7 +323,7 @@ impl Runtime {
                 // what the queue row holds.
                 let error: String = e.to_string().chars().take(LAST_ERROR_CAP).collect();
                 let r = ActivationResult::Failed { error: error.clone(), retry_at: Some(at) };
-                queue.fail(kind, key, owner, &error, at).await.map(|h| (h, r))
+                settle(Settle::Fail { error, at }, r).await
             }
         };
         match settled {

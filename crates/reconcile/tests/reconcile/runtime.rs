@@ -224,6 +224,34 @@ async fn outcomes_settle_the_queue() {
     assert!(dues.len() > 30, "jittered, not all at one instant: {} distinct", dues.len());
 }
 
+/// The runs of a round that end together are settled in the queue together: one store
+/// call for the batch (issue 31), where each used to make its own round trip.
+#[tokio::test]
+async fn runs_that_end_together_settle_in_one_call() {
+    for together in [false, true] {
+        let env = Env::start().await;
+        let script = Arc::new(Script::default());
+        let config = RuntimeConfig { settle_together: together, ..RuntimeConfig::new("r1") };
+        let rt = runtime_with(&env, script.reconciler(), config);
+        for i in 0..32 {
+            enqueue(&env, &format!("steady-{i}")).await;
+        }
+        let before = env.store.stats();
+        let reports = env.stepper(rt).round().await.unwrap();
+        assert_eq!(reports.len(), 32);
+        assert!(reports.iter().all(|r| matches!(r.result, ActivationResult::Steady { .. })));
+        let writes = env.store.stats().since(&before).writes;
+        let count = |name: &str| writes.get(name).map_or(0, |w| w.attempts);
+        if together {
+            // A batch of one goes as a plain requeue; the rest go as one statement.
+            let calls = count("requeue") + count("settle");
+            assert!((1..=3).contains(&calls), "batched: {writes:?}");
+        } else {
+            assert_eq!((count("requeue"), count("settle")), (32, 0), "{writes:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_same_seed_gives_the_same_schedule() {
     let mut runs = Vec::new();

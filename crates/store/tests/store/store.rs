@@ -46,6 +46,7 @@ store_suite!(
     failed_unit_of_work_leaves_nothing,
     queue_lifecycle,
     queue_reenqueue_during_lease_is_kept,
+    a_settled_batch_is_each_settle_alone,
     queue_expired_lease_is_taken_over,
     future_enqueue_during_a_lease_keeps_its_time,
     fenced_commits_need_the_lease,
@@ -1448,6 +1449,53 @@ async fn queue_lifecycle(s: S) {
     assert!(s.complete(K, "b", "r2").await.unwrap());
     assert_eq!(s.work_get(K, "b").await.unwrap(), None);
     assert!(!s.complete(K, "b", "r2").await.unwrap());
+}
+
+/// `settle` (one statement for the batch) leaves each row as its own `requeue`, `fail`
+/// or `defer` would, lands only where its owner holds the item, and answers per item.
+async fn a_settled_batch_is_each_settle_alone(s: S) {
+    let kinds = vec![K];
+    for (i, key) in ["a", "b", "c", "p", "d"].into_iter().enumerate() {
+        s.enqueue(Enqueue { kind: K, key: key.into(), not_before: t(i as i64) }).await.unwrap();
+    }
+    // Oldest due first: r1 takes a, b, c and p; r2 takes d.
+    assert_eq!(s.claim("r1", &kinds, 4, t(10), t(1000)).await.unwrap().len(), 4);
+    assert_eq!(s.claim("r2", &kinds, 1, t(10), t(1000)).await.unwrap().len(), 1);
+    // p is enqueued again during r1's run, for t(20): that earlier time wins.
+    ok(&s, UnitOfWork::new().enqueue(K, "p", t(20))).await;
+    let by = |key: &str, owner: &str, how: Settle| Settlement {
+        kind: K,
+        key: key.into(),
+        owner: owner.into(),
+        how,
+    };
+    let batch = vec![
+        by("a", "r1", Settle::Requeue { at: t(900) }),
+        by("b", "r1", Settle::Fail { error: "boom".into(), at: t(300) }),
+        by("c", "r1", Settle::Defer { why: "over budget".into(), at: t(350) }),
+        by("d", "r1", Settle::Requeue { at: t(900) }),
+        by("p", "r1", Settle::Requeue { at: t(900) }),
+    ];
+    assert_eq!(s.settle(&batch).await.unwrap(), vec![true, true, true, false, true]);
+    let row = |k: &'static str| {
+        let s = s.clone();
+        async move {
+            let w = s.work_get(K, k).await.unwrap().unwrap();
+            (w.attempts, w.last_error, w.not_before, w.lease_owner, w.lease_until)
+        }
+    };
+    assert_eq!(row("a").await, (0, None, t(900), None, None));
+    assert_eq!(row("b").await, (1, Some("boom".into()), t(300), None, None));
+    assert_eq!(row("c").await, (0, Some("over budget".into()), t(350), None, None));
+    assert_eq!(row("d").await, (0, None, t(4), Some("r2".into()), Some(t(1000))), "not r1's");
+    assert_eq!(row("p").await, (0, None, t(20), None, None));
+    // The same item twice (two claims of it): only its holder's settle lands.
+    let twice = vec![
+        by("d", "r1", Settle::Requeue { at: t(500) }),
+        by("d", "r2", Settle::Requeue { at: t(600) }),
+    ];
+    assert_eq!(s.settle(&twice).await.unwrap(), vec![false, true]);
+    assert_eq!(row("d").await, (0, None, t(600), None, None));
 }
 
 async fn queue_reenqueue_during_lease_is_kept(s: S) {

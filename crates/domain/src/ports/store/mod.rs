@@ -453,6 +453,68 @@ pub trait WorkQueue: Send + Sync {
     /// `None` when the kind has no entries. For drivers that step a clock to the next
     /// thing to do.
     async fn next_due(&self, kind: WorkKind) -> StoreResult<Option<Timestamp>>;
+    /// Settles many runs at once, each exactly as its own [`WorkQueue::requeue`],
+    /// [`WorkQueue::fail`] or [`WorkQueue::defer`] would (each only while its owner holds
+    /// it; one that does not changes nothing and answers `false`); whether each owner
+    /// held its item, in order. A store may do it in fewer round trips than one per item;
+    /// this default does one each.
+    async fn settle(&self, batch: &[Settlement]) -> StoreResult<Vec<bool>> {
+        settle_each(self, batch).await
+    }
+}
+
+/// [`WorkQueue::settle`] one item at a time, through `requeue`, `fail` and `defer`.
+pub async fn settle_each<Q: WorkQueue + ?Sized>(
+    queue: &Q,
+    batch: &[Settlement],
+) -> StoreResult<Vec<bool>> {
+    let mut held = Vec::with_capacity(batch.len());
+    for s in batch {
+        let (kind, key, owner) = (s.kind, s.key.as_str(), s.owner.as_str());
+        held.push(match &s.how {
+            Settle::Requeue { at } => queue.requeue(kind, key, owner, *at).await?,
+            Settle::Fail { error, at } => queue.fail(kind, key, owner, error, *at).await?,
+            Settle::Defer { why, at } => queue.defer(kind, key, owner, why, *at).await?,
+        });
+    }
+    Ok(held)
+}
+
+/// How a run ended, for [`WorkQueue::settle`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settle {
+    /// As [`WorkQueue::requeue`].
+    Requeue {
+        /// Due again at.
+        at: Timestamp,
+    },
+    /// As [`WorkQueue::fail`].
+    Fail {
+        /// The `last_error`.
+        error: String,
+        /// Due again at.
+        at: Timestamp,
+    },
+    /// As [`WorkQueue::defer`].
+    Defer {
+        /// The `last_error`.
+        why: String,
+        /// Due again at.
+        at: Timestamp,
+    },
+}
+
+/// One item's settle in a [`WorkQueue::settle`] batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// The item's kind.
+    pub kind: WorkKind,
+    /// The item's key.
+    pub key: String,
+    /// The lease holder that ran it.
+    pub owner: String,
+    /// How the run ended.
+    pub how: Settle,
 }
 
 /// A provider-call budget as stored (see [`BudgetRepo`]).

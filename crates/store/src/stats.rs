@@ -1,0 +1,127 @@
+//! What a store has sent to its database, counted: statements, transactions begun, and
+//! per named write its attempts, its misses (a conditional write that touched no row) and
+//! the time it ran (after waiting its turn at SQLite's write gate). The benchmarks read
+//! these to say what one activation or one provider call costs in round trips — a
+//! measure that, unlike wall time, does not move with the machine's load.
+//!
+//! Invariant: counting never changes what is sent; every statement of the crate is built
+//! by `SqlStore::st`, every transaction by `SqlStore::begin`, every write runs through
+//! `SqlStore::write`, and each call on the pool itself counts its checkout where it is
+//! made, so the totals are exact (a retried
+//! attempt counts again: it was sent again).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// One named write's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Attempts (a single statement or a whole transaction each).
+    pub attempts: u64,
+    /// Single-statement conditional writes that touched no row (a lease held elsewhere,
+    /// a compare-and-swap that lost).
+    pub misses: u64,
+    /// Time spent running them, their turn at the write gate already taken.
+    pub busy: Duration,
+}
+
+/// The totals of one store (shared by its clones), since it was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Statements sent (each one round trip to the database).
+    pub statements: u64,
+    /// Transactions begun (each adds a `BEGIN` and a `COMMIT` or `ROLLBACK` round trip).
+    pub transactions: u64,
+    /// Connections taken from the pool: one per transaction and one per statement sent
+    /// outside a transaction. sqlx pings each one as it goes back (and, unless the store
+    /// turns it off, as it is handed out): a round trip each.
+    pub checkouts: u64,
+    /// Per named write.
+    pub writes: BTreeMap<&'static str, WriteStats>,
+}
+
+impl StoreStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &StoreStats) -> StoreStats {
+        let writes = self
+            .writes
+            .iter()
+            .map(|(k, v)| {
+                let then = earlier.writes.get(k).copied().unwrap_or_default();
+                let d = WriteStats {
+                    attempts: v.attempts - then.attempts,
+                    misses: v.misses - then.misses,
+                    busy: v.busy.saturating_sub(then.busy),
+                };
+                (*k, d)
+            })
+            .filter(|(_, d)| d.attempts > 0)
+            .collect();
+        StoreStats {
+            statements: self.statements - earlier.statements,
+            transactions: self.transactions - earlier.transactions,
+            checkouts: self.checkouts - earlier.checkouts,
+            writes,
+        }
+    }
+
+    /// Write attempts of every name together.
+    pub fn write_attempts(&self) -> u64 {
+        self.writes.values().map(|w| w.attempts).sum()
+    }
+
+    /// Time spent running writes of every name together.
+    pub fn write_busy(&self) -> Duration {
+        self.writes.values().map(|w| w.busy).sum()
+    }
+}
+
+/// The live counters behind [`StoreStats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    statements: AtomicU64,
+    transactions: AtomicU64,
+    checkouts: AtomicU64,
+    writes: Mutex<BTreeMap<&'static str, WriteStats>>,
+}
+
+impl Counters {
+    pub(crate) fn statement(&self) {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn transaction(&self) {
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        self.checkout();
+    }
+
+    pub(crate) fn checkout(&self) {
+        self.checkouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn named(&self, name: &'static str, f: impl FnOnce(&mut WriteStats)) {
+        f(self.writes.lock().unwrap_or_else(|e| e.into_inner()).entry(name).or_default());
+    }
+
+    pub(crate) fn ran(&self, name: &'static str, busy: Duration) {
+        self.named(name, |w| {
+            w.attempts += 1;
+            w.busy += busy;
+        });
+    }
+
+    pub(crate) fn miss(&self, name: &'static str) {
+        self.named(name, |w| w.misses += 1);
+    }
+
+    pub(crate) fn snapshot(&self) -> StoreStats {
+        StoreStats {
+            statements: self.statements.load(Ordering::Relaxed),
+            transactions: self.transactions.load(Ordering::Relaxed),
+            checkouts: self.checkouts.load(Ordering::Relaxed),
+            writes: self.writes.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+}
