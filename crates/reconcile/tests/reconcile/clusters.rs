@@ -435,13 +435,21 @@ async fn an_autopilot_cluster_is_created_upgraded_and_deleted_with_no_node_pools
 }
 
 /// The provider offers cluster `pid` a version newer than the one it runs, as if a
-/// release came out after it was made at `latest`: GKE does at once (a channel's default
-/// is not its newest); where it does not, the cluster is set back to an older version.
+/// release came out after it was made at `latest`: where none is offered yet (`latest`
+/// is the newest its release channel offers), the cluster is set back to an older version.
 async fn a_newer_version_is_offered(env: &Env, pid: &str) {
     let k = env.provider();
     if k.kubernetes().available_upgrades(pid).await.unwrap().is_empty() {
-        let older = bc_sim::model::catalog::VERSIONS[2];
-        assert!(env.sim.state().model().force_cluster_version(&env.kube_id(pid), older));
+        let state = env.sim.state();
+        let mut model = state.model();
+        let forced = match env.on {
+            OnProvider::DigitalOcean => {
+                model.force_cluster_version(&env.kube_id(pid), bc_sim::model::catalog::VERSIONS[2])
+            }
+            // The older of the two versions REGULAR offers.
+            OnProvider::Gke => model.gke_force_version(&env.kube_id(pid), env.on.versions().0),
+        };
+        assert!(forced);
     }
     let offered = k.kubernetes().available_upgrades(pid).await.unwrap();
     assert!(!offered.is_empty(), "a newer version is offered");

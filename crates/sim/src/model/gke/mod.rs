@@ -602,6 +602,23 @@ impl Gke {
         self.clusters.get(cluster_id)
     }
 
+    /// Sets a GKE cluster's control plane and node pool versions directly (tests: a
+    /// cluster made at its channel's newest version is offered a newer one, as when a
+    /// release comes out after it was made). Returns false if the cluster or the version
+    /// is unknown.
+    pub fn force_version(&mut self, cluster_id: &str, version: &str) -> bool {
+        match self.clusters.get_mut(cluster_id) {
+            Some(g) if catalog::VERSIONS.contains(&version) => {
+                g.master_version = version.to_owned();
+                for p in &mut g.pools {
+                    p.version = version.to_owned();
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Whether `bearer` is an access token the simulator minted that is valid at `now`.
     pub fn token_valid(&self, bearer: &str, now: Timestamp) -> bool {
         self.tokens.get(bearer).is_some_and(|t| now < t.expires_at)
@@ -740,6 +757,11 @@ impl Model {
     /// Forgets every minted access token (as if all expired).
     pub fn gke_revoke_tokens(&mut self) {
         self.gke.tokens.clear();
+    }
+
+    /// [`Gke::force_version`] (tests).
+    pub fn gke_force_version(&mut self, cluster_id: &str, version: &str) -> bool {
+        self.gke.force_version(cluster_id, version)
     }
 
     /// Whether `bearer` is a valid access token at `now`.
