@@ -226,6 +226,12 @@ fn cluster_state(s: &str) -> ProviderClusterState {
     }
 }
 
+/// Whether a cluster in `status` serves its API: running, or running while GKE works on
+/// it (`RECONCILING`, `DEGRADED`).
+pub fn serves(status: &str) -> bool {
+    matches!(status, "RUNNING" | "RECONCILING" | "DEGRADED")
+}
+
 fn taint_effect(v: &Value) -> TaintEffect {
     match v {
         Value::String(s) if s == "PREFER_NO_SCHEDULE" => TaintEffect::PreferNoSchedule,
@@ -255,7 +261,8 @@ pub type PoolNodes = BTreeMap<String, Vec<ProviderNode>>;
 impl NodePool {
     /// The port's pool: the id is the name (GKE has no pool ids); `count` the pool's
     /// total, `nodes` the Nodes counted from the cluster when they could be
-    /// (`node_counts`), else the per-zone initial count times its zones.
+    /// (`node_counts`), else (a cluster not serving its API yet, so never resized) the
+    /// per-zone initial count times its zones.
     pub fn into_port(
         self,
         cluster_location: &str,
@@ -273,7 +280,8 @@ impl NodePool {
             )
         };
         // Counted Nodes are the truth (a pool with none counted has none); GKE reports
-        // no current size, so without them only the initial count is known.
+        // no current size, and the adapter asks for counts whenever the cluster serves,
+        // so `None` is only a cluster still being made, whose initial count is its size.
         let nodes = node_counts.and_then(|c| c.get(&self.name)).cloned().unwrap_or_default();
         let count = match node_counts {
             Some(_) => u32::try_from(nodes.len()).unwrap_or(u32::MAX),
