@@ -177,7 +177,22 @@ impl Gke {
     /// The port's cluster, its pools' counts read from its Nodes.
     async fn port_cluster(&self, c: Cluster) -> ProviderResult<ProviderCluster> {
         let counts = self.node_counts(&c).await?;
-        Ok(c.into_port(counts.as_ref()))
+        let working = c.status == "RECONCILING";
+        let (location, name) = (c.location.clone(), c.name.clone());
+        let mut pc = c.into_port(counts.as_ref());
+        if working && pc.message.is_none() {
+            pc.message = self.operation_at_work(&location, &name).await;
+        }
+        Ok(pc)
+    }
+
+    /// What GKE's operation in flight on cluster `name` does, in words: a `RECONCILING`
+    /// cluster says only that some work is under way, its operation says which.
+    async fn operation_at_work(&self, location: &str, name: &str) -> Option<String> {
+        let path = format!("{}/operations", self.location_path(location));
+        let list: wire::OperationList = self.transport.send(Method::GET, &path, None).await.ok()?;
+        let op = list.operations.iter().find(|o| o.in_flight() && o.targets(name))?;
+        Some(format!("GKE is {}", op.describe()))
     }
 
     /// The port's pool, its count read from its Nodes.
