@@ -50,7 +50,7 @@ pub fn providers_page(offers: &[ProviderOffer]) -> String {
          nodes are counted from the cluster).\n\n",
     );
     let yes_no = |b: bool| if b { "yes" } else { "no" };
-    let rows: [(&str, &Cell<'_>); 7] = [
+    let rows: [(&str, &Cell<'_>); 8] = [
         ("Cluster modes", &|o| {
             o.cluster_modes.iter().map(|m| code(&wire_name(m))).collect::<Vec<_>>().join(", ")
         }),

@@ -60,7 +60,7 @@ impl Gke {
         format!("{}/clusters/{}", self.location_path(location), seg(name))
     }
 
-    async fn list_wire(&self) -> ProviderResult<Vec<Cluster>> {
+    pub(super) async fn list_wire(&self) -> ProviderResult<Vec<Cluster>> {
         let path = format!("{}/clusters", self.location_path("-"));
         let list: ClusterList = self.transport.send(Method::GET, &path, None).await?;
         if !list.missing_zones.is_empty() {
@@ -130,26 +130,34 @@ impl Gke {
 
     /// The Nodes of each node pool, counted from the cluster's own API by GKE's
     /// `cloud.google.com/gke-nodepool` label: GKE's API reports no current size of a
-    /// pool (research/gke.md §2, §6). `None` while the cluster's API is not reachable.
-    async fn node_counts(&self, c: &Cluster) -> Option<PoolNodes> {
+    /// pool (NodePool has only `initialNodeCount`; Cluster's `currentNodeCount` is
+    /// deprecated, cluster-wide, and says "Call Kubernetes API directly";
+    /// research/gke.md §2, §6). `None` when there is no API to ask (not served yet, or
+    /// autopilot, which has no pools of ours); an error when a serving cluster's API does
+    /// not answer — a count that cannot be read is never reported as a number.
+    async fn node_counts(&self, c: &Cluster) -> ProviderResult<Option<PoolNodes>> {
         if c.endpoint.is_empty() || c.autopilot.enabled {
-            return None;
+            return Ok(None);
         }
-        let creds = self.kubeconfig(c).await.ok()?;
-        let client = match self.clusters.connect(&creds.kubeconfig).await {
-            Ok(client) => client,
-            Err(e) => {
-                tracing::debug!(cluster = %c.name, error = %e, "counting nodes: no connection");
-                return None;
-            }
-        };
-        let nodes = match client.list_nodes(NODE_POOL_LABEL).await {
-            Ok(nodes) => nodes,
-            Err(e) => {
-                tracing::debug!(cluster = %c.name, error = %e, "counting nodes failed");
-                return None;
-            }
-        };
+        match self.count_nodes(c).await {
+            Ok(counts) => Ok(Some(counts)),
+            // While it is made or deleted its API may not answer yet or any more, and no
+            // resize can have happened before it served: its pools' initial counts are
+            // what is being made.
+            Err(_) if !wire::serves(&c.status) => Ok(None),
+            Err(e) => Err(ProviderError::Transient {
+                message: format!(
+                    "cannot count the nodes of cluster {} through its API ({e}); GKE reports no current node-pool size, retry later",
+                    c.name
+                ),
+            }),
+        }
+    }
+
+    async fn count_nodes(&self, c: &Cluster) -> Result<PoolNodes, String> {
+        let creds = self.kubeconfig(c).await.map_err(|e| e.to_string())?;
+        let client = self.clusters.connect(&creds.kubeconfig).await.map_err(|e| e.to_string())?;
+        let nodes = client.list_nodes(NODE_POOL_LABEL).await.map_err(|e| e.to_string())?;
         let mut counts = PoolNodes::new();
         for n in nodes {
             let Some(pool) = n.labels.get(NODE_POOL_LABEL) else { continue };
@@ -164,20 +172,36 @@ impl Gke {
                 droplet_id: None,
             });
         }
-        Some(counts)
+        Ok(counts)
     }
 
     /// The port's cluster, its pools' counts read from its Nodes (an autopilot
     /// cluster's, all its Nodes).
-    async fn port_cluster(&self, c: Cluster) -> ProviderCluster {
-        if c.autopilot.enabled {
+    async fn port_cluster(&self, c: Cluster) -> ProviderResult<ProviderCluster> {
+        let working = c.status == "RECONCILING";
+        let (location, name) = (c.location.clone(), c.name.clone());
+        let mut pc = if c.autopilot.enabled {
             let nodes = self.autopilot_nodes(&c).await;
             let mut pc = c.into_port(None);
             pc.nodes = nodes;
-            return pc;
+            pc
+        } else {
+            let counts = self.node_counts(&c).await?;
+            c.into_port(counts.as_ref())
+        };
+        if working && pc.message.is_none() {
+            pc.message = self.operation_at_work(&location, &name).await;
         }
-        let counts = self.node_counts(&c).await;
-        c.into_port(counts.as_ref())
+        Ok(pc)
+    }
+
+    /// What GKE's operation in flight on cluster `name` does, in words: a `RECONCILING`
+    /// cluster says only that some work is under way, its operation says which.
+    async fn operation_at_work(&self, location: &str, name: &str) -> Option<String> {
+        let path = format!("{}/operations", self.location_path(location));
+        let list: wire::OperationList = self.transport.send(Method::GET, &path, None).await.ok()?;
+        let op = list.operations.iter().find(|o| o.in_flight() && o.targets(name))?;
+        Some(format!("GKE is {}", op.describe()))
     }
 
     /// An autopilot cluster's nodes, every Node its API lists (GKE makes and removes them
@@ -206,9 +230,9 @@ impl Gke {
     }
 
     /// The port's pool, its count read from its Nodes.
-    async fn port_pool(&self, c: &Cluster, p: NodePool) -> ProviderNodePool {
-        let counts = self.node_counts(c).await;
-        p.into_port(&c.location, &c.locations, counts.as_ref())
+    async fn port_pool(&self, c: &Cluster, p: NodePool) -> ProviderResult<ProviderNodePool> {
+        let counts = self.node_counts(c).await?;
+        Ok(p.into_port(&c.location, &c.locations, counts.as_ref()))
     }
 
     /// A kubeconfig for `c`'s API: its endpoint, GKE's CA and a fresh access token.
@@ -342,12 +366,19 @@ fn version(slug: &str) -> KubernetesVersion {
 #[async_trait]
 impl KubernetesProvider for Gke {
     async fn list_clusters(&self) -> ProviderResult<Vec<ProviderCluster>> {
-        Ok(self.list_wire().await?.into_iter().map(|c| c.into_port(None)).collect())
+        // Each cluster's pools counted from its Nodes, as a GET does: a listing that
+        // reported GKE's `initialNodeCount` instead read every resized pool as its first
+        // size, and a steady substrate read from it flapped to `updating`.
+        let mut out = Vec::new();
+        for c in self.list_wire().await? {
+            out.push(self.port_cluster(c).await?);
+        }
+        Ok(out)
     }
 
     async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
         let (c, _) = self.cluster(id).await?;
-        Ok(self.port_cluster(c).await)
+        self.port_cluster(c).await
     }
 
     async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
@@ -483,7 +514,7 @@ impl KubernetesProvider for Gke {
     async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
         let (c, _) = self.standard(cluster_id).await?;
         let pools = c.node_pools.clone();
-        let counts = self.node_counts(&c).await;
+        let counts = self.node_counts(&c).await?;
         Ok(pools
             .into_iter()
             .map(|p| p.into_port(&c.location, &c.locations, counts.as_ref()))
@@ -496,7 +527,7 @@ impl KubernetesProvider for Gke {
         node_pool_id: &str,
     ) -> ProviderResult<ProviderNodePool> {
         let (c, p, _) = self.pool(cluster_id, node_pool_id).await?;
-        Ok(self.port_pool(&c, p).await)
+        self.port_pool(&c, p).await
     }
 
     async fn create_node_pool(
@@ -515,7 +546,7 @@ impl KubernetesProvider for Gke {
             .op(Method::POST, &format!("{path}/nodePools"), Some(&json!({"nodePool": pool})))
             .await?;
         let (c, p, _) = self.pool(cluster_id, &req.name).await?;
-        Ok(self.port_pool(&c, p).await)
+        self.port_pool(&c, p).await
     }
 
     async fn update_node_pool(
@@ -525,7 +556,7 @@ impl KubernetesProvider for Gke {
         req: &NodePoolRequest,
     ) -> ProviderResult<ProviderNodePool> {
         let (c, p, path) = self.pool(cluster_id, node_pool_id).await?;
-        let have = self.port_pool(&c, p.clone()).await;
+        let have = self.port_pool(&c, p.clone()).await?;
         let zones = wire::zones(&p, &c.location, &c.locations);
         // 1. Labels, taints and tags, in place (they replace whole).
         let wanted_labels = labels_of(&req.tags);

@@ -206,8 +206,8 @@ impl ProviderImpl for Gke {
 
     async fn check_credentials(&self) -> ProviderResult<()> {
         // Minting a token checks the key; listing the project's clusters checks that
-        // the account may read them (SPEC §5).
-        self.list_clusters().await.map(|_| ())
+        // the account may read them (SPEC §5) — without counting their Nodes.
+        self.list_wire().await.map(|_| ())
     }
 
     fn kubernetes(&self) -> &dyn KubernetesProvider {

@@ -126,9 +126,99 @@ pub struct ClusterList {
 #[serde(rename_all = "camelCase", default)]
 pub struct Operation {
     pub name: String,
-    pub status: String,
+    /// By name or by number.
+    pub status: Value,
+    /// By name or by number.
+    pub operation_type: Value,
+    pub target_link: String,
     pub status_message: String,
     pub error: Option<OpError>,
+}
+
+/// `ListOperationsResponse`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OperationList {
+    pub operations: Vec<Operation>,
+}
+
+/// `Operation.Type`'s numbers (google/container/v1/cluster_service.proto), for a
+/// transport that writes enums by number.
+const OPERATION_TYPES: &[(i64, &str)] = &[
+    (1, "CREATE_CLUSTER"),
+    (2, "DELETE_CLUSTER"),
+    (3, "UPGRADE_MASTER"),
+    (4, "UPGRADE_NODES"),
+    (5, "REPAIR_CLUSTER"),
+    (6, "UPDATE_CLUSTER"),
+    (7, "CREATE_NODE_POOL"),
+    (8, "DELETE_NODE_POOL"),
+    (9, "SET_NODE_POOL_MANAGEMENT"),
+    (10, "AUTO_REPAIR_NODES"),
+    (11, "AUTO_UPGRADE_NODES"),
+    (12, "SET_LABELS"),
+    (13, "SET_MASTER_AUTH"),
+    (14, "SET_NODE_POOL_SIZE"),
+    (15, "SET_NETWORK_POLICY"),
+    (16, "SET_MAINTENANCE_POLICY"),
+    (18, "RESIZE_CLUSTER"),
+    (19, "FLEET_FEATURE_UPGRADE"),
+];
+
+impl Operation {
+    /// Its `operationType` by name, whether written by name or by number.
+    pub fn type_name(&self) -> String {
+        match &self.operation_type {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n
+                .as_i64()
+                .and_then(|n| OPERATION_TYPES.iter().find(|(k, _)| *k == n))
+                .map_or_else(|| n.to_string(), |(_, name)| (*name).to_owned()),
+            _ => "TYPE_UNSPECIFIED".to_owned(),
+        }
+    }
+
+    /// Whether it is still at work (`PENDING`, `RUNNING` or `ABORTING`, by name or number).
+    pub fn in_flight(&self) -> bool {
+        match &self.status {
+            Value::String(s) => matches!(s.as_str(), "PENDING" | "RUNNING" | "ABORTING"),
+            Value::Number(n) => matches!(n.as_i64(), Some(1 | 2 | 4)),
+            _ => false,
+        }
+    }
+
+    /// The node pool it acts on, from its `targetLink` (`…/clusters/c/nodePools/np`).
+    fn pool(&self) -> Option<&str> {
+        self.target_link.split_once("/nodePools/").map(|(_, p)| p.split('/').next().unwrap_or(p))
+    }
+
+    /// Whether it acts on cluster `name` (or one of its node pools).
+    pub fn targets(&self, name: &str) -> bool {
+        let Some((_, rest)) = self.target_link.split_once("/clusters/") else { return false };
+        rest.split('/').next() == Some(name)
+    }
+
+    /// What it does, in words, naming its node pool when it acts on one:
+    /// `resizing node pool bc-x-cpu (SET_NODE_POOL_SIZE)`.
+    pub fn describe(&self) -> String {
+        let kind = self.type_name();
+        let pool = self.pool().map(|p| format!("node pool {p}"));
+        let pool = pool.as_deref().unwrap_or("a node pool");
+        let what = match kind.as_str() {
+            "UPGRADE_MASTER" => "upgrading the control plane".to_owned(),
+            "UPGRADE_NODES" | "AUTO_UPGRADE_NODES" => format!("updating {pool}"),
+            "SET_NODE_POOL_SIZE" => format!("resizing {pool}"),
+            "CREATE_NODE_POOL" => format!("creating {pool}"),
+            "DELETE_NODE_POOL" => format!("deleting {pool}"),
+            "SET_NODE_POOL_MANAGEMENT" => format!("changing the management of {pool}"),
+            "AUTO_REPAIR_NODES" => format!("repairing nodes of {pool}"),
+            "REPAIR_CLUSTER" => "repairing the cluster".to_owned(),
+            "RESIZE_CLUSTER" => "resizing the cluster".to_owned(),
+            "SET_LABELS" => "setting the cluster's labels".to_owned(),
+            _ => "updating the cluster".to_owned(),
+        };
+        format!("{what} ({kind})")
+    }
 }
 
 /// `google.rpc.Status` of a failed operation.
@@ -284,6 +374,12 @@ fn cluster_state(s: &str) -> ProviderClusterState {
     }
 }
 
+/// Whether a cluster in `status` serves its API: running, or running while GKE works on
+/// it (`RECONCILING`, `DEGRADED`).
+pub fn serves(status: &str) -> bool {
+    matches!(status, "RUNNING" | "RECONCILING" | "DEGRADED")
+}
+
 fn taint_effect(v: &Value) -> TaintEffect {
     match v {
         Value::String(s) if s == "PREFER_NO_SCHEDULE" => TaintEffect::PreferNoSchedule,
@@ -313,7 +409,8 @@ pub type PoolNodes = BTreeMap<String, Vec<ProviderNode>>;
 impl NodePool {
     /// The port's pool: the id is the name (GKE has no pool ids); `count` the pool's
     /// total, `nodes` the Nodes counted from the cluster when they could be
-    /// (`node_counts`), else the per-zone initial count times its zones.
+    /// (`node_counts`), else (a cluster not serving its API yet, so never resized) the
+    /// per-zone initial count times its zones.
     pub fn into_port(
         self,
         cluster_location: &str,
@@ -331,7 +428,8 @@ impl NodePool {
             )
         };
         // Counted Nodes are the truth (a pool with none counted has none); GKE reports
-        // no current size, so without them only the initial count is known.
+        // no current size, and the adapter asks for counts whenever the cluster serves,
+        // so `None` is only a cluster still being made, whose initial count is its size.
         let nodes = node_counts.and_then(|c| c.get(&self.name)).cloned().unwrap_or_default();
         let count = match node_counts {
             Some(_) => u32::try_from(nodes.len()).unwrap_or(u32::MAX),

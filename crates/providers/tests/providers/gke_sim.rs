@@ -118,13 +118,27 @@ async fn clusters_and_node_pools_through_the_port() {
         // As a reconciler does: ask again after each step until the pool is as asked (a
         // call makes one change at a time, and one asked while another runs is Busy).
         let resize = pool("alpha", 3);
+        let mut named = None;
         for _ in 0..20 {
             match k.update_node_pool(&made.id, "alpha", &resize).await {
                 Ok(p) if p.count == 3 => break,
-                Ok(_) | Err(ProviderError::Busy { .. }) => w.step(60),
+                Ok(_) | Err(ProviderError::Busy { .. }) => {
+                    // While the resize runs the cluster is RECONCILING, its message the
+                    // operation GKE is at (not just "being upgraded").
+                    let c = k.get_cluster(&made.id).await.unwrap();
+                    if c.state == ProviderClusterState::Upgrading {
+                        named = c.message;
+                    }
+                    w.step(60)
+                }
                 Err(e) => panic!("{e:?}"),
             }
         }
+        assert_eq!(
+            named.as_deref(),
+            Some("GKE is resizing node pool alpha (SET_NODE_POOL_SIZE)"),
+            "the operation in flight is named"
+        );
         assert_eq!(k.get_node_pool(&made.id, "alpha").await.unwrap().count, 3);
         assert!(count(&w, "POST", routes::SET_SIZE) >= 1);
 

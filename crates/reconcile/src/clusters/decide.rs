@@ -191,6 +191,15 @@ pub fn from_pools(rows: &[NodePool]) -> Derived {
     }
 }
 
+/// The message of a cluster the provider is working on: what it does when the provider
+/// says (GKE's operation in flight), else that it is being upgraded.
+pub fn at_work(name: &str, message: Option<&str>) -> String {
+    match message {
+        Some(m) => format!("cluster {name} is being changed by the provider: {m}"),
+        None => format!("cluster {name} is being upgraded by the provider"),
+    }
+}
+
 /// What the provider's cluster state means for the row, or `None` when it runs (the
 /// pools decide then).
 pub fn from_provider(
@@ -205,9 +214,7 @@ pub fn from_provider(
         ProviderClusterState::Provisioning => Some(Derived::Converging(format!(
             "cluster {name} is being provisioned by the provider"
         ))),
-        ProviderClusterState::Upgrading => {
-            Some(Derived::Converging(format!("cluster {name} is being upgraded by the provider")))
-        }
+        ProviderClusterState::Upgrading => Some(Derived::Converging(at_work(name, message))),
         ProviderClusterState::Error => Some(Derived::Error(format!(
             "the provider reports cluster {name} in error{}: see the provider's console, or delete the cluster",
             message.map(|m| format!(" ({m})")).unwrap_or_default()

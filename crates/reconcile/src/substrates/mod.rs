@@ -287,7 +287,7 @@ impl Run<'_> {
             }
             ProviderClusterState::Upgrading => {
                 return Ok(Progress::converging(
-                    format!("cluster {} is being upgraded by the provider", cluster.name),
+                    crate::clusters::decide::at_work(cluster.name.as_str(), pc.message.as_deref()),
                     waits::CLUSTER,
                 ));
             }

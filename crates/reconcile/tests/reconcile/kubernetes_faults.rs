@@ -510,12 +510,7 @@ proptest! {
         run(OnProvider::DigitalOcean, actions, restart_at);
     }
 
-    // Fails on GKE, a finding in the GKE adapter (crates/providers/src/gke): when it cannot
-    // count a pool's Nodes through the cluster's API it reports the pool's
-    // `initialNodeCount`, stale after any resize, so a resized pool reads as its first size
-    // (here 1 where 2 were asked and made) and a ready substrate flaps to `updating`.
     #[test]
-    #[ignore = "the GKE adapter reports a resized pool's initial count when it cannot count its Nodes"]
     fn faults_and_crashes_never_duplicate_or_leave_anything_on_gke(
         actions in proptest::collection::vec(action(), 0..60),
         restart_at in proptest::option::of(0usize..12),

@@ -70,6 +70,7 @@ on_each_provider!(
     adopt_mode_never_touches_a_foreign_bcd_daemonset_and_recovers_once_it_is_gone,
     adopt_mode_teardown_leaves_the_tenants_pools_and_nothing_of_ours,
     flavor_changes_add_resize_replace_and_remove_node_pools,
+    a_resized_substrate_stays_ready_over_many_resyncs_and_records_no_event,
     the_join_token_rotates_when_the_secret_is_gone_or_altered_and_joined_nodes_stay,
     a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes,
     throttling_and_server_errors_are_retried_never_shown_as_refusals,
@@ -81,6 +82,38 @@ on_each_provider!(
     a_flavor_removed_and_put_back_before_its_pool_is_gone_converges,
     a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again,
 );
+
+/// A ready substrate whose pool was resized stays `ready` at steady state, resync after
+/// resync, with no event: on GKE the steady path reads the shared cluster listing, which
+/// once reported each pool's `initialNodeCount` (GKE has no current size) instead of its
+/// Nodes, so the resized pool read as its first size and the substrate flipped between
+/// `ready` and `updating` every few resyncs.
+async fn a_resized_substrate_stays_ready_over_many_resyncs_and_records_no_event(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (pool, policy, _) = env.creating_pool("latest", 1).await;
+    let two = with_flavors(&policy, vec![flavor("cpu", on.node_size(), 2)]);
+    env.update_policy(&pool.pool_id, two).await;
+    let resized = env
+        .run_until(40, async |e: &Env| {
+            let s = e.substrate(&pool.pool_id).await;
+            s.state == ResourceState::Ready && s.observed_generation == 2 && s.nodes_joined == 2
+        })
+        .await;
+    assert!(resized, "{:?}", env.substrate(&pool.pool_id).await);
+    let events = env.event_kinds().await;
+    let resizes = env.calls(Call::UpdateNodePool);
+    for i in 0..12 {
+        env.step(STEP).await;
+        let s = env.substrate(&pool.pool_id).await;
+        assert_eq!(
+            (s.state, s.nodes_listed, s.message.clone()),
+            (ResourceState::Ready, 2, None),
+            "resync {i}: {s:?}"
+        );
+    }
+    assert_eq!(env.event_kinds().await, events, "no event at steady state");
+    assert_eq!(env.calls(Call::UpdateNodePool), resizes, "no resize at steady state");
+}
 
 async fn create_mode_makes_the_cluster_pools_objects_and_nodes_join(on: OnProvider) {
     let env = Env::start_on(on).await;
