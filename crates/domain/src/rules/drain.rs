@@ -336,6 +336,7 @@ mod tests {
             surge_upgrade: false,
             maintenance_window: None,
             node_pools: pools.iter().enumerate().map(|(i, v)| pool(i, *v)).collect(),
+            nodes: None,
             created_at: None,
         }
     }
