@@ -10,7 +10,7 @@
 //! circle; everything else that ties two modules both ways is.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A module's path from the crate root (`""` for the root, `"methods::pools"`).
 type Module = String;
@@ -54,24 +54,35 @@ pub fn module_cycles(src: &Path) -> Vec<Vec<Module>> {
     cycles
 }
 
-/// The `.rs` files under `dir`, keyed by module path.
-fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<Module, String>) {
+/// Appends every `.rs` file under `dir` (all depths, each directory's entries in name
+/// order) to `out`; a directory that cannot be read adds nothing. The one walker of the
+/// repository's sources for the tests that scan them.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            collect(root, &path, out);
+            rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let rel = path.strip_prefix(root).unwrap_or(&path).with_extension("");
-            let mut parts: Vec<String> =
-                rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-            if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
-                parts.pop();
-            }
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                out.insert(parts.join("::"), text);
-            }
+            out.push(path);
+        }
+    }
+}
+
+/// The `.rs` files under `dir`, keyed by module path.
+fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<Module, String>) {
+    let mut paths = Vec::new();
+    rust_files(dir, &mut paths);
+    for path in paths {
+        let rel = path.strip_prefix(root).unwrap_or(&path).with_extension("");
+        let mut parts: Vec<String> =
+            rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+            parts.pop();
+        }
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            out.insert(parts.join("::"), text);
         }
     }
 }

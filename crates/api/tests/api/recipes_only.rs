@@ -68,19 +68,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
 }
 
-/// Every `.rs` file under `dir`.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// The files the rule covers: test support and tests, bc-store's tests excepted.
 fn scanned(root: &Path) -> Vec<PathBuf> {
     let mut packages = Vec::new();
@@ -98,10 +85,10 @@ fn scanned(root: &Path) -> Vec<PathBuf> {
         if testing.is_file() {
             files.push(testing);
         }
-        rust_files(&p.join("src/testing"), &mut files);
-        rust_files(&p.join("tests"), &mut files);
+        bc_testkit::layers::rust_files(&p.join("src/testing"), &mut files);
+        bc_testkit::layers::rust_files(&p.join("tests"), &mut files);
         if p.ends_with("crates/testkit") {
-            rust_files(&p.join("src"), &mut files);
+            bc_testkit::layers::rust_files(&p.join("src"), &mut files);
         }
     }
     files.sort();

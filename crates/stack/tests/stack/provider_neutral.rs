@@ -249,18 +249,6 @@ fn test_items(code: &str) -> (Vec<(usize, usize)>, Vec<String>) {
     (ranges, files)
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// The directory holding a module file's child modules.
 fn children_dir(file: &Path) -> PathBuf {
     let dir = file.parent().unwrap().to_path_buf();
@@ -289,7 +277,7 @@ fn findings(root: &Path) -> BTreeMap<(String, String), Vec<usize>> {
     let mut files = Vec::new();
     for d in &dirs {
         assert!(d.is_dir(), "{} is scanned and must exist", d.display());
-        rust_files(d, &mut files);
+        bc_testkit::layers::rust_files(d, &mut files);
     }
     files.sort();
     let mut test_files = Vec::new();
