@@ -491,8 +491,19 @@ async fn a_change_while_the_provider_runs_another_operation_waits_and_is_no_erro
     let on = OnProvider::Gke;
     let env = Env::start_on(on).await;
     let (c, rows, _) = env.ready_cluster("alpha").await;
-    // A resize (an operation that runs a while), then at once a new pool.
+    // A resize (an operation that runs a while: the cloud's clock stands still until
+    // the loop below moves it), sent before the new pool is asked for. Asking for both
+    // at once left the order of the two activations to the runtime, and a create sent
+    // first was made at once (one call, not two).
+    let updates = env.calls(Call::UpdateNodePool);
     env.change_node_pool(&rows[0].node_pool_id, Some(Scale::Count(2)), false).await;
+    for _ in 0..10 {
+        if env.calls(Call::UpdateNodePool) > updates {
+            break;
+        }
+        env.driver.step(Duration::ZERO).await.unwrap();
+    }
+    assert_eq!(env.calls(Call::UpdateNodePool), updates + 1, "the resize was sent");
     let np = env.create_node_pool(&c.cluster_id, "more", on.node_size(), Scale::Count(1)).await;
     let mut waited = None;
     for _ in 0..30 {

@@ -24,7 +24,7 @@ from google.api_core import exceptions as ex
 from google.api_core.client_options import ClientOptions
 from google.auth.exceptions import RefreshError
 
-key, endpoint = sys.argv[1], sys.argv[2]
+key, endpoint, moving = sys.argv[1], sys.argv[2], sys.argv[3]
 sa = service_account.Credentials.from_service_account_file(
     key, scopes=["https://www.googleapis.com/auth/cloud-platform"])
 sa.refresh(Request())  # the JWT-bearer grant at the key's token_uri
@@ -71,6 +71,7 @@ cluster = c.Cluster(
 op = client.create_cluster(request=dict(parent=Z, cluster=cluster))
 out["create"] = [op.operation_type.name, op.status.name]
 out["busy"] = err(lambda: client.set_labels(request=dict(name=C, resource_labels={}, label_fingerprint="x")))
+open(moving, "w").close()  # only now may the simulator's clock move: the create is still running
 out["create_done"] = wait("us-central1-a", op).status.name
 got = client.get_cluster(request=dict(name=C))
 out["cluster"] = [got.status.name, bool(got.endpoint), bool(got.master_auth.cluster_ca_certificate),
@@ -144,13 +145,18 @@ async fn googles_python_client_makes_every_call_and_sees_googles_exceptions() {
     let key = dir.path().join("key.json");
     std::fs::write(&key, s.gke_key()).unwrap();
     // The simulator's clock moves while the client polls its operations (bounded: the
-    // script gives up after 2000 polls).
+    // script gives up after 2000 polls), but only once the script has seen the create
+    // still running: before, a loaded machine let the clock finish the create before the
+    // "busy" call was made, and that call then succeeded.
+    let moving = dir.path().join("moving");
     let stop = Arc::new(AtomicBool::new(false));
     let ticker = {
-        let (clock, stop) = (s.clock.clone(), stop.clone());
+        let (clock, stop, moving) = (s.clock.clone(), stop.clone(), moving.clone());
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                testing::step(&clock, 1);
+                if moving.exists() {
+                    testing::step(&clock, 1);
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
         })
@@ -161,6 +167,7 @@ async fn googles_python_client_makes_every_call_and_sees_googles_exceptions() {
             .arg(SCRIPT)
             .arg(&key)
             .arg(s.gke_api_url())
+            .arg(&moving)
             .kill_on_drop(true)
             .output(),
     )
