@@ -7,11 +7,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bc_api::methods::examples as ex;
 use bc_domain::model::{ClusterMode, NodePoolOrigin, ProviderAccount, WaitingToJoin};
+use bc_domain::name::SubstrateNaming;
+use bc_domain::ports::ProviderNodePool;
 use bc_domain::ports::{
     AccountCredentials, KubernetesProvider, LoadBalancerProvider, ProviderImpl, ProviderOffer,
     ProviderRegistry, ProviderResult, UnitOfWork, WorkKind, Write,
 };
+use bc_domain::rules::plan::desired_node_pool;
 use bc_domain::{ClusterId, NodePoolId, PoolId, ResourceState};
+use bc_reconcile::clusters::decide::provider_rows;
+use bc_reconcile::substrates::rows as substrate_rows;
 use bc_store::testing as rows;
 use serde_json::{Value, json};
 
@@ -297,14 +302,48 @@ async fn substrate_and_provider_node_pools_are_read_only(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
     let cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
-    let mut managed = rows::node_pool(&cluster, "bc-pool-cpu");
-    managed.managed_by = Some(id(ex::POOL));
-    let mut theirs = rows::node_pool(&cluster, "their-own");
-    theirs.origin = NodePoolOrigin::Provider;
-    let uow = UnitOfWork::new()
-        .write(Write::InsertNodePool(managed.clone()))
-        .write(Write::InsertNodePool(theirs.clone()));
+    let all = bc_domain::ports::PageRequest::first(100);
+    let rows_now = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap();
+    let rows_now = rows_now.items;
+    let mut new_id = || rows::id();
+    // The substrate reconciler's rows of the example pool's first flavor (recorded before
+    // the provider makes that pool), and the cluster reconciler's row of a pool the
+    // provider shows that no row holds: their own decisions, committed as they commit them.
+    let pool: PoolId = id(ex::POOL);
+    let flavor = &crate::common::example_policy().flavors[0];
+    let desired = desired_node_pool(&pool, SubstrateNaming::LONG, flavor).expect("a flavor");
+    let inputs = substrate_rows::Inputs {
+        pool: &pool,
+        cluster: &cluster,
+        desired: std::slice::from_ref(&desired),
+        rows: &rows_now,
+        observed: Some(&[]),
+        refused: &Default::default(),
+        now: h.now(),
+    };
+    let managed_writes = substrate_rows::sync(&inputs, &mut new_id).writes;
+    let their_pool = ProviderNodePool {
+        id: "their-own-id".into(),
+        name: "their-own".into(),
+        size: "s-2vcpu-4gb".into(),
+        count: 3,
+        auto_scale: false,
+        min_nodes: 0,
+        max_nodes: 0,
+        labels: Default::default(),
+        taints: vec![],
+        tags: vec![],
+        nodes: vec![],
+        version: None,
+    };
+    let their_writes =
+        provider_rows(&cluster, &rows_now, &[their_pool], h.now(), &mut new_id).writes;
+    let mut uow = UnitOfWork::new();
+    uow.writes = managed_writes.into_iter().chain(their_writes).collect();
     h.store.commit(uow).await.unwrap();
+    let after = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap().items;
+    let managed = after.iter().find(|r| r.managed_by.as_ref() == Some(&pool)).unwrap().clone();
+    let theirs = after.iter().find(|r| r.origin == NodePoolOrigin::Provider).unwrap().clone();
     let list = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
     let page = h.call("kubernetesNodePools.list", Some(&t), &list).await.ok();
     let shown: Vec<Value> = page["kubernetesNodePools"].as_array().unwrap().clone();
@@ -470,11 +509,28 @@ async fn a_cluster_being_deleted_is_not_adopted(s: S) {
 async fn a_known_autopilot_cluster_is_not_adopted(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
+    // Made by `kubernetesClusters.create`, then known to the provider as `c-auto` (the
+    // cluster reconciler's status write).
     let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let mut auto = rows::cluster(&account, "auto");
-    auto.mode = bc_domain::model::ClusterMode::Autopilot;
-    auto.provider_cluster_id = Some("c-auto".into());
-    h.store.commit(UnitOfWork::new().write(Write::InsertCluster(auto))).await.unwrap();
+    let new = bc_domain::recipes::NewCluster {
+        cluster_id: rows::id(),
+        tenant_id: account.tenant_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        name: "auto".parse().unwrap(),
+        region: "nyc1".into(),
+        version: None,
+        high_availability: false,
+        mode: ClusterMode::Autopilot,
+    };
+    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
+    let known = Write::SetClusterStatus {
+        cluster_id: made.record.0.cluster_id.clone(),
+        provider_cluster_id: Some("c-auto".into()),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(made.uow).await.unwrap();
+    h.store.commit(UnitOfWork::new().write(known)).await.unwrap();
     let mut policy = example("pools.create")["policy"].clone();
     policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": "c-auto" } });
     let create = without(&example("pools.create"), "requestId");
