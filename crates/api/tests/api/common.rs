@@ -375,6 +375,38 @@ impl Harness {
         item.is_some_and(|w| w.not_before <= self.now())
     }
 
+    /// Runs the production reconciler of `kind` once, as its runtime would, on the oldest
+    /// due item of that kind — claimed, run under its lease, then released — against the
+    /// harness's store, simulator and clock: the writes only a reconciler makes, made by
+    /// the reconciler. Returns the item's key and the run's outcome.
+    pub async fn reconcile_once(
+        &self,
+        kind: WorkKind,
+    ) -> (String, Result<bc_reconcile::Outcome, bc_reconcile::ReconcileError>) {
+        let now = self.now();
+        let owner = "harness-reconciler";
+        let lease = now + ::time::Duration::minutes(5);
+        let claimed = self.store.claim(owner, &[kind], 1, now, lease).await.expect("claim");
+        let item = claimed.into_iter().next().expect("an item of that kind is due");
+        let providers: Arc<dyn ProviderRegistry> = self.cloud.providers(self.secrets.clone());
+        let deps = bc_reconcile::Deps {
+            store: self.store.clone(),
+            observer: Arc::new(bc_reconcile::UnsharedObserver::new(providers, self.clock.clone())),
+            clusters: self.cloud.clusters(),
+            clock: self.clock.clone(),
+            settings: bc_reconcile::Settings {
+                public_url: "http://127.0.0.1:9/compute".into(),
+                bcd_image: "registry.example/bcd:test".into(),
+            },
+        };
+        let fence = item.fence().expect("leased");
+        let activation = bc_reconcile::Activation { item: item.clone(), fence, now };
+        let reconciler = bc_reconcile::reconciler_of(kind, Arc::new(bc_reconcile::OsEntropy));
+        let outcome = reconciler.reconcile(&deps, &activation).await;
+        self.store.release(kind, &item.key, owner).await.expect("release");
+        (item.key, outcome)
+    }
+
     /// Stores a token holding `grants` and returns its plaintext.
     pub async fn token(&self, grants: Vec<Grant>) -> String {
         let (plain, token) = new_token(grants);

@@ -243,15 +243,50 @@ async fn a_substrates_cluster_changes_through_its_pool(s: S) {
     let message =
         h.call("kubernetesClusters.delete", Some(&t), &get).await.err("FAILED_PRECONDITION");
     assert!(message.contains(ex::POOL) && message.contains("archive the pool"), "{message}");
-    let mut cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
-    cluster.substrate_pool_ids = vec![pool_id];
-    cluster.generation = 2;
-    let update = Write::UpdateCluster { cluster, expected_generation: 1 };
-    h.store.commit(UnitOfWork::new().write(update)).await.unwrap();
-    let upgrade = without(&example("kubernetesClusters.upgrade"), "expectedGeneration");
+    // A cluster made by `kubernetesClusters.create` and known to the provider (the
+    // cluster reconciler's status write), then adopted by a new pool: the substrate
+    // reconciler itself records the adoption on the cluster's row.
+    let body = with(
+        &without(&example("kubernetesClusters.create"), "requestId"),
+        "name",
+        json!("adoptee"),
+    );
+    let made = h.call("kubernetesClusters.create", Some(&t), &body).await.ok();
+    let cluster_id: ClusterId = made["clusterId"].as_str().unwrap().parse().unwrap();
+    let pools = vec![bc_sim::testing::node_pool("default", 1, &[])];
+    let pid = bc_sim::testing::create_cluster(&h.sim, "adoptee", pools);
+    let known = Write::SetClusterStatus {
+        cluster_id: cluster_id.clone(),
+        provider_cluster_id: Some(pid.clone()),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(known)).await.unwrap();
+    let mut policy = example("pools.create")["policy"].clone();
+    policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": pid } });
+    let create = with(&without(&example("pools.create"), "requestId"), "name", json!("adopter"));
+    let adopter = h.call("pools.create", Some(&t), &with(&create, "policy", policy)).await.ok();
+    let adopter: PoolId = adopter["poolId"].as_str().unwrap().parse().unwrap();
+    let (key, outcome) = h.reconcile_once(WorkKind::Substrates).await;
+    assert_eq!(key, adopter.as_str(), "the adopter's substrate is the one due");
+    let cluster = h.store.cluster_get_any(&cluster_id).await.unwrap().unwrap();
+    assert_eq!(cluster.substrate_pool_ids, vec![adopter.clone()], "{outcome:?}");
+    assert_eq!(cluster.generation, 2, "recorded under the cluster's generation");
+    let upgrade = with(
+        &without(&example("kubernetesClusters.upgrade"), "expectedGeneration"),
+        "clusterId",
+        json!(cluster_id),
+    );
     let message =
         h.call("kubernetesClusters.upgrade", Some(&t), &upgrade).await.err("FAILED_PRECONDITION");
-    assert!(message.contains("policy"), "{message}");
+    assert!(message.contains("policy") && message.contains(adopter.as_str()), "{message}");
+    let get = json!({ "tenantId": ex::TENANT, "clusterId": cluster_id });
+    let message =
+        h.call("kubernetesClusters.delete", Some(&t), &get).await.err("FAILED_PRECONDITION");
+    assert!(
+        message.contains(adopter.as_str()) && message.contains("archive the pool"),
+        "{message}"
+    );
 }
 
 async fn node_pools_are_added_resized_and_deleted(s: S) {
