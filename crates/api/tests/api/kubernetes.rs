@@ -8,14 +8,12 @@ use async_trait::async_trait;
 use bc_api::methods::examples as ex;
 use bc_domain::model::{ClusterMode, NodePoolOrigin, ProviderAccount, WaitingToJoin};
 use bc_domain::name::SubstrateNaming;
-use bc_domain::ports::ProviderNodePool;
 use bc_domain::ports::{
     AccountCredentials, KubernetesProvider, LoadBalancerProvider, ProviderImpl, ProviderOffer,
     ProviderRegistry, ProviderResult, UnitOfWork, WorkKind, Write,
 };
 use bc_domain::rules::plan::desired_node_pool;
 use bc_domain::{ClusterId, NodePoolId, PoolId, ResourceState};
-use bc_reconcile::clusters::decide::provider_rows;
 use bc_reconcile::substrates::rows as substrate_rows;
 use bc_store::testing as rows;
 use serde_json::{Value, json};
@@ -255,13 +253,7 @@ async fn a_substrates_cluster_changes_through_its_pool(s: S) {
     let cluster_id: ClusterId = made["clusterId"].as_str().unwrap().parse().unwrap();
     let pools = vec![bc_sim::testing::node_pool("default", 1, &[])];
     let pid = bc_sim::testing::create_cluster(&h.sim, "adoptee", pools);
-    let known = Write::SetClusterStatus {
-        cluster_id: cluster_id.clone(),
-        provider_cluster_id: Some(pid.clone()),
-        version: None,
-        status: rows::status(ResourceState::Ready),
-    };
-    h.store.commit(UnitOfWork::new().write(known)).await.unwrap();
+    known_to_the_provider(&h, &cluster_id, &pid).await;
     let mut policy = example("pools.create")["policy"].clone();
     policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": pid } });
     let create = with(&without(&example("pools.create"), "requestId"), "name", json!("adopter"));
@@ -336,14 +328,18 @@ async fn node_pools_are_added_resized_and_deleted(s: S) {
 async fn substrate_and_provider_node_pools_are_read_only(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
+    // The provider's own pool: made at the provider by the tenant (no ownership tag), and
+    // recorded read-only by a run of the cluster reconciler once the cluster is known there.
+    let pools = vec![bc_sim::testing::node_pool("their-own", 1, &[])];
+    let pid = bc_sim::testing::create_cluster(&h.sim, "main-cluster", pools);
+    known_to_the_provider(&h, &id(ex::CLUSTER), &pid).await;
+    let (key, outcome) = h.reconcile_once(WorkKind::Clusters).await;
+    assert_eq!(key, ex::CLUSTER, "{outcome:?}");
+    // A substrate's row of the example pool's first flavor, as the substrate reconciler
+    // decides it (recorded before the provider makes that pool), committed as it commits.
     let cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
     let all = bc_domain::ports::PageRequest::first(100);
-    let rows_now = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap();
-    let rows_now = rows_now.items;
-    let mut new_id = || rows::id();
-    // The substrate reconciler's rows of the example pool's first flavor (recorded before
-    // the provider makes that pool), and the cluster reconciler's row of a pool the
-    // provider shows that no row holds: their own decisions, committed as they commit them.
+    let live = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap().items;
     let pool: PoolId = id(ex::POOL);
     let flavor = &crate::common::example_policy().flavors[0];
     let desired = desired_node_pool(&pool, SubstrateNaming::LONG, flavor).expect("a flavor");
@@ -351,34 +347,18 @@ async fn substrate_and_provider_node_pools_are_read_only(s: S) {
         pool: &pool,
         cluster: &cluster,
         desired: std::slice::from_ref(&desired),
-        rows: &rows_now,
+        rows: &live,
         observed: Some(&[]),
         refused: &Default::default(),
         now: h.now(),
     };
-    let managed_writes = substrate_rows::sync(&inputs, &mut new_id).writes;
-    let their_pool = ProviderNodePool {
-        id: "their-own-id".into(),
-        name: "their-own".into(),
-        size: "s-2vcpu-4gb".into(),
-        count: 3,
-        auto_scale: false,
-        min_nodes: 0,
-        max_nodes: 0,
-        labels: Default::default(),
-        taints: vec![],
-        tags: vec![],
-        nodes: vec![],
-        version: None,
-    };
-    let their_writes =
-        provider_rows(&cluster, &rows_now, &[their_pool], h.now(), &mut new_id).writes;
     let mut uow = UnitOfWork::new();
-    uow.writes = managed_writes.into_iter().chain(their_writes).collect();
+    uow.writes = substrate_rows::sync(&inputs, &mut || rows::id()).writes;
     h.store.commit(uow).await.unwrap();
     let after = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap().items;
     let managed = after.iter().find(|r| r.managed_by.as_ref() == Some(&pool)).unwrap().clone();
     let theirs = after.iter().find(|r| r.origin == NodePoolOrigin::Provider).unwrap().clone();
+    assert_eq!(theirs.name, "their-own", "{after:?}");
     let list = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
     let page = h.call("kubernetesNodePools.list", Some(&t), &list).await.ok();
     let shown: Vec<Value> = page["kubernetesNodePools"].as_array().unwrap().clone();
@@ -406,20 +386,7 @@ async fn substrate_and_provider_node_pools_are_read_only(s: S) {
 async fn an_autopilot_cluster_has_no_node_pools(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
-    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let new = bc_domain::recipes::NewCluster {
-        cluster_id: rows::id(),
-        tenant_id: account.tenant_id.clone(),
-        provider_account_id: account.provider_account_id.clone(),
-        name: "auto".parse().unwrap(),
-        region: "nyc1".into(),
-        version: None,
-        high_availability: false,
-        mode: ClusterMode::Autopilot,
-    };
-    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
-    h.store.commit(made.uow).await.unwrap();
-    let auto = made.record.0;
+    let auto = autopilot_cluster(&h).await;
     let body = with(
         &without(&example("kubernetesNodePools.create"), "requestId"),
         "clusterId",
@@ -544,28 +511,8 @@ async fn a_cluster_being_deleted_is_not_adopted(s: S) {
 async fn a_known_autopilot_cluster_is_not_adopted(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
-    // Made by `kubernetesClusters.create`, then known to the provider as `c-auto` (the
-    // cluster reconciler's status write).
-    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let new = bc_domain::recipes::NewCluster {
-        cluster_id: rows::id(),
-        tenant_id: account.tenant_id.clone(),
-        provider_account_id: account.provider_account_id.clone(),
-        name: "auto".parse().unwrap(),
-        region: "nyc1".into(),
-        version: None,
-        high_availability: false,
-        mode: ClusterMode::Autopilot,
-    };
-    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
-    let known = Write::SetClusterStatus {
-        cluster_id: made.record.0.cluster_id.clone(),
-        provider_cluster_id: Some("c-auto".into()),
-        version: None,
-        status: rows::status(ResourceState::Ready),
-    };
-    h.store.commit(made.uow).await.unwrap();
-    h.store.commit(UnitOfWork::new().write(known)).await.unwrap();
+    let auto = autopilot_cluster(&h).await;
+    known_to_the_provider(&h, &auto.cluster_id, "c-auto").await;
     let mut policy = example("pools.create")["policy"].clone();
     policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": "c-auto" } });
     let create = without(&example("pools.create"), "requestId");
@@ -580,4 +527,35 @@ async fn a_known_autopilot_cluster_is_not_adopted(s: S) {
     let update = json!({ "tenantId": ex::TENANT, "poolId": bare["poolId"], "policy": policy });
     let m = h.call("pools.update", Some(&t), &update).await.err("FAILED_PRECONDITION");
     assert!(m.contains("autopilot"), "{m}");
+}
+
+/// The cluster reconciler's status write once the provider runs cluster `cluster_id` as
+/// `provider_cluster_id`.
+async fn known_to_the_provider(h: &Harness, cluster_id: &ClusterId, provider_cluster_id: &str) {
+    let known = Write::SetClusterStatus {
+        cluster_id: cluster_id.clone(),
+        provider_cluster_id: Some(provider_cluster_id.into()),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(known)).await.unwrap();
+}
+
+/// An autopilot cluster of the example account, as `kubernetesClusters.create` records
+/// it where the provider offers the mode (its recipe).
+async fn autopilot_cluster(h: &Harness) -> bc_domain::model::KubernetesCluster {
+    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
+    let new = bc_domain::recipes::NewCluster {
+        cluster_id: rows::id(),
+        tenant_id: account.tenant_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        name: "auto".parse().unwrap(),
+        region: "nyc1".into(),
+        version: None,
+        high_availability: false,
+        mode: ClusterMode::Autopilot,
+    };
+    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
+    h.store.commit(made.uow).await.unwrap();
+    made.record.0
 }
