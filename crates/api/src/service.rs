@@ -107,6 +107,13 @@ impl Api {
         self
     }
 
+    /// The settings in use: the defaults unless [`Api::settings`] replaced them (so an
+    /// embedder or a test harness can write what the API's handlers would, such as a new
+    /// pool's default quotas).
+    pub fn current_settings(&self) -> &Settings {
+        &self.services.settings
+    }
+
     /// Pokes `notify` (`notify_waiters`) after each commit that enqueued work, so
     /// reconcilers in this process start at once instead of at their next poll.
     pub fn work_notify(mut self, notify: Arc<Notify>) -> Self {

@@ -158,8 +158,7 @@ async fn a_listed_node_joins_and_heartbeats(s: S) {
     assert_eq!(node.credential_hash, sha256_hex(credential.as_bytes()), "only the hash is stored");
     assert_eq!(joined["nodeId"], node.node_id.as_str());
     // The substrate reconciler recounts nodesJoined.
-    let work = h.store.work_get(bc_domain::ports::WorkKind::Substrates, ex::POOL).await.unwrap();
-    assert!(work.is_some());
+    assert!(h.work_due_now(bc_domain::ports::WorkKind::Substrates, ex::POOL).await);
     let beat = h.call("agents.heartbeat", Some(&credential), &json!({})).await.ok();
     assert_eq!(beat, json!({ "heartbeatSeconds": 30 }));
     let node = h.store.node_get(&node.node_id).await.unwrap().unwrap();

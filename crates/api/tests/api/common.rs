@@ -25,9 +25,12 @@ use bc_api::methods::load_balancers::LoadBalancersCreateInput;
 use bc_api::{Api, MethodInput, Ports, Settings};
 use bc_domain::model::*;
 use bc_domain::policy::PoolPolicy;
+use bc_domain::ports::SubstrateRepo as _;
 use bc_domain::ports::{
-    ManualClock, ProviderCredentials, ProviderRegistry, SecretBox, Store, UnitOfWork, Write,
+    ManualClock, ProviderCredentials, ProviderRegistry, SecretBox, Store, UnitOfWork, WorkKind,
+    WorkQueue as _, Write,
 };
+use bc_domain::recipes;
 use bc_domain::token::{ApiTokenSecret, sha256_hex};
 use bc_domain::*;
 use bc_sim::testing::{Cloud, TEST_TOKEN};
@@ -50,6 +53,16 @@ pub const OTHER_POOL: &str = "pool_01jq3k5v9x8y7z6w5v4t3s2r9q";
 pub const EXAMPLE_PROVIDER_TOKEN: &str = "dop_v1_0123456789abcdef";
 /// The example pool's quota of load balancers.
 pub const EXAMPLE_LB_QUOTA: u32 = 5;
+/// The example pool's load balancers the fixture creates, `(id, name)`: each books one
+/// unit of the pool's `loadBalancers` quota, as `loadBalancers.create` does.
+pub const EXAMPLE_POOL_LBS: [(&str, &str); 2] =
+    [(ex::LOAD_BALANCER, "main-lb"), (OTHER_LB, "other-lb")];
+/// The units of the example pool's `loadBalancers` quota the fixture books.
+pub const FIXTURE_LBS_BOOKED: u32 = EXAMPLE_POOL_LBS.len() as u32;
+/// When the substrate reconciler's fixture run asked to look at the example pool's
+/// substrate again, after the harness's start: until then its work is not due, so a write
+/// that wakes the reconciler shows as the item being due at once.
+pub const FIXTURE_SUBSTRATE_LOOK: ::time::Duration = ::time::Duration::seconds(30);
 
 /// The store every behaviour test runs on (one per backend, by `store_suite!`).
 pub type S = Arc<SqlStore>;
@@ -269,7 +282,9 @@ impl Harness {
         };
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let api = Api::new(ports).work_notify(work.clone()).events_notify(events.clone());
-        let app = build(api).router();
+        let api = build(api);
+        let default_quotas = api.current_settings().default_pool_quotas.clone();
+        let app = api.router();
         let capture = Capture::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(capture.clone())
@@ -280,7 +295,7 @@ impl Harness {
         let h = Harness { store, app, cloud, sim, clock, secrets, work, events, capture, dispatch };
         // (The example's token is printed in the docs: public, so not scanned for.)
         h.capture.secret(TEST_TOKEN);
-        h.store.commit(h.fixture()).await.expect("fixture");
+        h.fixture(&default_quotas).await;
         h
     }
 
@@ -352,6 +367,46 @@ impl Harness {
         self.send(Request::get(path).body(Body::empty()).expect("request")).await
     }
 
+    /// Whether the work of `(kind, key)` is due now — a write just woke its reconciler —
+    /// rather than merely queued (the fixture's substrate work waits
+    /// [`FIXTURE_SUBSTRATE_LOOK`]).
+    pub async fn work_due_now(&self, kind: WorkKind, key: &str) -> bool {
+        let item = self.store.work_get(kind, key).await.expect("the work queue");
+        item.is_some_and(|w| w.not_before <= self.now())
+    }
+
+    /// Runs the production reconciler of `kind` once, as its runtime would, on the oldest
+    /// due item of that kind — claimed, run under its lease, then released — against the
+    /// harness's store, simulator and clock: the writes only a reconciler makes, made by
+    /// the reconciler. Returns the item's key and the run's outcome.
+    pub async fn reconcile_once(
+        &self,
+        kind: WorkKind,
+    ) -> (String, Result<bc_reconcile::Outcome, bc_reconcile::ReconcileError>) {
+        let now = self.now();
+        let owner = "harness-reconciler";
+        let lease = now + ::time::Duration::minutes(5);
+        let claimed = self.store.claim(owner, &[kind], 1, now, lease).await.expect("claim");
+        let item = claimed.into_iter().next().expect("an item of that kind is due");
+        let providers: Arc<dyn ProviderRegistry> = self.cloud.providers(self.secrets.clone());
+        let deps = bc_reconcile::Deps {
+            store: self.store.clone(),
+            observer: Arc::new(bc_reconcile::UnsharedObserver::new(providers, self.clock.clone())),
+            clusters: self.cloud.clusters(),
+            clock: self.clock.clone(),
+            settings: bc_reconcile::Settings {
+                public_url: "http://127.0.0.1:9/compute".into(),
+                bcd_image: "registry.example/bcd:test".into(),
+            },
+        };
+        let fence = item.fence().expect("leased");
+        let activation = bc_reconcile::Activation { item: item.clone(), fence, now };
+        let reconciler = bc_reconcile::reconciler_of(kind, Arc::new(bc_reconcile::OsEntropy));
+        let outcome = reconciler.reconcile(&deps, &activation).await;
+        self.store.release(kind, &item.key, owner).await.expect("release");
+        (item.key, outcome)
+    }
+
     /// Stores a token holding `grants` and returns its plaintext.
     pub async fn token(&self, grants: Vec<Grant>) -> String {
         let (plain, token) = new_token(grants);
@@ -396,48 +451,122 @@ impl Harness {
         SealedSecret(self.secrets.seal(&creds.to_plaintext(), id.as_str().as_bytes()).unwrap())
     }
 
+    /// Commits one write of the fixture.
+    async fn commit_fixture(&self, uow: UnitOfWork) {
+        self.store.commit(uow).await.expect("fixture");
+    }
+
     /// The example tenant's objects (the ids the examples name, names the examples do
-    /// not use) and the other tenant's pool.
-    fn fixture(&self) -> UnitOfWork {
+    /// not use) and the other tenant's pool, each written by the recipe its create method
+    /// calls — so quotas are booked, events written and work enqueued exactly as the API
+    /// would (new pools get the API's `default_quotas`) — then what an operator and the
+    /// substrate reconciler write on top: the example pool's `loadBalancers` quota
+    /// (`quotas.set`, before its load balancers book it) and the substrate as observed
+    /// (`provisioning`, with its event).
+    async fn fixture(&self, default_quotas: &BTreeMap<QuotaResource, u32>) {
+        let now = self.now();
         let acme = tenant(ex::TENANT);
         let mut account = rows::account(&acme, "primary");
         account.provider_account_id = id(ex::ACCOUNT);
+        account.created_at = now;
         account.credentials = self.sealed(&account.provider_account_id, TEST_TOKEN);
-        let mut pool = rows::pool(&acme, "main");
-        pool.pool_id = id(ex::POOL);
-        pool.policy = example_policy();
-        let mut substrate = rows::substrate(&pool, &account, None);
-        substrate.upgrade = None;
-        let mut cluster = rows::cluster(&account, "main-cluster");
-        cluster.cluster_id = id(ex::CLUSTER);
-        cluster.desired_version = None;
-        let mut node_pool = rows::node_pool(&cluster, "cpu");
-        node_pool.node_pool_id = id(ex::NODE_POOL);
+        let account_id = account.provider_account_id.clone();
+        self.commit_fixture(UnitOfWork::new().write(Write::InsertAccount(account))).await;
+        let started =
+            recipes::StartedSubstrate { account: account_id.clone(), event_id: rows::id() };
+        let new = recipes::NewPool {
+            pool_id: id(ex::POOL),
+            tenant_id: acme.clone(),
+            name: rows::name("main"),
+            policy: example_policy(),
+        };
+        let made = recipes::pool_created(new, default_quotas, Some(&started), now);
+        let pool = made.record;
+        self.commit_fixture(made.uow).await;
+        let theirs = recipes::NewPool {
+            pool_id: id(OTHER_POOL),
+            tenant_id: tenant(OTHER_TENANT),
+            name: rows::name("main"),
+            policy: PoolPolicy::default(),
+        };
+        self.commit_fixture(recipes::pool_created(theirs, default_quotas, None, now).uow).await;
+        let quota = Write::SetQuota {
+            pool_id: pool.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+            limit: EXAMPLE_LB_QUOTA,
+        };
+        self.commit_fixture(UnitOfWork::new().write(quota)).await;
+        // The substrate reconciler's first run: it claims the pool's work, commits its
+        // observation under that lease — the row, and the event of its state's move (the
+        // one builder it uses) — and, converging, asks for a later look.
+        let owner = "fixture-substrate-reconciler";
+        let lease = now + ::time::Duration::minutes(1);
+        let claimed = self.store.claim(owner, &[WorkKind::Substrates], 1, now, lease).await;
+        let claimed = claimed.expect("claim");
+        assert_eq!(claimed.len(), 1, "the example pool's substrate work is due");
+        let fence = claimed[0].fence().expect("leased");
+        let pending = self.store.substrate_get_any(&pool.pool_id).await.unwrap().expect("pending");
+        let observed = Substrate {
+            state: ResourceState::Provisioning,
+            message: Some("creating".into()),
+            nodes_listed: 3,
+            nodes_joined: 1,
+            waiting_to_join: Some(WaitingToJoin { nodes: 2, since: now }),
+            observed_generation: pool.generation,
+            updated_at: now,
+            ..pending
+        };
+        let event = recipes::substrate_event(&observed, rows::id(), now);
+        let uow = UnitOfWork::new().write(Write::PutSubstrate(observed)).event(event);
+        self.commit_fixture(uow.fenced(fence)).await;
+        let again = now + FIXTURE_SUBSTRATE_LOOK;
+        let held = self.store.requeue(WorkKind::Substrates, ex::POOL, owner, again).await;
+        assert!(held.expect("requeue"), "the fixture held the lease");
+        let new = recipes::NewCluster {
+            cluster_id: id(ex::CLUSTER),
+            tenant_id: acme.clone(),
+            provider_account_id: account_id.clone(),
+            name: rows::name("main-cluster"),
+            region: "nyc1".into(),
+            version: None,
+            high_availability: false,
+            mode: ClusterMode::Standard,
+        };
+        // Its first node pool, with labels and a taint.
+        let shape = rows::node_pool(&recipes::new_cluster_row(new.clone(), now), "cpu");
+        let node_pool = NodePool {
+            labels: shape.labels,
+            taints: shape.taints,
+            ..NodePool::pending(
+                id(ex::NODE_POOL),
+                id(ex::CLUSTER),
+                acme.clone(),
+                shape.name,
+                shape.size,
+                shape.scale,
+                now,
+            )
+        };
+        self.commit_fixture(recipes::cluster_created(new, vec![node_pool], now).uow).await;
+        let example: LoadBalancersCreateInput =
+            serde_json::from_value(<LoadBalancersCreateInput as MethodInput>::example())
+                .expect("example parses");
+        for (lb_id, name) in EXAMPLE_POOL_LBS {
+            let new = recipes::NewLoadBalancer {
+                load_balancer_id: id(lb_id),
+                tenant_id: acme.clone(),
+                pool_id: pool.pool_id.clone(),
+                provider_account_id: account_id.clone(),
+                name: rows::name(name),
+                spec: example.spec(),
+            };
+            self.commit_fixture(recipes::load_balancer_created(new, now).uow).await;
+        }
         let mut booking = rows::booking(&pool, None);
         booking.booking_id = id(ex::BOOKING);
         booking.node_name = None;
-        let mut theirs = rows::pool(&tenant(OTHER_TENANT), "main");
-        theirs.pool_id = id(OTHER_POOL);
-        UnitOfWork::new()
-            .write(Write::InsertPool(pool.clone()))
-            .write(Write::InsertPool(theirs))
-            .write(Write::SetQuota {
-                pool_id: pool.pool_id.clone(),
-                resource: QuotaResource::LoadBalancers,
-                limit: EXAMPLE_LB_QUOTA,
-            })
-            .write(Write::InsertAccount(account.clone()))
-            .write(Write::PutSubstrate(substrate))
-            .write(Write::InsertCluster(cluster))
-            .write(Write::InsertNodePool(node_pool))
-            .write(Write::InsertLoadBalancer(load_balancer(
-                &pool,
-                &account,
-                ex::LOAD_BALANCER,
-                "main-lb",
-            )))
-            .write(Write::InsertLoadBalancer(load_balancer(&pool, &account, OTHER_LB, "other-lb")))
-            .write(Write::InsertBooking(booking))
+        booking.created_at = now;
+        self.commit_fixture(UnitOfWork::new().write(Write::InsertBooking(booking))).await;
     }
 }
 
@@ -445,16 +574,6 @@ impl Harness {
 pub fn example_policy() -> PoolPolicy {
     let example = <bc_api::methods::pools::PoolsCreateInput as MethodInput>::example();
     serde_json::from_value(example["policy"].clone()).expect("the example policy parses")
-}
-
-fn load_balancer(pool: &Pool, account: &ProviderAccount, lb_id: &str, name: &str) -> LoadBalancer {
-    let example: LoadBalancersCreateInput =
-        serde_json::from_value(<LoadBalancersCreateInput as MethodInput>::example())
-            .expect("example parses");
-    let mut lb = rows::load_balancer(pool, account, name);
-    lb.load_balancer_id = id(lb_id);
-    lb.spec = example.spec();
-    lb
 }
 
 /// A new token and its stored record.

@@ -7,11 +7,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bc_api::methods::examples as ex;
 use bc_domain::model::{ClusterMode, NodePoolOrigin, ProviderAccount, WaitingToJoin};
+use bc_domain::name::SubstrateNaming;
 use bc_domain::ports::{
     AccountCredentials, KubernetesProvider, LoadBalancerProvider, ProviderImpl, ProviderOffer,
     ProviderRegistry, ProviderResult, UnitOfWork, WorkKind, Write,
 };
+use bc_domain::rules::plan::desired_node_pool;
 use bc_domain::{ClusterId, NodePoolId, PoolId, ResourceState};
+use bc_reconcile::substrates::rows as substrate_rows;
 use bc_store::testing as rows;
 use serde_json::{Value, json};
 
@@ -238,15 +241,44 @@ async fn a_substrates_cluster_changes_through_its_pool(s: S) {
     let message =
         h.call("kubernetesClusters.delete", Some(&t), &get).await.err("FAILED_PRECONDITION");
     assert!(message.contains(ex::POOL) && message.contains("archive the pool"), "{message}");
-    let mut cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
-    cluster.substrate_pool_ids = vec![pool_id];
-    cluster.generation = 2;
-    let update = Write::UpdateCluster { cluster, expected_generation: 1 };
-    h.store.commit(UnitOfWork::new().write(update)).await.unwrap();
-    let upgrade = without(&example("kubernetesClusters.upgrade"), "expectedGeneration");
+    // A cluster made by `kubernetesClusters.create` and known to the provider (the
+    // cluster reconciler's status write), then adopted by a new pool: the substrate
+    // reconciler itself records the adoption on the cluster's row.
+    let body = with(
+        &without(&example("kubernetesClusters.create"), "requestId"),
+        "name",
+        json!("adoptee"),
+    );
+    let made = h.call("kubernetesClusters.create", Some(&t), &body).await.ok();
+    let cluster_id: ClusterId = made["clusterId"].as_str().unwrap().parse().unwrap();
+    let pools = vec![bc_sim::testing::node_pool("default", 1, &[])];
+    let pid = bc_sim::testing::create_cluster(&h.sim, "adoptee", pools);
+    known_to_the_provider(&h, &cluster_id, &pid).await;
+    let mut policy = example("pools.create")["policy"].clone();
+    policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": pid } });
+    let create = with(&without(&example("pools.create"), "requestId"), "name", json!("adopter"));
+    let adopter = h.call("pools.create", Some(&t), &with(&create, "policy", policy)).await.ok();
+    let adopter: PoolId = adopter["poolId"].as_str().unwrap().parse().unwrap();
+    let (key, outcome) = h.reconcile_once(WorkKind::Substrates).await;
+    assert_eq!(key, adopter.as_str(), "the adopter's substrate is the one due");
+    let cluster = h.store.cluster_get_any(&cluster_id).await.unwrap().unwrap();
+    assert_eq!(cluster.substrate_pool_ids, vec![adopter.clone()], "{outcome:?}");
+    assert_eq!(cluster.generation, 2, "recorded under the cluster's generation");
+    let upgrade = with(
+        &without(&example("kubernetesClusters.upgrade"), "expectedGeneration"),
+        "clusterId",
+        json!(cluster_id),
+    );
     let message =
         h.call("kubernetesClusters.upgrade", Some(&t), &upgrade).await.err("FAILED_PRECONDITION");
-    assert!(message.contains("policy"), "{message}");
+    assert!(message.contains("policy") && message.contains(adopter.as_str()), "{message}");
+    let get = json!({ "tenantId": ex::TENANT, "clusterId": cluster_id });
+    let message =
+        h.call("kubernetesClusters.delete", Some(&t), &get).await.err("FAILED_PRECONDITION");
+    assert!(
+        message.contains(adopter.as_str()) && message.contains("archive the pool"),
+        "{message}"
+    );
 }
 
 async fn node_pools_are_added_resized_and_deleted(s: S) {
@@ -296,15 +328,37 @@ async fn node_pools_are_added_resized_and_deleted(s: S) {
 async fn substrate_and_provider_node_pools_are_read_only(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
+    // The provider's own pool: made at the provider by the tenant (no ownership tag), and
+    // recorded read-only by a run of the cluster reconciler once the cluster is known there.
+    let pools = vec![bc_sim::testing::node_pool("their-own", 1, &[])];
+    let pid = bc_sim::testing::create_cluster(&h.sim, "main-cluster", pools);
+    known_to_the_provider(&h, &id(ex::CLUSTER), &pid).await;
+    let (key, outcome) = h.reconcile_once(WorkKind::Clusters).await;
+    assert_eq!(key, ex::CLUSTER, "{outcome:?}");
+    // A substrate's row of the example pool's first flavor, as the substrate reconciler
+    // decides it (recorded before the provider makes that pool), committed as it commits.
     let cluster = h.store.cluster_get_any(&id(ex::CLUSTER)).await.unwrap().unwrap();
-    let mut managed = rows::node_pool(&cluster, "bc-pool-cpu");
-    managed.managed_by = Some(id(ex::POOL));
-    let mut theirs = rows::node_pool(&cluster, "their-own");
-    theirs.origin = NodePoolOrigin::Provider;
-    let uow = UnitOfWork::new()
-        .write(Write::InsertNodePool(managed.clone()))
-        .write(Write::InsertNodePool(theirs.clone()));
+    let all = bc_domain::ports::PageRequest::first(100);
+    let live = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap().items;
+    let pool: PoolId = id(ex::POOL);
+    let flavor = &crate::common::example_policy().flavors[0];
+    let desired = desired_node_pool(&pool, SubstrateNaming::LONG, flavor).expect("a flavor");
+    let inputs = substrate_rows::Inputs {
+        pool: &pool,
+        cluster: &cluster,
+        desired: std::slice::from_ref(&desired),
+        rows: &live,
+        observed: Some(&[]),
+        refused: &Default::default(),
+        now: h.now(),
+    };
+    let mut uow = UnitOfWork::new();
+    uow.writes = substrate_rows::sync(&inputs, &mut || rows::id()).writes;
     h.store.commit(uow).await.unwrap();
+    let after = h.store.node_pool_list_by_cluster(&cluster.cluster_id, &all).await.unwrap().items;
+    let managed = after.iter().find(|r| r.managed_by.as_ref() == Some(&pool)).unwrap().clone();
+    let theirs = after.iter().find(|r| r.origin == NodePoolOrigin::Provider).unwrap().clone();
+    assert_eq!(theirs.name, "their-own", "{after:?}");
     let list = json!({ "tenantId": ex::TENANT, "clusterId": ex::CLUSTER });
     let page = h.call("kubernetesNodePools.list", Some(&t), &list).await.ok();
     let shown: Vec<Value> = page["kubernetesNodePools"].as_array().unwrap().clone();
@@ -332,20 +386,7 @@ async fn substrate_and_provider_node_pools_are_read_only(s: S) {
 async fn an_autopilot_cluster_has_no_node_pools(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
-    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let new = bc_domain::recipes::NewCluster {
-        cluster_id: rows::id(),
-        tenant_id: account.tenant_id.clone(),
-        provider_account_id: account.provider_account_id.clone(),
-        name: "auto".parse().unwrap(),
-        region: "nyc1".into(),
-        version: None,
-        high_availability: false,
-        mode: ClusterMode::Autopilot,
-    };
-    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
-    h.store.commit(made.uow).await.unwrap();
-    let auto = made.record.0;
+    let auto = autopilot_cluster(&h).await;
     let body = with(
         &without(&example("kubernetesNodePools.create"), "requestId"),
         "clusterId",
@@ -470,11 +511,8 @@ async fn a_cluster_being_deleted_is_not_adopted(s: S) {
 async fn a_known_autopilot_cluster_is_not_adopted(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
-    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
-    let mut auto = rows::cluster(&account, "auto");
-    auto.mode = bc_domain::model::ClusterMode::Autopilot;
-    auto.provider_cluster_id = Some("c-auto".into());
-    h.store.commit(UnitOfWork::new().write(Write::InsertCluster(auto))).await.unwrap();
+    let auto = autopilot_cluster(&h).await;
+    known_to_the_provider(&h, &auto.cluster_id, "c-auto").await;
     let mut policy = example("pools.create")["policy"].clone();
     policy["substrate"]["cluster"] = json!({ "adopt": { "providerClusterId": "c-auto" } });
     let create = without(&example("pools.create"), "requestId");
@@ -489,4 +527,35 @@ async fn a_known_autopilot_cluster_is_not_adopted(s: S) {
     let update = json!({ "tenantId": ex::TENANT, "poolId": bare["poolId"], "policy": policy });
     let m = h.call("pools.update", Some(&t), &update).await.err("FAILED_PRECONDITION");
     assert!(m.contains("autopilot"), "{m}");
+}
+
+/// The cluster reconciler's status write once the provider runs cluster `cluster_id` as
+/// `provider_cluster_id`.
+async fn known_to_the_provider(h: &Harness, cluster_id: &ClusterId, provider_cluster_id: &str) {
+    let known = Write::SetClusterStatus {
+        cluster_id: cluster_id.clone(),
+        provider_cluster_id: Some(provider_cluster_id.into()),
+        version: None,
+        status: rows::status(ResourceState::Ready),
+    };
+    h.store.commit(UnitOfWork::new().write(known)).await.unwrap();
+}
+
+/// An autopilot cluster of the example account, as `kubernetesClusters.create` records
+/// it where the provider offers the mode (its recipe).
+async fn autopilot_cluster(h: &Harness) -> bc_domain::model::KubernetesCluster {
+    let account = h.store.account_get_any(&id(ex::ACCOUNT)).await.unwrap().unwrap();
+    let new = bc_domain::recipes::NewCluster {
+        cluster_id: rows::id(),
+        tenant_id: account.tenant_id.clone(),
+        provider_account_id: account.provider_account_id.clone(),
+        name: "auto".parse().unwrap(),
+        region: "nyc1".into(),
+        version: None,
+        high_availability: false,
+        mode: ClusterMode::Autopilot,
+    };
+    let made = bc_domain::recipes::cluster_created(new, vec![], h.now());
+    h.store.commit(made.uow).await.unwrap();
+    made.record.0
 }

@@ -61,10 +61,7 @@ async fn bookings_end_and_are_listed_by_their_state_now(s: S) {
     let ended = h.call("bookings.end", Some(&t), &end).await.ok();
     assert_eq!(ended["state"], "ended");
     assert!(ended["endedAt"].is_string());
-    assert!(
-        h.store.work_get(WorkKind::Substrates, ex::POOL).await.unwrap().is_some(),
-        "a drain may go on"
-    );
+    assert!(h.work_due_now(WorkKind::Substrates, ex::POOL).await, "a drain may go on");
     assert_eq!(h.call("bookings.end", Some(&t), &end).await.ok(), ended, "idempotent");
     let list = |state: &str| json!({ "tenantId": ex::TENANT, "poolId": ex::POOL, "state": state });
     let ids = |v: Value| -> Vec<String> {
@@ -132,12 +129,31 @@ async fn write_events(h: &Harness, subjects: &[&str]) {
     h.store.commit(uow).await.unwrap();
 }
 
+/// The example tenant's events the fixture wrote — its pool's substrate, `pending` as
+/// `pools.create` writes it, then `provisioning` as the substrate reconciler observes it
+/// — as `events.list` shows them.
+async fn fixture_events(h: &Harness, t: &str) -> Vec<Value> {
+    let all = h.call("events.list", Some(t), &json!({ "tenantId": ex::TENANT })).await.ok();
+    let events = all["events"].as_array().unwrap().clone();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds, ["kubernetes.substrate.pending", "kubernetes.substrate.provisioning"]);
+    events
+}
+
+/// The `seq`s of `events`.
+fn seqs(events: &[Value]) -> Vec<u64> {
+    events.iter().map(|e| e["seq"].as_u64().expect("a seq")).collect()
+}
+
 async fn events_are_listed_by_subject_after_a_seq(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
+    let fixture = fixture_events(&h, &t).await;
     write_events(&h, &["compute.pools.a", "compute.pools.b", "compute.pools.a"]).await;
     let all = h.call("events.list", Some(&t), &json!({ "tenantId": ex::TENANT })).await.ok();
     let events = all["events"].as_array().unwrap().clone();
+    assert_eq!(events[..fixture.len()], fixture[..], "the fixture's come first");
+    let events = events[fixture.len()..].to_vec();
     assert_eq!(events.len(), 3, "only the tenant's");
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
@@ -210,12 +226,16 @@ impl Events {
 async fn the_stream_sends_events_in_order_and_resumes_after_the_last_id(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
+    let fixture = fixture_events(&h, &t).await;
     write_events(&h, &["compute.pools.a", "compute.pools.b"]).await;
     let resp = open(&h, &t, "tenantId=acme", None).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let mut stream = Events::of(resp);
-    let first = stream.next(2).await;
+    // Opened without a last id, it starts at the tenant's first event.
+    let from_start = stream.next(fixture.len() + 2).await;
+    assert_eq!(seqs(&from_start[..fixture.len()]), seqs(&fixture));
+    let first = from_start[fixture.len()..].to_vec();
     assert_eq!(
         (first[0]["subject"].as_str(), first[1]["subject"].as_str()),
         (Some("compute.pools.a"), Some("compute.pools.b"))
@@ -272,9 +292,10 @@ async fn the_stream_is_authorized_like_events_list(s: S) {
 async fn the_stream_ends_within_seconds_of_its_tokens_revocation(s: S) {
     let h = Harness::on(s).await;
     let t = h.operator().await;
+    let n = fixture_events(&h, &t).await.len();
     write_events(&h, &["compute.pools.a"]).await;
     let mut stream = Events::of(open(&h, &t, "tenantId=acme", None).await);
-    assert_eq!(stream.next(1).await[0]["subject"], "compute.pools.a");
+    assert_eq!(stream.next(n + 1).await[n]["subject"], "compute.pools.a");
     let hash = bc_api::auth::api_token_lookup_hash(&t).expect("a token");
     let token_id = h.store.api_token_find(&hash).await.unwrap().expect("stored").token_id;
     let revoke = Write::RevokeApiToken { token_id, at: h.now() };
@@ -322,9 +343,10 @@ async fn the_stream_ends_when_the_server_shuts_down(s: S) {
     let h =
         Harness::with(s, sim_config(), |api| api.settings(test_settings()).shutdown(token)).await;
     let t = h.operator().await;
+    let n = fixture_events(&h, &t).await.len();
     write_events(&h, &["compute.pools.a"]).await;
     let mut stream = Events::of(open(&h, &t, "tenantId=acme", None).await);
-    assert_eq!(stream.next(1).await[0]["subject"], "compute.pools.a");
+    assert_eq!(stream.next(n + 1).await[n]["subject"], "compute.pools.a");
     stop.cancel();
     let ended = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(frame) = stream.body.frame().await {

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use crate::common::repos::*;
 use crate::common::{
-    Harness, OTHER_LB, S, example, grant, id, sim_config, test_settings, with, without,
+    EXAMPLE_POOL_LBS, FIXTURE_LBS_BOOKED, Harness, OTHER_LB, S, example, grant, id, sim_config,
+    test_settings, with, without,
 };
 
 bc_store::store_suite!(
@@ -63,12 +64,12 @@ async fn a_regional_load_balancer_is_recorded_with_its_quota_unit(s: S) {
                 "responseTimeoutSeconds": 5, "healthyThreshold": 5, "unhealthyThreshold": 3 })
     );
     assert!(lb.get("ip").is_none() && lb.get("readyAt").is_none());
-    assert_eq!(used(&h, &id(ex::POOL)).await, 1);
+    assert_eq!(used(&h, &id(ex::POOL)).await, FIXTURE_LBS_BOOKED + 1);
     let lb_id = lb["loadBalancerId"].as_str().unwrap();
     assert!(h.store.work_get(WorkKind::ProviderResources, lb_id).await.unwrap().is_some());
     // A live name of the account is taken, and a refused create books nothing.
     h.call("loadBalancers.create", Some(&t), &create_body("main-lb")).await.err("ALREADY_EXISTS");
-    assert_eq!(used(&h, &id(ex::POOL)).await, 1);
+    assert_eq!(used(&h, &id(ex::POOL)).await, FIXTURE_LBS_BOOKED + 1);
     // An archived pool books nothing.
     h.call("pools.archive", Some(&t), &json!({ "tenantId": ex::TENANT, "poolId": ex::POOL }))
         .await
@@ -120,7 +121,8 @@ async fn regional_and_global_take_different_fields(s: S) {
         let a = h.call("loadBalancers.create", Some(&t), &body).await;
         assert_eq!((a.code(), a.field()), ("INVALID_ARGUMENT", Some(field)), "{body}: {}", a.text);
     }
-    assert_eq!(used(&h, &id(ex::POOL)).await, 0, "no refused create booked a unit");
+    let booked = FIXTURE_LBS_BOOKED;
+    assert_eq!(used(&h, &id(ex::POOL)).await, booked, "no refused create booked a unit");
     let made = h.call("loadBalancers.create", Some(&t), &global).await.ok();
     assert!(made.get("region").is_none(), "{made}");
     assert_eq!(made["forwardingRules"], json!([]));
@@ -169,7 +171,9 @@ async fn no_quota_row_grants_none(s: S) {
 async fn with_a_limit_of_n_exactly_n_concurrent_creates_succeed(s: S) {
     let h = Arc::new(Harness::on(s).await);
     let t = h.operator().await;
-    let limit = 3;
+    // The fixture's load balancers hold units of the limit already: 3 are left.
+    let fresh = 3;
+    let limit = FIXTURE_LBS_BOOKED + fresh;
     let set = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL, "resource": "loadBalancers", "limit": limit });
     h.call("quotas.set", Some(&t), &set).await.ok();
     let mut calls = Vec::new();
@@ -184,12 +188,13 @@ async fn with_a_limit_of_n_exactly_n_concurrent_creates_succeed(s: S) {
     for c in calls {
         codes.push(c.await.unwrap());
     }
-    assert_eq!(codes.iter().filter(|c| *c == "OK").count(), limit as usize, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| *c == "OK").count(), fresh as usize, "{codes:?}");
     assert!(codes.iter().all(|c| c == "OK" || c == "RESOURCE_EXHAUSTED"), "{codes:?}");
     assert_eq!(used(&h, &id(ex::POOL)).await, limit);
     let list = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
     let lbs = h.call("loadBalancers.list", Some(&t), &list).await.ok();
-    assert_eq!(lbs["loadBalancers"].as_array().unwrap().len(), 2 + limit as usize);
+    let shown = lbs["loadBalancers"].as_array().unwrap().len();
+    assert_eq!(shown, EXAMPLE_POOL_LBS.len() + fresh as usize);
 }
 
 async fn updates_are_checked_whole_and_deletes_are_idempotent(s: S) {

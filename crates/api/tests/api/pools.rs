@@ -171,8 +171,8 @@ async fn update_follows_the_allowed_changes(s: S) {
     let pool = h.call("pools.update", Some(&t), &changed).await.ok();
     assert_eq!(pool["generation"], 2);
     assert_eq!(pool["policy"]["flavors"][0]["count"], 5);
-    let work = h.store.work_get(WorkKind::Substrates, ex::POOL).await.unwrap();
-    assert!(work.is_some(), "the substrate reconciler converges it");
+    let due = h.work_due_now(WorkKind::Substrates, ex::POOL).await;
+    assert!(due, "the substrate reconciler converges it");
     // The same policy again is no change.
     let same = with(&changed, "expectedGeneration", json!(2));
     assert_eq!(h.call("pools.update", Some(&t), &same).await.ok()["generation"], 2);
@@ -268,7 +268,7 @@ async fn archive_is_idempotent_and_tears_the_substrate_down(s: S) {
         (Some("archived"), Some(2))
     );
     assert!(first["archivedAt"].is_string());
-    assert!(h.store.work_get(WorkKind::Substrates, ex::POOL).await.unwrap().is_some());
+    assert!(h.work_due_now(WorkKind::Substrates, ex::POOL).await, "its substrate is torn down");
     let again = h.call("pools.archive", Some(&t), &body).await.ok();
     assert_eq!(again, first, "archiving an archived pool returns it unchanged");
     // Its name is free again, and it takes no policy change.
@@ -284,10 +284,12 @@ async fn quotas_are_set_by_operators_and_listed(s: S) {
     let editor = h.token(vec![grant(Role::Editor, acme())]).await;
     let set = example("quotas.set");
     h.call("quotas.set", Some(&editor), &set).await.err("PERMISSION_DENIED");
-    // The fixture pool's quota is 5 with nothing booked; one load balancer books one.
+    // The fixture pool's quota is 5 with the fixture's load balancers booked; one more
+    // books one.
     h.call("loadBalancers.create", Some(&operator), &example("loadBalancers.create")).await.ok();
     let row = h.call("quotas.set", Some(&operator), &with(&set, "limit", json!(0))).await.ok();
-    assert_eq!(row, json!({ "resource": "loadBalancers", "limit": 0, "used": 1 }));
+    let used = crate::common::FIXTURE_LBS_BOOKED + 1;
+    assert_eq!(row, json!({ "resource": "loadBalancers", "limit": 0, "used": used }));
     let list = json!({ "tenantId": ex::TENANT, "poolId": ex::POOL });
     let quotas = h.call("quotas.list", Some(&editor), &list).await.ok();
     assert_eq!(quotas["quotas"], json!([row]));
