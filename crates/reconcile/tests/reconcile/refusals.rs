@@ -25,6 +25,7 @@ on_each_provider!(
     a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes,
     a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change,
     an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool,
+    a_refused_drain_upgrade_stops_refusing_bookings,
 );
 
 async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes(on: OnProvider) {
@@ -114,18 +115,14 @@ async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change
     assert!(ok, "{:?}", env.node_pool(&workers.node_pool_id).await);
 }
 
-/// DigitalOcean only: the simulator refuses a route for good only on DigitalOcean's face.
-#[tokio::test]
-async fn a_refused_drain_upgrade_stops_refusing_bookings() {
-    let env = Env::start().await;
-    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
+async fn a_refused_drain_upgrade_stops_refusing_bookings(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (old, new) = on.versions();
+    let (pool, policy, _) = env.creating_pool(old, 1).await;
     let b = env.booking(&pool.pool_id);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
-    env.sim
-        .state()
-        .model()
-        .refuse(&routes::key("POST", routes::UPGRADE), "the cluster cannot be upgraded now");
-    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    on.refuse(&env.sim, Call::Upgrade, "the cluster cannot be upgraded now");
+    env.update_policy(&pool.pool_id, with_version(&policy, new)).await;
     let draining =
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
     assert!(draining, "the drain waits for the booking first");
@@ -141,7 +138,7 @@ async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     for _ in 0..5 {
         env.step(STEP).await;
     }
-    assert_eq!(env.count("POST", routes::UPGRADE), 1, "the refused upgrade is not asked again");
+    assert_eq!(env.calls(Call::Upgrade), 1, "the refused upgrade is not asked again");
     assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
 }
 

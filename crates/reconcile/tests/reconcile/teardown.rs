@@ -13,6 +13,7 @@ use bc_sim::kube::Resource;
 on_each_provider!(
     a_blocked_teardown_stays_in_one_state_with_one_event_per_cause,
     archiving_right_after_a_lost_re_create_leaves_no_cluster_behind,
+    a_teardown_refused_again_and_again_is_one_error_event,
 );
 
 /// Longer than any wait a reconciler asks for.
@@ -133,26 +134,23 @@ async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind(on: OnP
     assert!(left.is_empty(), "no cluster of the pool is left: {left:?}");
 }
 
-/// A teardown the provider keeps refusing: DigitalOcean's message carries a new request
-/// id on every answer, yet it is one cause — one `error` event, however many retries.
-/// DigitalOcean only: it injects a standing refusal on DigitalOcean's delete with
-/// associated resources, a call GKE does not have.
-#[tokio::test]
-async fn a_teardown_refused_again_and_again_is_one_error_event() {
-    use bc_sim::model::routes;
-    let env = Env::start().await;
+/// A teardown the provider keeps refusing (DigitalOcean's message carries a new request
+/// id on every answer; GKE's 403 PERMISSION_DENIED answers each delete alike) is one
+/// cause — one `error` event, however many retries.
+async fn a_teardown_refused_again_and_again_is_one_error_event(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, _, _) = env.creating_pool("latest", 1).await;
-    let key = routes::key("DELETE", routes::ASSOCIATED_SELECTIVE);
-    env.sim.state().model().refuse(&key, "cluster is locked");
+    on.refuse(&env.sim, Call::DeleteCluster, "cluster is locked");
     env.archive(&pool.pool_id).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    assert!(s.message.as_deref().unwrap_or_default().contains("cluster is locked"), "{s:?}");
     for _ in 0..6 {
         env.step(STEP).await;
     }
-    assert!(env.count("DELETE", routes::ASSOCIATED_SELECTIVE) >= 3, "asked again");
+    assert!(env.calls(Call::DeleteCluster) >= 3, "asked again");
     let events = env.substrate_events(&pool.pool_id).await;
     let errors = events.iter().filter(|k| *k == "kubernetes.substrate.error").count();
     assert_eq!(errors, 1, "{events:?}");
-    env.sim.state().model().clear_refusal(&key);
+    on.lift_refusal(&env.sim, Call::DeleteCluster);
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
 }

@@ -219,3 +219,44 @@ impl OnProvider {
         }
     }
 }
+
+/// What the provider does on its own, or refuses for good, that a scenario sets up
+/// through the simulator — each in the provider's own shape.
+impl OnProvider {
+    /// The HTTP status of the provider's standing refusal ([`OnProvider::refuse`]):
+    /// DigitalOcean's 422, GKE's 403.
+    pub fn refusal_status(self) -> u16 {
+        match self {
+            OnProvider::DigitalOcean => 422,
+            OnProvider::Gke => 403,
+        }
+    }
+
+    /// Every request for `call` is refused for good, saying `message`, until
+    /// [`OnProvider::lift_refusal`]: DigitalOcean answers 422 `unprocessable_entity`
+    /// ([`crate::model::Model::refuse`]); GKE 403 PERMISSION_DENIED (`forbidden`) in
+    /// Google's error envelope ([`crate::model::Model::gke_refuse`]), what it answers, call
+    /// after call, to a caller its IAM role or an organisation policy does not allow.
+    pub fn refuse(self, sim: &crate::Sim, call: Call, message: &str) {
+        let mut model = sim.state().model();
+        for key in self.routes(call) {
+            match self {
+                OnProvider::DigitalOcean => model.refuse(&key, message),
+                OnProvider::Gke => {
+                    model.gke_refuse(&key, crate::model::gke::GkeError::forbidden(message))
+                }
+            }
+        }
+    }
+
+    /// Stops [`OnProvider::refuse`]'s refusal of `call`.
+    pub fn lift_refusal(self, sim: &crate::Sim, call: Call) {
+        let mut model = sim.state().model();
+        for key in self.routes(call) {
+            match self {
+                OnProvider::DigitalOcean => model.clear_refusal(&key),
+                OnProvider::Gke => model.gke_clear_refusal(&key),
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@
 use bc_sim::SimConfig;
 use bc_sim::gke_api::routes;
 use bc_sim::model::gke::auth::{self, GOOGLE_TOKEN_URL};
-use bc_sim::model::gke::{ClusterName, GkeFault, SIM_PROJECT};
+use bc_sim::model::gke::{ClusterName, GkeError, GkeFault, SIM_PROJECT};
 use bc_sim::model::routes::key;
 use bc_sim::testing::{GKE_LOCATIONS, Reply, Served, bounded, send};
 use reqwest::{Method, StatusCode};
@@ -654,6 +654,43 @@ async fn a_lost_answer_leaves_the_change_made() {
             .await;
         assert!(r.is_err(), "the answer is withheld");
         assert_eq!(g.get("us-central1-a/clusters/lost").await["name"], "lost");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_standing_refusal_answers_every_call_in_googles_envelope_until_lifted() {
+    bounded(async {
+        let g = Gke::start().await;
+        g.create("us-central1-a", standard("s1", 1)).await;
+        g.s.step(3);
+        let route = key("POST", routes::NODE_POOLS);
+        let why = "Required \"container.clusters.update\" permission(s) for \
+                   \"projects/bc-sim-project/locations/us-central1-a/clusters/s1\".";
+        g.s.sim.state().model().gke_inject(&route, 1, GkeFault::Unavailable);
+        g.s.sim.state().model().gke_refuse(&route, GkeError::forbidden(why));
+        let path = "us-central1-a/clusters/s1/nodePools";
+        let pool = json!({"nodePool": {"name": "more", "initialNodeCount": 1}});
+        let (status, _) = g.call(Method::POST, path, Some(pool.clone())).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "an injected fault answers first");
+        for _ in 0..3 {
+            let (status, e) = g.call(Method::POST, path, Some(pool.clone())).await;
+            assert_eq!(status, StatusCode::FORBIDDEN);
+            let e = &e["error"];
+            assert_eq!(
+                (e["code"].as_i64(), e["status"].as_str()),
+                (Some(403), Some("PERMISSION_DENIED"))
+            );
+            assert_eq!(
+                (e["message"].as_str(), e["errors"][0]["reason"].as_str()),
+                (Some(why), Some("forbidden"))
+            );
+        }
+        assert_eq!(g.get(path).await["nodePools"].as_array().unwrap().len(), 1, "nothing made");
+        assert_eq!(g.call(Method::GET, path, None).await.0, StatusCode::OK, "other routes answer");
+        g.s.sim.state().model().gke_clear_refusal(&route);
+        let op = g.ok(Method::POST, path, Some(pool)).await;
+        assert_eq!(op["operationType"], "CREATE_NODE_POOL");
     })
     .await;
 }

@@ -120,6 +120,12 @@ impl GkeError {
             ),
         )
     }
+    /// 403 PERMISSION_DENIED `forbidden` saying `message`: GKE's standing refusal of a
+    /// call the caller may not make (a missing IAM permission, an organisation policy),
+    /// answered again until the cause is removed.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "PERMISSION_DENIED", "forbidden", message)
+    }
     /// 403 `Insufficient regional quota…` (a refusal, not a permission error).
     pub fn quota(region: &str) -> Self {
         Self::new(
@@ -458,6 +464,9 @@ pub struct Gke {
     per_minute: u32,
     #[serde(skip)]
     denied: BTreeSet<String>,
+    /// Standing refusals by route key (see [`Model::gke_refuse`]).
+    #[serde(skip)]
+    refusals: BTreeMap<String, GkeError>,
     /// How many operations of each `operationType` were started (what a test counts to
     /// say a lost answer started no second one; the log itself is pruned).
     #[serde(default)]
@@ -479,6 +488,7 @@ impl Default for Gke {
             faults: BTreeMap::new(),
             per_minute: DEFAULT_REQUESTS_PER_MINUTE,
             denied: BTreeSet::new(),
+            refusals: BTreeMap::new(),
             started: BTreeMap::new(),
         }
     }
@@ -617,6 +627,12 @@ impl Gke {
             }
             _ => false,
         }
+    }
+
+    /// Drops every injected fault and standing refusal.
+    pub(crate) fn clear_faults(&mut self) {
+        self.faults.clear();
+        self.refusals.clear();
     }
 
     /// Whether `bearer` is an access token the simulator minted that is valid at `now`.
@@ -776,9 +792,23 @@ impl Model {
         q.extend(std::iter::repeat_n(fault, n));
     }
 
+    /// Every request to the GKE route `route_key` is answered with `refusal` (Google's
+    /// envelope of its code, status, reason and message) until
+    /// [`Model::gke_clear_refusal`]: GKE's counterpart of [`Model::refuse`], e.g.
+    /// [`GkeError::forbidden`] for a permission the caller lacks. Injected faults of the
+    /// route are answered first, as on DigitalOcean's face.
+    pub fn gke_refuse(&mut self, route_key: &str, refusal: GkeError) {
+        self.gke.refusals.insert(route_key.to_owned(), refusal);
+    }
+
+    /// Stops refusing the GKE route `route_key`.
+    pub fn gke_clear_refusal(&mut self, route_key: &str) {
+        self.gke.refusals.remove(route_key);
+    }
+
     /// Admits one GKE request to `route_key` by `bearer` for `project`: counts it, checks
     /// the token (401) and the account's access (403), the project's request rate (429),
-    /// then injected faults.
+    /// then injected faults and standing refusals.
     pub fn gke_admit(
         &mut self,
         bearer: Option<&str>,
@@ -814,7 +844,10 @@ impl Model {
             Some(GkeFault::Unavailable) => Err(GkeError::unavailable()),
             Some(GkeFault::RateLimited) => Err(GkeError::rate_limited(&project_number(project))),
             Some(GkeFault::Quota) => Err(GkeError::quota(&project_number(project))),
-            Some(GkeFault::Stockout) | None => Ok(()),
+            Some(GkeFault::Stockout) | None => match self.gke.refusals.get(route_key) {
+                Some(refusal) => Err(refusal.clone()),
+                None => Ok(()),
+            },
         }
     }
 
