@@ -259,4 +259,36 @@ impl OnProvider {
             }
         }
     }
+
+    /// The provider puts cluster `pid` (its provider id) into `state` on its own, with
+    /// `message`, until forced again: on DigitalOcean the cluster's `status.state`
+    /// ([`crate::model::Model::force_cluster_state`]); on GKE its `status`
+    /// ([`crate::model::Model::gke_force_status`]) — `Upgrading` is `RECONCILING` under an
+    /// auto-upgrade GKE runs, `Degraded` and `Error` are `DEGRADED` and `ERROR` with
+    /// `message` as the status message, `Running` is `RUNNING`. Returns false for an
+    /// unknown cluster or a state the provider does not force.
+    pub fn force_cluster_state(
+        self,
+        sim: &crate::Sim,
+        pid: &str,
+        state: crate::model::kubernetes::ClusterState,
+        message: &str,
+    ) -> bool {
+        use crate::model::kubernetes::ClusterState as S;
+        let now = sim.state().clock.now();
+        let mut model = sim.state().model();
+        match self {
+            OnProvider::DigitalOcean => model.force_cluster_state(pid, state, message),
+            OnProvider::Gke => {
+                let status = match state {
+                    S::Running => "RUNNING",
+                    S::Upgrading => "RECONCILING",
+                    S::Degraded => "DEGRADED",
+                    S::Error => "ERROR",
+                    _ => return false,
+                };
+                model.gke_force_status(pid, status, message, now)
+            }
+        }
+    }
 }

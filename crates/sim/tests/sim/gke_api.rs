@@ -694,3 +694,75 @@ async fn a_standing_refusal_answers_every_call_in_googles_envelope_until_lifted(
     })
     .await;
 }
+
+#[tokio::test]
+async fn gke_at_work_on_its_own_degraded_or_in_error_shows_and_refuses_as_gke_does() {
+    bounded(async {
+        let g = Gke::start().await;
+        g.create("us-central1-a", standard("h1", 1)).await;
+        g.s.step(3);
+        let gke_id = g.get("us-central1-a/clusters/h1").await["id"].as_str().unwrap().to_owned();
+        let force = |status: &str, message: &str| {
+            let now = bc_domain::ports::Clock::now(&*g.s.clock);
+            g.s.sim.state().model().gke_force_status(&gke_id, status, message, now)
+        };
+        let running = async || {
+            let ops = g.get("us-central1-a/operations").await["operations"].clone();
+            let ops = ops.as_array().unwrap().clone();
+            ops.into_iter().filter(|o| o["status"] != "DONE").collect::<Vec<_>>()
+        };
+        let cluster = "us-central1-a/clusters/h1";
+        let (pools, more) = (
+            "us-central1-a/clusters/h1/nodePools",
+            json!({"nodePool": {"name": "more", "initialNodeCount": 1}}),
+        );
+        // GKE auto-upgrades it: RECONCILING, under an operation no caller started, and
+        // every change meanwhile refused in GKE's words.
+        assert!(force("RECONCILING", ""));
+        assert_eq!(g.get(cluster).await["status"], "RECONCILING");
+        let ops = running().await;
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert_eq!(ops[0]["operationType"], "UPGRADE_MASTER");
+        let (status, e) = g.call(Method::POST, pools, Some(more.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let op = ops[0]["name"].as_str().unwrap();
+        assert_eq!(
+            e["error"]["message"],
+            format!("Cluster is running incompatible operation {op}.")
+        );
+        g.s.step(600);
+        assert_eq!(g.get(cluster).await["status"], "RECONCILING", "until forced again");
+        assert_eq!(g.s.sim.state().model().gke_operations_started("UPGRADE_MASTER"), 0);
+        // DEGRADED and ERROR, with GKE's message; GKE's own operation is over.
+        let m = "Node pool \"cpu\" cannot reach the control plane.";
+        assert!(force("DEGRADED", m));
+        let c = g.get(cluster).await;
+        assert_eq!(
+            (c["status"].as_str(), c["statusMessage"].as_str()),
+            (Some("DEGRADED"), Some(m))
+        );
+        assert_eq!(c["conditions"][0]["message"], m);
+        assert!(running().await.is_empty());
+        assert!(force("ERROR", "The cluster is unusable."));
+        let c = g.get(cluster).await;
+        assert_eq!(
+            (c["status"].as_str(), c["statusMessage"].as_str()),
+            (Some("ERROR"), Some("The cluster is unusable."))
+        );
+        // RUNNING again: no message, changes made.
+        assert!(force("RUNNING", "ignored"));
+        let c = g.get(cluster).await;
+        assert_eq!(c["status"], "RUNNING");
+        assert!(c.get("statusMessage").is_none() && c.get("conditions").is_none(), "{c}");
+        assert_eq!(
+            g.ok(Method::POST, pools, Some(more)).await["operationType"],
+            "CREATE_NODE_POOL"
+        );
+        // GKE starts no work of its own beside a caller's, nor forces what it never shows.
+        assert!(!force("RECONCILING", ""));
+        assert!(!force("PROVISIONING", ""));
+        let now = bc_domain::ports::Clock::now(&*g.s.clock);
+        assert!(!g.s.sim.state().model().gke_force_status("nosuch", "ERROR", "", now));
+    })
+    .await;
+}

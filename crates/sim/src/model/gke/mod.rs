@@ -434,6 +434,10 @@ pub struct Operation {
     pub effect: Option<Effect>,
     /// Whether `effect` has been applied.
     pub applied: bool,
+    /// GKE started it itself (an auto-upgrade [`Model::gke_force_status`] stands for),
+    /// not a caller: it runs until the status is forced again.
+    #[serde(default)]
+    pub by_gke: bool,
 }
 
 impl Operation {
@@ -1015,6 +1019,7 @@ impl Model {
             condition: None,
             effect,
             applied: false,
+            by_gke: false,
         };
         self.gke.operations.push(op.clone());
         *self.gke.started.entry(op.op_type.clone()).or_default() += 1;
@@ -1848,6 +1853,71 @@ impl Model {
             mp.count = want;
             converge(mp, ids, &delays, ready_at, now);
         }
+    }
+
+    /// The model id of GKE cluster `cluster`, given as GKE's `id` (the model's without
+    /// dashes) or as the model's.
+    pub(crate) fn gke_id_of(&self, cluster: &str) -> Option<String> {
+        self.gke
+            .clusters
+            .keys()
+            .find(|id| *id == cluster || id.replace('-', "") == cluster)
+            .cloned()
+    }
+
+    /// Puts GKE cluster `cluster` (GKE's `id` or the model's) into `status`, as GKE
+    /// itself does (research/gke.md "must reproduce" 6), until the status is forced
+    /// again: `RECONCILING` is GKE at work on it of its own accord — an auto-upgrade,
+    /// an `UPGRADE_MASTER` operation the operations list shows and no caller started, so
+    /// every change meanwhile is refused as "running incompatible operation"; `DEGRADED`
+    /// (needs the user's action) and `ERROR` (unusable) show `message` as the cluster's
+    /// `statusMessage` and condition; `RUNNING` ends GKE's own operation and clears the
+    /// message. The DigitalOcean face's counterpart is [`Model::force_cluster_state`].
+    /// Returns false for an unknown cluster, another status, or `RECONCILING` while a
+    /// caller's operation runs (GKE starts nothing then).
+    pub fn gke_force_status(
+        &mut self,
+        cluster: &str,
+        status: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> bool {
+        self.advance(now);
+        let Some(id) = self.gke_id_of(cluster) else { return false };
+        let state = match status {
+            "RUNNING" | "RECONCILING" => ClusterState::Running,
+            "DEGRADED" => ClusterState::Degraded,
+            "ERROR" => ClusterState::Error,
+            _ => return false,
+        };
+        let caller_busy = self.gke.running_op(&id, now).is_some_and(|o| !o.by_gke);
+        if status == "RECONCILING" && caller_busy {
+            return false;
+        }
+        for o in self.gke.operations.iter_mut().filter(|o| o.cluster_id == id && o.by_gke) {
+            if o.status(now) != "DONE" {
+                o.done_at = now;
+                o.applied = true;
+            }
+        }
+        if status == "RECONCILING" {
+            let path = self.gke.clusters[&id].path();
+            // Running until forced again (a century stands for "not on its own").
+            let until = now + time::Duration::days(36_500);
+            let name = self.new_operation(&id, "UPGRADE_MASTER", path, until, None, now).name;
+            if let Some(o) = self.gke.operations.iter_mut().find(|o| o.name == name) {
+                o.by_gke = true;
+            }
+            // A caller started none of it.
+            if let Some(n) = self.gke.started.get_mut("UPGRADE_MASTER") {
+                *n = n.saturating_sub(1);
+            }
+        }
+        let message = if status == "RUNNING" { "" } else { message };
+        if let Some(g) = self.gke.clusters.get_mut(&id) {
+            g.generation += 1;
+        }
+        self.force_cluster_state(&id, state, message)
     }
 
     // ----- the Kubernetes face's view ----------------------------------------------------
