@@ -291,4 +291,42 @@ impl OnProvider {
             }
         }
     }
+
+    /// The provider's cluster autoscaler moves the first node pool of cluster `pid` (its
+    /// provider id), which must autoscale, to `count` nodes within its limits — the
+    /// provider's doing, not ours: on DigitalOcean the pool's `count`, on GKE its
+    /// instance groups' size ([`crate::model::Model::gke_autoscale`]). Panics if the
+    /// provider would not (an unknown cluster, a pool without autoscaling, a count
+    /// outside its limits).
+    pub fn autoscale_to(self, sim: &crate::Sim, pid: &str, count: u32) {
+        let now = sim.state().clock.now();
+        let mut model = sim.state().model();
+        match self {
+            OnProvider::DigitalOcean => {
+                let c = model.find_cluster(pid, now).expect("the cluster");
+                let np = c.node_pools.first().expect("a node pool");
+                assert!(
+                    np.auto_scale && (np.min_nodes..=np.max_nodes).contains(&count),
+                    "the autoscaler moves an autoscaled pool within its limits: {np:?}"
+                );
+                let spec = crate::model::NodePoolSpec {
+                    name: Some(np.name.clone()),
+                    count: Some(i64::from(count)),
+                    auto_scale: Some(true),
+                    min_nodes: Some(i64::from(np.min_nodes)),
+                    max_nodes: Some(i64::from(np.max_nodes)),
+                    ..Default::default()
+                };
+                model
+                    .update_node_pool(super::TEST_TOKEN, pid, &np.id.clone(), spec, now)
+                    .expect("the autoscaler's resize");
+            }
+            OnProvider::Gke => {
+                let id = model.gke_id_of(pid).expect("the cluster");
+                let first = model.gke.cluster(&id).and_then(|g| g.pools.first());
+                let pool = first.map(|p| p.name.clone()).expect("a node pool");
+                model.gke_autoscale(pid, &pool, count, now).expect("the autoscaler's resize");
+            }
+        }
+    }
 }

@@ -766,3 +766,46 @@ async fn gke_at_work_on_its_own_degraded_or_in_error_shows_and_refuses_as_gke_do
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_autoscaler_moves_an_autoscaled_pool_within_its_limits_without_an_operation() {
+    bounded(async {
+        let g = Gke::start().await;
+        let auto = json!({"name": "a1", "nodePools": [{"name": "cpu", "initialNodeCount": 1,
+            "autoscaling": {"enabled": true, "minNodeCount": 1, "maxNodeCount": 2}}]});
+        g.create("us-central1", auto).await;
+        g.s.step(3);
+        let id = cluster_id(&g);
+        let now = || bc_domain::ports::Clock::now(&*g.s.clock);
+        let nodes = |g: &Gke| g.s.sim.state().model().cluster_nodes(&id, now()).unwrap().len();
+        assert_eq!(nodes(&g), 3);
+        let path = "us-central1/clusters/a1/nodePools/cpu";
+        let before = g.get(path).await;
+        let ops = g.get("us-central1/operations").await["operations"].as_array().unwrap().len();
+        g.s.sim.state().model().gke_autoscale(&id, "cpu", 6, now()).expect("within 3..6");
+        g.s.step(3);
+        assert_eq!(nodes(&g), 6);
+        assert_eq!(g.get(path).await, before, "no size field, the same etag");
+        let after = g.get("us-central1/operations").await["operations"].as_array().unwrap().len();
+        assert_eq!(after, ops, "the autoscaler runs no operation");
+        for outside in [7, 0, 4] {
+            let moved = g.s.sim.state().model().gke_autoscale(&id, "cpu", outside, now());
+            assert!(moved.is_err(), "{outside}: {moved:?}");
+        }
+        // Total limits hold the pool's nodes in all; setting them keeps the count inside.
+        let total = json!({"autoscaling": {"enabled": true, "totalMinNodeCount": 0, "totalMaxNodeCount": 9}});
+        g.ok(Method::POST, &format!("{path}:setAutoscaling"), Some(total)).await;
+        g.s.step(3);
+        assert_eq!(nodes(&g), 6, "inside the new limits: unchanged");
+        g.s.sim.state().model().gke_autoscale(&id, "cpu", 0, now()).expect("within 0..9");
+        g.s.step(3);
+        assert_eq!(nodes(&g), 0);
+        // A pool without autoscaling is left alone.
+        g.create("us-central1-a", standard("z1", 1)).await;
+        g.s.step(3);
+        let z1 = g.get("us-central1-a/clusters/z1").await["id"].as_str().unwrap().to_owned();
+        let moved = g.s.sim.state().model().gke_autoscale(&z1, "cpu", 2, now());
+        assert!(moved.unwrap_err().contains("autoscaling off"));
+    })
+    .await;
+}

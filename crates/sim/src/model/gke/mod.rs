@@ -1303,8 +1303,8 @@ impl Model {
             labels: Some(p.labels.clone()),
             taints: p.taints.clone(),
             auto_scale: autoscaling.enabled,
-            min_nodes: (autoscaling.min.max(0) as u32) * zones.len() as u32,
-            max_nodes: (autoscaling.max.max(0) as u32) * zones.len() as u32,
+            min_nodes: node_limits(&autoscaling, zones.len() as i64).0.max(0) as u32,
+            max_nodes: node_limits(&autoscaling, zones.len() as i64).1.max(0) as u32,
             nodes: Vec::new(),
             deleting: false,
             created_at: now,
@@ -1624,8 +1624,9 @@ impl Model {
             let zones = gp.locations.len() as u32;
             mp.count = (gp.per_zone.max(0) as u32) * zones;
             mp.auto_scale = gp.autoscaling.enabled;
-            mp.min_nodes = (gp.autoscaling.min.max(0) as u32) * zones;
-            mp.max_nodes = (gp.autoscaling.max.max(0) as u32) * zones;
+            let (min, max) = node_limits(&gp.autoscaling, i64::from(zones));
+            mp.min_nodes = min.max(0) as u32;
+            mp.max_nodes = max.max(0) as u32;
             mp.size = gp.machine_type.clone();
             converge(mp, ids, &delays, ready_at, now);
         }
@@ -1683,9 +1684,13 @@ impl Model {
         self.gke_idle(&id, now)?;
         let g = self.gke.clusters.get_mut(&id).expect("found");
         let p = Self::pool_mut(g, pool)?;
-        // The count moves into the new bounds (as the autoscaler would).
+        // The count moves into the new bounds (as the autoscaler would), per zone: total
+        // limits hold the pool's nodes in all, which the simulator keeps even per zone.
         if autoscaling.enabled {
-            p.per_zone = p.per_zone.clamp(autoscaling.min, autoscaling.max.max(autoscaling.min));
+            let zones = p.locations.len().max(1) as i64;
+            let (min, max) = node_limits(&autoscaling, zones);
+            let (min, max) = (div_ceil(min, zones), max / zones);
+            p.per_zone = p.per_zone.clamp(min, max.max(min));
         }
         p.autoscaling = Autoscaling {
             location_policy: if autoscaling.enabled && autoscaling.location_policy.is_empty() {
@@ -1920,6 +1925,51 @@ impl Model {
         self.force_cluster_state(&id, state, message)
     }
 
+    /// GKE's cluster autoscaler moves node pool `pool` of cluster `cluster` (GKE's `id`
+    /// or the model's) to `nodes` nodes in all — what it does when pods wait for room or
+    /// nodes stand idle (research/gke.md "must reproduce" 13): only on a pool with
+    /// autoscaling enabled, only within its limits (`min/maxNodeCount` per zone, or
+    /// `totalMin/MaxNodeCount` for the pool), by resizing the pool's instance groups
+    /// directly — no operation, and the NodePool (which has no size field) and its etag
+    /// stay as they are; the nodes come and go as any resize's. The simulator keeps the
+    /// same count in every zone of a pool, so `nodes` must be a multiple of its zones.
+    /// The DigitalOcean face's counterpart is a node-pool update of `count` within
+    /// `min_nodes..max_nodes`.
+    pub fn gke_autoscale(
+        &mut self,
+        cluster: &str,
+        pool: &str,
+        nodes: u32,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        self.advance(now);
+        let id = self.gke_id_of(cluster).ok_or_else(|| format!("no GKE cluster {cluster}"))?;
+        let g = self.gke.clusters.get_mut(&id).expect("found");
+        let p = g
+            .pools
+            .iter_mut()
+            .find(|p| p.name == pool)
+            .ok_or_else(|| format!("no node pool {pool} in cluster {cluster}"))?;
+        let a = &p.autoscaling;
+        if !a.enabled {
+            return Err(format!("node pool {pool} has autoscaling off: the autoscaler leaves it"));
+        }
+        let zones = p.locations.len().max(1) as i64;
+        let nodes = i64::from(nodes);
+        let (min, max) = node_limits(a, zones);
+        if nodes < min || nodes > max {
+            return Err(format!(
+                "{nodes} nodes lie outside node pool {pool}'s limits {min}..{max}"
+            ));
+        }
+        if nodes % zones != 0 {
+            return Err(format!("{nodes} nodes do not spread evenly over {zones} zones"));
+        }
+        p.per_zone = nodes / zones;
+        self.sync_model_pool(&id, pool, now);
+        Ok(())
+    }
+
     // ----- the Kubernetes face's view ----------------------------------------------------
 
     /// The Nodes of GKE cluster `id` as its Kubernetes API shows them (`None`: not GKE's).
@@ -2057,6 +2107,21 @@ pub fn check_location(name: &str) -> Result<Location, GkeError> {
     Location::parse(name).ok_or_else(|| {
         GkeError::invalid(format!("Location \"{name}\" is not a valid zone or region."))
     })
+}
+
+/// The least and most nodes autoscaling `a` allows a pool over `zones` zones in all: its
+/// total limits, or its per-zone ones times the zones.
+fn node_limits(a: &Autoscaling, zones: i64) -> (i64, i64) {
+    if a.total_min != 0 || a.total_max != 0 {
+        (a.total_min, a.total_max)
+    } else {
+        (a.min * zones, a.max * zones)
+    }
+}
+
+/// `n / d` rounded up, for non-negative `n` and positive `d`.
+fn div_ceil(n: i64, d: i64) -> i64 {
+    (n + d - 1).div_euclid(d)
 }
 
 fn check_autoscaling(a: &Autoscaling) -> Result<(), GkeError> {
