@@ -6,28 +6,27 @@ use std::time::Duration;
 
 use bc_domain::policy::AutoScale;
 use bc_domain::{NodePoolState, PoolId, ResourceState};
-use bc_reconcile::testing::{Env, create_policy, flavor};
-use bc_sim::testing::NODE_SIZE;
+use bc_reconcile::on_each_provider;
+use bc_reconcile::testing::{Env, OnProvider, flavor};
 
 async fn row_states(env: &Env, pool: &PoolId) -> Vec<NodePoolState> {
     env.substrate_rows(pool).await.into_iter().map(|r| r.state).collect()
 }
 
-/// DigitalOcean only: the simulator's autoscaler moves a pool only on DigitalOcean's face
-/// (GKE's simulated pools change size only when asked).
-#[tokio::test]
-async fn the_autoscaler_growing_a_pool_is_no_policy_change() {
-    let env = Env::start().await;
-    let mut auto = flavor("gpu", NODE_SIZE, 0);
+on_each_provider!(the_autoscaler_growing_a_pool_is_no_policy_change);
+
+async fn the_autoscaler_growing_a_pool_is_no_policy_change(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let mut auto = flavor("gpu", on.node_size(), 0);
     auto.count = None;
     auto.auto_scale = Some(AutoScale { min: 1, max: 4 });
-    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
+    let policy = env.create_policy("latest", vec![auto]);
     let pool = env.create_pool("web", policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let pid = env.cluster(s.cluster_id.as_ref().unwrap()).await.provider_cluster_id.unwrap();
     let before = env.event_kinds().await;
     // The autoscaler grows the pool to 3: two nodes are being made for a while.
-    env.provider_autoscales_to(&pid, 3);
+    on.autoscale_to(&env.sim, &pid, 3);
     // Woken again and again while they are made (the clock does not move meanwhile).
     for _ in 0..10 {
         env.driver_wake(&pool.pool_id).await;

@@ -24,6 +24,7 @@ fn provider(env: &Env) -> std::sync::Arc<dyn ProviderImpl> {
 on_each_provider!(
     a_cluster_is_created_with_its_first_pools_then_pools_are_added_resized_and_deleted,
     a_refused_pool_that_is_deleted_lets_the_cluster_be_ready,
+    a_refused_node_pool_errors_the_pool_and_the_cluster_and_waits_for_a_change,
     server_errors_and_throttling_on_pools_are_retried_not_refusals,
     upgrade_and_delete,
     the_providers_own_pools_are_recorded_read_only,
@@ -154,34 +155,32 @@ async fn a_cluster_is_created_with_its_first_pools_then_pools_are_added_resized_
     );
 }
 
-/// DigitalOcean only: the simulator refuses a route for good only on DigitalOcean's face
-/// (GKE's refusal of an unknown size is `a_refused_pool_that_is_deleted_lets…`).
-#[tokio::test]
-async fn a_refused_node_pool_errors_the_pool_and_the_cluster_and_waits_for_a_change() {
-    let env = Env::start().await;
+/// A standing refusal of the pool's create (the provider's own: DigitalOcean's 422,
+/// GKE's 403 PERMISSION_DENIED) errors the pool and the cluster, and is not asked again
+/// until the pool changes.
+async fn a_refused_node_pool_errors_the_pool_and_the_cluster_and_waits_for_a_change(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
     let (c, _, _) = env.ready_cluster("alpha").await;
-    let key = routes::key("POST", routes::NODE_POOLS);
-    env.sim.state().model().refuse(&key, "node pool quota exceeded");
-    let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
+    on.refuse(&env.sim, Call::CreateNodePool, "node pool quota exceeded");
+    let np = env.create_node_pool(&c.cluster_id, "more", on.node_size(), Scale::Count(1)).await;
     let c2 = until_cluster(&env, &c.cluster_id, ResourceState::Error, 10).await;
     let m = c2.status.message.unwrap();
     assert!(m.contains("more") && m.contains("node pool quota exceeded"), "{m}");
     let row = env.node_pool(&np.node_pool_id).await;
     assert_eq!(row.state, NodePoolState::Error);
-    assert!(row.message.unwrap().contains("422"));
-    let calls = env.count("POST", routes::NODE_POOLS);
+    let m = row.message.unwrap();
+    assert!(m.contains(&on.refusal_status().to_string()), "{m}");
+    let calls = env.calls(Call::CreateNodePool);
     for _ in 0..5 {
         env.step(STEP).await;
     }
-    assert_eq!(
-        env.count("POST", routes::NODE_POOLS),
-        calls,
-        "not asked again until the pool changes"
-    );
+    assert_eq!(env.calls(Call::CreateNodePool), calls, "not asked again until the pool changes");
     assert!(env.event_kinds().await.iter().any(|k| k == "kubernetes.nodepool.error"));
     assert!(env.event_kinds().await.iter().any(|k| k == "kubernetes.cluster.error"));
-    // The refusal is cleared at the provider and the tenant changes the pool: it is made.
-    env.sim.state().model().clear_refusal(&key);
+    // The refusal is lifted at the provider and the tenant changes the pool: it is made.
+    on.lift_refusal(&env.sim, Call::CreateNodePool);
     env.change_node_pool(&np.node_pool_id, Some(Scale::Count(2)), false).await;
     until_all_ready(&env, &c.cluster_id, 20).await;
     assert_eq!(env.node_pool(&np.node_pool_id).await.nodes_ready, 2);

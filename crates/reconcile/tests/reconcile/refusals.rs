@@ -14,8 +14,6 @@ use bc_reconcile::on_each_provider;
 use bc_reconcile::testing::{
     Call, Env, OnProvider, adopt_policy, flavor, with_flavors, with_version,
 };
-use bc_sim::model::routes;
-use bc_sim::testing::NODE_SIZE;
 
 /// Longer than any wait a reconciler asks for (`waits::ERROR` is two minutes), so each
 /// step is at least one more look at an object in `error`.
@@ -25,6 +23,8 @@ on_each_provider!(
     a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes,
     a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change,
     an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool,
+    a_refused_drain_upgrade_stops_refusing_bookings,
+    a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error,
 );
 
 async fn a_refused_node_pool_is_asked_once_and_again_only_after_the_policy_changes(on: OnProvider) {
@@ -114,18 +114,14 @@ async fn a_refused_cluster_create_is_asked_once_and_again_after_its_pools_change
     assert!(ok, "{:?}", env.node_pool(&workers.node_pool_id).await);
 }
 
-/// DigitalOcean only: the simulator refuses a route for good only on DigitalOcean's face.
-#[tokio::test]
-async fn a_refused_drain_upgrade_stops_refusing_bookings() {
-    let env = Env::start().await;
-    let (pool, policy, _) = env.creating_pool("1.32.6-do.1", 1).await;
+async fn a_refused_drain_upgrade_stops_refusing_bookings(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let (old, new) = on.versions();
+    let (pool, policy, _) = env.creating_pool(old, 1).await;
     let b = env.booking(&pool.pool_id);
     env.store.commit(UnitOfWork::new().write(Write::InsertBooking(b.clone()))).await.unwrap();
-    env.sim
-        .state()
-        .model()
-        .refuse(&routes::key("POST", routes::UPGRADE), "the cluster cannot be upgraded now");
-    env.update_policy(&pool.pool_id, with_version(&policy, "1.33.1-do.0")).await;
+    on.refuse(&env.sim, Call::Upgrade, "the cluster cannot be upgraded now");
+    env.update_policy(&pool.pool_id, with_version(&policy, new)).await;
     let draining =
         env.run_until(5, async |e: &Env| e.substrate(&pool.pool_id).await.upgrade.is_some()).await;
     assert!(draining, "the drain waits for the booking first");
@@ -141,7 +137,7 @@ async fn a_refused_drain_upgrade_stops_refusing_bookings() {
     for _ in 0..5 {
         env.step(STEP).await;
     }
-    assert_eq!(env.count("POST", routes::UPGRADE), 1, "the refused upgrade is not asked again");
+    assert_eq!(env.calls(Call::Upgrade), 1, "the refused upgrade is not asked again");
     assert_eq!(env.substrate(&pool.pool_id).await.upgrade, None);
 }
 
@@ -186,29 +182,29 @@ async fn an_adopted_cluster_shows_the_error_of_a_refused_substrate_pool(on: OnPr
     assert!(back, "{:?}", env.cluster(&cluster).await);
 }
 
-/// DigitalOcean only: it forces the simulated DigitalOcean cluster's state (GKE's busy
-/// answer is in clusters.rs, `a_change_while_the_provider_runs_another_operation…`).
-#[tokio::test]
-async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error() {
-    let env = Env::start().await;
+/// The provider is upgrading the cluster on its own (DOKS answers node-pool changes with
+/// a 422 meanwhile; GKE, running its auto-upgrade, with "Cluster is running incompatible
+/// operation"): busy, retried, never the pool's error.
+async fn a_node_pool_change_refused_while_the_cluster_is_busy_is_retried_not_an_error(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
     let (c, _, pid) = env.ready_cluster("alpha").await;
-    // The provider is upgrading the cluster (DOKS answers node-pool changes with a 422
-    // meanwhile).
     let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;
-    assert!(env.sim.state().model().force_cluster_state(&pid, upgrading, ""));
-    let np = env.create_node_pool(&c.cluster_id, "more", NODE_SIZE, Scale::Count(1)).await;
+    assert!(on.force_cluster_state(&env.sim, &pid, upgrading, ""));
+    let np = env.create_node_pool(&c.cluster_id, "more", on.node_size(), Scale::Count(1)).await;
     for _ in 0..3 {
         env.step(Duration::from_secs(60)).await;
         let row = env.node_pool(&np.node_pool_id).await;
         assert_eq!(row.state, NodePoolState::Pending, "busy is not a refusal: {row:?}");
     }
-    assert!(env.count("POST", routes::NODE_POOLS) >= 2, "asked again while busy");
+    assert!(env.calls(Call::CreateNodePool) >= 2, "asked again while busy");
     // Waiting, with the reason on the row (SPEC §8), not a failure of the activation.
     let row = env.node_pool(&np.node_pool_id).await;
     let m = row.message.unwrap_or_default();
     assert!(m.contains("waiting for the provider to finish an earlier change"), "{m}");
     let running = bc_sim::model::kubernetes::ClusterState::Running;
-    assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
+    assert!(on.force_cluster_state(&env.sim, &pid, running, ""));
     let made = env
         .run_until(20, async |e: &Env| {
             e.node_pool(&np.node_pool_id).await.state == NodePoolState::Ready

@@ -14,11 +14,11 @@ use bc_domain::token::sha256_hex;
 use bc_domain::{FlavorName, SubstrateNaming};
 use bc_domain::{PoolId, ProviderError, ResourceState, StoreError};
 use bc_reconcile::testing::{
-    Call, Env, OnProvider, adopt_policy, create_policy, flavor, with_flavors, with_version,
+    Call, Env, OnProvider, adopt_policy, flavor, with_flavors, with_version,
 };
 use bc_reconcile::{ProviderCall, on_each_provider};
 use bc_sim::kube::Resource;
-use bc_sim::testing::{NODE_SIZE, TEST_TOKEN};
+use bc_sim::testing::TEST_TOKEN;
 use serde_json::{Value, json};
 
 const STEP: Duration = Duration::from_secs(600);
@@ -81,6 +81,7 @@ on_each_provider!(
     an_adopted_cluster_that_is_gone_is_an_error_naming_it,
     a_flavor_removed_and_put_back_before_its_pool_is_gone_converges,
     a_standing_refusal_ends_a_drain_wait_and_bookings_are_taken_again,
+    autoscaled_counts_are_left_to_the_provider,
 );
 
 /// A ready substrate whose pool was resized stays `ready` at steady state, resync after
@@ -637,30 +638,24 @@ async fn flavor_changes_add_resize_replace_and_remove_node_pools(on: OnProvider)
     assert_eq!(rows[0].size, other);
 }
 
-/// DigitalOcean only: the simulator's autoscaler moves a pool only on DigitalOcean's face.
-#[tokio::test]
-async fn autoscaled_counts_are_left_to_the_provider() {
-    let env = Env::start().await;
-    let mut auto = flavor("gpu", NODE_SIZE, 0);
+async fn autoscaled_counts_are_left_to_the_provider(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    let mut auto = flavor("gpu", on.node_size(), 0);
     auto.count = None;
     auto.auto_scale = Some(bc_domain::policy::AutoScale { min: 1, max: 4 });
-    let policy = create_policy(&env.account.provider_account_id, "latest", vec![auto]);
+    let policy = env.create_policy("latest", vec![auto]);
     let pool = env.create_pool("web", policy).await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
     let (_, pid) = cluster_of(&env, &s).await;
     // The autoscaler grows the pool to 3.
-    env.provider_autoscales_to(&pid, 3);
-    let puts = env.count("PUT", bc_sim::model::routes::NODE_POOL);
+    on.autoscale_to(&env.sim, &pid, 3);
+    let updates = env.calls(Call::UpdateNodePool);
     steps(&env, 4).await;
     env.driver_wake(&pool.pool_id).await;
     steps(&env, 2).await;
-    assert_eq!(
-        env.count("PUT", bc_sim::model::routes::NODE_POOL),
-        puts,
-        "no update of an autoscaled count"
-    );
+    assert_eq!(env.calls(Call::UpdateNodePool), updates, "no update of an autoscaled count");
     let np = at_provider(&env, &pid).await.unwrap().node_pools.remove(0);
-    assert_eq!(np.count, 3);
+    assert_eq!((np.count, np.auto_scale, np.min_nodes, np.max_nodes), (3, true, 1, 4));
     assert_eq!(env.substrate(&pool.pool_id).await.nodes_listed, 3);
 }
 

@@ -13,6 +13,8 @@ use bc_sim::kube::Resource;
 on_each_provider!(
     a_blocked_teardown_stays_in_one_state_with_one_event_per_cause,
     archiving_right_after_a_lost_re_create_leaves_no_cluster_behind,
+    adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind,
+    a_teardown_refused_again_and_again_is_one_error_event,
 );
 
 /// Longer than any wait a reconciler asks for.
@@ -64,29 +66,35 @@ async fn a_blocked_teardown_stays_in_one_state_with_one_event_per_cause(on: OnPr
     assert!(env.sim.state().kube.get_object(&kid, ObjectKind::Namespace, None, &ns).is_none());
 }
 
-/// DigitalOcean only: it forces the simulated DigitalOcean cluster's state (the GKE face
-/// shows a running operation instead; see clusters.rs on a busy provider).
-#[tokio::test]
-async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind() {
-    let env = Env::start().await;
-    let pid = env.tenant_cluster();
+/// The tenant's cluster is being upgraded by the provider (DigitalOcean's `upgrading`,
+/// GKE's `RECONCILING` under its auto-upgrade) when the pool is archived: teardown waits,
+/// removing nothing, then removes what is ours and only that.
+async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing_behind(
+    on: OnProvider,
+) {
+    let env = Env::start_on(on).await;
+    let pid = env.their_cluster().await;
     let pool = env.adopting_pool(&pid).await;
+    let kid = env.kube_id(&pid);
     let ns = substrate_namespace(&pool.pool_id);
     let ours = |env: &Env| {
         let kube = &env.sim.state().kube;
         [
-            kube.get_object(&pid, ObjectKind::Namespace, None, &ns),
-            kube.get_object(&pid, ObjectKind::DaemonSet, Some(&ns), "bcd"),
-            kube.get_object(&pid, ObjectKind::Secret, Some(&ns), "bcd-join"),
+            kube.get_object(&kid, ObjectKind::Namespace, None, &ns),
+            kube.get_object(&kid, ObjectKind::DaemonSet, Some(&ns), "bcd"),
+            kube.get_object(&kid, ObjectKind::Secret, Some(&ns), "bcd-join"),
         ]
         .iter()
         .filter(|o| o.is_some())
         .count()
     };
+    let pools = |env: &Env| {
+        let c = env.sim.state().model().find_cluster(&kid, env.clock.now()).unwrap();
+        c.node_pools.into_iter().map(|p| p.name).collect::<Vec<_>>()
+    };
     assert_eq!(ours(&env), 3);
-    // The tenant's cluster is being upgraded by the provider when the pool is archived.
     let upgrading = bc_sim::model::kubernetes::ClusterState::Upgrading;
-    assert!(env.sim.state().model().force_cluster_state(&pid, upgrading, ""));
+    assert!(on.force_cluster_state(&env.sim, &pid, upgrading, ""));
     env.archive(&pool.pool_id).await;
     for _ in 0..5 {
         env.step(STEP).await;
@@ -95,17 +103,13 @@ async fn adopt_mode_teardown_waits_for_an_unreachable_cluster_and_leaves_nothing
     assert_eq!(s.state, ResourceState::Deleting, "it waits: {s:?}");
     assert!(s.message.as_deref().unwrap_or_default().contains("waiting for cluster"), "{s:?}");
     assert_eq!(ours(&env), 3, "nothing of ours removed yet, nothing forgotten");
-    let pools =
-        env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools.len();
-    assert_eq!(pools, 2, "our node pool stays while our objects do: it is what they run on");
+    assert_eq!(pools(&env).len(), 2, "our node pool stays while our objects do: they run on it");
 
     let running = bc_sim::model::kubernetes::ClusterState::Running;
-    assert!(env.sim.state().model().force_cluster_state(&pid, running, ""));
+    assert!(on.force_cluster_state(&env.sim, &pid, running, ""));
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
     assert_eq!(ours(&env), 0, "our objects are gone");
-    let left = env.sim.state().model().find_cluster(&pid, env.clock.now()).unwrap().node_pools;
-    let names: Vec<&str> = left.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["own"], "only the tenant's pool stays");
+    assert_eq!(pools(&env), ["own"], "only the tenant's pool stays");
 }
 
 /// A created cluster deleted behind our back is made again, but the answer of that
@@ -133,26 +137,23 @@ async fn archiving_right_after_a_lost_re_create_leaves_no_cluster_behind(on: OnP
     assert!(left.is_empty(), "no cluster of the pool is left: {left:?}");
 }
 
-/// A teardown the provider keeps refusing: DigitalOcean's message carries a new request
-/// id on every answer, yet it is one cause — one `error` event, however many retries.
-/// DigitalOcean only: it injects a standing refusal on DigitalOcean's delete with
-/// associated resources, a call GKE does not have.
-#[tokio::test]
-async fn a_teardown_refused_again_and_again_is_one_error_event() {
-    use bc_sim::model::routes;
-    let env = Env::start().await;
+/// A teardown the provider keeps refusing (DigitalOcean's message carries a new request
+/// id on every answer; GKE's 403 PERMISSION_DENIED answers each delete alike) is one
+/// cause — one `error` event, however many retries.
+async fn a_teardown_refused_again_and_again_is_one_error_event(on: OnProvider) {
+    let env = Env::start_on(on).await;
     let (pool, _, _) = env.creating_pool("latest", 1).await;
-    let key = routes::key("DELETE", routes::ASSOCIATED_SELECTIVE);
-    env.sim.state().model().refuse(&key, "cluster is locked");
+    on.refuse(&env.sim, Call::DeleteCluster, "cluster is locked");
     env.archive(&pool.pool_id).await;
-    env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 20).await;
+    assert!(s.message.as_deref().unwrap_or_default().contains("cluster is locked"), "{s:?}");
     for _ in 0..6 {
         env.step(STEP).await;
     }
-    assert!(env.count("DELETE", routes::ASSOCIATED_SELECTIVE) >= 3, "asked again");
+    assert!(env.calls(Call::DeleteCluster) >= 3, "asked again");
     let events = env.substrate_events(&pool.pool_id).await;
     let errors = events.iter().filter(|k| *k == "kubernetes.substrate.error").count();
     assert_eq!(errors, 1, "{events:?}");
-    env.sim.state().model().clear_refusal(&key);
+    on.lift_refusal(&env.sim, Call::DeleteCluster);
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 20).await;
 }

@@ -311,6 +311,12 @@ pub fn cluster(c: &ClusterView, enc: Enc) -> Value {
         "nodePools": pools,
         "etag": c.etag(),
     });
+    // What GKE says of a cluster it put in DEGRADED or ERROR (or is reconciling): the
+    // deprecated `statusMessage` and the condition that replaces it.
+    if let Some(m) = c.model.as_ref().map(|m| m.message.as_str()).filter(|m| !m.is_empty()) {
+        v["statusMessage"] = json!(m);
+        v["conditions"] = json!([{"message": m}]);
+    }
     if serving {
         v["endpoint"] = json!(endpoint);
         let ca = base64::engine::general_purpose::STANDARD.encode(&c.ca_pem);

@@ -558,6 +558,7 @@ impl Model {
         self.faults.clear();
         self.lost_answers.clear();
         self.refusals.clear();
+        self.gke.clear_faults();
     }
 
     /// For `window` after an object is created, GETs of that one object answer 404

@@ -219,3 +219,114 @@ impl OnProvider {
         }
     }
 }
+
+/// What the provider does on its own, or refuses for good, that a scenario sets up
+/// through the simulator — each in the provider's own shape.
+impl OnProvider {
+    /// The HTTP status of the provider's standing refusal ([`OnProvider::refuse`]):
+    /// DigitalOcean's 422, GKE's 403.
+    pub fn refusal_status(self) -> u16 {
+        match self {
+            OnProvider::DigitalOcean => 422,
+            OnProvider::Gke => 403,
+        }
+    }
+
+    /// Every request for `call` is refused for good, saying `message`, until
+    /// [`OnProvider::lift_refusal`]: DigitalOcean answers 422 `unprocessable_entity`
+    /// ([`crate::model::Model::refuse`]); GKE 403 PERMISSION_DENIED (`forbidden`) in
+    /// Google's error envelope ([`crate::model::Model::gke_refuse`]), what it answers, call
+    /// after call, to a caller its IAM role or an organisation policy does not allow.
+    pub fn refuse(self, sim: &crate::Sim, call: Call, message: &str) {
+        let mut model = sim.state().model();
+        for key in self.routes(call) {
+            match self {
+                OnProvider::DigitalOcean => model.refuse(&key, message),
+                OnProvider::Gke => {
+                    model.gke_refuse(&key, crate::model::gke::GkeError::forbidden(message))
+                }
+            }
+        }
+    }
+
+    /// Stops [`OnProvider::refuse`]'s refusal of `call`.
+    pub fn lift_refusal(self, sim: &crate::Sim, call: Call) {
+        let mut model = sim.state().model();
+        for key in self.routes(call) {
+            match self {
+                OnProvider::DigitalOcean => model.clear_refusal(&key),
+                OnProvider::Gke => model.gke_clear_refusal(&key),
+            }
+        }
+    }
+
+    /// The provider puts cluster `pid` (its provider id) into `state` on its own, with
+    /// `message`, until forced again: on DigitalOcean the cluster's `status.state`
+    /// ([`crate::model::Model::force_cluster_state`]); on GKE its `status`
+    /// ([`crate::model::Model::gke_force_status`]) — `Upgrading` is `RECONCILING` under an
+    /// auto-upgrade GKE runs, `Degraded` and `Error` are `DEGRADED` and `ERROR` with
+    /// `message` as the status message, `Running` is `RUNNING`. Returns false for an
+    /// unknown cluster or a state the provider does not force.
+    pub fn force_cluster_state(
+        self,
+        sim: &crate::Sim,
+        pid: &str,
+        state: crate::model::kubernetes::ClusterState,
+        message: &str,
+    ) -> bool {
+        use crate::model::kubernetes::ClusterState as S;
+        let now = sim.state().clock.now();
+        let mut model = sim.state().model();
+        match self {
+            OnProvider::DigitalOcean => model.force_cluster_state(pid, state, message),
+            OnProvider::Gke => {
+                let status = match state {
+                    S::Running => "RUNNING",
+                    S::Upgrading => "RECONCILING",
+                    S::Degraded => "DEGRADED",
+                    S::Error => "ERROR",
+                    _ => return false,
+                };
+                model.gke_force_status(pid, status, message, now)
+            }
+        }
+    }
+
+    /// The provider's cluster autoscaler moves the first node pool of cluster `pid` (its
+    /// provider id), which must autoscale, to `count` nodes within its limits — the
+    /// provider's doing, not ours: on DigitalOcean the pool's `count`, on GKE its
+    /// instance groups' size ([`crate::model::Model::gke_autoscale`]). Panics if the
+    /// provider would not (an unknown cluster, a pool without autoscaling, a count
+    /// outside its limits).
+    pub fn autoscale_to(self, sim: &crate::Sim, pid: &str, count: u32) {
+        let now = sim.state().clock.now();
+        let mut model = sim.state().model();
+        match self {
+            OnProvider::DigitalOcean => {
+                let c = model.find_cluster(pid, now).expect("the cluster");
+                let np = c.node_pools.first().expect("a node pool");
+                assert!(
+                    np.auto_scale && (np.min_nodes..=np.max_nodes).contains(&count),
+                    "the autoscaler moves an autoscaled pool within its limits: {np:?}"
+                );
+                let spec = crate::model::NodePoolSpec {
+                    name: Some(np.name.clone()),
+                    count: Some(i64::from(count)),
+                    auto_scale: Some(true),
+                    min_nodes: Some(i64::from(np.min_nodes)),
+                    max_nodes: Some(i64::from(np.max_nodes)),
+                    ..Default::default()
+                };
+                model
+                    .update_node_pool(super::TEST_TOKEN, pid, &np.id.clone(), spec, now)
+                    .expect("the autoscaler's resize");
+            }
+            OnProvider::Gke => {
+                let id = model.gke_id_of(pid).expect("the cluster");
+                let first = model.gke.cluster(&id).and_then(|g| g.pools.first());
+                let pool = first.map(|p| p.name.clone()).expect("a node pool");
+                model.gke_autoscale(pid, &pool, count, now).expect("the autoscaler's resize");
+            }
+        }
+    }
+}

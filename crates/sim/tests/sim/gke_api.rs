@@ -5,7 +5,7 @@
 use bc_sim::SimConfig;
 use bc_sim::gke_api::routes;
 use bc_sim::model::gke::auth::{self, GOOGLE_TOKEN_URL};
-use bc_sim::model::gke::{ClusterName, GkeFault, SIM_PROJECT};
+use bc_sim::model::gke::{ClusterName, GkeError, GkeFault, SIM_PROJECT};
 use bc_sim::model::routes::key;
 use bc_sim::testing::{GKE_LOCATIONS, Reply, Served, bounded, send};
 use reqwest::{Method, StatusCode};
@@ -654,6 +654,158 @@ async fn a_lost_answer_leaves_the_change_made() {
             .await;
         assert!(r.is_err(), "the answer is withheld");
         assert_eq!(g.get("us-central1-a/clusters/lost").await["name"], "lost");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_standing_refusal_answers_every_call_in_googles_envelope_until_lifted() {
+    bounded(async {
+        let g = Gke::start().await;
+        g.create("us-central1-a", standard("s1", 1)).await;
+        g.s.step(3);
+        let route = key("POST", routes::NODE_POOLS);
+        let why = "Required \"container.clusters.update\" permission(s) for \
+                   \"projects/bc-sim-project/locations/us-central1-a/clusters/s1\".";
+        g.s.sim.state().model().gke_inject(&route, 1, GkeFault::Unavailable);
+        g.s.sim.state().model().gke_refuse(&route, GkeError::forbidden(why));
+        let path = "us-central1-a/clusters/s1/nodePools";
+        let pool = json!({"nodePool": {"name": "more", "initialNodeCount": 1}});
+        let (status, _) = g.call(Method::POST, path, Some(pool.clone())).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "an injected fault answers first");
+        for _ in 0..3 {
+            let (status, e) = g.call(Method::POST, path, Some(pool.clone())).await;
+            assert_eq!(status, StatusCode::FORBIDDEN);
+            let e = &e["error"];
+            assert_eq!(
+                (e["code"].as_i64(), e["status"].as_str()),
+                (Some(403), Some("PERMISSION_DENIED"))
+            );
+            assert_eq!(
+                (e["message"].as_str(), e["errors"][0]["reason"].as_str()),
+                (Some(why), Some("forbidden"))
+            );
+        }
+        assert_eq!(g.get(path).await["nodePools"].as_array().unwrap().len(), 1, "nothing made");
+        assert_eq!(g.call(Method::GET, path, None).await.0, StatusCode::OK, "other routes answer");
+        g.s.sim.state().model().gke_clear_refusal(&route);
+        let op = g.ok(Method::POST, path, Some(pool)).await;
+        assert_eq!(op["operationType"], "CREATE_NODE_POOL");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gke_at_work_on_its_own_degraded_or_in_error_shows_and_refuses_as_gke_does() {
+    bounded(async {
+        let g = Gke::start().await;
+        g.create("us-central1-a", standard("h1", 1)).await;
+        g.s.step(3);
+        let gke_id = g.get("us-central1-a/clusters/h1").await["id"].as_str().unwrap().to_owned();
+        let force = |status: &str, message: &str| {
+            let now = bc_domain::ports::Clock::now(&*g.s.clock);
+            g.s.sim.state().model().gke_force_status(&gke_id, status, message, now)
+        };
+        let running = async || {
+            let ops = g.get("us-central1-a/operations").await["operations"].clone();
+            let ops = ops.as_array().unwrap().clone();
+            ops.into_iter().filter(|o| o["status"] != "DONE").collect::<Vec<_>>()
+        };
+        let cluster = "us-central1-a/clusters/h1";
+        let (pools, more) = (
+            "us-central1-a/clusters/h1/nodePools",
+            json!({"nodePool": {"name": "more", "initialNodeCount": 1}}),
+        );
+        // GKE auto-upgrades it: RECONCILING, under an operation no caller started, and
+        // every change meanwhile refused in GKE's words.
+        assert!(force("RECONCILING", ""));
+        assert_eq!(g.get(cluster).await["status"], "RECONCILING");
+        let ops = running().await;
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert_eq!(ops[0]["operationType"], "UPGRADE_MASTER");
+        let (status, e) = g.call(Method::POST, pools, Some(more.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let op = ops[0]["name"].as_str().unwrap();
+        assert_eq!(
+            e["error"]["message"],
+            format!("Cluster is running incompatible operation {op}.")
+        );
+        g.s.step(600);
+        assert_eq!(g.get(cluster).await["status"], "RECONCILING", "until forced again");
+        assert_eq!(g.s.sim.state().model().gke_operations_started("UPGRADE_MASTER"), 0);
+        // DEGRADED and ERROR, with GKE's message; GKE's own operation is over.
+        let m = "Node pool \"cpu\" cannot reach the control plane.";
+        assert!(force("DEGRADED", m));
+        let c = g.get(cluster).await;
+        assert_eq!(
+            (c["status"].as_str(), c["statusMessage"].as_str()),
+            (Some("DEGRADED"), Some(m))
+        );
+        assert_eq!(c["conditions"][0]["message"], m);
+        assert!(running().await.is_empty());
+        assert!(force("ERROR", "The cluster is unusable."));
+        let c = g.get(cluster).await;
+        assert_eq!(
+            (c["status"].as_str(), c["statusMessage"].as_str()),
+            (Some("ERROR"), Some("The cluster is unusable."))
+        );
+        // RUNNING again: no message, changes made.
+        assert!(force("RUNNING", "ignored"));
+        let c = g.get(cluster).await;
+        assert_eq!(c["status"], "RUNNING");
+        assert!(c.get("statusMessage").is_none() && c.get("conditions").is_none(), "{c}");
+        assert_eq!(
+            g.ok(Method::POST, pools, Some(more)).await["operationType"],
+            "CREATE_NODE_POOL"
+        );
+        // GKE starts no work of its own beside a caller's, nor forces what it never shows.
+        assert!(!force("RECONCILING", ""));
+        assert!(!force("PROVISIONING", ""));
+        let now = bc_domain::ports::Clock::now(&*g.s.clock);
+        assert!(!g.s.sim.state().model().gke_force_status("nosuch", "ERROR", "", now));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_autoscaler_moves_an_autoscaled_pool_within_its_limits_without_an_operation() {
+    bounded(async {
+        let g = Gke::start().await;
+        let auto = json!({"name": "a1", "nodePools": [{"name": "cpu", "initialNodeCount": 1,
+            "autoscaling": {"enabled": true, "minNodeCount": 1, "maxNodeCount": 2}}]});
+        g.create("us-central1", auto).await;
+        g.s.step(3);
+        let id = cluster_id(&g);
+        let now = || bc_domain::ports::Clock::now(&*g.s.clock);
+        let nodes = |g: &Gke| g.s.sim.state().model().cluster_nodes(&id, now()).unwrap().len();
+        assert_eq!(nodes(&g), 3);
+        let path = "us-central1/clusters/a1/nodePools/cpu";
+        let before = g.get(path).await;
+        let ops = g.get("us-central1/operations").await["operations"].as_array().unwrap().len();
+        g.s.sim.state().model().gke_autoscale(&id, "cpu", 6, now()).expect("within 3..6");
+        g.s.step(3);
+        assert_eq!(nodes(&g), 6);
+        assert_eq!(g.get(path).await, before, "no size field, the same etag");
+        let after = g.get("us-central1/operations").await["operations"].as_array().unwrap().len();
+        assert_eq!(after, ops, "the autoscaler runs no operation");
+        for outside in [7, 0, 4] {
+            let moved = g.s.sim.state().model().gke_autoscale(&id, "cpu", outside, now());
+            assert!(moved.is_err(), "{outside}: {moved:?}");
+        }
+        // Total limits hold the pool's nodes in all; setting them keeps the count inside.
+        let total = json!({"autoscaling": {"enabled": true, "totalMinNodeCount": 0, "totalMaxNodeCount": 9}});
+        g.ok(Method::POST, &format!("{path}:setAutoscaling"), Some(total)).await;
+        g.s.step(3);
+        assert_eq!(nodes(&g), 6, "inside the new limits: unchanged");
+        g.s.sim.state().model().gke_autoscale(&id, "cpu", 0, now()).expect("within 0..9");
+        g.s.step(3);
+        assert_eq!(nodes(&g), 0);
+        // A pool without autoscaling is left alone.
+        g.create("us-central1-a", standard("z1", 1)).await;
+        g.s.step(3);
+        let z1 = g.get("us-central1-a/clusters/z1").await["id"].as_str().unwrap().to_owned();
+        let moved = g.s.sim.state().model().gke_autoscale(&z1, "cpu", 2, now());
+        assert!(moved.unwrap_err().contains("autoscaling off"));
     })
     .await;
 }

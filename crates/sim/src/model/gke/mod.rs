@@ -120,6 +120,12 @@ impl GkeError {
             ),
         )
     }
+    /// 403 PERMISSION_DENIED `forbidden` saying `message`: GKE's standing refusal of a
+    /// call the caller may not make (a missing IAM permission, an organisation policy),
+    /// answered again until the cause is removed.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "PERMISSION_DENIED", "forbidden", message)
+    }
     /// 403 `Insufficient regional quota…` (a refusal, not a permission error).
     pub fn quota(region: &str) -> Self {
         Self::new(
@@ -428,6 +434,10 @@ pub struct Operation {
     pub effect: Option<Effect>,
     /// Whether `effect` has been applied.
     pub applied: bool,
+    /// GKE started it itself (an auto-upgrade [`Model::gke_force_status`] stands for),
+    /// not a caller: it runs until the status is forced again.
+    #[serde(default)]
+    pub by_gke: bool,
 }
 
 impl Operation {
@@ -458,6 +468,9 @@ pub struct Gke {
     per_minute: u32,
     #[serde(skip)]
     denied: BTreeSet<String>,
+    /// Standing refusals by route key (see [`Model::gke_refuse`]).
+    #[serde(skip)]
+    refusals: BTreeMap<String, GkeError>,
     /// How many operations of each `operationType` were started (what a test counts to
     /// say a lost answer started no second one; the log itself is pruned).
     #[serde(default)]
@@ -479,6 +492,7 @@ impl Default for Gke {
             faults: BTreeMap::new(),
             per_minute: DEFAULT_REQUESTS_PER_MINUTE,
             denied: BTreeSet::new(),
+            refusals: BTreeMap::new(),
             started: BTreeMap::new(),
         }
     }
@@ -617,6 +631,12 @@ impl Gke {
             }
             _ => false,
         }
+    }
+
+    /// Drops every injected fault and standing refusal.
+    pub(crate) fn clear_faults(&mut self) {
+        self.faults.clear();
+        self.refusals.clear();
     }
 
     /// Whether `bearer` is an access token the simulator minted that is valid at `now`.
@@ -776,9 +796,23 @@ impl Model {
         q.extend(std::iter::repeat_n(fault, n));
     }
 
+    /// Every request to the GKE route `route_key` is answered with `refusal` (Google's
+    /// envelope of its code, status, reason and message) until
+    /// [`Model::gke_clear_refusal`]: GKE's counterpart of [`Model::refuse`], e.g.
+    /// [`GkeError::forbidden`] for a permission the caller lacks. Injected faults of the
+    /// route are answered first, as on DigitalOcean's face.
+    pub fn gke_refuse(&mut self, route_key: &str, refusal: GkeError) {
+        self.gke.refusals.insert(route_key.to_owned(), refusal);
+    }
+
+    /// Stops refusing the GKE route `route_key`.
+    pub fn gke_clear_refusal(&mut self, route_key: &str) {
+        self.gke.refusals.remove(route_key);
+    }
+
     /// Admits one GKE request to `route_key` by `bearer` for `project`: counts it, checks
     /// the token (401) and the account's access (403), the project's request rate (429),
-    /// then injected faults.
+    /// then injected faults and standing refusals.
     pub fn gke_admit(
         &mut self,
         bearer: Option<&str>,
@@ -814,7 +848,10 @@ impl Model {
             Some(GkeFault::Unavailable) => Err(GkeError::unavailable()),
             Some(GkeFault::RateLimited) => Err(GkeError::rate_limited(&project_number(project))),
             Some(GkeFault::Quota) => Err(GkeError::quota(&project_number(project))),
-            Some(GkeFault::Stockout) | None => Ok(()),
+            Some(GkeFault::Stockout) | None => match self.gke.refusals.get(route_key) {
+                Some(refusal) => Err(refusal.clone()),
+                None => Ok(()),
+            },
         }
     }
 
@@ -982,6 +1019,7 @@ impl Model {
             condition: None,
             effect,
             applied: false,
+            by_gke: false,
         };
         self.gke.operations.push(op.clone());
         *self.gke.started.entry(op.op_type.clone()).or_default() += 1;
@@ -1265,8 +1303,8 @@ impl Model {
             labels: Some(p.labels.clone()),
             taints: p.taints.clone(),
             auto_scale: autoscaling.enabled,
-            min_nodes: (autoscaling.min.max(0) as u32) * zones.len() as u32,
-            max_nodes: (autoscaling.max.max(0) as u32) * zones.len() as u32,
+            min_nodes: node_limits(&autoscaling, zones.len() as i64).0.max(0) as u32,
+            max_nodes: node_limits(&autoscaling, zones.len() as i64).1.max(0) as u32,
             nodes: Vec::new(),
             deleting: false,
             created_at: now,
@@ -1586,8 +1624,9 @@ impl Model {
             let zones = gp.locations.len() as u32;
             mp.count = (gp.per_zone.max(0) as u32) * zones;
             mp.auto_scale = gp.autoscaling.enabled;
-            mp.min_nodes = (gp.autoscaling.min.max(0) as u32) * zones;
-            mp.max_nodes = (gp.autoscaling.max.max(0) as u32) * zones;
+            let (min, max) = node_limits(&gp.autoscaling, i64::from(zones));
+            mp.min_nodes = min.max(0) as u32;
+            mp.max_nodes = max.max(0) as u32;
             mp.size = gp.machine_type.clone();
             converge(mp, ids, &delays, ready_at, now);
         }
@@ -1645,9 +1684,13 @@ impl Model {
         self.gke_idle(&id, now)?;
         let g = self.gke.clusters.get_mut(&id).expect("found");
         let p = Self::pool_mut(g, pool)?;
-        // The count moves into the new bounds (as the autoscaler would).
+        // The count moves into the new bounds (as the autoscaler would), per zone: total
+        // limits hold the pool's nodes in all, which the simulator keeps even per zone.
         if autoscaling.enabled {
-            p.per_zone = p.per_zone.clamp(autoscaling.min, autoscaling.max.max(autoscaling.min));
+            let zones = p.locations.len().max(1) as i64;
+            let (min, max) = node_limits(&autoscaling, zones);
+            let (min, max) = (div_ceil(min, zones), max / zones);
+            p.per_zone = p.per_zone.clamp(min, max.max(min));
         }
         p.autoscaling = Autoscaling {
             location_policy: if autoscaling.enabled && autoscaling.location_policy.is_empty() {
@@ -1817,6 +1860,116 @@ impl Model {
         }
     }
 
+    /// The model id of GKE cluster `cluster`, given as GKE's `id` (the model's without
+    /// dashes) or as the model's.
+    pub(crate) fn gke_id_of(&self, cluster: &str) -> Option<String> {
+        self.gke
+            .clusters
+            .keys()
+            .find(|id| *id == cluster || id.replace('-', "") == cluster)
+            .cloned()
+    }
+
+    /// Puts GKE cluster `cluster` (GKE's `id` or the model's) into `status`, as GKE
+    /// itself does (research/gke.md "must reproduce" 6), until the status is forced
+    /// again: `RECONCILING` is GKE at work on it of its own accord — an auto-upgrade,
+    /// an `UPGRADE_MASTER` operation the operations list shows and no caller started, so
+    /// every change meanwhile is refused as "running incompatible operation"; `DEGRADED`
+    /// (needs the user's action) and `ERROR` (unusable) show `message` as the cluster's
+    /// `statusMessage` and condition; `RUNNING` ends GKE's own operation and clears the
+    /// message. The DigitalOcean face's counterpart is [`Model::force_cluster_state`].
+    /// Returns false for an unknown cluster, another status, or `RECONCILING` while a
+    /// caller's operation runs (GKE starts nothing then).
+    pub fn gke_force_status(
+        &mut self,
+        cluster: &str,
+        status: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> bool {
+        self.advance(now);
+        let Some(id) = self.gke_id_of(cluster) else { return false };
+        let state = match status {
+            "RUNNING" | "RECONCILING" => ClusterState::Running,
+            "DEGRADED" => ClusterState::Degraded,
+            "ERROR" => ClusterState::Error,
+            _ => return false,
+        };
+        let caller_busy = self.gke.running_op(&id, now).is_some_and(|o| !o.by_gke);
+        if status == "RECONCILING" && caller_busy {
+            return false;
+        }
+        for o in self.gke.operations.iter_mut().filter(|o| o.cluster_id == id && o.by_gke) {
+            if o.status(now) != "DONE" {
+                o.done_at = now;
+                o.applied = true;
+            }
+        }
+        if status == "RECONCILING" {
+            let path = self.gke.clusters[&id].path();
+            // Running until forced again (a century stands for "not on its own").
+            let until = now + time::Duration::days(36_500);
+            let name = self.new_operation(&id, "UPGRADE_MASTER", path, until, None, now).name;
+            if let Some(o) = self.gke.operations.iter_mut().find(|o| o.name == name) {
+                o.by_gke = true;
+            }
+            // A caller started none of it.
+            if let Some(n) = self.gke.started.get_mut("UPGRADE_MASTER") {
+                *n = n.saturating_sub(1);
+            }
+        }
+        let message = if status == "RUNNING" { "" } else { message };
+        if let Some(g) = self.gke.clusters.get_mut(&id) {
+            g.generation += 1;
+        }
+        self.force_cluster_state(&id, state, message)
+    }
+
+    /// GKE's cluster autoscaler moves node pool `pool` of cluster `cluster` (GKE's `id`
+    /// or the model's) to `nodes` nodes in all — what it does when pods wait for room or
+    /// nodes stand idle (research/gke.md "must reproduce" 13): only on a pool with
+    /// autoscaling enabled, only within its limits (`min/maxNodeCount` per zone, or
+    /// `totalMin/MaxNodeCount` for the pool), by resizing the pool's instance groups
+    /// directly — no operation, and the NodePool (which has no size field) and its etag
+    /// stay as they are; the nodes come and go as any resize's. The simulator keeps the
+    /// same count in every zone of a pool, so `nodes` must be a multiple of its zones.
+    /// The DigitalOcean face's counterpart is a node-pool update of `count` within
+    /// `min_nodes..max_nodes`.
+    pub fn gke_autoscale(
+        &mut self,
+        cluster: &str,
+        pool: &str,
+        nodes: u32,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        self.advance(now);
+        let id = self.gke_id_of(cluster).ok_or_else(|| format!("no GKE cluster {cluster}"))?;
+        let g = self.gke.clusters.get_mut(&id).expect("found");
+        let p = g
+            .pools
+            .iter_mut()
+            .find(|p| p.name == pool)
+            .ok_or_else(|| format!("no node pool {pool} in cluster {cluster}"))?;
+        let a = &p.autoscaling;
+        if !a.enabled {
+            return Err(format!("node pool {pool} has autoscaling off: the autoscaler leaves it"));
+        }
+        let zones = p.locations.len().max(1) as i64;
+        let nodes = i64::from(nodes);
+        let (min, max) = node_limits(a, zones);
+        if nodes < min || nodes > max {
+            return Err(format!(
+                "{nodes} nodes lie outside node pool {pool}'s limits {min}..{max}"
+            ));
+        }
+        if nodes % zones != 0 {
+            return Err(format!("{nodes} nodes do not spread evenly over {zones} zones"));
+        }
+        p.per_zone = nodes / zones;
+        self.sync_model_pool(&id, pool, now);
+        Ok(())
+    }
+
     // ----- the Kubernetes face's view ----------------------------------------------------
 
     /// The Nodes of GKE cluster `id` as its Kubernetes API shows them (`None`: not GKE's).
@@ -1954,6 +2107,21 @@ pub fn check_location(name: &str) -> Result<Location, GkeError> {
     Location::parse(name).ok_or_else(|| {
         GkeError::invalid(format!("Location \"{name}\" is not a valid zone or region."))
     })
+}
+
+/// The least and most nodes autoscaling `a` allows a pool over `zones` zones in all: its
+/// total limits, or its per-zone ones times the zones.
+fn node_limits(a: &Autoscaling, zones: i64) -> (i64, i64) {
+    if a.total_min != 0 || a.total_max != 0 {
+        (a.total_min, a.total_max)
+    } else {
+        (a.min * zones, a.max * zones)
+    }
+}
+
+/// `n / d` rounded up, for non-negative `n` and positive `d`.
+fn div_ceil(n: i64, d: i64) -> i64 {
+    (n + d - 1).div_euclid(d)
 }
 
 fn check_autoscaling(a: &Autoscaling) -> Result<(), GkeError> {
