@@ -3,8 +3,9 @@
 //!
 //! Invariant: at steady state an account is observed with list calls shared by all its
 //! objects, never one GET per object per resync (DESIGN.md, "Observe in bulk"); a
-//! listing may be older than `max_age` never, and an absence seen in a listing is not
-//! proof that an object is gone (confirm with a GET before re-creating it). The
+//! listing may be older than `max_age` never, an absence seen in a listing is not
+//! proof that an object is gone (confirm with a GET before re-creating it), and a
+//! cluster listed with its Nodes unread speaks for none of its pools' counts. The
 //! [`SharedObserver`] hands every caller of an account one budgeted provider and one
 //! listing per kind, taken by one caller at a time; no observer makes a call with a
 //! deleted account (SPEC §5).
@@ -42,6 +43,19 @@ impl<T> Listing<T> {
         let age = now - self.listed_at;
         !age.is_negative()
             && age <= time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX)
+    }
+}
+
+impl Listing<ProviderCluster> {
+    /// Cluster `id` when this listing speaks for it: listed, with its Nodes read. A
+    /// cluster listed with `nodes_unread` (its API did not answer the provider adapter
+    /// that counts its pools' nodes through it) shows no count a steady object may
+    /// compare with what it recorded — taken as one, it would read as a resize to undo,
+    /// a flip to `updating` and an event. Like a cluster the listing does not show, it
+    /// is read by a GET, which fails (a retried activation: the object keeps its state
+    /// and its recorded counts) until its API answers again.
+    pub fn cluster(&self, id: &str) -> Option<&ProviderCluster> {
+        self.items.iter().find(|c| c.id == id && c.nodes_unread.is_none())
     }
 }
 
@@ -368,6 +382,38 @@ mod tests {
         // The clock stepped back 10 minutes after the list: its age is unknown.
         assert!(!l.fresh(at(100 - 600), max));
         assert!(!l.fresh(at(99), max));
+    }
+
+    fn listed(id: &str, nodes_unread: Option<&str>) -> ProviderCluster {
+        ProviderCluster {
+            id: id.into(),
+            name: format!("bc-{id}"),
+            region: "europe-west1-b".into(),
+            version: "1.33.5-gke.1000000".into(),
+            state: bc_domain::ports::ProviderClusterState::Running,
+            mode: bc_domain::model::ClusterMode::Standard,
+            message: None,
+            endpoint: Some("https://203.0.113.7".into()),
+            high_availability: false,
+            tags: vec![],
+            auto_upgrade: true,
+            surge_upgrade: true,
+            maintenance_window: None,
+            node_pools: vec![],
+            nodes: None,
+            nodes_unread: nodes_unread.map(str::to_owned),
+            created_at: None,
+        }
+    }
+
+    #[test]
+    fn a_cluster_listed_with_its_nodes_unread_is_read_by_a_get_not_from_the_listing() {
+        let unread = "the nodes of cluster bc-b could not be counted through its API (503)";
+        let l =
+            Listing { items: vec![listed("a", None), listed("b", Some(unread))], listed_at: at(0) };
+        assert_eq!(l.cluster("a").map(|c| c.id.as_str()), Some("a"), "read: it speaks for a");
+        assert!(l.cluster("b").is_none(), "listed, but its pools' counts are unknown");
+        assert!(l.cluster("c").is_none(), "not listed");
     }
 
     #[test]

@@ -209,10 +209,19 @@ pub struct ProviderCluster {
     /// Node pools.
     pub node_pools: Vec<ProviderNodePool>,
     /// An autopilot cluster's nodes, counted from the cluster's own Nodes (the provider
-    /// runs them; they belong to no node pool). `None` for a standard cluster, in a
-    /// listing (which reads no cluster's API), and while the cluster's API cannot be
-    /// read.
+    /// runs them; they belong to no node pool). `None` for a standard cluster, and while
+    /// the cluster's API cannot be read (`nodes_unread`).
     pub nodes: Option<crate::model::ClusterNodes>,
+    /// Why the cluster's Nodes could not be read, when it serves its API and they could
+    /// not: a provider with no current size of a pool (GKE) counts each pool's nodes
+    /// through the cluster's own API. Then no pool's `count` or `nodes` (nor `nodes`) is
+    /// an observation — nothing may be compared with them or decided from them. A
+    /// listing carries it, so that one cluster whose API does not answer does not fail
+    /// the listing every other object of the account is observed by; a GET of a
+    /// standard cluster, whose caller acts on its counts, fails instead (`Transient`).
+    /// Always `None` where the provider reports its pools' nodes itself (DigitalOcean).
+    #[serde(default)]
+    pub nodes_unread: Option<String>,
     /// Created.
     pub created_at: Option<Timestamp>,
 }

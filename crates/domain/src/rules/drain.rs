@@ -337,6 +337,7 @@ mod tests {
             maintenance_window: None,
             node_pools: pools.iter().enumerate().map(|(i, v)| pool(i, *v)).collect(),
             nodes: None,
+            nodes_unread: None,
             created_at: None,
         }
     }

@@ -392,6 +392,8 @@ impl WireCluster {
                 .collect(),
             // DOKS clusters are standard: their nodes are their pools'.
             nodes: None,
+            // DOKS reports every pool's nodes itself.
+            nodes_unread: None,
             created_at: parse_time(self.created_at.as_deref()),
         }
     }

@@ -27,7 +27,7 @@ use super::wire::{
     self, Cluster, ClusterList, NodePool, Operation, PoolNodes, ServerConfig, is_zone, labels_of,
 };
 use crate::digitalocean::seg;
-use bc_domain::ports::ClusterApi;
+use bc_domain::ports::{ClusterApi, ClusterNode};
 use std::collections::BTreeMap;
 
 /// The refusal of `delete_node`: GKE's API cannot delete or replace one node.
@@ -38,6 +38,28 @@ pub const NO_SINGLE_NODE: &str = "GKE cannot delete or replace one node: its API
 /// The message of the local refusal of node-pool calls on autopilot clusters (GKE's own
 /// words, research/gke.md §5).
 pub const AUTOPILOT_POOLS: &str = "Autopilot node pools cannot be accessed or modified.";
+
+/// What a read does with a standard cluster that serves but whose API does not answer,
+/// so its pools' node counts cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Silent {
+    /// Fail, retried: a GET, whose caller decides from this cluster's counts (resize,
+    /// `ready`), and only this cluster's object waits for its API.
+    Fail,
+    /// Answer the cluster with its Nodes unread (`ProviderCluster::nodes_unread`): a
+    /// listing, which every object of the account is observed by — one silent API must
+    /// not stop them all.
+    Mark,
+}
+
+/// An autopilot cluster's node count: every Node its API lists, and the ready ones.
+fn counted(nodes: &[ClusterNode]) -> ClusterNodes {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    ClusterNodes {
+        listed: count(nodes.len()),
+        ready: count(nodes.iter().filter(|n| n.ready).count()),
+    }
+}
 
 impl Gke {
     fn located(
@@ -128,36 +150,47 @@ impl Gke {
         self.transport.send(method, path, body).await
     }
 
-    /// The Nodes of each node pool, counted from the cluster's own API by GKE's
-    /// `cloud.google.com/gke-nodepool` label: GKE's API reports no current size of a
-    /// pool (NodePool has only `initialNodeCount`; Cluster's `currentNodeCount` is
-    /// deprecated, cluster-wide, and says "Call Kubernetes API directly";
-    /// research/gke.md §2, §6). `None` when there is no API to ask (not served yet, or
-    /// autopilot, which has no pools of ours); an error when a serving cluster's API does
-    /// not answer — a count that cannot be read is never reported as a number.
-    async fn node_counts(&self, c: &Cluster) -> ProviderResult<Option<PoolNodes>> {
-        if c.endpoint.is_empty() || c.autopilot.enabled {
+    /// The Nodes of `c` matching `label_selector` (every Node when empty), read through
+    /// the cluster's own API. `Ok(None)` when there is no API to ask: none served yet,
+    /// or a cluster not serving (being made or deleted) whose API does not answer — no
+    /// resize can have happened before it served, so its pools' initial counts are what
+    /// is being made. `Err(why)` when a serving cluster's API does not answer: what it
+    /// holds is then unknown, never a number.
+    async fn read_nodes(
+        &self,
+        c: &Cluster,
+        label_selector: &str,
+    ) -> Result<Option<Vec<ClusterNode>>, String> {
+        if c.endpoint.is_empty() {
             return Ok(None);
         }
-        match self.count_nodes(c).await {
-            Ok(counts) => Ok(Some(counts)),
-            // While it is made or deleted its API may not answer yet or any more, and no
-            // resize can have happened before it served: its pools' initial counts are
-            // what is being made.
+        let read = async {
+            let creds = self.kubeconfig(c).await.map_err(|e| e.to_string())?;
+            let client =
+                self.clusters.connect(&creds.kubeconfig).await.map_err(|e| e.to_string())?;
+            client.list_nodes(label_selector).await.map_err(|e| e.to_string())
+        };
+        match read.await {
+            Ok(nodes) => Ok(Some(nodes)),
             Err(_) if !wire::serves(&c.status) => Ok(None),
-            Err(e) => Err(ProviderError::Transient {
-                message: format!(
-                    "cannot count the nodes of cluster {} through its API ({e}); GKE reports no current node-pool size, retry later",
+            Err(e) => {
+                tracing::debug!(cluster = %c.name, error = %e, "reading the cluster's nodes failed");
+                Err(format!(
+                    "the nodes of cluster {} could not be counted through its API ({e}); GKE reports no current node-pool size",
                     c.name
-                ),
-            }),
+                ))
+            }
         }
     }
 
-    async fn count_nodes(&self, c: &Cluster) -> Result<PoolNodes, String> {
-        let creds = self.kubeconfig(c).await.map_err(|e| e.to_string())?;
-        let client = self.clusters.connect(&creds.kubeconfig).await.map_err(|e| e.to_string())?;
-        let nodes = client.list_nodes(NODE_POOL_LABEL).await.map_err(|e| e.to_string())?;
+    /// The Nodes of each node pool of a standard cluster, counted from the cluster's own
+    /// API by GKE's `cloud.google.com/gke-nodepool` label: GKE's API reports no current
+    /// size of a pool (NodePool has only `initialNodeCount`; Cluster's
+    /// `currentNodeCount` is deprecated, cluster-wide, and says "Call Kubernetes API
+    /// directly"; research/gke.md §2, §6). `Ok(None)` and `Err(why)` as
+    /// [`Self::read_nodes`] says.
+    async fn node_counts(&self, c: &Cluster) -> Result<Option<PoolNodes>, String> {
+        let Some(nodes) = self.read_nodes(c, NODE_POOL_LABEL).await? else { return Ok(None) };
         let mut counts = PoolNodes::new();
         for n in nodes {
             let Some(pool) = n.labels.get(NODE_POOL_LABEL) else { continue };
@@ -172,22 +205,54 @@ impl Gke {
                 droplet_id: None,
             });
         }
-        Ok(counts)
+        Ok(Some(counts))
+    }
+
+    /// [`Self::node_counts`] for a read whose caller acts on one cluster's counts (a GET
+    /// of the cluster or of its pools, a pool's update): a count that cannot be read is
+    /// a retried error of that one call.
+    async fn known_counts(&self, c: &Cluster) -> ProviderResult<Option<PoolNodes>> {
+        self.node_counts(c)
+            .await
+            .map_err(|why| ProviderError::Transient { message: format!("{why}; retry later") })
     }
 
     /// The port's cluster, its pools' counts read from its Nodes (an autopilot
-    /// cluster's, all its Nodes).
-    async fn port_cluster(&self, c: Cluster) -> ProviderResult<ProviderCluster> {
+    /// cluster's, all its Nodes). A standard cluster whose API does not answer fails the
+    /// read with [`Silent::Fail`] (a GET), and is answered with its Nodes unread
+    /// (`nodes_unread`; its pools' `count` GKE's initial one, `nodes` empty) with
+    /// [`Silent::Mark`] (a listing). An autopilot cluster's are marked either way: its
+    /// node count decides no call, and its readers keep the count they have.
+    async fn port_cluster(&self, c: Cluster, silent: Silent) -> ProviderResult<ProviderCluster> {
         let working = c.status == "RECONCILING";
         let (location, name) = (c.location.clone(), c.name.clone());
         let mut pc = if c.autopilot.enabled {
-            let nodes = self.autopilot_nodes(&c).await;
+            // Every Node its API lists: GKE makes and removes them as workloads need
+            // them, in pools no call may read (research/gke.md §5); read from the cluster
+            // rather than the deprecated `currentNodeCount`, which GKE's API says to
+            // replace by the Kubernetes API.
+            let read = self.read_nodes(&c, "").await;
             let mut pc = c.into_port(None);
-            pc.nodes = nodes;
+            match read {
+                Ok(nodes) => pc.nodes = nodes.map(|n| counted(&n)),
+                Err(why) => pc.nodes_unread = Some(why),
+            }
             pc
         } else {
-            let counts = self.node_counts(&c).await?;
-            c.into_port(counts.as_ref())
+            match silent {
+                Silent::Fail => {
+                    let counts = self.known_counts(&c).await?;
+                    c.into_port(counts.as_ref())
+                }
+                Silent::Mark => match self.node_counts(&c).await {
+                    Ok(counts) => c.into_port(counts.as_ref()),
+                    Err(why) => {
+                        let mut pc = c.into_port(None);
+                        pc.nodes_unread = Some(why);
+                        pc
+                    }
+                },
+            }
         };
         if working && pc.message.is_none() {
             pc.message = self.operation_at_work(&location, &name).await;
@@ -204,34 +269,9 @@ impl Gke {
         Some(format!("GKE is {}", op.describe()))
     }
 
-    /// An autopilot cluster's nodes, every Node its API lists (GKE makes and removes them
-    /// as workloads need them, in pools no call may read: research/gke.md §5). Read from
-    /// the cluster rather than the deprecated `currentNodeCount`, which GKE's API says to
-    /// replace by the Kubernetes API. `None` while that API cannot be read.
-    async fn autopilot_nodes(&self, c: &Cluster) -> Option<ClusterNodes> {
-        if c.endpoint.is_empty() {
-            return None;
-        }
-        let creds = self.kubeconfig(c).await.ok()?;
-        let listed = match self.clusters.connect(&creds.kubeconfig).await {
-            Ok(client) => client.list_nodes("").await,
-            Err(e) => Err(e),
-        };
-        match listed {
-            Ok(nodes) => Some(ClusterNodes {
-                listed: u32::try_from(nodes.len()).unwrap_or(u32::MAX),
-                ready: u32::try_from(nodes.iter().filter(|n| n.ready).count()).unwrap_or(u32::MAX),
-            }),
-            Err(e) => {
-                tracing::debug!(cluster = %c.name, error = %e, "counting nodes failed");
-                None
-            }
-        }
-    }
-
     /// The port's pool, its count read from its Nodes.
     async fn port_pool(&self, c: &Cluster, p: NodePool) -> ProviderResult<ProviderNodePool> {
-        let counts = self.node_counts(c).await?;
+        let counts = self.known_counts(c).await?;
         Ok(p.into_port(&c.location, &c.locations, counts.as_ref()))
     }
 
@@ -369,16 +409,18 @@ impl KubernetesProvider for Gke {
         // Each cluster's pools counted from its Nodes, as a GET does: a listing that
         // reported GKE's `initialNodeCount` instead read every resized pool as its first
         // size, and a steady substrate read from it flapped to `updating`.
+        // One cluster whose API does not answer is listed with its Nodes unread rather
+        // than failing the listing, which every object of the account is observed by.
         let mut out = Vec::new();
         for c in self.list_wire().await? {
-            out.push(self.port_cluster(c).await?);
+            out.push(self.port_cluster(c, Silent::Mark).await?);
         }
         Ok(out)
     }
 
     async fn get_cluster(&self, id: &str) -> ProviderResult<ProviderCluster> {
         let (c, _) = self.cluster(id).await?;
-        self.port_cluster(c).await
+        self.port_cluster(c, Silent::Fail).await
     }
 
     async fn create_cluster(&self, req: &CreateClusterRequest) -> ProviderResult<ProviderCluster> {
@@ -514,7 +556,7 @@ impl KubernetesProvider for Gke {
     async fn list_node_pools(&self, cluster_id: &str) -> ProviderResult<Vec<ProviderNodePool>> {
         let (c, _) = self.standard(cluster_id).await?;
         let pools = c.node_pools.clone();
-        let counts = self.node_counts(&c).await?;
+        let counts = self.known_counts(&c).await?;
         Ok(pools
             .into_iter()
             .map(|p| p.into_port(&c.location, &c.locations, counts.as_ref()))

@@ -409,7 +409,8 @@ pub type PoolNodes = BTreeMap<String, Vec<ProviderNode>>;
 impl NodePool {
     /// The port's pool: the id is the name (GKE has no pool ids); `count` the pool's
     /// total, `nodes` the Nodes counted from the cluster when they could be
-    /// (`node_counts`), else (a cluster not serving its API yet, so never resized) the
+    /// (`node_counts`), else (a cluster not serving its API yet, so never resized; or
+    /// one listed with its Nodes unread, whose count is then no observation) the
     /// per-zone initial count times its zones.
     pub fn into_port(
         self,
@@ -429,7 +430,8 @@ impl NodePool {
         };
         // Counted Nodes are the truth (a pool with none counted has none); GKE reports
         // no current size, and the adapter asks for counts whenever the cluster serves,
-        // so `None` is only a cluster still being made, whose initial count is its size.
+        // so `None` is a cluster still being made, whose initial count is its size — or
+        // one whose API did not answer, which the adapter marks `nodes_unread`.
         let nodes = node_counts.and_then(|c| c.get(&self.name)).cloned().unwrap_or_default();
         let count = match node_counts {
             Some(_) => u32::try_from(nodes.len()).unwrap_or(u32::MAX),
@@ -496,6 +498,7 @@ impl Cluster {
                 .collect(),
             // Counted from the cluster's API, when it is read (`Gke::port_cluster`).
             nodes: None,
+            nodes_unread: None,
             created_at: parse_time(&self.create_time),
         }
     }

@@ -286,3 +286,60 @@ async fn pools_follow_the_control_plane_one_by_one() {
     })
     .await;
 }
+
+/// GKE reports no current size of a node pool, so the adapter counts each pool's Nodes
+/// through the cluster's own API, in a listing too. A running cluster whose API does not
+/// answer is listed with its Nodes unread (`nodes_unread` naming it) — the listing, which
+/// every object of the account is observed by, does not fail for it, and every other
+/// cluster is listed with its counts — while a GET of it, or of its pool, fails as a
+/// retried (`Transient`) error: its caller would act on the count. Once the API answers,
+/// both read the count again.
+#[tokio::test]
+async fn a_cluster_whose_api_does_not_answer_is_listed_with_its_nodes_unread() {
+    bounded(async {
+        let w = Served::start(SimConfig::default()).await;
+        let a = adapter_for(&w, &w.gke_key()).unwrap();
+        let k = a.kubernetes();
+        let silent = running_cluster(&w, k, "latest").await;
+        let mut req = testing::cluster_request("c2", vec![pool("beta", 2)]);
+        req.region = "us-central1-a".into();
+        req.version = "latest".into();
+        let answering = k.create_cluster(&req).await.unwrap().id;
+        until_running(&w, k, &answering).await;
+        let kube = &w.sim.state().kube;
+        let kube_id = kube
+            .cluster_ids()
+            .into_iter()
+            .find(|id| id.replace('-', "") == silent)
+            .expect("the cluster's API");
+        kube.inject_failures(&kube_id, None, 1_000, 503);
+
+        let listed = k.list_clusters().await.expect("one silent API does not fail the listing");
+        let of = |id: &str| listed.iter().find(|c| c.id == id).cloned().expect("listed");
+        let unread = of(&silent).nodes_unread.expect("its nodes are unread");
+        assert!(unread.contains("c1") && unread.contains("could not be counted"), "{unread}");
+        let c2 = of(&answering);
+        assert_eq!(c2.nodes_unread, None);
+        let beta: Vec<_> = c2.node_pools.iter().map(|p| (p.count, p.nodes.len())).collect();
+        assert_eq!(beta, [(2, 2)], "counted from its Nodes");
+
+        for e in [
+            k.get_cluster(&silent).await.unwrap_err(),
+            k.get_node_pool(&silent, "a").await.unwrap_err(),
+        ] {
+            assert!(
+                matches!(&e, ProviderError::Transient { message } if message.contains("c1")),
+                "{e:?}"
+            );
+        }
+
+        kube.clear_faults();
+        let listed = k.list_clusters().await.unwrap();
+        let c1 = listed.iter().find(|c| c.id == silent).expect("listed");
+        assert_eq!(c1.nodes_unread, None);
+        let counts: Vec<_> = c1.node_pools.iter().map(|p| (p.count, p.nodes.len())).collect();
+        assert_eq!(counts, [(1, 1), (1, 1)]);
+        assert_eq!(k.get_node_pool(&silent, "a").await.unwrap().count, 1);
+    })
+    .await;
+}

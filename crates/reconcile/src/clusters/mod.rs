@@ -450,8 +450,8 @@ impl Run<'_> {
         Ok(converging(waits::CLUSTER))
     }
 
-    /// The provider cluster: from the shared listing while the row is steady (silence
-    /// confirmed by a GET), else by a GET.
+    /// The provider cluster: from the shared listing while the row is steady (silence,
+    /// or a cluster listed with its Nodes unread, read by a GET), else by a GET.
     async fn observe(
         &self,
         account: &ProviderAccount,
@@ -470,7 +470,7 @@ impl Run<'_> {
                 STEADY_LISTING_MAX_AGE,
             );
             let listing = self.deps.observer.clusters(account, max_age).await?;
-            if let Some(c) = listing.items.iter().find(|c| c.id == id) {
+            if let Some(c) = listing.cluster(id) {
                 return Ok(Some(c.clone()));
             }
         }

@@ -157,7 +157,8 @@ impl NodePoolReconciler {
     }
 
     /// The provider pool of the row: from the shared listing while the row is steady
-    /// (a listing's silence confirmed by a GET), else by a GET.
+    /// (a listing's silence, or its cluster listed with its Nodes unread, read by a GET),
+    /// else by a GET.
     async fn observe(
         &self,
         deps: &Deps,
@@ -175,11 +176,8 @@ impl NodePoolReconciler {
                 STEADY_LISTING_MAX_AGE,
             );
             let listing = deps.observer.clusters(account, max_age).await?;
-            let found = listing
-                .items
-                .iter()
-                .find(|c| c.id == cluster_id)
-                .and_then(|c| c.node_pools.iter().find(|p| p.id == id));
+            let found =
+                listing.cluster(cluster_id).and_then(|c| c.node_pools.iter().find(|p| p.id == id));
             if let Some(p) = found {
                 return Ok(Some(p.clone()));
             }

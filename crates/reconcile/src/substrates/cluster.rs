@@ -31,7 +31,8 @@ use crate::shared::{Entropy, STEADY_LISTING_MAX_AGE, cluster_event, event, waits
 
 impl Run<'_> {
     /// The provider cluster: from the shared listing while the substrate is steady (a
-    /// listing's silence confirmed by a GET), else by a GET. `None` when it is gone.
+    /// listing's silence, or a cluster listed with its Nodes unread, read by a GET), else
+    /// by a GET. `None` when it is gone.
     async fn observe_cluster(
         &self,
         account: &ProviderAccount,
@@ -45,7 +46,7 @@ impl Run<'_> {
             let max_age = max_age_since(self.sub.updated_at, self.now, STEADY_LISTING_MAX_AGE);
             match self.deps.observer.clusters(account, max_age).await {
                 Ok(listing) => {
-                    if let Some(c) = listing.items.iter().find(|c| c.id == id) {
+                    if let Some(c) = listing.cluster(id) {
                         return Ok(Ok(Some(c.clone())));
                     }
                 }
