@@ -48,8 +48,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bc_domain::ResourceState;
-use bc_domain::ports::{Clock, LoadBalancerRepo, PageRequest, SubstrateRepo, WorkKind};
+use bc_domain::model::SecretString;
+use bc_domain::ports::{
+    Clock, ClusterApi, ClusterClient, ClusterError, LoadBalancerRepo, PageRequest, SubstrateRepo,
+    WorkKind,
+};
 use bc_domain::rules::budget::BudgetConfig;
+use bc_providers::kube::{InProcessClusters, InProcessService, KubeClusterApi};
 use bc_reconcile::kinds::reconciler_of;
 use bc_reconcile::runtime::{ActivationReport, ActivationResult};
 use bc_reconcile::testing::{Env, OnProvider, SeqEntropy, Stepper, flavor};
@@ -60,11 +65,14 @@ use bc_reconcile::{
 use bc_sim::SimConfig;
 use bc_sim::config::{Delays, RateLimits};
 use bc_sim::model::routes;
+use bc_sim::testing::cluster_routes;
 use bc_store::SqlStore;
 use bc_store::testing::Backend;
 use bc_testkit::bench::{Against, Better, Figure, Reference, emit};
-use parts::{Part, tagged};
+use http::Uri;
+use parts::{Group, Part, tagged};
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
 
 /// Records when each key's first activation started (wall time).
 struct Probe {
@@ -135,7 +143,10 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
         budget,
         env.clock.clone(),
     ));
-    let deps = Deps { observer, ..env.deps.clone() };
+    // The same in-process cluster APIs, their answers filed under the simulator and the
+    // kube clients' making under its own group (`parts`).
+    let clusters = Arc::new(PartedClusters::new(cluster_routes(env.sim.state().clone())));
+    let deps = Deps { observer, clusters, ..env.deps.clone() };
     let first = Arc::new(Mutex::new(HashMap::new()));
     let entropy: Arc<dyn Entropy> = Arc::new(SeqEntropy::default());
     let reconcilers = WorkKind::ALL
@@ -156,6 +167,43 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
 /// provider offers none (GKE).
 fn lbs(n: usize, on: OnProvider) -> usize {
     if on == OnProvider::DigitalOcean { n } else { 0 }
+}
+
+/// The kube adapter reaching the simulator's clusters in process, as `Cloud::clusters`
+/// makes it, with the memory of each part told apart: the kube clients being made
+/// ([`Group::Connect`]) and the simulated cluster APIs answering them inside a round
+/// ([`Group::InProcessCluster`]: the simulator's memory, though polled by the runtime).
+struct PartedClusters {
+    inner: KubeClusterApi,
+}
+
+impl PartedClusters {
+    fn new(routes: Arc<dyn InProcessClusters>) -> Self {
+        Self { inner: KubeClusterApi::in_process(Arc::new(SimulatorRoutes(routes))) }
+    }
+}
+
+#[async_trait]
+impl ClusterApi for PartedClusters {
+    async fn connect(
+        &self,
+        kubeconfig: &SecretString,
+    ) -> Result<Arc<dyn ClusterClient>, ClusterError> {
+        tagged(Group::Connect, self.inner.connect(kubeconfig)).await
+    }
+}
+
+/// The simulator's cluster routes, each built in [`Group::ClusterRouter`] and each answer
+/// made in [`Group::InProcessCluster`].
+struct SimulatorRoutes(Arc<dyn InProcessClusters>);
+
+impl InProcessClusters for SimulatorRoutes {
+    fn route(&self, server: &Uri) -> Option<InProcessService> {
+        let service = parts::within(Group::ClusterRouter, || self.0.route(server))?;
+        Some(InProcessService::new(
+            service.map_future(|answer| tagged(Group::InProcessCluster, answer)),
+        ))
+    }
 }
 
 /// Seeds the load balancers and `n / 10` substrates the way the API writes them.
@@ -217,7 +265,7 @@ async fn converged(w: &World, n: usize) -> bool {
 /// claimed together, as the production loop (which claims what is due when it wakes)
 /// does, rather than one round per millisecond.
 async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
-    let reports = tagged(Part::Runtime, stepper.round()).await.expect("store");
+    let reports = tagged(Group::Round, stepper.round()).await.expect("store");
     if reports.is_empty() {
         let now = stepper.clock().now();
         let next = stepper.next_due().await.expect("store").unwrap_or(now);
@@ -284,6 +332,7 @@ async fn measure(
         w.env.clock.now() - from_clock,
         stepper.failures()
     );
+    memory_held(&mut out, "converged");
     let objects = (n_lbs + n / 10) as f64;
     profile(&mut out, &w.env.store.stats().since(&stats_before), activations, wall, {
         all_calls(&w.env) - calls_before
@@ -318,7 +367,7 @@ async fn measure(
         };
         let recorded = w.env.record_joins().await;
         let reports =
-            tagged(Part::Runtime, stepper.step(Duration::from_secs(60))).await.expect("store");
+            tagged(Group::Round, stepper.step(Duration::from_secs(60))).await.expect("store");
         // Done when no node is left to join, none was recorded and whatever ran is
         // steady: waiting instead for a minute with no activation at all never ends at
         // 1,000 substrates (some resync is always due within a minute).
@@ -335,7 +384,7 @@ async fn measure(
     let steady_started = Instant::now();
     let mut rounds = 0;
     while w.env.clock.now() < end && rounds < 1_000_000 {
-        let reports = tagged(Part::Runtime, stepper.round()).await.expect("store");
+        let reports = tagged(Group::Round, stepper.round()).await.expect("store");
         rounds += 1;
         if reports.is_empty() {
             let now = w.env.clock.now();
@@ -355,9 +404,15 @@ async fn measure(
     eprintln!("N={n}: steady window took {:?} ({rounds} rounds)", steady_started.elapsed());
     out.insert("steady_calls_per_h".into(), calls as f64 * 60.0 / steady_min as f64);
 
+    memory_held(&mut out, "steady");
     out.insert("rss_mib".into(), bc_testkit::bench::peak_rss_mib(None));
     out.insert("runtime_mib".into(), parts::peak_mib(Part::Runtime));
     out.insert("simulator_mib".into(), parts::peak_mib(Part::Simulator));
+    out.insert(
+        "in_process_clusters_peak_mib".into(),
+        parts::group_peak_mib(Group::InProcessCluster),
+    );
+    out.insert("kube_clients_peak_mib".into(), parts::group_peak_mib(Group::Connect));
     if let Some(mib) = sqlite_pages_mib(&w.env.store).await {
         out.insert("store_mib".into(), mib);
     }
@@ -407,6 +462,25 @@ async fn measure(
     out.insert("write_to_call_p99_ms".into(), ms(percentile(&mut to_call, 0.99)));
     out.insert("rss_mib".into(), bc_testkit::bench::peak_rss_mib(None));
     out
+}
+
+/// What the runtime holds between rounds (no round is being polled): its live bytes and,
+/// of them, the kube clients', recorded as `<at>_runtime_held_mib` and
+/// `<at>_kube_clients_held_mib`, with the simulator's in-process cluster APIs' live bytes.
+fn memory_held(out: &mut Measured, at: &str) {
+    let held = parts::live_mib(Part::Runtime);
+    let clients = parts::group_live_mib(Group::Connect);
+    let clusters = parts::group_live_mib(Group::InProcessCluster);
+    let routers = parts::group_live_mib(Group::ClusterRouter);
+    eprintln!(
+        "memory {at}: runtime holds {held:.1} MiB between rounds, of which kube clients \
+         {clients:.1} MiB; simulated cluster APIs (in process) {clusters:.1} MiB, and \
+         their routers held by the clients {routers:.1} MiB"
+    );
+    out.insert(format!("{at}_cluster_routers_mib"), routers);
+    out.insert(format!("{at}_runtime_held_mib"), held);
+    out.insert(format!("{at}_kube_clients_held_mib"), clients);
+    out.insert(format!("{at}_in_process_clusters_mib"), clusters);
 }
 
 /// Where the converge's time went, in counts that do not move with the machine's load:
@@ -696,10 +770,28 @@ fn figures(plan: &Plan, runs: &[Measured]) {
             .against(Against::constant(Reference::Target, "issue 31: ≤ 200 MiB", 200.0)),
     );
     emit(&fig(
-        "peak heap of the simulator and harness (untagged allocations)",
+        "heap the runtime holds once converged (between rounds)",
+        "MiB",
+        Better::Lower,
+        "converged_runtime_held_mib",
+    ));
+    emit(&fig(
+        "heap the runtime's kube clients hold once converged",
+        "MiB",
+        Better::Lower,
+        "converged_kube_clients_held_mib",
+    ));
+    emit(&fig(
+        "peak heap of the simulator and harness (untagged allocations and the simulated cluster APIs answered in process)",
         "MiB",
         Better::Lower,
         "simulator_mib",
+    ));
+    emit(&fig(
+        "peak heap of the simulated cluster APIs answered in process (part of the simulator's)",
+        "MiB",
+        Better::Lower,
+        "in_process_clusters_peak_mib",
     ));
     emit(&fig(
         "size of the store (the SQLite database's pages, all in memory; PostgreSQL: none here, another process)",

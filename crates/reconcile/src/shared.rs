@@ -194,28 +194,85 @@ pub const STEADY_LISTING_MAX_AGE: Duration = Duration::from_secs(300);
 /// version (an upgrade in waiting asks again at most this often).
 pub const UPGRADE_CHECK_EVERY: time::Duration = time::Duration::hours(1);
 
+/// How long a cluster's session is kept after its last use: longer than the steady
+/// resync (ten minutes, +10 % jitter), so a cluster this process keeps reconciling keeps
+/// its client (reconnecting costs GKE a cluster read for the kubeconfig), while one it no
+/// longer reconciles — deleted through another replica, its work taken by another — lets
+/// its client, connection pool and buffers go.
+pub const SESSION_IDLE: time::Duration = time::Duration::minutes(15);
+
+/// How many cluster sessions are kept at most, the least recently used going first: what
+/// the runtime holds for kube clients stays bounded (about 29 KiB each, measured by
+/// `bc-providers`' `kube_client_memory` example: ~29 MiB at this bound) whatever the
+/// number of clusters.
+pub const SESSIONS_KEPT: usize = 1024;
+
 /// Connected cluster sessions, one per provider cluster, kept across activations so a
-/// steady-state activation mints no kubeconfig (`ClusterSession` renews it when the
-/// cluster refuses it).
-#[derive(Default)]
+/// steady-state activation mints no kubeconfig and builds no client
+/// (`ClusterSession` renews the credentials when they are due or the cluster refuses
+/// them).
+///
+/// Bounded: a session unused for [`SESSION_IDLE`] goes, and at most [`SESSIONS_KEPT`]
+/// are kept, so the kube clients held (TLS configuration, connection pool, request
+/// buffer and its worker task) follow the clusters in work, not every cluster ever
+/// seen. A dropped session costs a reconnect, never a wrong decision. A session is made
+/// again when the account's provider instance changed (its credentials were rotated), so
+/// none speaks with an account's old credentials.
 pub struct Sessions {
-    by_cluster: Mutex<HashMap<(String, String), Arc<ClusterSession>>>,
+    by_cluster: Mutex<HashMap<(String, String), Kept>>,
+    idle: time::Duration,
+    capacity: usize,
+}
+
+/// A kept session, the provider instance it was made with, and when it was last used.
+struct Kept {
+    provider: Arc<dyn ProviderImpl>,
+    session: Arc<ClusterSession>,
+    used: Timestamp,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::bounded(SESSION_IDLE, SESSIONS_KEPT)
+    }
 }
 
 impl Sessions {
-    /// The session with provider cluster `cluster_id` of `account`.
+    /// Sessions kept for `idle` after their last use, at most `capacity` of them.
+    pub fn bounded(idle: time::Duration, capacity: usize) -> Self {
+        Self { by_cluster: Mutex::new(HashMap::new()), idle, capacity: capacity.max(1) }
+    }
+
+    /// The session with provider cluster `cluster_id` of `account`, used at `now`.
     pub fn get(
         &self,
         account: &ProviderAccount,
         provider: Arc<dyn ProviderImpl>,
         api: Arc<dyn ClusterApi>,
         cluster_id: &str,
+        now: Timestamp,
     ) -> Arc<ClusterSession> {
         let key = (account.provider_account_id.to_string(), cluster_id.to_owned());
         let mut map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(key)
-            .or_insert_with(|| Arc::new(ClusterSession::new(provider, api, cluster_id)))
-            .clone()
+        // Sessions idle too long go (or used at a time after `now`: a clock stepped
+        // back, their age unknown).
+        map.retain(|_, k| k.used <= now && now - k.used < self.idle);
+        if let Some(kept) = map.get_mut(&key)
+            && same_instance(&kept.provider, &provider)
+        {
+            kept.used = now;
+            return kept.session.clone();
+        }
+        let session = Arc::new(ClusterSession::new(provider.clone(), api, cluster_id));
+        map.insert(key, Kept { provider, session: session.clone(), used: now });
+        while map.len() > self.capacity {
+            let Some(oldest) = map.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            map.remove(&oldest);
+        }
+        session
     }
 
     /// Forgets the session of a cluster (deleted, or its credentials given up).
@@ -223,6 +280,22 @@ impl Sessions {
         let key = (account.provider_account_id.to_string(), cluster_id.to_owned());
         self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
     }
+
+    /// How many sessions are kept.
+    pub fn len(&self) -> usize {
+        self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Whether `a` and `b` are one provider instance (the observer hands out one per account
+/// and makes another when the account's sealed credentials change).
+fn same_instance(a: &Arc<dyn ProviderImpl>, b: &Arc<dyn ProviderImpl>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 /// What a provider offered: when it was asked, and the offered versions.

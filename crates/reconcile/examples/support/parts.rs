@@ -2,16 +2,25 @@
 //! allocator (`tracking-allocator`) that files every Rust allocation under the part whose
 //! code was running when it was made, and SQLite's own heap for the store.
 //!
-//! How a part is told: an allocation group entered while [`Tagged`] polls a future — the
-//! benchmark wraps the runtime's rounds (every activation: its reconciler, its adapter's
-//! client side, its store calls up to the driver) as [`Part::Runtime`]. Everything else
-//! is [`Part::Simulator`]: the simulated cloud's servers and model (tasks of their own,
-//! never polled inside a round), the HTTP client's connection tasks and the harness. The
-//! store's part is measured by the benchmark itself: SQLite allocates with the C
-//! allocator, which no Rust global allocator sees, so it is the in-memory database's
-//! pages (`page_count × page_size`, freed pages included); on PostgreSQL the store is
-//! another process. The allocator keeps each block's group beside it, so a block is
-//! taken off the part that made it, wherever it is freed.
+//! How a part is told: an allocation group entered while [`Tagged`] polls a future (or
+//! [`within`] runs a closure). The benchmark wraps the runtime's rounds (every
+//! activation: its reconciler, its adapter's client side, its store calls up to the
+//! driver) as [`Group::Round`], and inside a round the kube clients being made
+//! ([`Group::Connect`], runtime too) and the simulated cluster APIs that answer the kube
+//! client in process ([`Group::InProcessCluster`]: the simulator's code and objects,
+//! reached without a socket, so inline in the round's poll; [`Group::ClusterRouter`]:
+//! the router each in-process client is given, where a network client has its
+//! transport). Everything else is
+//! [`Part::Simulator`]: the simulated cloud's servers and model (tasks of their own),
+//! the HTTP client's connection tasks and the harness. The store's part is measured by
+//! the benchmark itself: SQLite allocates with the C allocator, which no Rust global
+//! allocator sees, so it is the in-memory database's pages (`page_count × page_size`,
+//! freed pages included); on PostgreSQL the store is another process. The allocator
+//! keeps each block's group beside it, so a block is taken off the group that made it,
+//! wherever it is freed.
+//!
+//! A group's kind is its id modulo [`KINDS`] (a token is registered until its id has the
+//! kind asked for), so telling an allocation's part takes no table and no lock.
 //!
 //! Invariant: counting never changes what is allocated. Peaks are of live bytes per part
 //! (each part's own high-water mark, not at one instant), allocator bytes rather than
@@ -29,35 +38,69 @@ use tracking_allocator::{
 /// What the memory belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// The simulated cloud, the HTTP client's connection tasks and the harness.
+    /// The simulated cloud (its in-process cluster APIs included), the HTTP client's
+    /// connection tasks and the harness.
     Simulator = 0,
     /// The runtime: claims, activations, reconcilers, adapters, store calls.
     Runtime = 1,
 }
 
+/// What code was running, finer than [`Part`]: the groups the benchmark enters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// A round of the runtime (runtime).
+    Round = 1,
+    /// A simulated cluster API answering the kube client in process (simulator).
+    InProcessCluster = 2,
+    /// A kube client being made, `ClusterApi::connect` (runtime).
+    Connect = 3,
+    /// A simulated cluster's API router being built for a kube client (simulator: in
+    /// production the client's transport is hyper and rustls instead).
+    ClusterRouter = 4,
+}
+
+/// Group kinds: untagged (`ROOT` and kind 0) and the four [`Group`]s.
+const KINDS: usize = 5;
+
 static LIVE: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];
 static PEAK: [AtomicI64; 2] = [AtomicI64::new(0), AtomicI64::new(0)];
+static LIVE_OF: [AtomicI64; KINDS] = [const { AtomicI64::new(0) }; KINDS];
+static PEAK_OF: [AtomicI64; KINDS] = [const { AtomicI64::new(0) }; KINDS];
 
 /// The global allocator: the system's, with a group id beside each block.
 pub type Counting = Allocator<std::alloc::System>;
 
-/// Every group but the root is one of the runtime's rounds.
-fn part_of(group: &AllocationGroupId) -> usize {
-    usize::from(*group != AllocationGroupId::ROOT)
+/// The group kind of `group` (0: untagged).
+fn kind_of(group: &AllocationGroupId) -> usize {
+    if *group == AllocationGroupId::ROOT { 0 } else { group.as_usize().get() % KINDS }
 }
 
-fn add(part: usize, bytes: i64) {
-    let now = LIVE[part].fetch_add(bytes, Ordering::Relaxed) + bytes;
-    if bytes > 0 {
-        PEAK[part].fetch_max(now, Ordering::Relaxed);
+fn part_of_kind(kind: usize) -> usize {
+    match kind {
+        k if k == Group::Round as usize || k == Group::Connect as usize => Part::Runtime as usize,
+        _ => Part::Simulator as usize,
     }
+}
+
+fn bump(live: &AtomicI64, peak: &AtomicI64, bytes: i64) {
+    let now = live.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    if bytes > 0 {
+        peak.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+fn add(group: &AllocationGroupId, bytes: i64) {
+    let kind = kind_of(group);
+    let part = part_of_kind(kind);
+    bump(&LIVE[part], &PEAK[part], bytes);
+    bump(&LIVE_OF[kind], &PEAK_OF[kind], bytes);
 }
 
 struct Tracker;
 
 impl AllocationTracker for Tracker {
     fn allocated(&self, _addr: usize, _object: usize, wrapped: usize, group: AllocationGroupId) {
-        add(part_of(&group), wrapped as i64);
+        add(&group, wrapped as i64);
     }
 
     fn deallocated(
@@ -68,7 +111,7 @@ impl AllocationTracker for Tracker {
         source: AllocationGroupId,
         _current: AllocationGroupId,
     ) {
-        add(part_of(&source), -(wrapped as i64));
+        add(&source, -(wrapped as i64));
     }
 }
 
@@ -79,19 +122,28 @@ pub fn start() {
     }
 }
 
-/// A future whose polls (and so whose allocations) belong to the runtime.
+/// A token of a fresh group of `group`'s kind (`None` once ids are exhausted: then
+/// untagged).
+fn token(group: Group) -> Option<AllocationGroupToken> {
+    // Ids are handed out in turn, so at most KINDS registrations find one of the kind.
+    for _ in 0..KINDS {
+        let t = AllocationGroupToken::register()?;
+        if kind_of(&t.id()) == group as usize {
+            return Some(t);
+        }
+    }
+    None
+}
+
+/// A future whose polls (and so whose allocations) belong to a group.
 pub struct Tagged<F> {
     token: Option<AllocationGroupToken>,
     inner: Pin<Box<F>>,
 }
 
-/// Runs `future` as `part`.
-pub fn tagged<F: Future>(part: Part, future: F) -> Tagged<F> {
-    let token = match part {
-        Part::Runtime => AllocationGroupToken::register(),
-        Part::Simulator => None,
-    };
-    Tagged { token, inner: Box::pin(future) }
+/// Runs `future` in `group`.
+pub fn tagged<F: Future>(group: Group, future: F) -> Tagged<F> {
+    Tagged { token: token(group), inner: Box::pin(future) }
 }
 
 impl<F: Future> Future for Tagged<F> {
@@ -103,7 +155,31 @@ impl<F: Future> Future for Tagged<F> {
     }
 }
 
+/// Runs `f` in `group`.
+pub fn within<R>(group: Group, f: impl FnOnce() -> R) -> R {
+    let mut token = token(group);
+    let _entered = token.as_mut().map(AllocationGroupToken::enter);
+    f()
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
 /// The peak live bytes of `part`, in MiB.
 pub fn peak_mib(part: Part) -> f64 {
-    PEAK[part as usize].load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
+    PEAK[part as usize].load(Ordering::Relaxed) as f64 / MIB
+}
+
+/// The bytes of `part` live now, in MiB.
+pub fn live_mib(part: Part) -> f64 {
+    LIVE[part as usize].load(Ordering::Relaxed) as f64 / MIB
+}
+
+/// The peak live bytes made in `group`, in MiB.
+pub fn group_peak_mib(group: Group) -> f64 {
+    PEAK_OF[group as usize].load(Ordering::Relaxed) as f64 / MIB
+}
+
+/// The bytes made in `group` and live now, in MiB.
+pub fn group_live_mib(group: Group) -> f64 {
+    LIVE_OF[group as usize].load(Ordering::Relaxed) as f64 / MIB
 }

@@ -343,8 +343,13 @@ impl Run<'_> {
                 );
             }
         }
-        let session =
-            self.r.sessions.get(&account, provider.clone(), self.deps.clusters.clone(), &pc.id);
+        let session = self.r.sessions.get(
+            &account,
+            provider.clone(),
+            self.deps.clusters.clone(),
+            &pc.id,
+            self.now,
+        );
         step!(self.objects(&session, &policy.flavors, &mut waiting).await?);
         step!(self.nodes(&session).await?);
         Ok(match waiting.is_empty() {

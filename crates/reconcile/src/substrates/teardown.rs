@@ -267,8 +267,13 @@ impl Run<'_> {
         }
         if pc.state == ProviderClusterState::Running {
             // Best effort: the cluster goes next, and what it holds with it.
-            let session =
-                self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
+            let session = self.r.sessions.get(
+                account,
+                provider.clone(),
+                self.deps.clusters.clone(),
+                &id,
+                self.now,
+            );
             let _ = self.delete_objects(&session, false).await?;
         }
         let assoc = match provider.kubernetes().associated_resources(&id).await {
@@ -359,8 +364,13 @@ impl Run<'_> {
         let id = pc.id.clone();
         let foreign = match &pc.state {
             ProviderClusterState::Running | ProviderClusterState::Degraded => {
-                let session =
-                    self.r.sessions.get(account, provider.clone(), self.deps.clusters.clone(), &id);
+                let session = self.r.sessions.get(
+                    account,
+                    provider.clone(),
+                    self.deps.clusters.clone(),
+                    &id,
+                    self.now,
+                );
                 match self.delete_objects(&session, true).await? {
                     Ok(removed) => {
                         self.kept_namespace = removed.kept;

@@ -23,6 +23,7 @@ mod relay;
 mod replicas;
 mod request_budget;
 mod runtime;
+mod sessions;
 mod silent_api;
 mod steady;
 mod substrates;
