@@ -6,8 +6,11 @@
 //! assertions anywhere); the assertion and the access token never appear in a message or
 //! a log line (both are scrubbed from everything the endpoint sends back); one mint at a
 //! time per account, so concurrent first callers share one token. The JWT's assembly
-//! takes `now` as an argument and is unit-tested without I/O.
+//! takes `now` as an argument and is unit-tested without I/O. A cluster's refusal forgets
+//! the account's token only if it is the one that cluster was handed, so sessions refused
+//! the same old token share one new one.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -131,6 +134,8 @@ pub struct TokenSource {
     client: reqwest::Client,
     cached: Mutex<Option<AccessToken>>,
     minting: tokio::sync::Mutex<()>,
+    /// The token each holder (a cluster's credentials) was last handed, until it expires.
+    handed: Mutex<HashMap<String, AccessToken>>,
 }
 
 impl TokenSource {
@@ -142,7 +147,12 @@ impl TokenSource {
             client,
             cached: Mutex::new(None),
             minting: tokio::sync::Mutex::new(()),
+            handed: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn handed(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccessToken>> {
+        self.handed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn cached(&self) -> std::sync::MutexGuard<'_, Option<AccessToken>> {
@@ -177,6 +187,27 @@ impl TokenSource {
     /// Forgets the cached token, whichever it is.
     pub fn invalidate_all(&self) {
         *self.cached() = None;
+    }
+
+    /// Records that `holder` was handed `token` at `now`. Entries of expired tokens go
+    /// (a holder renews before its token expires), so there is at most one per holder
+    /// served within a token's life.
+    pub fn hand(&self, holder: &str, token: &AccessToken, now: Timestamp) {
+        let mut handed = self.handed();
+        handed.retain(|_, t| now < t.expires_at);
+        handed.insert(holder.to_owned(), token.clone());
+    }
+
+    /// `holder` was refused its token: the cached token is forgotten if it is that one
+    /// (the next call mints anew), kept if it is newer — every holder refused one old
+    /// token then shares one new one, instead of each forgetting the one the previous
+    /// holder just got. A holder with no token on record forgets whichever is cached.
+    pub fn invalidate_for(&self, holder: &str) {
+        let refused = self.handed().remove(holder);
+        match refused {
+            Some(t) => self.invalidate(&t.token),
+            None => self.invalidate_all(),
+        }
     }
 
     async fn mint(&self, now: Timestamp) -> ProviderResult<AccessToken> {
