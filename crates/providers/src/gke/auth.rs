@@ -38,6 +38,10 @@ pub const ASSERTION_LIFETIME_SECS: i64 = 3600;
 /// session's credentials are due for renewal from the same moment, so the kubeconfig it
 /// then asks for carries the new token.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(300);
+/// How long after its token expired a holder's record of it is kept: a holder refused
+/// within it keeps a newer token another holder got (a cluster whose credentials nobody
+/// used for longer is forgotten).
+const HANDED_KEPT: time::Duration = time::Duration::hours(1);
 /// The grant type of RFC 7523.
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
@@ -189,12 +193,12 @@ impl TokenSource {
         *self.cached() = None;
     }
 
-    /// Records that `holder` was handed `token` at `now`. Entries of expired tokens go
-    /// (a holder renews before its token expires), so there is at most one per holder
-    /// served within a token's life.
+    /// Records that `holder` was handed `token` at `now`. A record is kept for
+    /// [`HANDED_KEPT`] after its token expired (a holder still using it then is refused
+    /// and must not forget a newer token), so there is one per holder served lately.
     pub fn hand(&self, holder: &str, token: &AccessToken, now: Timestamp) {
         let mut handed = self.handed();
-        handed.retain(|_, t| now < t.expires_at);
+        handed.retain(|_, t| now < t.expires_at + HANDED_KEPT);
         handed.insert(holder.to_owned(), token.clone());
     }
 
@@ -340,6 +344,34 @@ mod tests {
         assert!(fresh(&t, at(3_299_999)));
         assert!(!fresh(&t, at(3_300_000)));
         assert!(!fresh(&t, at(4_000_000)));
+    }
+
+    #[test]
+    fn a_holder_refused_a_token_that_expired_keeps_the_newer_one_another_holder_got() {
+        let at = |secs: i64| Timestamp::from_unix_ms(secs * 1000);
+        let token = |t: &str, expires: i64| AccessToken {
+            token: SecretString::new(t),
+            expires_at: at(expires),
+        };
+        let source = TokenSource::new(
+            Signer::new(&test_key()).unwrap(),
+            "http://127.0.0.1:9/token".into(),
+            super::super::http::client(Duration::from_secs(1), Duration::from_secs(1)).unwrap(),
+        );
+        let (old, new) = (token("ya29.old", 3_600), token("ya29.new", 7_300));
+        source.hand("c1", &old, at(0));
+        source.hand("c2", &old, at(0));
+        // The old token expired unrenewed; c1 is refused first and gets the new one.
+        *source.cached() = Some(new.clone());
+        source.invalidate_for("c1");
+        assert!(source.cached().is_some(), "c1 was refused the old token, not the new one");
+        source.hand("c1", &new, at(3_700));
+        // c2, refused the same old token after c1 got the new one, keeps it too.
+        source.invalidate_for("c2");
+        assert!(source.cached().as_ref().is_some_and(|t| t.token == new.token));
+        // A refusal of the token that is cached forgets it.
+        source.invalidate_for("c1");
+        assert!(source.cached().is_none());
     }
 
     #[test]
