@@ -80,24 +80,25 @@ async fn a_session_renews_the_access_token_before_the_cluster_would_refuse_it() 
     .await;
 }
 
-/// Three running clusters of one account and a connected session with each.
-async fn three_sessions(w: &Served, gke: &Arc<Gke>) -> Vec<ClusterSession> {
+/// A simulator, one account's adapter, three running clusters of the account and a
+/// connected session with each.
+async fn three_sessions() -> (Served, Arc<Gke>, Vec<ClusterSession>) {
+    let w = Served::start(SimConfig::default()).await;
+    let gke = Arc::new(w.gke_adapter());
     let mut sessions = Vec::new();
     for name in ["s1", "s2", "s3"] {
-        let id = running_cluster_named(w, gke, name).await;
+        let id = running_cluster_named(&w, &gke, name).await;
         let session = ClusterSession::new(gke.clone(), Arc::new(KubeClusterApi::new()), &id);
         assert_eq!(session.list_nodes("").await.expect("nodes").len(), 1);
         sessions.push(session);
     }
-    sessions
+    (w, gke, sessions)
 }
 
 #[tokio::test]
 async fn an_hour_of_steady_calls_mints_one_token_for_the_account() {
     bounded(async {
-        let w = Served::start(SimConfig::default()).await;
-        let gke = Arc::new(w.gke_adapter());
-        let sessions = three_sessions(&w, &gke).await;
+        let (w, gke, sessions) = three_sessions().await;
         let mints = || count(&w, "POST", routes::TOKEN);
         let minted = mints();
         assert_eq!(minted, 1, "one token made the clusters and connected the sessions");
@@ -123,9 +124,7 @@ async fn an_hour_of_steady_calls_mints_one_token_for_the_account() {
 #[tokio::test]
 async fn a_token_the_clusters_refuse_is_replaced_once_not_once_per_session() {
     bounded(async {
-        let w = Served::start(SimConfig::default()).await;
-        let gke = Arc::new(w.gke_adapter());
-        let sessions = three_sessions(&w, &gke).await;
+        let (w, _, sessions) = three_sessions().await;
         let mints = || count(&w, "POST", routes::TOKEN);
         let reads = || count(&w, "GET", routes::CLUSTER);
         let (minted, read) = (mints(), reads());
