@@ -6,8 +6,11 @@
 //! assertions anywhere); the assertion and the access token never appear in a message or
 //! a log line (both are scrubbed from everything the endpoint sends back); one mint at a
 //! time per account, so concurrent first callers share one token. The JWT's assembly
-//! takes `now` as an argument and is unit-tested without I/O.
+//! takes `now` as an argument and is unit-tested without I/O. A cluster's refusal forgets
+//! the account's token only if it is the one that cluster was handed, so sessions refused
+//! the same old token share one new one.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,6 +38,10 @@ pub const ASSERTION_LIFETIME_SECS: i64 = 3600;
 /// session's credentials are due for renewal from the same moment, so the kubeconfig it
 /// then asks for carries the new token.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(300);
+/// How long after its token expired a holder's record of it is kept: a holder refused
+/// within it keeps a newer token another holder got (a cluster whose credentials nobody
+/// used for longer is forgotten).
+const HANDED_KEPT: time::Duration = time::Duration::hours(1);
 /// The grant type of RFC 7523.
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
@@ -131,6 +138,8 @@ pub struct TokenSource {
     client: reqwest::Client,
     cached: Mutex<Option<AccessToken>>,
     minting: tokio::sync::Mutex<()>,
+    /// The token each holder (a cluster's credentials) was last handed, until it expires.
+    handed: Mutex<HashMap<String, AccessToken>>,
 }
 
 impl TokenSource {
@@ -142,7 +151,12 @@ impl TokenSource {
             client,
             cached: Mutex::new(None),
             minting: tokio::sync::Mutex::new(()),
+            handed: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn handed(&self) -> std::sync::MutexGuard<'_, HashMap<String, AccessToken>> {
+        self.handed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn cached(&self) -> std::sync::MutexGuard<'_, Option<AccessToken>> {
@@ -177,6 +191,27 @@ impl TokenSource {
     /// Forgets the cached token, whichever it is.
     pub fn invalidate_all(&self) {
         *self.cached() = None;
+    }
+
+    /// Records that `holder` was handed `token` at `now`. A record is kept for
+    /// [`HANDED_KEPT`] after its token expired (a holder still using it then is refused
+    /// and must not forget a newer token), so there is one per holder served lately.
+    pub fn hand(&self, holder: &str, token: &AccessToken, now: Timestamp) {
+        let mut handed = self.handed();
+        handed.retain(|_, t| now < t.expires_at + HANDED_KEPT);
+        handed.insert(holder.to_owned(), token.clone());
+    }
+
+    /// `holder` was refused its token: the cached token is forgotten if it is that one
+    /// (the next call mints anew), kept if it is newer — every holder refused one old
+    /// token then shares one new one, instead of each forgetting the one the previous
+    /// holder just got. A holder with no token on record forgets whichever is cached.
+    pub fn invalidate_for(&self, holder: &str) {
+        let refused = self.handed().remove(holder);
+        match refused {
+            Some(t) => self.invalidate(&t.token),
+            None => self.invalidate_all(),
+        }
     }
 
     async fn mint(&self, now: Timestamp) -> ProviderResult<AccessToken> {
@@ -309,6 +344,34 @@ mod tests {
         assert!(fresh(&t, at(3_299_999)));
         assert!(!fresh(&t, at(3_300_000)));
         assert!(!fresh(&t, at(4_000_000)));
+    }
+
+    #[test]
+    fn a_holder_refused_a_token_that_expired_keeps_the_newer_one_another_holder_got() {
+        let at = |secs: i64| Timestamp::from_unix_ms(secs * 1000);
+        let token = |t: &str, expires: i64| AccessToken {
+            token: SecretString::new(t),
+            expires_at: at(expires),
+        };
+        let source = TokenSource::new(
+            Signer::new(&test_key()).unwrap(),
+            "http://127.0.0.1:9/token".into(),
+            super::super::http::client(Duration::from_secs(1), Duration::from_secs(1)).unwrap(),
+        );
+        let (old, new) = (token("ya29.old", 3_600), token("ya29.new", 7_300));
+        source.hand("c1", &old, at(0));
+        source.hand("c2", &old, at(0));
+        // The old token expired unrenewed; c1 is refused first and gets the new one.
+        *source.cached() = Some(new.clone());
+        source.invalidate_for("c1");
+        assert!(source.cached().is_some(), "c1 was refused the old token, not the new one");
+        source.hand("c1", &new, at(3_700));
+        // c2, refused the same old token after c1 got the new one, keeps it too.
+        source.invalidate_for("c2");
+        assert!(source.cached().as_ref().is_some_and(|t| t.token == new.token));
+        // A refusal of the token that is cached forgets it.
+        source.invalidate_for("c1");
+        assert!(source.cached().is_none());
     }
 
     #[test]

@@ -23,6 +23,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::Gke;
+use super::auth::AccessToken;
 use super::wire::{
     self, Cluster, ClusterList, NodePool, Operation, PoolNodes, ServerConfig, is_zone, labels_of,
 };
@@ -277,6 +278,14 @@ impl Gke {
 
     /// A kubeconfig for `c`'s API: its endpoint, GKE's CA and a fresh access token.
     async fn kubeconfig(&self, c: &Cluster) -> ProviderResult<ClusterCredentials> {
+        Ok(self.kubeconfig_and_token(c).await?.0)
+    }
+
+    /// [`Self::kubeconfig`], and the access token it carries.
+    async fn kubeconfig_and_token(
+        &self,
+        c: &Cluster,
+    ) -> ProviderResult<(ClusterCredentials, AccessToken)> {
         if c.endpoint.is_empty() || c.master_auth.cluster_ca_certificate.is_empty() {
             return Err(ProviderError::Transient {
                 message: format!(
@@ -301,10 +310,11 @@ impl Gke {
             "users": [{"name": "better-compute", "user": {"token": token.token.expose()}}],
             "contexts": [{"name": c.name, "context": {"cluster": c.name, "user": "better-compute"}}],
         });
-        Ok(ClusterCredentials {
+        let creds = ClusterCredentials {
             kubeconfig: SecretString::new(kubeconfig.to_string()),
             expires_at: Some(token.expires_at),
-        })
+        };
+        Ok((creds, token))
     }
 }
 
@@ -741,7 +751,10 @@ impl KubernetesProvider for Gke {
 
     async fn credentials(&self, cluster_id: &str) -> ProviderResult<ClusterCredentials> {
         let (c, _) = self.cluster(cluster_id).await?;
-        self.kubeconfig(&c).await
+        let (creds, token) = self.kubeconfig_and_token(&c).await?;
+        // Which token this cluster's session holds: its refusal forgets that one only.
+        self.transport.hand_token(cluster_id, &token);
+        Ok(creds)
     }
 
     fn credentials_due(&self, expires_at: Timestamp) -> bool {
@@ -749,9 +762,12 @@ impl KubernetesProvider for Gke {
         self.transport.token_due(expires_at)
     }
 
-    fn invalidate_credentials(&self, _cluster_id: &str) {
-        // The cluster refused the account's token: the next call mints another.
-        self.transport.invalidate_token();
+    fn invalidate_credentials(&self, cluster_id: &str) {
+        // The cluster refused the token its credentials carry: if the account's token is
+        // still that one the next call mints another; if another session already
+        // replaced it, that newer one serves (one mint per refused token, not per
+        // session).
+        self.transport.invalidate_token_of(cluster_id);
     }
 }
 

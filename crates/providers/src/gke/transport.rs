@@ -58,9 +58,15 @@ impl Transport {
         self.bucket.clone()
     }
 
-    /// Forgets the account's token (a cluster refused it).
-    pub(crate) fn invalidate_token(&self) {
-        self.tokens.invalidate_all();
+    /// Records that cluster `holder`'s credentials carry `token`.
+    pub(crate) fn hand_token(&self, holder: &str, token: &AccessToken) {
+        self.tokens.hand(holder, token, self.clock.now());
+    }
+
+    /// Cluster `holder` refused the token its credentials carry: forgets the account's
+    /// token if it is still that one.
+    pub(crate) fn invalidate_token_of(&self, holder: &str) {
+        self.tokens.invalidate_for(holder);
     }
 
     /// Whether a token that expires at `expires_at` is due for replacement now.
