@@ -126,7 +126,7 @@ struct World {
 async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     // The suite's index-plan check costs a query per read: off, as in service.
     store.enforce_index_plans(false);
-    let env = Env::on_provider(store, zero_delays(), on).await;
+    let env = Env::on_provider_with_production_timeout(store, zero_delays(), on).await;
     env.sim.state().model().set_gke_rate_limit(u32::MAX / 2);
     let wide = BudgetConfig::per_minute_and_hour(u32::MAX / 4, u32::MAX / 2);
     let budget = Arc::new(StoreBudget::new(env.store.clone(), wide));
