@@ -759,12 +759,9 @@ fn main() {
             continue;
         }
         // Small sizes repeat for spread; 10,000 runs once (its converge alone is the
-        // suite's largest single cost).
-        let times = repeat.unwrap_or(match (quick, n) {
-            (_, n) if n <= 100 => 3,
-            (false, n) if n <= 1_000 => 3,
-            _ => 1,
-        });
+        // suite's largest single cost). `--quick` runs each plan once: it shows that
+        // every path still runs and what it measures, not the spread.
+        let times = repeat.unwrap_or(if !quick && n <= 1_000 { 3 } else { 1 });
         let steady_min = if n >= 10_000 { 20 } else { 60 };
         let samples = if quick { 30 } else { 100 };
         let baseline = has("--baseline");
