@@ -134,7 +134,7 @@ struct World {
 async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     // The suite's index-plan check costs a query per read: off, as in service.
     store.enforce_index_plans(false);
-    let env = Env::on_provider(store, zero_delays(), on).await;
+    let env = Env::on_provider_with_production_timeout(store, zero_delays(), on).await;
     env.sim.state().model().set_gke_rate_limit(u32::MAX / 2);
     let wide = BudgetConfig::per_minute_and_hour(u32::MAX / 4, u32::MAX / 2);
     let budget = Arc::new(StoreBudget::new(env.store.clone(), wide));
@@ -851,12 +851,9 @@ fn main() {
             continue;
         }
         // Small sizes repeat for spread; 10,000 runs once (its converge alone is the
-        // suite's largest single cost).
-        let times = repeat.unwrap_or(match (quick, n) {
-            (_, n) if n <= 100 => 3,
-            (false, n) if n <= 1_000 => 3,
-            _ => 1,
-        });
+        // suite's largest single cost). `--quick` runs each plan once: it shows that
+        // every path still runs and what it measures, not the spread.
+        let times = repeat.unwrap_or(if !quick && n <= 1_000 { 3 } else { 1 });
         let steady_min = if n >= 10_000 { 20 } else { 60 };
         let samples = if quick { 30 } else { 100 };
         let baseline = has("--baseline");

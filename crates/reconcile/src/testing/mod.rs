@@ -67,6 +67,13 @@ use bc_domain::rules::budget::BudgetConfig;
 /// resync, so a steady object is looked at again within a step or two.
 pub const STEADY_RESYNC: Duration = Duration::from_secs(600);
 
+/// How long the environment's provider adapters wait for an answer (production's: 30 s
+/// on DigitalOcean, 45 s on GKE). The simulator holds a lost answer ([`Env::lose`]) for
+/// minutes, so each lost answer costs a scenario this much real time before the
+/// adapter reports it; the simulator answers every other request over loopback in
+/// milliseconds, far inside it even on a loaded machine.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// The server URL the join Secret names in tests is the join stand-in's.
 pub const BCD_IMAGE: &str = "registry.example/bcd:test";
 
@@ -199,7 +206,7 @@ impl Env {
         let dir = bc_store::testing::TempDir::new();
         let url = format!("sqlite://{}?mode=rwc", dir.0.join("store.db").display());
         let store = Arc::new(SqlStore::connect(&url).await.expect("store"));
-        let mut env = Self::build(store, SimConfig::default(), on).await;
+        let mut env = Self::build(store, SimConfig::default(), on, Some(REQUEST_TIMEOUT)).await;
         env._dir = Some(Arc::new(dir));
         env
     }
@@ -207,16 +214,36 @@ impl Env {
     /// An environment on `store` (any backend of `bc_store::testing`, migrated and
     /// empty), with the simulator configured by `config`.
     pub async fn on(store: Arc<SqlStore>, config: SimConfig) -> Self {
-        Self::build(store, config, OnProvider::DigitalOcean).await
+        Self::build(store, config, OnProvider::DigitalOcean, Some(REQUEST_TIMEOUT)).await
     }
 
     /// [`Self::on`] with its account on provider `on`.
     pub async fn on_provider(store: Arc<SqlStore>, config: SimConfig, on: OnProvider) -> Self {
-        Self::build(store, config, on).await
+        Self::build(store, config, on, Some(REQUEST_TIMEOUT)).await
     }
 
-    async fn build(store: Arc<SqlStore>, config: SimConfig, on: OnProvider) -> Self {
-        let cloud = Cloud::with_config(config).await;
+    /// [`Self::on_provider`] with the adapters' production request timeout instead of
+    /// [`REQUEST_TIMEOUT`]: for a benchmark, which loses no answer and whose thousands
+    /// of objects may keep a loaded machine from answering within seconds.
+    pub async fn on_provider_with_production_timeout(
+        store: Arc<SqlStore>,
+        config: SimConfig,
+        on: OnProvider,
+    ) -> Self {
+        Self::build(store, config, on, None).await
+    }
+
+    /// `request_timeout`: the adapters' (`None`: production's).
+    async fn build(
+        store: Arc<SqlStore>,
+        config: SimConfig,
+        on: OnProvider,
+        request_timeout: Option<Duration>,
+    ) -> Self {
+        let mut cloud = Cloud::with_config(config).await;
+        if let Some(timeout) = request_timeout {
+            cloud = cloud.with_request_timeout(timeout);
+        }
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secret_box: Arc<AeadSecretBox> = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
         let tenant = TenantId::parse("acme").expect("tenant");
@@ -801,7 +828,7 @@ impl Env {
     }
 
     /// The answers of the next `n` successful requests for `call` are lost (the change
-    /// is made; the caller times out).
+    /// is made; the caller times out, after [`REQUEST_TIMEOUT`] of real time).
     pub fn lose(&self, call: Call, n: usize) {
         let mut model = self.sim.state().model();
         for key in self.on.routes(call) {

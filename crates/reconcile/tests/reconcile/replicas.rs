@@ -7,7 +7,7 @@
 //! the shared budget instead of racing their own compare-and-swap.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -18,7 +18,7 @@ use bc_domain::rules::budget::{BudgetConfig, WindowLimit};
 use bc_domain::{ProviderError, ResourceState, Timestamp};
 use bc_reconcile::Entropy;
 use bc_reconcile::kinds::reconciler_of;
-use bc_reconcile::testing::{SeqEntropy, Stepper, create_policy, flavor};
+use bc_reconcile::testing::{STEADY_RESYNC, SeqEntropy, Stepper, create_policy, flavor};
 use bc_reconcile::{
     Activation, Budget, CallHook, Deps, ForwardRegistry, LoadBalancers, LocalBudget, Outcome,
     ProviderCall, ReconcileError, Reconciler, RuntimeConfig, StoreBudget,
@@ -58,6 +58,33 @@ impl Reconciler for Exclusive {
         self.running.lock().unwrap().remove(&object);
         r
     }
+}
+
+/// Whether every load balancer and tenant cluster is `ready`, every substrate has its
+/// cluster (and no error), and the provider has all 40 clusters with their 60 node pools.
+async fn converged(
+    env: &Env,
+    lbs: &[bc_domain::LoadBalancerId],
+    clusters: &[bc_domain::ClusterId],
+    pools: &[bc_domain::PoolId],
+) -> bool {
+    if !env.states(lbs).await.iter().all(|s| *s == ResourceState::Ready) {
+        return false;
+    }
+    for c in clusters {
+        if env.cluster(c).await.status.state != ResourceState::Ready {
+            return false;
+        }
+    }
+    for p in pools {
+        let s = env.substrate(p).await;
+        if s.cluster_id.is_none() || s.state == ResourceState::Error {
+            return false;
+        }
+    }
+    let made = env.sim.state().model().list_clusters(bc_sim::testing::TEST_TOKEN, env.now());
+    let made = made.expect("the account");
+    made.len() >= 40 && made.iter().map(|c| c.node_pools.len()).sum::<usize>() >= 60
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -113,6 +140,8 @@ async fn two_replicas_on_postgres_never_reconcile_one_object_at_once() {
         // While the replicas work, writes keep re-enqueueing objects (some of them
         // leased at that moment), as API calls would.
         let stepper = Stepper::together(replicas, env.clock.clone());
+        let churned = AtomicBool::new(false);
+        let churned = &churned;
         let churn = {
             let (store, clock) = (env.store.clone(), env.clock.clone());
             let mut keys: Vec<(WorkKind, String)> =
@@ -126,13 +155,30 @@ async fn two_replicas_on_postgres_never_reconcile_one_object_at_once() {
                     store.enqueue(e).await.unwrap();
                     tokio::task::yield_now().await;
                 }
+                churned.store(true, Ordering::SeqCst);
             }
         };
-        // Substrates wait for nodes to join (no bcd runs here), so run a bounded
-        // stretch of simulated time rather than until idle.
-        let end = env.now() + time::Duration::hours(1);
-        let (done, ()) = tokio::join!(stepper.run_until(end, 20_000), churn);
-        done.unwrap();
+        // Substrates wait for nodes to join (no bcd runs here), so the replicas never go
+        // idle: they run 5-minute stretches of simulated time (an hour at most) until the
+        // churn is over and every object is where the assertions below want it (about 20
+        // minutes), then one steady resync period more, in which both replicas look at
+        // every converged object again. (It ran a whole hour before: 99 s, most of it
+        // the waiting substrates' polls after everything had converged.)
+        let stepping = async {
+            let end = env.now() + time::Duration::hours(1);
+            while env.now() < end {
+                let stretch = (env.now() + time::Duration::minutes(5)).min(end);
+                stepper.run_until(stretch, 20_000).await.unwrap();
+                if churned.load(Ordering::SeqCst) && converged(&env, &ids, &clusters, &pools).await
+                {
+                    eprintln!("converged at {}", env.now());
+                    break;
+                }
+            }
+            let resync = time::Duration::try_from(STEADY_RESYNC).unwrap();
+            stepper.run_until(env.now() + resync, 20_000).await.unwrap();
+        };
+        tokio::join!(stepping, churn);
         assert_eq!(
             overlaps.load(Ordering::SeqCst),
             0,

@@ -66,6 +66,8 @@ use crate::{ServeOptions, SimConfig, SimState};
 /// ```
 pub struct Cloud {
     served: Served,
+    /// The whole-request timeout of every adapter this cloud hands out.
+    request_timeout: Duration,
 }
 
 impl std::ops::Deref for Cloud {
@@ -85,13 +87,28 @@ impl Cloud {
     /// A simulated cloud configured by `config`.
     pub async fn with_config(config: SimConfig) -> Self {
         let options = ServeOptions { in_process_clusters: true, ..ServeOptions::default() };
-        Self { served: Served::start_with(config, options).await }
+        let request_timeout = DigitalOceanConfig::default().request_timeout;
+        Self { served: Served::start_with(config, options).await, request_timeout }
+    }
+
+    /// This cloud with every adapter it hands out from now on giving up on a request
+    /// after `timeout` (the default is the DigitalOcean adapter's production default).
+    /// A lost answer ([`crate::model::Model::lose_answers`]) is held for minutes, so a
+    /// test waits out this timeout for each one: a scenario chooses a short one to see
+    /// a lost answer soon. The timeout only shortens the wait; the request is still
+    /// made, lands, and its answer is still lost.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
     }
 
     /// The DigitalOcean adapter's settings for this cloud: its URL, and the account
     /// limits the simulator enforces as the local budget (see [`adapter_config`]).
     pub fn adapter_config(&self) -> DigitalOceanConfig {
-        adapter_config(&self.server.url(), &self.sim.state().config.rate_limits)
+        DigitalOceanConfig {
+            request_timeout: self.request_timeout,
+            ..adapter_config(&self.server.url(), &self.sim.state().config.rate_limits)
+        }
     }
 
     /// The registry of DigitalOcean accounts on this cloud (each account's token, sealed
@@ -109,7 +126,8 @@ impl Cloud {
     }
 
     /// The GKE adapter's settings for this cloud: its API and token URLs, its clusters
-    /// reached in process, the project's limit as the local budget, never waiting.
+    /// reached in process, the project's limit as the local budget, never waiting, and
+    /// this cloud's request timeout.
     pub fn gke_config(&self) -> GkeConfig {
         let per_minute = self.sim.state().model().gke_rate_limit();
         GkeConfig {
@@ -118,7 +136,7 @@ impl Cloud {
                 per_hour: per_minute.saturating_mul(60),
                 max_wait: Duration::ZERO,
             },
-            request_timeout: DigitalOceanConfig::default().request_timeout,
+            request_timeout: self.request_timeout,
             clusters: (*self.clusters()).clone(),
             ..GkeConfig::with_urls(self.gke_api_url(), self.gke_token_url())
         }
