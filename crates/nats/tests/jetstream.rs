@@ -36,7 +36,10 @@ impl World {
             Arc::new(ManualClock::new(Timestamp::parse_rfc3339("2026-12-02T12:00:00Z").unwrap()));
         // Unique across test processes (nextest runs each test in its own).
         let unique = bc_testkit::fresh_database_name("events");
-        let subject = format!("compute.pools.{unique}");
+        // Outside `compute.>`: the production stream on it (which bc-stack's end-to-end
+        // test makes on the same nats-server, and keeps) would overlap this one's subject,
+        // and JetStream refuses a stream whose subjects overlap another's.
+        let subject = format!("bctest.pools.{unique}");
         let name = unique.to_ascii_uppercase();
         let config =
             NatsConfig { stream: name, subjects: vec![subject.clone()], ..NatsConfig::new(url) };
