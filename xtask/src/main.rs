@@ -35,7 +35,7 @@ tasks:
       process kills instead of tens); minutes, not seconds.
       Package selection in the extra args (-p NAME) replaces --workspace; without one,
       the run ends with `image --check` (a release build of the three binaries, started
-      at nice 19 in the background once the test binaries are built, its output in
+      at nice 19 in the background beside the test binaries' build, its output in
       target/image-build.log). The summary gives each phase's wall time. Under CI=true,
       CARGO_INCREMENTAL=0 unless set.
   ci [--soak] [-- <args for the test runner>]
@@ -610,10 +610,16 @@ fn run_tests(args: &TestArgs) -> u8 {
         env.push(("CARGO_INCREMENTAL", "0"));
     }
     // The image check follows a whole-workspace run; when its tools are here, its release
-    // build starts once the test binaries are built (it would only slow their build).
+    // build starts with the test binaries' build. At nice 19 it takes only the CPU that
+    // build leaves idle (its serial crates and links) and then the tests' idle time: once
+    // the tests had been cut to ~10 minutes, a release build started after the test build
+    // was what the run waited for (410 s at its end).
     let images = !selects_packages(&args.extra);
     let mut background = None;
     for (i, cmd) in test_commands(nextest, &args.extra, &has_lib).into_iter().enumerate() {
+        if nextest && i == 0 && images && image_check::tools().is_ok() {
+            background = BackgroundBuild::start();
+        }
         let started = Instant::now();
         let c = run_cargo_env(&cmd, Some(&services), &env);
         results.push(format!(
@@ -624,9 +630,6 @@ fn run_tests(args: &TestArgs) -> u8 {
         ));
         if code == 0 {
             code = c;
-        }
-        if nextest && i == 0 && images && image_check::tools().is_ok() {
-            background = BackgroundBuild::start();
         }
     }
     let summary = std::mem::take(&mut services.summary);
