@@ -22,6 +22,7 @@ mod refusals;
 mod relay;
 mod replicas;
 mod request_budget;
+mod resize_window;
 mod runtime;
 mod steady;
 mod substrates;
