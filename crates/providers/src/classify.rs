@@ -43,8 +43,10 @@ pub mod digitalocean {
 
     /// The message of the 422 refusing a second load balancer resize within a minute
     /// (research §5: "resize at most once per minute"; the wording is the simulator's,
-    /// research has no verbatim body): the same PUT succeeds a minute later, so it is
-    /// `Transient`, not the tenant's error.
+    /// research has no verbatim body): the same PUT succeeds a minute later — the load
+    /// balancer is busy with its earlier resize, one a minute — so it is `Busy`, not the
+    /// tenant's error (and not `Transient`: the runtime's failure backoff, doubling
+    /// through the minute, sent it up to a minute after it was allowed).
     pub const RESIZE_MARKER: &str = "can only be resized once per minute";
 
     /// The message of DOKS's 422 to a node-pool change while its cluster is busy with
@@ -100,8 +102,8 @@ pub mod digitalocean {
     }
 
     /// The class of a failed answer: 401 `Unauthorized`; 404 `NotFound`; 429
-    /// `RateLimited` with [`rate_limit_wait_ms`]; the load balancer's busy 403 and DOKS's
-    /// busy-cluster 422 `Busy`; the resize-too-soon 422 `Transient`; any other 4xx
+    /// `RateLimited` with [`rate_limit_wait_ms`]; the load balancer's busy 403, its
+    /// resize-too-soon 422 and DOKS's busy-cluster 422 `Busy`; any other 4xx
     /// `Refused`; 5xx and the rest `Transient`. Messages read
     /// `METHOD PATH: STATUS (request "ID") MESSAGE` as godo writes them, with `secret`
     /// scrubbed from everything the provider sent.
@@ -130,7 +132,7 @@ pub mod digitalocean {
             },
             403 if provider_message.contains(BUSY_MARKER) => ProviderError::Busy { message },
             422 if provider_message.contains(DOKS_BUSY_MARKER) => ProviderError::Busy { message },
-            422 if provider_message.contains(RESIZE_MARKER) => ProviderError::Transient { message },
+            422 if provider_message.contains(RESIZE_MARKER) => ProviderError::Busy { message },
             400..=499 => ProviderError::Refused { message },
             _ => ProviderError::Transient { message },
         }
@@ -489,10 +491,7 @@ mod tests {
         let ProviderError::Busy { message } = c(403, busy) else { panic!() };
         assert!(message.contains("(request \"r9\")"));
         let too_soon = r#"{"id":"unprocessable_entity","message":"Load Balancer can only be resized once per minute"}"#;
-        assert!(
-            matches!(c(422, too_soon), ProviderError::Transient { .. }),
-            "a resize retried later"
-        );
+        assert!(matches!(c(422, too_soon), ProviderError::Busy { .. }), "a resize retried later");
         let cluster_busy = r#"{"id":"unprocessable_entity","message":"node pools cannot be changed while the cluster is busy with another operation (upgrading); try again when it is done"}"#;
         assert!(
             matches!(c(422, cluster_busy), ProviderError::Busy { .. }),

@@ -321,6 +321,9 @@ impl Reconciler for LoadBalancers {
                             return Ok(self.converging(a, &lb));
                         }
                         Err(ProviderError::NotFound) => Observed::Gone,
+                        Err(ProviderError::Busy { message }) => {
+                            return self.busy(deps, a, &mut lb, &message).await;
+                        }
                         Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
                 }
@@ -334,6 +337,9 @@ impl Reconciler for LoadBalancers {
                             let change = plan::deleted(&lb);
                             self.record(deps, a, &mut lb, change).await?;
                             return Ok(Outcome::Gone);
+                        }
+                        Err(ProviderError::Busy { message }) => {
+                            return self.busy(deps, a, &mut lb, &message).await;
                         }
                         Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
@@ -356,8 +362,9 @@ impl LoadBalancers {
     }
 
     /// A call the provider did not carry out: a refusal is the object's own error
-    /// (recorded, not retried until its desired state changes); anything else — busy,
-    /// throttled, 5xx, a lost answer — goes back to the runtime to retry with backoff.
+    /// (recorded, not retried until its desired state changes); anything else — busy
+    /// (see [`Self::busy`] for updates and deletes), throttled, 5xx, a lost answer —
+    /// goes back to the runtime to retry with backoff.
     async fn call_failed(
         &self,
         deps: &Deps,
@@ -373,5 +380,23 @@ impl LoadBalancers {
             }
             other => Err(other.into()),
         }
+    }
+
+    /// The provider turned an update or a delete away as busy with an earlier change:
+    /// a wait at the object's poll pace ([`plan::busy`]), not a failure. The provider
+    /// names no end to it (a resize may wait a minute), and the runtime's failure
+    /// backoff, doubling all through such a wait, would send the call again up to that
+    /// long after it was allowed. (A create is never answered busy; were it, its intent
+    /// must stay as recorded, so it goes to [`Self::call_failed`].)
+    async fn busy(
+        &self,
+        deps: &Deps,
+        a: &Activation,
+        lb: &mut LoadBalancer,
+        message: &str,
+    ) -> Result<Outcome, ReconcileError> {
+        tracing::debug!(load_balancer = %lb.load_balancer_id, message, "provider busy: waiting");
+        self.record(deps, a, lb, plan::busy(lb)).await?;
+        Ok(self.converging(a, lb))
     }
 }

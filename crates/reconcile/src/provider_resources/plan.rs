@@ -456,6 +456,22 @@ pub fn updated(lb: &LoadBalancer, observed: &ProviderLoadBalancer) -> Change {
     c
 }
 
+/// The message of a load balancer whose change the provider turned away as busy. Fixed
+/// (the provider's words carry a request id), so being turned away again writes
+/// nothing and the poll wait keeps growing from when the wait began.
+pub const BUSY: &str =
+    "waiting for the provider to finish an earlier change before sending this one";
+
+/// The change recording that the provider turned an update or a delete away as busy
+/// with an earlier change (one change at a time; one resize a minute): still being
+/// changed or deleted, saying what it waits for — never `error`, and no failure: the
+/// call is made again at the next poll, so it lands within one poll of the provider
+/// allowing it.
+pub fn busy(lb: &LoadBalancer) -> Change {
+    let state = if lb.delete_requested { ResourceState::Deleting } else { being_made(lb) };
+    to(lb, state, Some(BUSY.into()))
+}
+
 /// Decides the next step.
 pub fn plan(i: &Input<'_>) -> Next {
     let lb = i.lb;

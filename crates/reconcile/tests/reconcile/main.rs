@@ -22,6 +22,7 @@ mod refusals;
 mod relay;
 mod replicas;
 mod request_budget;
+mod resize_window;
 mod runtime;
 mod sessions;
 mod silent_api;
