@@ -196,7 +196,8 @@ impl SqlStore {
         Ok(true)
     }
 
-    /// Inserts `events` in one statement; each event's `seq` by its id.
+    /// Inserts `events` (one, or a batch's) in one statement; each event's `seq` by its
+    /// id, in the order given.
     async fn insert_events(&self, txn: &Txn, events: &[&NewEvent]) -> Tx<Vec<(String, u64)>> {
         let rows = vec!["(?, ?, ?, ?, ?, ?)"; events.len()].join(", ");
         let mut values = Vec::with_capacity(events.len() * 6);
@@ -217,10 +218,13 @@ impl SqlStore {
             ),
             values,
         );
-        let found = txn
-            .query_all_raw(st)
-            .await
-            .map_err(conflict(|| format!("{} events", events.len()), "event"))?;
+        let found = txn.query_all_raw(st).await.map_err(conflict(
+            || match events {
+                [one] => format!("event {}", one.event_id),
+                _ => format!("{} events", events.len()),
+            },
+            "event",
+        ))?;
         let mut seqs = Vec::with_capacity(found.len());
         for r in &found {
             let r = Row(r);
@@ -328,24 +332,11 @@ impl SqlStore {
     }
 
     async fn insert_event(&self, txn: &Txn, e: &NewEvent) -> Tx<u64> {
-        let st = self.st(
-            "INSERT INTO events (event_id, tenant_id, subject, kind, time_ms, data) \
-             VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            vec![
-                s(&e.event_id),
-                s(&e.tenant_id),
-                s(&e.subject),
-                s(&e.kind),
-                ts(e.time),
-                json(&e.data)?,
-            ],
-        );
-        let row = txn
-            .query_one_raw(st)
-            .await
-            .map_err(conflict(|| format!("event {}", e.event_id), "event"))?
-            .ok_or_else(|| StoreError::internal("INSERT … RETURNING gave no row"))?;
-        Ok(Row(&row).u64("seq")?)
+        let seqs = self.insert_events(txn, &[e]).await?;
+        Ok(seqs
+            .first()
+            .map(|(_, seq)| *seq)
+            .ok_or_else(|| StoreError::internal("INSERT … RETURNING gave no row"))?)
     }
 
     /// Adds or merges a queue entry inside `txn` (see `crate::queue` for the semantics):
