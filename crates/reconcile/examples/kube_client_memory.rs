@@ -5,7 +5,7 @@
 //! from a kubeconfig as DigitalOcean hands it out (a bearer token and the cluster's CA
 //! inline). No cluster is called: this is what a client costs while it is only held.
 //!
-//! Usage: `cargo run -p bc-providers --example kube_client_memory -- [N]` (default 1,000).
+//! Usage: `cargo run -p bc-reconcile --example kube_client_memory -- [N]` (default 1,000).
 //!
 //! Invariant: counting never changes what is allocated; the figure is allocator bytes
 //! (live after − live before, over N), not resident pages.
