@@ -57,7 +57,12 @@ async fn agent(config: AgentConfig) -> ExitCode {
         }
     };
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    // The handlers are installed here, before the agent's first line is logged: a task
+    // that installed them itself ran only at the agent's first pause, and a SIGTERM sent
+    // on seeing that line (as the kubelet may) could meet the default action and kill the
+    // process instead of stopping it (bcd's sigterm test failed so, exit status None).
+    let signals = Signals::install();
+    tokio::spawn(stop_on_signal(signals, shutdown.clone()));
     let (state, _) =
         tokio::sync::watch::channel(AgentState::Joining { attempt: 0, last_error: None });
     match bc_agent::run(&client, &config, &TokioPause, rand::random::<f64>, &shutdown, &state).await
@@ -70,27 +75,54 @@ async fn agent(config: AgentConfig) -> ExitCode {
     }
 }
 
+/// SIGTERM's and SIGINT's handlers, installed when made (tokio registers a signal's
+/// handler when its stream is created, not when it is first awaited).
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Signals {}
+        }
+    }
+}
+
 /// Cancels `shutdown` on SIGTERM (what the kubelet sends) or SIGINT.
-async fn stop_on_signal(shutdown: CancellationToken) {
-    let ctrl_c = tokio::signal::ctrl_c();
+async fn stop_on_signal(signals: Signals, shutdown: CancellationToken) {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
+        let Signals { term, int } = signals;
+        let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
                 }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+        };
+        tokio::select! {
+            () = wait(term) => {}
+            () = wait(int) => {}
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        let _ = signals;
+        let _ = tokio::signal::ctrl_c().await;
     }
     tracing::info!("stopping");
     shutdown.cancel();
