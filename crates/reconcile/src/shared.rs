@@ -203,7 +203,7 @@ pub const SESSION_IDLE: time::Duration = time::Duration::minutes(15);
 
 /// How many cluster sessions are kept at most, the least recently used going first: what
 /// the runtime holds for kube clients stays bounded (about 29 KiB each, measured by
-/// `bc-providers`' `kube_client_memory` example: ~29 MiB at this bound) whatever the
+/// bc-reconcile's `kube_client_memory` example: ~29 MiB at this bound) whatever the
 /// number of clusters.
 pub const SESSIONS_KEPT: usize = 1024;
 
