@@ -27,7 +27,8 @@
 //!
 //! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
 //! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`, `--baseline` (the
-//! runtime and store as before issue 31, to measure against).
+//! runtime and store as before issue 31, to measure against); a child alone with
+//! `--ungrouped` runs the store's commits and point reads one call at a time.
 
 #[path = "support/parts.rs"]
 mod parts;
@@ -134,6 +135,8 @@ struct World {
 async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     // The suite's index-plan check costs a query per read: off, as in service.
     store.enforce_index_plans(false);
+    // The profile lists the statements by shape (a lock per statement: a small cost).
+    store.count_statement_shapes(true);
     let env = Env::on_provider_with_production_timeout(store, zero_delays(), on).await;
     env.sim.state().model().set_gke_rate_limit(u32::MAX / 2);
     let wide = BudgetConfig::per_minute_and_hour(u32::MAX / 4, u32::MAX / 2);
@@ -526,6 +529,11 @@ fn profile(
             100.0 * s.busy.as_secs_f64() / wall.as_secs_f64(),
         );
     }
+    let mut shapes: Vec<_> = stats.shapes.iter().collect();
+    shapes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (shape, n) in shapes {
+        eprintln!("profile: statement {shape}: {:.3}/activation", per(*n as f64));
+    }
     out.insert("statements_per_activation".into(), per(stats.statements as f64));
     out.insert("transactions_per_activation".into(), per(stats.transactions as f64));
     out.insert("checkouts_per_activation".into(), per(stats.checkouts as f64));
@@ -583,7 +591,11 @@ fn child(args: &Args) {
     let result = Arc::new(Mutex::new(None));
     let slot = result.clone();
     let baseline = args.baseline;
-    let options = bc_store::StoreOptions { ping_every_checkout: baseline, ..Default::default() };
+    let options = bc_store::StoreOptions {
+        ping_every_checkout: baseline,
+        one_call_at_a_time: baseline || args.ungrouped,
+        ..Default::default()
+    };
     rt.block_on(bc_store::testing::run_with(backend, &options, |store| async move {
         let m = measure(store, on, n, samples, steady_min, baseline).await;
         *slot.lock().unwrap() = Some(m);
@@ -601,6 +613,9 @@ struct Args {
     /// Run as before issue 31 (`--baseline`): each run settled alone, every pooled
     /// connection pinged as it is handed out.
     baseline: bool,
+    /// The store's commits and point reads one call at a time, as before they were
+    /// grouped (`--ungrouped`, a child's flag: the profile's before and after).
+    ungrouped: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -829,6 +844,7 @@ fn main() {
             samples: flag("--samples").and_then(|s| s.parse().ok()).unwrap_or(100),
             steady_min: flag("--steady-min").and_then(|s| s.parse().ok()).unwrap_or(60),
             baseline: has("--baseline"),
+            ungrouped: has("--ungrouped"),
         });
         return;
     }

@@ -15,6 +15,7 @@
 
 mod budget;
 mod error;
+mod group;
 pub mod migration;
 mod queue;
 mod repos;
@@ -31,7 +32,7 @@ use async_trait::async_trait;
 use bc_domain::ports::{Committed, Store, StoreResult, UnitOfWork};
 
 pub use secret::AeadSecretBox;
-pub use stats::{StoreStats, WriteStats};
+pub use stats::{StoreStats, WriteStats, shape};
 pub use store::{POSTGRES_ACQUIRE_TIMEOUT, SQLITE_ACQUIRE_TIMEOUT, SqlStore, StoreOptions};
 
 #[async_trait]
@@ -40,7 +41,7 @@ impl Store for SqlStore {
         if uow.is_empty() {
             return Ok(Committed::default());
         }
-        self.commit_uow(&uow).await
+        self.commit_grouped(uow).await
     }
 
     async fn ready(&self) -> StoreResult<()> {

@@ -26,7 +26,7 @@ use sea_orm::Value;
 
 use crate::rows::{self, *};
 use crate::sql::{self, placeholders, s, ts, u64v};
-use crate::store::SqlStore;
+use crate::store::{PointRead, SqlStore};
 
 /// A list's restriction to what a [`ReadScope`] covers.
 enum Scoped {
@@ -153,8 +153,15 @@ impl AccountRepo for SqlStore {
         &self,
         id: &ProviderAccountId,
     ) -> StoreResult<Option<ProviderAccount>> {
-        let q = format!("SELECT {ACCOUNT} FROM provider_accounts WHERE provider_account_id = ?");
-        self.one(&q, vec![s(id)], rows::account).await
+        // Every activation reads its object's account: grouped (`crate::group`).
+        let how = PointRead {
+            table: "provider_accounts",
+            columns: ACCOUNT,
+            key: "provider_account_id",
+            decode: rows::account,
+            key_of: |a| a.provider_account_id.to_string(),
+        };
+        self.read_grouped(&self.groups.accounts, how, id.to_string()).await
     }
 
     async fn account_list(
@@ -418,8 +425,15 @@ impl LoadBalancerRepo for SqlStore {
         &self,
         id: &LoadBalancerId,
     ) -> StoreResult<Option<LoadBalancer>> {
-        let q = format!("SELECT {LOAD_BALANCER} FROM load_balancers WHERE load_balancer_id = ?");
-        self.one(&q, vec![s(id)], rows::load_balancer).await
+        // Every activation of a load balancer starts here: grouped (`crate::group`).
+        let how = PointRead {
+            table: "load_balancers",
+            columns: LOAD_BALANCER,
+            key: "load_balancer_id",
+            decode: rows::load_balancer,
+            key_of: |l| l.load_balancer_id.to_string(),
+        };
+        self.read_grouped(&self.groups.load_balancers, how, id.to_string()).await
     }
 
     async fn load_balancer_list(

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// One named write's totals.
@@ -40,6 +40,10 @@ pub struct StoreStats {
     pub checkouts: u64,
     /// Per named write.
     pub writes: BTreeMap<&'static str, WriteStats>,
+    /// Statements by shape (`UPDATE work_queue SET lease_owner`, `SELECT … FROM
+    /// load_balancers`: see [`shape`]), counted only while
+    /// `SqlStore::count_statement_shapes` is on (the benchmarks' breakdown); else empty.
+    pub shapes: BTreeMap<String, u64>,
 }
 
 impl StoreStats {
@@ -59,11 +63,18 @@ impl StoreStats {
             })
             .filter(|(_, d)| d.attempts > 0)
             .collect();
+        let shapes = self
+            .shapes
+            .iter()
+            .map(|(k, n)| (k.clone(), n - earlier.shapes.get(k).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
         StoreStats {
             statements: self.statements - earlier.statements,
             transactions: self.transactions - earlier.transactions,
             checkouts: self.checkouts - earlier.checkouts,
             writes,
+            shapes,
         }
     }
 
@@ -85,11 +96,19 @@ pub(crate) struct Counters {
     transactions: AtomicU64,
     checkouts: AtomicU64,
     writes: Mutex<BTreeMap<&'static str, WriteStats>>,
+    /// Whether statements are also counted by shape (off in service: it costs a lock and
+    /// a string per statement).
+    pub(crate) by_shape: AtomicBool,
+    shapes: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Counters {
-    pub(crate) fn statement(&self) {
+    pub(crate) fn statement(&self, text: &str) {
         self.statements.fetch_add(1, Ordering::Relaxed);
+        if self.by_shape.load(Ordering::Relaxed) {
+            let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
+            *shapes.entry(shape(text)).or_default() += 1;
+        }
     }
 
     pub(crate) fn transaction(&self) {
@@ -122,6 +141,54 @@ impl Counters {
             transactions: self.transactions.load(Ordering::Relaxed),
             checkouts: self.checkouts.load(Ordering::Relaxed),
             writes: self.writes.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            shapes: self.shapes.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
+    }
+}
+
+/// A statement's shape: its verb and table, and for an `UPDATE` the first column it sets
+/// (`UPDATE work_queue SET lease_owner` is a fence or a claim, `SET attempts` a requeue);
+/// a `SELECT` without a table keeps its first expression (`SELECT pg_advisory_xact_lock`).
+/// Never a bound value: statements carry `?` placeholders, not data.
+pub fn shape(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().take(64).collect();
+    let verb = words.first().copied().unwrap_or("").to_ascii_uppercase();
+    let after = |key: &str| {
+        let i = words.iter().position(|w| w.eq_ignore_ascii_case(key))?;
+        words.get(i + 1).map(|w| w.trim_end_matches(|c: char| !c.is_alphanumeric() && c != '_'))
+    };
+    let name = |w: Option<&str>| {
+        w.map(|w| w.split('(').next().unwrap_or(w).to_owned()).unwrap_or_default()
+    };
+    match verb.as_str() {
+        "UPDATE" => format!("UPDATE {} SET {}", name(words.get(1).copied()), name(after("SET"))),
+        "INSERT" => format!("INSERT INTO {}", name(after("INTO"))),
+        "DELETE" => format!("DELETE FROM {}", name(after("FROM"))),
+        "SELECT" | "WITH" => match after("FROM") {
+            Some(table) => format!("{verb} … FROM {}", name(Some(table))),
+            None => format!("{verb} {}", name(words.get(1).copied())),
+        },
+        _ => verb,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape;
+
+    #[test]
+    fn a_shape_names_the_verb_and_table_never_a_value() {
+        let fence =
+            "UPDATE work_queue SET lease_owner = lease_owner WHERE kind = ? AND item_key = ?";
+        assert_eq!(shape(fence), "UPDATE work_queue SET lease_owner");
+        let settle = "UPDATE work_queue SET \
+                      attempts = CASE v.column6 WHEN 0 THEN 0 END FROM (VALUES (?, ?)) AS v";
+        assert_eq!(shape(settle), "UPDATE work_queue SET attempts");
+        let read =
+            "SELECT load_balancer_id, name FROM load_balancers WHERE load_balancer_id IN (?, ?)";
+        assert_eq!(shape(read), "SELECT … FROM load_balancers");
+        assert_eq!(shape("INSERT INTO events (event_id) VALUES (?)"), "INSERT INTO events");
+        assert_eq!(shape("DELETE FROM leases WHERE name = ?"), "DELETE FROM leases");
+        assert_eq!(shape("SELECT pg_advisory_xact_lock(?)"), "SELECT pg_advisory_xact_lock");
     }
 }

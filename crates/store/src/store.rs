@@ -19,7 +19,11 @@ use sea_orm::{
 };
 use sea_orm_migration::MigratorTrait;
 
+use bc_domain::model::{LoadBalancer, ProviderAccount};
+use bc_domain::ports::{Committed, UnitOfWork};
+
 use crate::error::{TxError, to_store_error, with_retry};
+use crate::group::Group;
 use crate::migration::Migrator;
 use crate::migration::lock::MigrationLock;
 use crate::sql::{self, SqlKey};
@@ -31,6 +35,11 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const SQLITE_FILE_CONNECTIONS: u32 = 8;
 /// Pooled connections to PostgreSQL per store.
 const POSTGRES_CONNECTIONS: u32 = 10;
+/// Prepared statements each PostgreSQL connection keeps (sqlx's default is 100, least
+/// recently used out). Grouped calls (`crate::group`) have one statement text per batch
+/// size — an `IN (…)` or `VALUES` list of 1 to 500 — on top of the store's fixed ones;
+/// one pushed out is prepared again, a round trip more, so the cache holds them all.
+pub const POSTGRES_STATEMENT_CACHE: usize = 1_000;
 /// A pooled PostgreSQL connection idle this long is pinged before it is handed out; one
 /// used more recently passed its release ping within this time.
 pub const POSTGRES_PING_IF_IDLE: Duration = Duration::from_secs(1);
@@ -54,6 +63,9 @@ pub struct StoreOptions {
     /// setting until issue 31, kept to measure against): a round trip per checkout. Off,
     /// only a PostgreSQL connection idle [`POSTGRES_PING_IF_IDLE`] or longer is pinged.
     pub ping_every_checkout: bool,
+    /// Send each commit and each point read alone, one round trip (or transaction) per
+    /// call, as before they were grouped (`crate::group`): kept to measure against.
+    pub one_call_at_a_time: bool,
 }
 
 /// The sea-orm adapter of the bc-domain `Store` port, on SQLite or PostgreSQL.
@@ -70,6 +82,70 @@ pub struct SqlStore {
     plan_check: Arc<AtomicBool>,
     /// What this store (and its clones) sent to the database: [`SqlStore::stats`].
     pub(crate) counters: Arc<Counters>,
+    /// The calls sent in batches when they arrive together (`crate::group`), unless
+    /// [`StoreOptions::one_call_at_a_time`].
+    pub(crate) groups: Arc<Groups>,
+    grouped: bool,
+}
+
+/// Most units of work committed in one transaction. A batch's transaction holds its
+/// units' lease rows (their fences) and written rows until it commits, and a statement
+/// waiting on one of them (a lease renewal, an enqueue by the API) holds a pooled
+/// connection meanwhile: kept small, so a batch stays a few dozen statements and such a
+/// wait stays short. Measured, converging batches average under 3 units; the cap binds
+/// only in bursts.
+const COMMITS_PER_BATCH: usize = 16;
+/// Most keys read in one `IN (…)` query (one bound value each).
+const READS_PER_BATCH: usize = 500;
+
+/// A group of point reads by key, each answered with its row or `None`.
+pub(crate) type Reads<T> = Arc<Group<String, Result<Option<T>, StoreError>>>;
+
+/// The store's grouped calls: unit-of-work commits, and the point reads every
+/// activation makes (its object and the object's account).
+pub(crate) struct Groups {
+    pub(crate) commits: Arc<Group<UnitOfWork, Result<Committed, StoreError>>>,
+    pub(crate) load_balancers: Reads<LoadBalancer>,
+    pub(crate) accounts: Reads<ProviderAccount>,
+}
+
+impl Default for Groups {
+    fn default() -> Self {
+        Self {
+            commits: Arc::new(Group::new(COMMITS_PER_BATCH)),
+            load_balancers: Arc::new(Group::new(READS_PER_BATCH)),
+            accounts: Arc::new(Group::new(READS_PER_BATCH)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Groups").finish_non_exhaustive()
+    }
+}
+
+/// How one point read is made: `SELECT {columns} FROM {table} WHERE {key} IN (…)`, each
+/// row decoded and matched back to its key.
+pub(crate) struct PointRead<T> {
+    pub(crate) table: &'static str,
+    pub(crate) columns: &'static str,
+    pub(crate) key: &'static str,
+    pub(crate) decode: fn(&QueryResult) -> Result<T, StoreError>,
+    pub(crate) key_of: fn(&T) -> String,
+}
+
+impl<T> Clone for PointRead<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for PointRead<T> {}
+
+/// A grouped call whose batch ended without answering it (the process is stopping).
+fn interrupted() -> StoreError {
+    StoreError::Unavailable("the batch this call went in was interrupted".into())
 }
 
 impl SqlStore {
@@ -139,6 +215,7 @@ impl SqlStore {
             }
         } else {
             opts.max_connections(POSTGRES_CONNECTIONS);
+            opts.map_sqlx_postgres_opts(|o| o.statement_cache_capacity(POSTGRES_STATEMENT_CACHE));
         }
         let db = Database::connect(opts).await.map_err(|e| match to_store_error(e) {
             StoreError::Internal(d) => StoreError::Unavailable(d.for_logs().to_owned()),
@@ -153,6 +230,8 @@ impl SqlStore {
             write_gate,
             plan_check: Arc::new(AtomicBool::new(false)),
             counters: Arc::default(),
+            groups: Arc::default(),
+            grouped: !options.one_call_at_a_time,
         })
     }
 
@@ -222,6 +301,12 @@ impl SqlStore {
     /// writes): the benchmarks' measure of round trips per unit of work.
     pub fn stats(&self) -> StoreStats {
         self.counters.snapshot()
+    }
+
+    /// Counts statements by shape too ([`StoreStats::shapes`]): the benchmarks' list of
+    /// where an activation's statements go. Off by default (a lock per statement).
+    pub fn count_statement_shapes(&self, on: bool) {
+        self.counters.by_shape.store(on, Ordering::Relaxed);
     }
 
     /// The underlying connection pool (for tools and tests; the ports are the API).
@@ -339,7 +424,7 @@ impl SqlStore {
 
     /// A statement for this backend.
     pub(crate) fn st(&self, text: &str, values: Vec<Value>) -> sea_orm::Statement {
-        self.counters.statement();
+        self.counters.statement(text);
         sql::stmt(self.backend, text, values)
     }
 
@@ -367,6 +452,68 @@ impl SqlStore {
         self.counters.checkout();
         let rows = self.db.query_all_raw(self.st(text, values)).await.map_err(to_store_error)?;
         rows.iter().map(decode).collect()
+    }
+
+    /// The row of `key` read as `how` says, in one `IN (…)` query with the other reads
+    /// of its group that arrive while an earlier batch is at the database
+    /// (`crate::group`): as fresh as a read of its own, one round trip for many.
+    pub(crate) async fn read_grouped<T: Clone + Send + 'static>(
+        &self,
+        group: &Reads<T>,
+        how: PointRead<T>,
+        key: String,
+    ) -> Result<Option<T>, StoreError> {
+        if !self.grouped {
+            let text = format!("SELECT {} FROM {} WHERE {} = ?", how.columns, how.table, how.key);
+            return self.one(&text, vec![sql::s(key.as_str())], how.decode).await;
+        }
+        let store = self.clone();
+        let run = move |keys: Vec<String>| {
+            let store = store.clone();
+            async move { store.read_batch(how, keys).await }
+        };
+        group.call(key, run).await.unwrap_or_else(|| Err(interrupted()))
+    }
+
+    /// One query for the rows of `keys` (each asked once); an answer per key, in order.
+    async fn read_batch<T: Clone>(
+        &self,
+        how: PointRead<T>,
+        keys: Vec<String>,
+    ) -> Vec<Result<Option<T>, StoreError>> {
+        let mut unique: Vec<&String> = keys.iter().collect();
+        unique.sort();
+        unique.dedup();
+        let text = format!(
+            "SELECT {} FROM {} WHERE {} IN ({})",
+            how.columns,
+            how.table,
+            how.key,
+            sql::placeholders(unique.len())
+        );
+        let values = unique.iter().map(|k| sql::s(k.as_str())).collect();
+        match self.all(&text, values, how.decode).await {
+            Ok(rows) => {
+                let found: std::collections::HashMap<String, T> =
+                    rows.into_iter().map(|r| ((how.key_of)(&r), r)).collect();
+                keys.iter().map(|k| Ok(found.get(k).cloned())).collect()
+            }
+            Err(e) => keys.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    /// Commits `uow` in one transaction with the other units of work that arrive while an
+    /// earlier batch is committing (`crate::group`).
+    pub(crate) async fn commit_grouped(&self, uow: UnitOfWork) -> Result<Committed, StoreError> {
+        if !self.grouped {
+            return self.commit_uow(&uow).await;
+        }
+        let store = self.clone();
+        let run = move |batch: Vec<UnitOfWork>| {
+            let store = store.clone();
+            async move { store.commit_batch(batch).await }
+        };
+        self.groups.commits.call(uow, run).await.unwrap_or_else(|| Err(interrupted()))
     }
 
     /// A count.

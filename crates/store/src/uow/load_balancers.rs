@@ -41,41 +41,73 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
             let t = "load_balancers";
             store.cas_outcome(txn, n, t, "load_balancer_id", id, "load balancer").await
         }
-        Write::SetLoadBalancerStatus {
-            load_balancer_id,
-            provider_load_balancer_id,
-            ip,
-            status,
-            ready_at,
-            deleted_at,
-        } => {
-            let q = store.st(
-                "UPDATE load_balancers SET \
-                 provider_load_balancer_id = COALESCE(?, provider_load_balancer_id), \
-                 ip = COALESCE(?, ip), state = ?, message = ?, observed_generation = ?, \
-                 updated_at = ?, ready_at = COALESCE(ready_at, ?), \
-                 live_name = CASE WHEN COALESCE(deleted_at, ?) IS NULL THEN name ELSE NULL END, \
-                 deleted_at = COALESCE(deleted_at, ?) WHERE load_balancer_id = ?",
-                vec![
-                    os(provider_load_balancer_id.as_ref()),
-                    os(ip.as_ref()),
-                    s(status.state.as_str()),
-                    os(status.message.as_ref()),
-                    u64v(status.observed_generation)?,
-                    ts(status.updated_at),
-                    ots(*ready_at),
-                    ots(*deleted_at),
-                    ots(*deleted_at),
-                    s(load_balancer_id),
-                ],
-            );
-            must_touch(exec(txn, q).await?, || format!("load balancer {load_balancer_id}"))
+        Write::SetLoadBalancerStatus { load_balancer_id, .. } => {
+            let touched = set_statuses(store, txn, &[w]).await?;
+            must_touch(u64::from(touched), || format!("load balancer {load_balancer_id}"))
         }
         Write::ReleaseLoadBalancerQuota { load_balancer_id } => {
             release_quota(store, txn, load_balancer_id).await
         }
         _ => Err(misrouted(w)),
     }
+}
+
+/// Most status writes in one statement of a batch (9 values each).
+const STATUSES_PER_UPDATE: usize = 400;
+
+/// `SetLoadBalancerStatus` writes — one, or a batch's — in one `UPDATE … FROM (VALUES
+/// …)` per chunk: observed facts accumulate (a provider id, IP, first-ready time or
+/// deletion once recorded is kept by a write that does not know it). The caller passes
+/// writes of distinct load balancers only. Whether every row was there (in a batch, a
+/// missing one fails its unit alone, on its own retry).
+pub(super) async fn set_statuses(store: &SqlStore, txn: &Txn, writes: &[&Write]) -> Tx<bool> {
+    for chunk in writes.chunks(STATUSES_PER_UPDATE) {
+        let mut values = Vec::with_capacity(chunk.len() * 9);
+        for w in chunk {
+            let Write::SetLoadBalancerStatus {
+                load_balancer_id,
+                provider_load_balancer_id,
+                ip,
+                status,
+                ready_at,
+                deleted_at,
+            } = w
+            else {
+                return Err(misrouted(w));
+            };
+            values.extend([
+                s(load_balancer_id),
+                os(provider_load_balancer_id.as_ref()),
+                os(ip.as_ref()),
+                s(status.state.as_str()),
+                os(status.message.as_ref()),
+                u64v(status.observed_generation)?,
+                ts(status.updated_at),
+                ots(*ready_at),
+                ots(*deleted_at),
+            ]);
+        }
+        let rows = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+        let q = store.st(
+            &format!(
+                "UPDATE load_balancers SET \
+                 provider_load_balancer_id = \
+                   COALESCE(v.column2, load_balancers.provider_load_balancer_id), \
+                 ip = COALESCE(v.column3, load_balancers.ip), state = v.column4, \
+                 message = v.column5, observed_generation = v.column6, updated_at = v.column7, \
+                 ready_at = COALESCE(load_balancers.ready_at, v.column8), \
+                 live_name = CASE WHEN COALESCE(load_balancers.deleted_at, v.column9) IS NULL \
+                   THEN load_balancers.name ELSE NULL END, \
+                 deleted_at = COALESCE(load_balancers.deleted_at, v.column9) \
+                 FROM (VALUES {rows}) AS v WHERE load_balancers.load_balancer_id = v.column1"
+            ),
+            values,
+        );
+        if exec(txn, q).await? < chunk.len() as u64 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {

@@ -10,6 +10,9 @@
 //! transaction-scoped advisory lock held to commit, because a sequence alone hands out
 //! numbers in insert order, and a relay reading `seq > last` could otherwise skip an event
 //! whose transaction committed after a later-numbered one; SQLite has a single writer.
+//! Units of work that arrive together may share one transaction (`commit_batch`), each
+//! applied exactly as alone; a batch keeps all of them or, if any fails, none, and then
+//! commits each on its own.
 
 mod accounts;
 mod agents;
@@ -23,7 +26,7 @@ mod substrates;
 
 use bc_domain::StoreError;
 use bc_domain::model::NewEvent;
-use bc_domain::ports::{Committed, Enqueue, Fence, UnitOfWork, Write};
+use bc_domain::ports::{Committed, Enqueue, Fence, StoreResult, UnitOfWork, WorkKind, Write};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, Value};
 
 use crate::error::{TxError, conflict};
@@ -32,6 +35,11 @@ use crate::store::{SqlStore, exec};
 
 /// The advisory lock key that orders event inserts on PostgreSQL ("bc-event" in ASCII).
 const EVENT_LOCK_KEY: i64 = 0x6263_2d65_7665_6e74;
+
+/// Most work fences checked in one statement of a batch (3 values each).
+const FENCES_PER_UPDATE: usize = 500;
+/// Most events inserted in one statement of a batch (6 values each).
+const EVENTS_PER_INSERT: usize = 250;
 
 /// The result of one step of a commit.
 type Tx<T> = Result<T, TxError>;
@@ -56,7 +64,189 @@ impl SqlStore {
         .await
     }
 
-    async fn apply(&self, txn: &Txn, uow: &UnitOfWork) -> Tx<Committed> {
+    /// Commits `batch` (units of work that arrived together) in one transaction: one
+    /// `BEGIN`, one `COMMIT`, one connection and (PostgreSQL) one turn at the event lock
+    /// for all of them instead of one each. Each unit is applied exactly as alone, in
+    /// order, so each sees the ones before it as committed. If any unit fails (a lost
+    /// lease, a stale generation, a full quota, a replayed create) nothing of the batch
+    /// is kept and every unit is committed again on its own, so each gets the answer it
+    /// would have got alone and no unit fails for another's sake. A transaction the
+    /// database asks to retry is retried whole; an error of the `COMMIT` itself (whose
+    /// outcome may be unknown) is every unit's answer, never a second try.
+    pub(crate) async fn commit_batch(&self, batch: Vec<UnitOfWork>) -> Vec<StoreResult<Committed>> {
+        if batch.len() == 1 {
+            return vec![self.commit_uow(&batch[0]).await];
+        }
+        let together = self
+            .write("commit", || async {
+                let txn = self.begin().await?;
+                match self.apply_batch(&txn, &batch).await {
+                    Ok(Some(done)) => {
+                        txn.commit().await?;
+                        Ok(Some(done))
+                    }
+                    // A unit failed: keep nothing, commit each alone.
+                    Ok(None) | Err(TxError::Fail(_) | TxError::Replayed(_)) => {
+                        let _ = txn.rollback().await;
+                        Ok(None)
+                    }
+                    Err(retry) => {
+                        let _ = txn.rollback().await;
+                        Err(retry)
+                    }
+                }
+            })
+            .await;
+        match together {
+            Ok(Some(done)) => done.into_iter().map(Ok).collect(),
+            Ok(None) => {
+                let mut answers = Vec::with_capacity(batch.len());
+                for uow in &batch {
+                    answers.push(self.commit_uow(uow).await);
+                }
+                answers
+            }
+            Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    /// The batch's fences (the work leases in one statement), then each unit's writes
+    /// and queue entries in order, then every event in one statement under one turn of
+    /// the event lock. `None` when a fence does not hold.
+    async fn apply_batch(&self, txn: &Txn, batch: &[UnitOfWork]) -> Tx<Option<Vec<Committed>>> {
+        let mut work = Vec::new();
+        for f in batch.iter().flat_map(|u| &u.fences) {
+            match f {
+                Fence::Work { kind, key, owner } => {
+                    work.push((*kind, key.as_str(), owner.as_str()))
+                }
+                Fence::Singleton { .. } => self.check_fence(txn, f).await?,
+            }
+        }
+        if !self.check_work_fences(txn, work).await? {
+            return Ok(None);
+        }
+        // The units' first writes, when they are load balancer statuses (a reconciler's
+        // record), in one statement; then every other write of each unit, in order.
+        let hoisted = statuses_first(batch);
+        if let Some(writes) = &hoisted
+            && !load_balancers::set_statuses(self, txn, writes).await?
+        {
+            return Ok(None);
+        }
+        for uow in batch {
+            let skip = usize::from(
+                hoisted.is_some()
+                    && matches!(uow.writes.first(), Some(Write::SetLoadBalancerStatus { .. })),
+            );
+            for w in uow.writes.iter().skip(skip) {
+                self.apply_write(txn, w).await?;
+            }
+            for e in &uow.enqueue {
+                self.enqueue_on(txn, e).await?;
+            }
+        }
+        let events: Vec<&NewEvent> = batch.iter().flat_map(|u| &u.events).collect();
+        self.lock_events(txn, !events.is_empty()).await?;
+        let mut seqs = std::collections::HashMap::with_capacity(events.len());
+        for chunk in events.chunks(EVENTS_PER_INSERT) {
+            seqs.extend(self.insert_events(txn, chunk).await?);
+        }
+        let mut done = Vec::with_capacity(batch.len());
+        for uow in batch {
+            let event_seqs = uow
+                .events
+                .iter()
+                .map(|e| {
+                    seqs.get(e.event_id.as_str()).copied().ok_or_else(|| {
+                        StoreError::internal(format!("event {} got no seq", e.event_id))
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            done.push(Committed { event_seqs, replayed: None });
+        }
+        Ok(Some(done))
+    }
+
+    /// Whether every fence of `fences` holds, checked (and each lease row locked to the
+    /// commit) in one `UPDATE … FROM (VALUES …)` per chunk, as [`Self::check_fence`]
+    /// does one at a time.
+    async fn check_work_fences(&self, txn: &Txn, fences: Vec<(WorkKind, &str, &str)>) -> Tx<bool> {
+        let mut distinct = fences;
+        distinct.sort();
+        distinct.dedup();
+        for chunk in distinct.chunks(FENCES_PER_UPDATE) {
+            let rows = vec!["(?, ?, ?)"; chunk.len()].join(", ");
+            let values = chunk
+                .iter()
+                .flat_map(|(k, key, owner)| [s(k.as_str()), s(key), s(owner)])
+                .collect();
+            let st = self.st(
+                &format!(
+                    "UPDATE work_queue SET lease_owner = work_queue.lease_owner \
+                     FROM (VALUES {rows}) AS v WHERE work_queue.kind = v.column1 \
+                     AND work_queue.item_key = v.column2 AND work_queue.lease_owner = v.column3"
+                ),
+                values,
+            );
+            if exec(txn, st).await? < chunk.len() as u64 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Inserts `events` (one, or a batch's) in one statement; each event's `seq` by its
+    /// id, in the order given.
+    async fn insert_events(&self, txn: &Txn, events: &[&NewEvent]) -> Tx<Vec<(String, u64)>> {
+        let rows = vec!["(?, ?, ?, ?, ?, ?)"; events.len()].join(", ");
+        let mut values = Vec::with_capacity(events.len() * 6);
+        for e in events {
+            values.extend([
+                s(&e.event_id),
+                s(&e.tenant_id),
+                s(&e.subject),
+                s(&e.kind),
+                ts(e.time),
+                json(&e.data)?,
+            ]);
+        }
+        let st = self.st(
+            &format!(
+                "INSERT INTO events (event_id, tenant_id, subject, kind, time_ms, data) \
+                 VALUES {rows} RETURNING event_id, seq"
+            ),
+            values,
+        );
+        let found = txn.query_all_raw(st).await.map_err(conflict(
+            || match events {
+                [one] => format!("event {}", one.event_id),
+                _ => format!("{} events", events.len()),
+            },
+            "event",
+        ))?;
+        let mut seqs = Vec::with_capacity(found.len());
+        for r in &found {
+            let r = Row(r);
+            seqs.push((r.string("event_id")?, r.u64("seq")?));
+        }
+        Ok(seqs)
+    }
+
+    /// Takes the event lock for the rest of `txn` when events will be inserted
+    /// (PostgreSQL; SQLite's single writer orders them already).
+    async fn lock_events(&self, txn: &Txn, events: bool) -> Tx<()> {
+        if events && self.backend == DbBackend::Postgres {
+            let lock =
+                self.st("SELECT pg_advisory_xact_lock(?)", vec![Value::from(EVENT_LOCK_KEY)]);
+            exec(txn, lock).await?;
+        }
+        Ok(())
+    }
+
+    /// A unit's fences, writes and queue entries, not its events (a batch inserts every
+    /// unit's events together at its end).
+    async fn apply_events_apart(&self, txn: &Txn, uow: &UnitOfWork) -> Tx<Committed> {
         for f in &uow.fences {
             self.check_fence(txn, f).await?;
         }
@@ -66,16 +256,16 @@ impl SqlStore {
         for e in &uow.enqueue {
             self.enqueue_on(txn, e).await?;
         }
-        let mut event_seqs = Vec::with_capacity(uow.events.len());
-        if !uow.events.is_empty() && self.backend == DbBackend::Postgres {
-            let lock =
-                self.st("SELECT pg_advisory_xact_lock(?)", vec![Value::from(EVENT_LOCK_KEY)]);
-            exec(txn, lock).await?;
-        }
+        Ok(Committed { event_seqs: Vec::new(), replayed: None })
+    }
+
+    async fn apply(&self, txn: &Txn, uow: &UnitOfWork) -> Tx<Committed> {
+        let mut committed = self.apply_events_apart(txn, uow).await?;
+        self.lock_events(txn, !uow.events.is_empty()).await?;
         for e in &uow.events {
-            event_seqs.push(self.insert_event(txn, e).await?);
+            committed.event_seqs.push(self.insert_event(txn, e).await?);
         }
-        Ok(Committed { event_seqs, replayed: None })
+        Ok(committed)
     }
 
     /// Runs one conditional write, by the module of its aggregate; `Err` aborts the unit
@@ -142,24 +332,11 @@ impl SqlStore {
     }
 
     async fn insert_event(&self, txn: &Txn, e: &NewEvent) -> Tx<u64> {
-        let st = self.st(
-            "INSERT INTO events (event_id, tenant_id, subject, kind, time_ms, data) \
-             VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            vec![
-                s(&e.event_id),
-                s(&e.tenant_id),
-                s(&e.subject),
-                s(&e.kind),
-                ts(e.time),
-                json(&e.data)?,
-            ],
-        );
-        let row = txn
-            .query_one_raw(st)
-            .await
-            .map_err(conflict(|| format!("event {}", e.event_id), "event"))?
-            .ok_or_else(|| StoreError::internal("INSERT … RETURNING gave no row"))?;
-        Ok(Row(&row).u64("seq")?)
+        let seqs = self.insert_events(txn, &[e]).await?;
+        Ok(seqs
+            .first()
+            .map(|(_, seq)| *seq)
+            .ok_or_else(|| StoreError::internal("INSERT … RETURNING gave no row"))?)
     }
 
     /// Adds or merges a queue entry inside `txn` (see `crate::queue` for the semantics):
@@ -221,6 +398,33 @@ impl SqlStore {
             None => Ok(0),
         }
     }
+}
+
+/// The batch's load balancer status writes that are the first write of their unit, when
+/// they can go ahead of every other write of the batch without changing any outcome: at
+/// least two, no load balancer's status written twice, and no load balancer inserted or
+/// changed in the batch (a status write touches only observed columns, which no other
+/// write of a unit reads).
+fn statuses_first(batch: &[UnitOfWork]) -> Option<Vec<&Write>> {
+    let mut firsts = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for uow in batch {
+        for (i, w) in uow.writes.iter().enumerate() {
+            match w {
+                Write::SetLoadBalancerStatus { load_balancer_id, .. } => {
+                    if !ids.insert(load_balancer_id) {
+                        return None;
+                    }
+                    if i == 0 {
+                        firsts.push(w);
+                    }
+                }
+                Write::InsertLoadBalancer(_) | Write::UpdateLoadBalancer { .. } => return None,
+                _ => {}
+            }
+        }
+    }
+    (firsts.len() >= 2).then_some(firsts)
 }
 
 /// A write that must touch a row: zero rows means the row is missing.

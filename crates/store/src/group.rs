@@ -1,0 +1,202 @@
+//! Group calls: calls of one kind that arrive while an earlier batch of them is at the
+//! database go together in the next batch — one query or one transaction for all —
+//! instead of one round trip each (issue 31: an activation's reads and commits were
+//! most of its round trips).
+//!
+//! Invariant: a call's request reaches the database only after the call began, so it
+//! reads or writes what a call of its own would (a read sees every commit made before
+//! the call began); no call waits for another to arrive — a call with nothing in flight
+//! goes at once, alone — and each caller gets its own answer. A batch runs in a task of
+//! its own, so a caller that is dropped (a cancelled activation) never takes the others'
+//! answers with it.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+
+type Waiting<Req, Ans> = Vec<(Req, oneshot::Sender<Ans>)>;
+
+/// The calls of one kind waiting for the next batch, and whether a batch is running.
+pub(crate) struct Group<Req, Ans> {
+    state: Mutex<State<Req, Ans>>,
+    /// Most calls in one batch.
+    max: usize,
+}
+
+struct State<Req, Ans> {
+    pending: Waiting<Req, Ans>,
+    draining: bool,
+}
+
+impl<Req, Ans> std::fmt::Debug for Group<Req, Ans> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").field("max", &self.max).finish_non_exhaustive()
+    }
+}
+
+impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
+    /// A group sending at most `max` calls in one batch.
+    pub(crate) fn new(max: usize) -> Self {
+        Self { state: Mutex::new(State { pending: Vec::new(), draining: false }), max: max.max(1) }
+    }
+
+    /// Sends `req` in the next batch, which `run` carries out: it gets the batch's
+    /// requests in order and answers each, in the same order. `None` when the batch
+    /// ended without answering (it panicked, or the runtime is shutting down).
+    pub(crate) async fn call<F, Fut>(self: &Arc<Self>, req: Req, run: F) -> Option<Ans>
+    where
+        F: Fn(Vec<Req>) -> Fut + Send + 'static,
+        Fut: Future<Output = Vec<Ans>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let lead = {
+            let mut s = self.lock();
+            s.pending.push((req, tx));
+            !std::mem::replace(&mut s.draining, true)
+        };
+        if lead {
+            let drain = Drain(self.clone());
+            tokio::spawn(async move {
+                while let Some(batch) = drain.next() {
+                    let (reqs, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                    for (tx, a) in answers.into_iter().zip(run(reqs).await) {
+                        let _ = tx.send(a);
+                    }
+                }
+            });
+        }
+        rx.await.ok()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<Req, Ans>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The one task sending batches while calls keep coming. However it ends (out of work,
+/// a panic in `run`), the group is left ready for the next call to start another.
+struct Drain<Req, Ans>(Arc<Group<Req, Ans>>);
+
+impl<Req, Ans> Drain<Req, Ans> {
+    /// The next batch, or `None` (and no longer draining) when nothing waits.
+    fn next(&self) -> Option<Waiting<Req, Ans>> {
+        let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.pending.is_empty() {
+            s.draining = false;
+            return None;
+        }
+        let take = s.pending.len().min(self.0.max);
+        let rest = s.pending.split_off(take);
+        Some(std::mem::replace(&mut s.pending, rest))
+    }
+}
+
+impl<Req, Ans> Drop for Drain<Req, Ans> {
+    fn drop(&mut self) {
+        // After a panic the callers still waiting are answered `None` (their senders go)
+        // rather than left waiting for a task that is gone.
+        let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.draining {
+            s.draining = false;
+            s.pending.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_call_alone_goes_alone_and_calls_meanwhile_go_together() {
+        let group = Arc::new(Group::<u32, u32>::new(100));
+        let batches = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let run = {
+            let (batches, gate) = (batches.clone(), gate.clone());
+            move |reqs: Vec<u32>| {
+                let (batches, gate) = (batches.clone(), gate.clone());
+                async move {
+                    batches.lock().unwrap().push(reqs.clone());
+                    gate.acquire().await.unwrap().forget();
+                    reqs.iter().map(|r| r * 10).collect()
+                }
+            }
+        };
+        // The first call goes at once; three more arrive while it is at the "database".
+        let first = tokio::spawn({
+            let (g, run) = (group.clone(), run.clone());
+            async move { g.call(1, run).await }
+        });
+        while batches.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let later: Vec<_> = (2..=4)
+            .map(|i| {
+                let (g, run) = (group.clone(), run.clone());
+                tokio::spawn(async move { g.call(i, run).await })
+            })
+            .collect();
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        gate.add_permits(2);
+        assert_eq!(first.await.unwrap(), Some(10));
+        let mut answers = Vec::new();
+        for h in later {
+            answers.push(h.await.unwrap());
+        }
+        assert_eq!(answers, vec![Some(20), Some(30), Some(40)]);
+        assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2, 3, 4]]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_panics_answers_none_and_the_group_goes_on() {
+        let group = Arc::new(Group::<u32, u32>::new(10));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let run = {
+            let runs = runs.clone();
+            move |reqs: Vec<u32>| {
+                let n = runs.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    assert!(n > 0, "the first batch fails");
+                    reqs
+                }
+            }
+        };
+        assert_eq!(group.call(7, run.clone()).await, None);
+        assert_eq!(group.call(8, run).await, Some(8));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_caller_does_not_stop_the_batch_it_was_sent_in() {
+        let group = Arc::new(Group::<u32, u32>::new(10));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let run = {
+            let gate = gate.clone();
+            move |reqs: Vec<u32>| {
+                let gate = gate.clone();
+                async move {
+                    gate.acquire().await.unwrap().forget();
+                    reqs
+                }
+            }
+        };
+        let lead = tokio::spawn({
+            let (g, run) = (group.clone(), run.clone());
+            async move { g.call(1, run).await }
+        });
+        tokio::task::yield_now().await;
+        let other = tokio::spawn({
+            let (g, run) = (group.clone(), run.clone());
+            async move { g.call(2, run).await }
+        });
+        tokio::task::yield_now().await;
+        lead.abort();
+        gate.add_permits(2);
+        assert_eq!(other.await.unwrap(), Some(2));
+    }
+}

@@ -1,0 +1,196 @@
+//! Grouped calls (issue 31): units of work that arrive together commit in one
+//! transaction, and point reads that arrive together go in one query — each call still
+//! answered exactly as alone.
+//!
+//! Invariant checked: a batch changes how many round trips the calls take, never what
+//! they do: every unit of a batch commits with its own events, a unit that would fail
+//! alone fails alone (its lost lease or stale generation leaves nothing of it, and nothing
+//! of the others is lost), and every read answers its own key. No test sleeps; the calls
+//! are started together and their outcomes counted.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bc_domain::StoreError;
+use bc_domain::model::*;
+use bc_domain::ports::*;
+use bc_domain::{LoadBalancerId, ResourceState};
+use bc_store::testing::*;
+use bc_store::{SqlStore, store_suite};
+use futures::future::join_all;
+
+store_suite!(
+    units_of_work_that_arrive_together_share_a_transaction,
+    a_unit_that_fails_in_a_batch_fails_alone,
+    point_reads_that_arrive_together_share_a_query,
+);
+
+type S = Arc<SqlStore>;
+
+const K: WorkKind = WorkKind::ProviderResources;
+const N: usize = 40;
+
+/// A pool, an account and `n` load balancers, each with a work item claimed by `owner`.
+async fn world(s: &S, n: usize, owner: &str) -> (Vec<LoadBalancer>, Vec<WorkItem>) {
+    let acme = tenant("acme");
+    let p = pool(&acme, "web");
+    let a = account(&acme, "main");
+    let lbs: Vec<_> = (0..n).map(|i| load_balancer(&p, &a, &format!("lb-{i}"))).collect();
+    let mut uow =
+        UnitOfWork::new().write(Write::InsertPool(p.clone())).write(Write::InsertAccount(a));
+    for l in &lbs {
+        uow = uow.write(Write::InsertLoadBalancer(l.clone())).enqueue(
+            K,
+            l.load_balancer_id.as_str(),
+            t(0),
+        );
+    }
+    s.commit(uow).await.unwrap();
+    let items = s.claim(owner, &[K], n as u32, t(10), t(1_000)).await.unwrap();
+    assert_eq!(items.len(), n);
+    (lbs, items)
+}
+
+/// What a reconciler commits for `item`: its load balancer's new status and an event,
+/// fenced by the item's lease.
+fn status_change(l: &LoadBalancer, fence: Fence, message: &str) -> UnitOfWork {
+    UnitOfWork::new()
+        .fenced(fence)
+        .write(Write::SetLoadBalancerStatus {
+            load_balancer_id: l.load_balancer_id.clone(),
+            provider_load_balancer_id: Some(format!("p-{}", l.name)),
+            ip: None,
+            status: ObservedStatus {
+                state: ResourceState::Provisioning,
+                message: Some(message.into()),
+                observed_generation: 1,
+                updated_at: t(20),
+            },
+            ready_at: None,
+            deleted_at: None,
+        })
+        .event(event(&l.tenant_id, &format!("lb.{}", l.name)))
+}
+
+fn fence_of(items: &[WorkItem], l: &LoadBalancer) -> Fence {
+    let item = items.iter().find(|i| i.key == l.load_balancer_id.as_str()).unwrap();
+    item.fence().unwrap()
+}
+
+async fn units_of_work_that_arrive_together_share_a_transaction(s: S) {
+    let (lbs, items) = world(&s, N, "r1").await;
+    let before = s.stats();
+    let commits = lbs.iter().map(|l| s.commit(status_change(l, fence_of(&items, l), "made")));
+    let answers = join_all(commits).await;
+    let spent = s.stats().since(&before);
+    let mut seqs = Vec::new();
+    for a in answers {
+        let c = a.expect("every unit commits");
+        assert_eq!(c.event_seqs.len(), 1, "{c:?}");
+        seqs.extend(c.event_seqs);
+    }
+    assert_eq!(seqs.iter().collect::<HashSet<_>>().len(), N, "one seq per event");
+    // Alone, each unit is a transaction of its own: N of them.
+    assert!(spent.transactions <= (N / 4) as u64, "grouped: {} for {N}", spent.transactions);
+    let stored: Vec<u64> =
+        s.event_list_all(0, 1_000).await.unwrap().iter().map(|e| e.seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(stored, seqs, "the events are the units' own, once each");
+    // Alone, each unit is three statements (fence, status, event).
+    assert!(spent.statements <= (N / 2) as u64, "grouped: {} for {N}", spent.statements);
+    for l in &lbs {
+        let got = s.load_balancer_get_any(&l.load_balancer_id).await.unwrap().unwrap();
+        assert_eq!(got.status.message.as_deref(), Some("made"));
+        assert_eq!(got.provider_load_balancer_id, Some(format!("p-{}", l.name)));
+    }
+    // Observed facts accumulate in a batch as alone: a status that does not know the
+    // provider id keeps it, and the first ready time stays the first.
+    for (message, ready) in [("ready", 30), ("again", 40)] {
+        let units = lbs.iter().map(|l| {
+            let mut u = status_change(l, fence_of(&items, l), message);
+            if let Some(Write::SetLoadBalancerStatus {
+                provider_load_balancer_id, ready_at, ..
+            }) = u.writes.first_mut()
+            {
+                *provider_load_balancer_id = None;
+                *ready_at = Some(t(ready));
+            }
+            s.commit(u)
+        });
+        assert!(join_all(units).await.iter().all(Result::is_ok));
+    }
+    for l in &lbs {
+        let got = s.load_balancer_get_any(&l.load_balancer_id).await.unwrap().unwrap();
+        assert_eq!(got.status.message.as_deref(), Some("again"));
+        assert_eq!(got.provider_load_balancer_id, Some(format!("p-{}", l.name)));
+        assert_eq!(got.ready_at, Some(t(30)));
+    }
+}
+
+async fn a_unit_that_fails_in_a_batch_fails_alone(s: S) {
+    let (lbs, items) = world(&s, N, "r1").await;
+    // Unit 7 is fenced by a lease nobody holds; unit 12 changes the spec at a stale
+    // generation; unit 20 writes the status of a load balancer that does not exist.
+    // Every other unit commits, whatever batch it lands in.
+    let (lost, stale, missing) = (7, 12, 20);
+    let nowhere =
+        load_balancer(&pool(&tenant("acme"), "gone"), &account(&tenant("acme"), "x"), "x");
+    let units = lbs.iter().enumerate().map(|(i, l)| match i {
+        _ if i == missing => status_change(&nowhere, fence_of(&items, l), "missing"),
+        _ if i == lost => {
+            let f = Fence::work(K, l.load_balancer_id.as_str(), "r1#gone");
+            status_change(l, f, "lost")
+        }
+        _ if i == stale => {
+            let mut changed = l.clone();
+            changed.generation = 3;
+            status_change(l, fence_of(&items, l), "stale")
+                .write(Write::UpdateLoadBalancer { load_balancer: changed, expected_generation: 2 })
+        }
+        _ => status_change(l, fence_of(&items, l), "made"),
+    });
+    let answers = join_all(units.map(|u| s.commit(u))).await;
+    let mut kept = 0;
+    for (i, a) in answers.into_iter().enumerate() {
+        match i {
+            _ if i == lost => assert!(matches!(a, Err(StoreError::LeaseLost(_))), "{a:?}"),
+            _ if i == stale => assert!(matches!(a, Err(StoreError::Stale(_))), "{a:?}"),
+            _ if i == missing => assert!(matches!(a, Err(StoreError::NotFound(_))), "{a:?}"),
+            _ => {
+                assert_eq!(a.unwrap().event_seqs.len(), 1);
+                kept += 1;
+            }
+        }
+    }
+    assert_eq!(kept, N - 3);
+    assert_eq!(s.event_list_all(0, 1_000).await.unwrap().len(), N - 3, "no event of a failed unit");
+    for (i, l) in lbs.iter().enumerate() {
+        let got = s.load_balancer_get_any(&l.load_balancer_id).await.unwrap().unwrap();
+        let want = if [lost, stale, missing].contains(&i) { None } else { Some("made") };
+        assert_eq!(got.status.message.as_deref(), want, "load balancer {i}");
+        assert_eq!(got.generation, 1);
+    }
+}
+
+async fn point_reads_that_arrive_together_share_a_query(s: S) {
+    let (lbs, _) = world(&s, N, "r1").await;
+    let missing: Vec<LoadBalancerId> = (0..5).map(|_| id()).collect();
+    let mut asked: Vec<(LoadBalancerId, Option<&LoadBalancer>)> =
+        lbs.iter().map(|l| (l.load_balancer_id.clone(), Some(l))).collect();
+    asked.extend(missing.iter().map(|m| (m.clone(), None)));
+    // Every load balancer twice, so a batch also meets a key asked twice.
+    asked.extend(lbs.iter().map(|l| (l.load_balancer_id.clone(), Some(l))));
+    let before = s.stats();
+    let got = join_all(asked.iter().map(|(id, _)| s.load_balancer_get_any(id))).await;
+    let spent = s.stats().since(&before);
+    for ((id, want), got) in asked.iter().zip(got) {
+        assert_eq!(got.unwrap().as_ref(), *want, "{id}");
+    }
+    assert!(spent.statements <= (asked.len() / 4) as u64, "grouped: {}", spent.statements);
+    // Accounts too; an unknown one is `None`.
+    let a = lbs[0].provider_account_id.clone();
+    let reads = [a.clone(), missing_account(), a.clone()];
+    let got = join_all(reads.iter().map(|id| s.account_get_any(id))).await;
+    let got: Vec<_> = got.into_iter().map(|r| r.unwrap().map(|x| x.provider_account_id)).collect();
+    assert_eq!(got, vec![Some(a.clone()), None, Some(a)]);
+}
