@@ -50,13 +50,8 @@ impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
         Fut: Future<Output = Vec<Ans>> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let lead = {
-            let mut s = self.lock();
-            s.pending.push((req, tx));
-            !std::mem::replace(&mut s.draining, true)
-        };
-        if lead {
-            let drain = Drain(self.clone());
+        if self.enqueue(req, tx) {
+            let mut drain = Drain { group: self.clone(), ran_out: false };
             tokio::spawn(async move {
                 while let Some(batch) = drain.next() {
                     let (reqs, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
@@ -69,6 +64,14 @@ impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
         rx.await.ok()
     }
 
+    /// Puts a call in the next batch; `true` when no drain is running, so the caller
+    /// must start one.
+    fn enqueue(&self, req: Req, answer: oneshot::Sender<Ans>) -> bool {
+        let mut s = self.lock();
+        s.pending.push((req, answer));
+        !std::mem::replace(&mut s.draining, true)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State<Req, Ans>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -76,17 +79,23 @@ impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
 
 /// The one task sending batches while calls keep coming. However it ends (out of work,
 /// a panic in `run`), the group is left ready for the next call to start another.
-struct Drain<Req, Ans>(Arc<Group<Req, Ans>>);
+struct Drain<Req, Ans> {
+    group: Arc<Group<Req, Ans>>,
+    /// It found nothing waiting and gave up draining: from then on `draining` and
+    /// `pending` belong to the next drain, which a call may already have started.
+    ran_out: bool,
+}
 
 impl<Req, Ans> Drain<Req, Ans> {
     /// The next batch, or `None` (and no longer draining) when nothing waits.
-    fn next(&self) -> Option<Waiting<Req, Ans>> {
-        let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+    fn next(&mut self) -> Option<Waiting<Req, Ans>> {
+        let mut s = self.group.lock();
         if s.pending.is_empty() {
             s.draining = false;
+            self.ran_out = true;
             return None;
         }
-        let take = s.pending.len().min(self.0.max);
+        let take = s.pending.len().min(self.group.max);
         let rest = s.pending.split_off(take);
         Some(std::mem::replace(&mut s.pending, rest))
     }
@@ -94,13 +103,17 @@ impl<Req, Ans> Drain<Req, Ans> {
 
 impl<Req, Ans> Drop for Drain<Req, Ans> {
     fn drop(&mut self) {
+        // A drain that ran out owns nothing: a call arriving after it let go has started
+        // the next drain, and clearing here took that call's answer (it got
+        // "interrupted": the chaos test's failure at e27f6b0).
+        if self.ran_out {
+            return;
+        }
         // After a panic the callers still waiting are answered `None` (their senders go)
         // rather than left waiting for a task that is gone.
-        let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.draining {
-            s.draining = false;
-            s.pending.clear();
-        }
+        let mut s = self.group.lock();
+        s.draining = false;
+        s.pending.clear();
     }
 }
 
@@ -198,5 +211,23 @@ mod tests {
         lead.abort();
         gate.add_permits(2);
         assert_eq!(other.await.unwrap(), Some(2));
+    }
+
+    #[test]
+    fn a_drain_that_ran_out_leaves_the_calls_of_the_next_drain_alone() {
+        let group = Arc::new(Group::<u32, u32>::new(10));
+        let mut old = Drain { group: group.clone(), ran_out: false };
+        assert!(old.next().is_none(), "nothing waits");
+        // A call arrives between the old drain letting go and its task ending, and
+        // starts the next drain.
+        let (tx, mut rx) = oneshot::channel();
+        assert!(group.enqueue(1, tx), "the call leads the next drain");
+        drop(old);
+        assert!(
+            matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty)),
+            "the call still waits for its answer"
+        );
+        let mut next = Drain { group: group.clone(), ran_out: false };
+        assert_eq!(next.next().map(|b| b.len()), Some(1), "the next drain sends it");
     }
 }
