@@ -165,13 +165,14 @@ pub fn run_until_running(sim: &Sim, clock: &ManualClock, cluster_id: &str) {
     );
 }
 
-/// The kubeconfig YAML the DigitalOcean face serves for the cluster now (it points at the
-/// HTTP face once the simulator is served); panics until the cluster has provisioned.
+/// A kubeconfig YAML of the cluster as the DigitalOcean face serves it (it points at the
+/// HTTP face once the simulator is served), but carrying the cluster's standing token,
+/// which never expires, so a test may hold it across any simulated time; panics if the
+/// cluster is unknown.
 pub fn kubeconfig(sim: &Sim, cluster_id: &str) -> String {
-    let now = sim.state().clock.now();
-    match sim.state().model().kubeconfig(TEST_TOKEN, cluster_id, None, now) {
-        Ok(yaml) => yaml,
-        Err(e) => panic!("kubeconfig of test cluster {cluster_id}: {e:?}"),
+    match sim.state().model().standing_kubeconfig(cluster_id) {
+        Some(yaml) => yaml,
+        None => panic!("kubeconfig of unknown test cluster {cluster_id}"),
     }
 }
 

@@ -203,8 +203,14 @@ pub struct Cluster {
     pub updated_at: Timestamp,
     /// Whether the control plane ever finished provisioning (kubeconfig served from then).
     pub provisioned: bool,
-    /// The bearer token its kubeconfig carries.
+    /// The cluster's standing bearer token: what tests and the simulator's other faces
+    /// call its API with. Kubeconfigs and credentials carry tokens of their own
+    /// (`issued_tokens`).
     pub api_token: String,
+    /// The tokens kubeconfig and credentials requests handed out, each with when it
+    /// expires (`expiry_seconds`, 7 days when 0 or absent): as on DigitalOcean, one
+    /// expired is refused with 401, so a client must fetch a new kubeconfig in time.
+    pub issued_tokens: Vec<(String, Timestamp)>,
     /// The optional blocks ([`ADDONS`]: control-plane firewall, autoscaler, SSO,
     /// routing agent, plugins), each as rendered, defaults filled.
     pub addons: BTreeMap<String, serde_json::Value>,
@@ -894,6 +900,7 @@ impl Model {
             updated_at: now,
             provisioned: false,
             api_token: format!("doks-sim-{}", ids.uuid().replace('-', "")),
+            issued_tokens: Vec::new(),
             addons,
             isolated_workers: req.isolated_workers.unwrap_or(false),
             worker_subnet_uuid: req
@@ -1098,8 +1105,8 @@ impl Model {
         Ok(c.clone())
     }
 
-    /// The kubeconfig YAML (404 until the cluster has provisioned). `expiry_seconds`
-    /// 0/`None` means 7 days.
+    /// The kubeconfig YAML (404 until the cluster has provisioned), carrying a token of
+    /// its own that expires after `expiry_seconds` (0/`None`: 7 days).
     pub fn kubeconfig(
         &mut self,
         token: &str,
@@ -1107,12 +1114,13 @@ impl Model {
         expiry_seconds: Option<u64>,
         now: Timestamp,
     ) -> Result<String, ApiError> {
-        let _ = expiry_seconds;
         let c = self.provisioned(token, id, now)?;
-        Ok(kubeconfig_yaml(&c, &self.cluster_endpoint(&c.id), self.tls.ca_pem()))
+        let (bearer, _) = self.issue_token(&c.id, expiry_seconds, now);
+        Ok(kubeconfig_yaml(&c, &bearer, &self.cluster_endpoint(&c.id), self.tls.ca_pem()))
     }
 
-    /// The credentials (404 until the cluster has provisioned).
+    /// The credentials (404 until the cluster has provisioned): a token of their own
+    /// that expires after `expiry_seconds` (0/`None`: 7 days).
     pub fn credentials(
         &mut self,
         token: &str,
@@ -1121,15 +1129,44 @@ impl Model {
         now: Timestamp,
     ) -> Result<Credentials, ApiError> {
         let c = self.provisioned(token, id, now)?;
-        let secs = expiry_seconds.filter(|s| *s > 0).unwrap_or(DEFAULT_EXPIRY_SECONDS);
+        let (bearer, expires_at) = self.issue_token(&c.id, expiry_seconds, now);
         Ok(Credentials {
             server: self.cluster_endpoint(&c.id),
             certificate_authority_data: base64::engine::general_purpose::STANDARD
                 .encode(self.tls.ca_pem()),
-            token: c.api_token.clone(),
-            expires_at: now
-                + time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 4_000)),
+            token: bearer,
+            expires_at,
         })
+    }
+
+    /// A kubeconfig of cluster `cluster_id` (any account's, provisioned or not) carrying
+    /// its standing token, which never expires (tests and the simulator's other faces;
+    /// no request is counted). `None` if the cluster is unknown.
+    pub fn standing_kubeconfig(&self, cluster_id: &str) -> Option<String> {
+        let c =
+            self.accounts.values().flat_map(|a| a.clusters.iter()).find(|c| c.id == cluster_id)?;
+        Some(kubeconfig_yaml(c, &c.api_token, &self.cluster_endpoint(&c.id), self.tls.ca_pem()))
+    }
+
+    /// A new bearer token for cluster `id`'s API, valid until the returned time; the
+    /// cluster's expired ones are dropped meanwhile.
+    fn issue_token(
+        &mut self,
+        id: &str,
+        expiry_seconds: Option<u64>,
+        now: Timestamp,
+    ) -> (String, Timestamp) {
+        let secs = expiry_seconds.filter(|s| *s > 0).unwrap_or(DEFAULT_EXPIRY_SECONDS);
+        let expires_at =
+            now + time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 4_000));
+        let bearer = format!("doks-sim-{}", self.ids.uuid().replace('-', ""));
+        if let Some(c) =
+            self.accounts_mut().flat_map(|a| a.clusters.iter_mut()).find(|c| c.id == id)
+        {
+            c.issued_tokens.retain(|(_, until)| *until > now);
+            c.issued_tokens.push((bearer.clone(), expires_at));
+        }
+        (bearer, expires_at)
     }
 
     /// Versions the cluster may upgrade to, oldest first (empty when up to date).
@@ -1386,6 +1423,7 @@ impl Model {
         let c =
             self.accounts_mut().flat_map(|a| a.clusters.iter_mut()).find(|c| c.id == cluster_id)?;
         c.api_token = fresh.clone();
+        c.issued_tokens.clear();
         Some(fresh)
     }
 
@@ -1513,12 +1551,18 @@ impl Model {
             .map(|c| c.api_token.clone())
     }
 
-    /// Whether `bearer` may call the cluster's Kubernetes API at `now`: its kubeconfig's
-    /// token, or — on a GKE cluster — an access token the simulator's token endpoint
+    /// Whether `bearer` may call the cluster's Kubernetes API at `now`: its standing
+    /// token, a token a kubeconfig or credentials request handed out that has not
+    /// expired, or — on a GKE cluster — an access token the simulator's token endpoint
     /// minted that has not expired.
     pub fn cluster_accepts(&self, cluster_id: &str, bearer: Option<&str>, now: Timestamp) -> bool {
         let Some(bearer) = bearer else { return false };
-        if self.cluster_api_token(cluster_id).is_some_and(|t| t == bearer) {
+        let cluster =
+            self.accounts.values().flat_map(|a| a.clusters.iter()).find(|c| c.id == cluster_id);
+        if let Some(c) = cluster
+            && (c.api_token == bearer
+                || c.issued_tokens.iter().any(|(t, until)| t == bearer && now < *until))
+        {
             return true;
         }
         self.gke.cluster(cluster_id).is_some() && self.gke.token_valid(bearer, now)
@@ -1570,8 +1614,8 @@ fn associated(account: &Account, cluster_id: &str) -> AssociatedResources {
 }
 
 /// The kubeconfig DigitalOcean serves: cluster/context `do-<region>-<name>`, user
-/// `do-<region>-<name>-admin` with the cluster's bearer token.
-pub fn kubeconfig_yaml(c: &Cluster, server: &str, ca_pem: &str) -> String {
+/// `do-<region>-<name>-admin` with bearer token `token`.
+pub fn kubeconfig_yaml(c: &Cluster, token: &str, server: &str, ca_pem: &str) -> String {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let ctx = format!("do-{}-{}", c.region, c.name);
     let user = format!("{ctx}-admin");
@@ -1582,7 +1626,7 @@ pub fn kubeconfig_yaml(c: &Cluster, server: &str, ca_pem: &str) -> String {
         server = q(server),
         ctx = q(&ctx),
         user = q(&user),
-        token = q(&c.api_token),
+        token = q(token),
     )
 }
 

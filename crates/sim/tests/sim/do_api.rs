@@ -92,18 +92,22 @@ async fn cluster_lifecycle_envelopes_and_statuses() {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.headers["content-type"], "application/yaml");
     let yaml = r.text.clone();
-    let token = h.sim.state().model().cluster_api_token(&id).unwrap();
     assert!(yaml.contains(&format!("server: \"{endpoint}\"")));
     assert!(yaml.contains("current-context: \"do-nyc1-alpha\""));
     assert!(yaml.contains("- name: \"do-nyc1-alpha-admin\""));
-    assert!(yaml.contains(&format!("token: \"{token}\"")));
+    let token_line = yaml.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap();
+    let kubeconfig_token: String = serde_json::from_str(token_line).unwrap();
+    let now = h.sim.state().clock.now();
+    assert!(h.sim.state().model().cluster_accepts(&id, Some(&kubeconfig_token), now));
     let (s, cr) = h
         .call(Method::GET, &format!("/v2/kubernetes/clusters/{id}/credentials"), None)
         .await
         .parts();
     assert_eq!(s, StatusCode::OK);
     assert_eq!(cr["server"], endpoint.as_str());
-    assert_eq!(cr["token"], token.as_str());
+    let token = cr["token"].as_str().unwrap();
+    assert_ne!(token, kubeconfig_token, "each request hands out a token of its own");
+    assert!(h.sim.state().model().cluster_accepts(&id, Some(token), now));
     assert!(cr["client_certificate_data"].is_null() && cr["client_key_data"].is_null());
     assert!(!cr["certificate_authority_data"].as_str().unwrap().is_empty());
     assert!(Timestamp::parse_rfc3339(cr["expires_at"].as_str().unwrap()).is_ok());

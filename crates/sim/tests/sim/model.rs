@@ -93,15 +93,50 @@ fn cluster_provisioning_fills_endpoint_ipv4_node_names_and_droplets() {
     assert_eq!(n.taints[0].key, "dedicated");
 
     let yaml = st.model().kubeconfig(T, &c.id, None, clock.now()).unwrap();
-    let token = st.model().cluster_api_token(&c.id).unwrap();
-    assert!(yaml.contains(&token));
+    let token = yaml_token(&yaml);
+    assert!(st.model().cluster_accepts(&c.id, Some(&token), clock.now()));
     assert!(yaml.contains("current-context: \"do-nyc1-alpha\""));
     assert!(yaml.contains("do-nyc1-alpha-admin"));
     let creds = st.model().credentials(T, &c.id, Some(3600), clock.now()).unwrap();
-    assert_eq!(creds.token, token);
+    assert_ne!(creds.token, token, "each request hands out a token of its own");
     assert_eq!(creds.expires_at, clock.now() + time::Duration::hours(1));
     let creds = st.model().credentials(T, &c.id, None, clock.now()).unwrap();
     assert_eq!(creds.expires_at, clock.now() + time::Duration::days(7));
+}
+
+/// The bearer token of a kubeconfig YAML the simulator rendered.
+fn yaml_token(yaml: &str) -> String {
+    let line = yaml.lines().find_map(|l| l.trim().strip_prefix("token: ")).expect("a token line");
+    serde_json::from_str(line).expect("a quoted token")
+}
+
+/// A kubeconfig's or credentials' token lives `expiry_seconds` (DigitalOcean: 0 or none
+/// is 7 days) and the cluster's API refuses it after that, so a client that never
+/// fetches a new kubeconfig in time is caught here as on DigitalOcean. Revoking the
+/// cluster's tokens ends every one handed out.
+#[test]
+fn a_kubeconfig_token_expires_after_expiry_seconds() {
+    let (sim, clock) = testing::sim(SimConfig::default());
+    let c = testing::create_cluster(&sim, "alpha", vec![testing::node_pool("workers", 1, &[])]);
+    testing::run_until_running(&sim, &clock, &c);
+    let st = sim.state();
+    let t0 = clock.now();
+    let short = yaml_token(&st.model().kubeconfig(T, &c, Some(600), t0).unwrap());
+    let week = yaml_token(&st.model().kubeconfig(T, &c, Some(0), t0).unwrap());
+    let creds = st.model().credentials(T, &c, Some(60), t0).unwrap();
+    let accepts = |token: &str, after: time::Duration| {
+        st.model().cluster_accepts(&c, Some(token), t0 + after)
+    };
+    assert!(accepts(&short, time::Duration::seconds(599)));
+    assert!(!accepts(&short, time::Duration::seconds(600)), "expired after 600 s");
+    assert!(accepts(&creds.token, time::Duration::seconds(59)));
+    assert!(!accepts(&creds.token, time::Duration::seconds(60)));
+    assert!(accepts(&week, time::Duration::days(7) - time::Duration::seconds(1)));
+    assert!(!accepts(&week, time::Duration::days(7)));
+    assert!(!accepts("doks-sim-made-up", time::Duration::ZERO));
+
+    st.model().revoke_cluster_token(&c).unwrap();
+    assert!(!accepts(&week, time::Duration::seconds(1)), "revoked with the cluster's tokens");
 }
 
 #[test]

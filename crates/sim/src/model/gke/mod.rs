@@ -1178,6 +1178,7 @@ impl Model {
             updated_at: now,
             provisioned: false,
             api_token: format!("gke-sim-{}", self.ids.uuid().replace('-', "")),
+            issued_tokens: Vec::new(),
             addons: BTreeMap::new(),
             isolated_workers: false,
             worker_subnet_uuid: String::new(),
