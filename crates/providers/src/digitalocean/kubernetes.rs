@@ -75,17 +75,30 @@ impl DigitalOcean {
     }
 
     fn cached_credentials(&self, cluster_id: &str, now: Timestamp) -> Option<ClusterCredentials> {
+        let cache = self.credential_cache();
+        let entry = cache.get(cluster_id)?;
+        (!self.renewal_due(entry.expires_at, now)).then(|| entry.credentials.clone())
+    }
+
+    /// Whether a kubeconfig expiring at `expires_at` is within the refresh margin at
+    /// `now`: the one rule for the cache and for sessions holding a kube client.
+    fn renewal_due(&self, expires_at: Timestamp, now: Timestamp) -> bool {
         // A margin as long as the lifetime would mint on every call: cap it at half.
         let margin = self.config.kubeconfig_refresh_margin.min(self.config.kubeconfig_expiry / 2);
         let margin = time::Duration::try_from(margin).unwrap_or(time::Duration::minutes(5));
-        let cache = self.credential_cache();
-        let entry = cache.get(cluster_id)?;
-        (entry.expires_at - now > margin).then(|| entry.credentials.clone())
+        expires_at - now <= margin
     }
 }
 
 #[async_trait]
 impl KubernetesProvider for DigitalOcean {
+    fn credentials_due(&self, expires_at: Timestamp) -> bool {
+        // The kubeconfig's token dies at `expires_at` (DigitalOcean refuses it with 401
+        // from then): a session renews it inside the margin, as the cache would, rather
+        // than have one call an hour refused.
+        self.renewal_due(expires_at, self.transport.clock().now())
+    }
+
     fn invalidate_credentials(&self, cluster_id: &str) {
         self.credential_cache().remove(cluster_id);
     }

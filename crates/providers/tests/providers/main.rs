@@ -8,6 +8,7 @@
 mod common;
 mod digitalocean_sim;
 mod digitalocean_wire;
+mod do_session;
 mod end_to_end;
 mod gke_session;
 mod gke_sim;
