@@ -24,6 +24,7 @@ store_suite!(
     a_unit_that_fails_in_a_batch_fails_alone,
     point_reads_that_arrive_together_share_a_query,
     work_item_reads_that_arrive_together_share_a_query_within_their_kind,
+    billing_opens_after_statuses_go_together_and_open_once,
 );
 
 type S = Arc<SqlStore>;
@@ -226,4 +227,38 @@ async fn work_item_reads_that_arrive_together_share_a_query_within_their_kind(s:
         }
     }
     assert!(spent.statements <= (asked.len() / 4) as u64, "grouped: {}", spent.statements);
+}
+
+/// A load balancer's first `ready`: its status, then its billing interval opened.
+fn first_ready(l: &LoadBalancer, fence: Fence) -> UnitOfWork {
+    let mut u = status_change(l, fence, "ready");
+    u.writes.push(Write::OpenBilling(BillingInterval {
+        meter: METER_LOAD_BALANCER_HOURS.into(),
+        resource: l.load_balancer_id.to_string(),
+        tenant_id: l.tenant_id.clone(),
+        pool_id: l.pool_id.clone(),
+        start: t(20),
+        end: None,
+    }));
+    u
+}
+
+async fn billing_opens_after_statuses_go_together_and_open_once(s: S) {
+    let (lbs, items) = world(&s, N, "r1").await;
+    let before = s.stats();
+    // Every unit twice over (a repeated first `ready`: the second open is a no-op).
+    for _ in 0..2 {
+        let units = lbs.iter().map(|l| s.commit(first_ready(l, fence_of(&items, l))));
+        assert!(join_all(units).await.iter().all(Result::is_ok));
+    }
+    let spent = s.stats().since(&before);
+    // Alone, each unit is four statements (fence, status, billing open, event).
+    assert!(spent.statements <= (N / 2) as u64 * 2, "grouped: {}", spent.statements);
+    let tenant = lbs[0].tenant_id.clone();
+    let page = PageRequest::first(1_000);
+    let open = s.billing_list(&tenant, t(0), t(1_000), None, &page).await.unwrap().items;
+    let resources: Vec<_> = open.iter().map(|b| b.resource.clone()).collect();
+    let distinct: HashSet<_> = resources.iter().collect();
+    assert_eq!((resources.len(), distinct.len()), (N, N), "one open interval each");
+    assert!(open.iter().all(|b| b.end.is_none() && b.start == t(20)));
 }
