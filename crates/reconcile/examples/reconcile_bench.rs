@@ -75,10 +75,12 @@ use parts::{Group, Part, tagged};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-/// Records when each key's first activation started (wall time).
+/// Records when each key's first activation started (wall time), and how long the
+/// reconcilers of each kind ran (the profile's split by kind).
 struct Probe {
     inner: Arc<dyn Reconciler>,
     first: Arc<Mutex<HashMap<String, Instant>>>,
+    spent: Arc<Mutex<BTreeMap<WorkKind, (usize, Duration)>>>,
 }
 
 #[async_trait]
@@ -87,8 +89,14 @@ impl Reconciler for Probe {
         self.inner.kind()
     }
     async fn reconcile(&self, deps: &Deps, a: &Activation) -> Result<Outcome, ReconcileError> {
-        self.first.lock().unwrap().entry(a.key().to_owned()).or_insert_with(Instant::now);
-        self.inner.reconcile(deps, a).await
+        let started = Instant::now();
+        self.first.lock().unwrap().entry(a.key().to_owned()).or_insert(started);
+        let r = self.inner.reconcile(deps, a).await;
+        let mut spent = self.spent.lock().unwrap();
+        let e = spent.entry(self.kind()).or_default();
+        e.0 += 1;
+        e.1 += started.elapsed();
+        r
     }
 }
 
@@ -130,6 +138,8 @@ struct World {
     env: Env,
     runtime: Arc<Runtime>,
     first: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Per kind: activations and the wall time their reconcilers ran (overlapping).
+    spent: Arc<Mutex<BTreeMap<WorkKind, (usize, Duration)>>>,
 }
 
 async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
@@ -151,11 +161,13 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     let clusters = Arc::new(PartedClusters::new(cluster_routes(env.sim.state().clone())));
     let deps = Deps { observer, clusters, ..env.deps.clone() };
     let first = Arc::new(Mutex::new(HashMap::new()));
+    let spent = Arc::new(Mutex::new(BTreeMap::new()));
     let entropy: Arc<dyn Entropy> = Arc::new(SeqEntropy::default());
     let reconcilers = WorkKind::ALL
         .into_iter()
         .map(|k| {
-            Arc::new(Probe { inner: reconciler_of(k, entropy.clone()), first: first.clone() })
+            let inner = reconciler_of(k, entropy.clone());
+            Arc::new(Probe { inner, first: first.clone(), spent: spent.clone() })
                 as Arc<dyn Reconciler>
         })
         .collect();
@@ -163,7 +175,7 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     config.concurrency = 64;
     config.settle_together = !baseline;
     let runtime = Arc::new(Runtime::new(deps, reconcilers, config).expect("runtime"));
-    World { env, runtime, first }
+    World { env, runtime, first, spent }
 }
 
 /// How many load balancers a run at size `n` converges on `on`: `n`, or none where the
@@ -309,8 +321,21 @@ async fn measure(
     let mut activations = 0usize;
     let mut steady: HashSet<String> = HashSet::new();
     let mut lbs_at = None;
+    let cpu_before = process_cpu();
+    // Where the converge's wall time went: rounds that ran activations, rounds that found
+    // nothing due (then the clock moved), and the benchmark's own convergence sweeps.
+    let (mut in_rounds, mut in_idle, mut in_sweeps) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut idle_steps = 0;
     while steps < 100_000 {
+        let round_started = Instant::now();
         let reports = quantum_step(&stepper).await;
+        if reports.is_empty() {
+            idle_steps += 1;
+            in_idle += round_started.elapsed();
+        } else {
+            in_rounds += round_started.elapsed();
+        }
         steps += 1;
         activations += reports.len();
         for r in reports.iter().filter(|r| r.kind == WorkKind::ProviderResources) {
@@ -323,7 +348,10 @@ async fn measure(
         if steady.len() >= n_lbs {
             lbs_at.get_or_insert((started.elapsed(), steps));
             // Swept every step: the substrates, and the load balancers once they are ready.
-            if converged(&w, n).await {
+            let sweep_started = Instant::now();
+            let done = converged(&w, n).await;
+            in_sweeps += sweep_started.elapsed();
+            if done {
                 break;
             }
         }
@@ -335,8 +363,30 @@ async fn measure(
         w.env.clock.now() - from_clock,
         stepper.failures()
     );
+    let cpu = process_cpu().saturating_sub(cpu_before);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    eprintln!(
+        "profile: wall {:.0} ms = rounds with activations {:.0} ms ({} rounds) + rounds \
+         with none {:.0} ms ({idle_steps}) + convergence sweeps {:.0} ms; process CPU {:.0} \
+         ms ({:.2} cores)",
+        ms(wall),
+        ms(in_rounds),
+        steps - idle_steps,
+        ms(in_idle),
+        ms(in_sweeps),
+        ms(cpu),
+        cpu.as_secs_f64() / wall.as_secs_f64(),
+    );
+    for (kind, (count, spent)) in w.spent.lock().unwrap().iter() {
+        eprintln!(
+            "profile: kind {kind}: {count} activations, {:.3} ms each in the reconciler \
+             (wall, overlapping)",
+            ms(*spent) / (*count).max(1) as f64
+        );
+    }
     memory_held(&mut out, "converged");
     let objects = (n_lbs + n / 10) as f64;
+    out.insert("converge_cpu_ms_per_object".into(), ms(cpu) / objects);
     profile(&mut out, &w.env.store.stats().since(&stats_before), activations, wall, {
         all_calls(&w.env) - calls_before
     });
@@ -538,6 +588,20 @@ fn profile(
     out.insert("transactions_per_activation".into(), per(stats.transactions as f64));
     out.insert("checkouts_per_activation".into(), per(stats.checkouts as f64));
     out.insert("provider_calls_per_activation".into(), per(calls as f64));
+}
+
+/// This process's CPU time so far (user and system, every thread, from `/proc`; zero
+/// where there is none).
+fn process_cpu() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return Duration::ZERO };
+    // Fields after the command name (which may hold spaces) closed by the last ')'.
+    let Some((_, rest)) = stat.rsplit_once(')') else { return Duration::ZERO };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: 11 and 12 counting from the state
+    // (field 3) as 0.
+    let ticks: u64 = [11, 12].iter().filter_map(|&i| f.get(i)?.parse::<u64>().ok()).sum();
+    // Linux reports them in USER_HZ, 100 per second on every platform it runs on.
+    Duration::from_millis(ticks * 10)
 }
 
 /// The SQLite database's pages (`page_count × page_size`, free pages included) in MiB:

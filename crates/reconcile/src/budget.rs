@@ -18,6 +18,7 @@ use bc_domain::rules::budget::{self, BudgetConfig, BudgetState};
 use bc_domain::{ProviderAccountId, ProviderError, Timestamp};
 
 use crate::forward::{CallHook, Forward, ProviderCall};
+use crate::together::Together;
 
 /// How often a [`StoreBudget`] re-reads and retries when other replicas keep winning
 /// the compare-and-swap, before it reports the store as contended.
@@ -84,17 +85,29 @@ impl Budget for LocalBudget {
 
 /// Budgets shared by every replica through the store: read, decide with the one rule,
 /// write back only if nobody wrote in between (else read again). The last row seen is
-/// cached, so a replica alone on an account pays one store write per call. Within one
-/// process the updates of an account take turns: concurrent activations of the same
-/// replica would otherwise race each other's compare-and-swap (all but one losing,
-/// re-reading and trying again, quadratic in the concurrency, and past
-/// [`CAS_ATTEMPTS`] reporting contention no other replica caused); only other replicas
-/// can now make a swap miss.
+/// cached, so a replica alone on an account pays no read. Within one process the updates
+/// of an account take turns: concurrent activations of the same replica would otherwise
+/// race each other's compare-and-swap (all but one losing, re-reading and trying again,
+/// quadratic in the concurrency, and past [`CAS_ATTEMPTS`] reporting contention no other
+/// replica caused); only other replicas can now make a swap miss. The updates waiting
+/// for the turn go together (`crate::together`): each decided with the one rule in the
+/// order they were asked, as if each had its turn, and one compare-and-swap writes what
+/// they came to — one store write for many provider requests, not one each.
 pub struct StoreBudget {
     store: Arc<dyn Store>,
     config: BudgetConfig,
     seen: Mutex<HashMap<ProviderAccountId, StoredBudget>>,
-    turns: Mutex<HashMap<ProviderAccountId, Arc<tokio::sync::Mutex<()>>>>,
+    turns: Mutex<HashMap<ProviderAccountId, Arc<Turn>>>,
+}
+
+/// The turn an account's updates take in this process, and the updates waiting for it.
+type Turn = Together<Change, ProviderResult<()>>;
+
+/// One update of an account's budget: a call taken at a time, or a pause until a time.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Acquire(Timestamp),
+    Pause(Timestamp),
 }
 
 impl StoreBudget {
@@ -103,8 +116,8 @@ impl StoreBudget {
         Self { store, config, seen: Mutex::new(HashMap::new()), turns: Mutex::new(HashMap::new()) }
     }
 
-    /// The lock this process's updates of `account` take turns on.
-    fn turn(&self, account: &ProviderAccountId) -> Arc<tokio::sync::Mutex<()>> {
+    /// The turn this process's updates of `account` take.
+    fn turn(&self, account: &ProviderAccountId) -> Arc<Turn> {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
         turns.entry(account.clone()).or_default().clone()
     }
@@ -121,43 +134,74 @@ impl StoreBudget {
         };
     }
 
-    /// Applies `decide` to the account's budget by compare-and-swap; `decide` answers the
-    /// new state or a denial (which writes nothing).
-    async fn update(
+    /// The budget after `change`, or its denial (which changes nothing).
+    fn decide(&self, state: &BudgetState, change: Change) -> Result<BudgetState, ProviderError> {
+        match change {
+            Change::Acquire(now) => budget::acquire(&self.config, state, now, 1).map_err(denied),
+            Change::Pause(until) => Ok(budget::pause(state, until)),
+        }
+    }
+
+    /// Applies `change` to the account's budget, with the other changes of this process
+    /// waiting for the account's turn.
+    async fn update(&self, account: &ProviderAccountId, change: Change) -> ProviderResult<()> {
+        let turn = self.turn(account);
+        let run = |changes: Vec<Change>| self.update_all(account, changes);
+        turn.call(change, run, || {
+            Err(ProviderError::Transient { message: "the budget update was interrupted".into() })
+        })
+        .await
+    }
+
+    /// Applies `changes` in order by one compare-and-swap: each decided on the state the
+    /// ones before it left (a denial writes nothing), the result written only if nobody
+    /// wrote since it was read — else read again and decide every change again. Each
+    /// change's answer, in order.
+    async fn update_all(
         &self,
         account: &ProviderAccountId,
-        decide: impl Fn(&BudgetState) -> Result<BudgetState, ProviderError>,
-    ) -> ProviderResult<()> {
+        changes: Vec<Change>,
+    ) -> Vec<ProviderResult<()>> {
         let key = account.as_str();
-        let turn = self.turn(account);
-        let _turn = turn.lock().await;
         let unavailable = |e: bc_domain::StoreError| ProviderError::Transient {
             message: format!("the provider budget of account {account} could not be read: {e}"),
         };
+        let every = |e: ProviderError| changes.iter().map(|_| Err(e.clone())).collect();
         // Try the row last seen first: alone on an account, it is still current.
         let mut current = match self.cached(account) {
             Some(c) => Some(c),
-            None => self.store.budget_get(key).await.map_err(unavailable)?,
+            None => match self.store.budget_get(key).await {
+                Ok(c) => c,
+                Err(e) => return every(unavailable(e)),
+            },
         };
         for _ in 0..CAS_ATTEMPTS {
-            let state = current.map(|c| c.state).unwrap_or_default();
-            let next = match decide(&state) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.remember(account, current);
-                    return Err(e);
-                }
-            };
-            let expected = current.map(|c| c.version);
-            if self.store.budget_put(key, expected, &next).await.map_err(unavailable)? {
-                let version = expected.map_or(1, |v| v + 1);
-                self.remember(account, Some(StoredBudget { state: next, version }));
-                return Ok(());
+            let mut state = current.map(|c| c.state).unwrap_or_default();
+            let mut answers = Vec::with_capacity(changes.len());
+            for change in &changes {
+                answers.push(self.decide(&state, *change).map(|next| state = next));
             }
-            current = self.store.budget_get(key).await.map_err(unavailable)?;
+            if answers.iter().all(Result::is_err) {
+                self.remember(account, current);
+                return answers;
+            }
+            let expected = current.map(|c| c.version);
+            match self.store.budget_put(key, expected, &state).await {
+                Ok(true) => {
+                    let version = expected.map_or(1, |v| v + 1);
+                    self.remember(account, Some(StoredBudget { state, version }));
+                    return answers;
+                }
+                Ok(false) => {}
+                Err(e) => return every(unavailable(e)),
+            }
+            current = match self.store.budget_get(key).await {
+                Ok(c) => c,
+                Err(e) => return every(unavailable(e)),
+            };
         }
         self.remember(account, None);
-        Err(ProviderError::Transient {
+        every(ProviderError::Transient {
             message: format!("the provider budget of account {account} is contended; retry"),
         })
     }
@@ -166,11 +210,11 @@ impl StoreBudget {
 #[async_trait]
 impl Budget for StoreBudget {
     async fn acquire(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {
-        self.update(account, |s| budget::acquire(&self.config, s, now, 1).map_err(denied)).await
+        self.update(account, Change::Acquire(now)).await
     }
 
     async fn pause(&self, account: &ProviderAccountId, until: Timestamp) -> ProviderResult<()> {
-        self.update(account, |s| Ok(budget::pause(s, until))).await
+        self.update(account, Change::Pause(until)).await
     }
 
     async fn peek(&self, account: &ProviderAccountId, now: Timestamp) -> ProviderResult<()> {

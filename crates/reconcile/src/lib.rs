@@ -21,6 +21,7 @@ pub mod shared;
 pub mod substrates;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod together;
 
 pub use budget::{Budget, BudgetedProvider, LocalBudget, Spend, StoreBudget};
 pub use forward::{CallHook, Forward, ForwardRegistry, ProviderCall};

@@ -23,7 +23,7 @@ use sea_orm::{ConnectionTrait, DbBackend, Value};
 
 use crate::rows::{self, LEASE, WORK};
 use crate::sql::{self, placeholders, s, ts};
-use crate::store::SqlStore;
+use crate::store::{PointRead, SqlStore};
 
 /// Claimable now: due, and not leased or the lease expired (binds `now` twice).
 const CLAIMABLE: &str = "not_before <= ? AND (lease_until IS NULL OR lease_until < ?)";
@@ -161,8 +161,20 @@ impl WorkQueue for SqlStore {
     }
 
     async fn work_get(&self, kind: WorkKind, key: &str) -> StoreResult<Option<WorkItem>> {
-        let q = format!("SELECT {WORK} FROM work_queue WHERE kind = ? AND item_key = ?");
-        self.one(&q, vec![s(kind.as_str()), s(key)], rows::work).await
+        // A point read grouped with the other reads of the kind arriving together (each
+        // activation's lease check before its provider calls): one query for many.
+        let how = PointRead {
+            table: "work_queue",
+            columns: WORK,
+            within: Some(("kind", kind.as_str())),
+            key: "item_key",
+            decode: rows::work,
+            key_of: |w| w.key.clone(),
+        };
+        let Some(group) = self.groups.work.get(&kind) else {
+            return Err(StoreError::internal(format!("no read group for kind {kind}")));
+        };
+        self.read_grouped(group, how, key.to_owned()).await
     }
 
     async fn queue_status(&self, now: Timestamp) -> StoreResult<Vec<QueueStatus>> {

@@ -157,6 +157,7 @@ impl AccountRepo for SqlStore {
         let how = PointRead {
             table: "provider_accounts",
             columns: ACCOUNT,
+            within: None,
             key: "provider_account_id",
             decode: rows::account,
             key_of: |a| a.provider_account_id.to_string(),
@@ -429,6 +430,7 @@ impl LoadBalancerRepo for SqlStore {
         let how = PointRead {
             table: "load_balancers",
             columns: LOAD_BALANCER,
+            within: None,
             key: "load_balancer_id",
             decode: rows::load_balancer,
             key_of: |l| l.load_balancer_id.to_string(),

@@ -20,7 +20,7 @@ use sea_orm::{
 use sea_orm_migration::MigratorTrait;
 
 use bc_domain::model::{LoadBalancer, ProviderAccount};
-use bc_domain::ports::{Committed, UnitOfWork};
+use bc_domain::ports::{Committed, UnitOfWork, WorkItem, WorkKind};
 
 use crate::error::{TxError, to_store_error, with_retry};
 use crate::group::Group;
@@ -102,11 +102,13 @@ const READS_PER_BATCH: usize = 500;
 pub(crate) type Reads<T> = Arc<Group<String, Result<Option<T>, StoreError>>>;
 
 /// The store's grouped calls: unit-of-work commits, and the point reads every
-/// activation makes (its object and the object's account).
+/// activation makes (its object, the object's account, and its work item's lease before
+/// each provider call), the last one group per kind.
 pub(crate) struct Groups {
     pub(crate) commits: Arc<Group<UnitOfWork, Result<Committed, StoreError>>>,
     pub(crate) load_balancers: Reads<LoadBalancer>,
     pub(crate) accounts: Reads<ProviderAccount>,
+    pub(crate) work: std::collections::BTreeMap<WorkKind, Reads<WorkItem>>,
 }
 
 impl Default for Groups {
@@ -115,6 +117,10 @@ impl Default for Groups {
             commits: Arc::new(Group::new(COMMITS_PER_BATCH)),
             load_balancers: Arc::new(Group::new(READS_PER_BATCH)),
             accounts: Arc::new(Group::new(READS_PER_BATCH)),
+            work: WorkKind::ALL
+                .into_iter()
+                .map(|k| (k, Arc::new(Group::new(READS_PER_BATCH))))
+                .collect(),
         }
     }
 }
@@ -125,11 +131,14 @@ impl std::fmt::Debug for Groups {
     }
 }
 
-/// How one point read is made: `SELECT {columns} FROM {table} WHERE {key} IN (…)`, each
-/// row decoded and matched back to its key.
+/// How one point read is made: `SELECT {columns} FROM {table} WHERE [{column} = ? AND]
+/// {key} IN (…)`, each row decoded and matched back to its key.
 pub(crate) struct PointRead<T> {
     pub(crate) table: &'static str,
     pub(crate) columns: &'static str,
+    /// A column every row read shares, and its value (the kind of a work item): the key
+    /// is unique within it.
+    pub(crate) within: Option<(&'static str, &'static str)>,
     pub(crate) key: &'static str,
     pub(crate) decode: fn(&QueryResult) -> Result<T, StoreError>,
     pub(crate) key_of: fn(&T) -> String,
@@ -142,6 +151,16 @@ impl<T> Clone for PointRead<T> {
 }
 
 impl<T> Copy for PointRead<T> {}
+
+impl<T> PointRead<T> {
+    /// `{column} = ? AND ` and its value, when the read is within one value of a column.
+    fn within_clause(&self) -> (String, Vec<Value>) {
+        match self.within {
+            Some((column, value)) => (format!("{column} = ? AND "), vec![sql::s(value)]),
+            None => (String::new(), Vec::new()),
+        }
+    }
+}
 
 /// A grouped call whose batch ended without answering it (the process is stopping).
 fn interrupted() -> StoreError {
@@ -464,8 +483,11 @@ impl SqlStore {
         key: String,
     ) -> Result<Option<T>, StoreError> {
         if !self.grouped {
-            let text = format!("SELECT {} FROM {} WHERE {} = ?", how.columns, how.table, how.key);
-            return self.one(&text, vec![sql::s(key.as_str())], how.decode).await;
+            let (within, mut values) = how.within_clause();
+            let text =
+                format!("SELECT {} FROM {} WHERE {within}{} = ?", how.columns, how.table, how.key);
+            values.push(sql::s(key.as_str()));
+            return self.one(&text, values, how.decode).await;
         }
         let store = self.clone();
         let run = move |keys: Vec<String>| {
@@ -484,14 +506,15 @@ impl SqlStore {
         let mut unique: Vec<&String> = keys.iter().collect();
         unique.sort();
         unique.dedup();
+        let (within, mut values) = how.within_clause();
         let text = format!(
-            "SELECT {} FROM {} WHERE {} IN ({})",
+            "SELECT {} FROM {} WHERE {within}{} IN ({})",
             how.columns,
             how.table,
             how.key,
             sql::placeholders(unique.len())
         );
-        let values = unique.iter().map(|k| sql::s(k.as_str())).collect();
+        values.extend(unique.iter().map(|k| sql::s(k.as_str())));
         match self.all(&text, values, how.decode).await {
             Ok(rows) => {
                 let found: std::collections::HashMap<String, T> =

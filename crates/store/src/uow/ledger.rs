@@ -17,29 +17,45 @@ use crate::rows::{IDEMPOTENCY, idempotency as decode_idempotency};
 use crate::sql::{self, json, ots, s, ts, u64v};
 use crate::store::{SqlStore, exec};
 
-pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
-    match w {
-        Write::OpenBilling(b) => {
-            // The unique (meter, resource, open_key) index holds one open interval; a
-            // second open is a no-op, which makes the write idempotent.
+/// Most billing opens in one statement of a batch (7 values each).
+const OPENS_PER_INSERT: usize = 250;
+
+/// `OpenBilling` writes — one, or a batch's — in one `INSERT` per chunk. The unique
+/// (meter, resource, open_key) index holds one open interval; an open that meets one is
+/// a no-op, which makes the write idempotent (within one statement too).
+pub(super) async fn open_billings(store: &SqlStore, txn: &Txn, writes: &[&Write]) -> Tx<()> {
+    for chunk in writes.chunks(OPENS_PER_INSERT) {
+        let mut values = Vec::with_capacity(chunk.len() * 7);
+        for w in chunk {
+            let Write::OpenBilling(b) = w else { return Err(misrouted(w)) };
             let open_key = b.end.is_none().then_some(1i64);
-            let q = store.st(
+            values.extend([
+                s(&b.meter),
+                s(&b.resource),
+                s(&b.tenant_id),
+                s(&b.pool_id),
+                ts(b.start),
+                ots(b.end),
+                Value::from(open_key),
+            ]);
+        }
+        let rows = vec!["(?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+        let q = store.st(
+            &format!(
                 "INSERT INTO billing_intervals \
                  (meter, resource, tenant_id, pool_id, start_at, end_at, open_key) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                vec![
-                    s(&b.meter),
-                    s(&b.resource),
-                    s(&b.tenant_id),
-                    s(&b.pool_id),
-                    ts(b.start),
-                    ots(b.end),
-                    Value::from(open_key),
-                ],
-            );
-            exec(txn, q).await?;
-            Ok(())
-        }
+                 VALUES {rows} ON CONFLICT DO NOTHING"
+            ),
+            values,
+        );
+        exec(txn, q).await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
+    match w {
+        Write::OpenBilling(_) => open_billings(store, txn, &[w]).await,
         Write::CloseBilling { meter, resource, at } => {
             let q = store.st(
                 "UPDATE billing_intervals SET end_at = ?, open_key = NULL \

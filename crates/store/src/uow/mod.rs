@@ -134,11 +134,17 @@ impl SqlStore {
         {
             return Ok(None);
         }
+        // Then the billing opens that follow those statuses (a first `ready`), in one more.
+        let opens = hoisted.as_ref().and_then(|_| opens_second(batch));
+        if let Some(writes) = &opens {
+            ledger::open_billings(self, txn, writes).await?;
+        }
         for uow in batch {
-            let skip = usize::from(
-                hoisted.is_some()
-                    && matches!(uow.writes.first(), Some(Write::SetLoadBalancerStatus { .. })),
-            );
+            let status_first =
+                matches!(uow.writes.first(), Some(Write::SetLoadBalancerStatus { .. }));
+            let open_second = matches!(uow.writes.get(1), Some(Write::OpenBilling(_)));
+            let skip = usize::from(hoisted.is_some() && status_first)
+                + usize::from(opens.is_some() && status_first && open_second);
             for w in uow.writes.iter().skip(skip) {
                 self.apply_write(txn, w).await?;
             }
@@ -425,6 +431,35 @@ fn statuses_first(batch: &[UnitOfWork]) -> Option<Vec<&Write>> {
         }
     }
     (firsts.len() >= 2).then_some(firsts)
+}
+
+/// The billing opens that are the second write of units whose first write is a load
+/// balancer status (the statuses going first together, [`statuses_first`]): they may go
+/// together right after the statuses when moving them ahead of the earlier units' other
+/// writes changes nothing — no unit of the batch closes billing, and no interval is
+/// opened twice — and at least two go. Else `None`: each in its unit's place.
+fn opens_second(batch: &[UnitOfWork]) -> Option<Vec<&Write>> {
+    let mut opens = Vec::new();
+    let mut keys = std::collections::HashSet::new();
+    for uow in batch {
+        for (i, w) in uow.writes.iter().enumerate() {
+            match w {
+                Write::CloseBilling { .. } => return None,
+                Write::OpenBilling(b) => {
+                    if !keys.insert((&b.meter, &b.resource)) {
+                        return None;
+                    }
+                    let after_status =
+                        matches!(uow.writes.first(), Some(Write::SetLoadBalancerStatus { .. }));
+                    if i == 1 && after_status {
+                        opens.push(w);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    (opens.len() >= 2).then_some(opens)
 }
 
 /// A write that must touch a row: zero rows means the row is missing.

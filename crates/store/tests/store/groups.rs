@@ -23,6 +23,8 @@ store_suite!(
     units_of_work_that_arrive_together_share_a_transaction,
     a_unit_that_fails_in_a_batch_fails_alone,
     point_reads_that_arrive_together_share_a_query,
+    work_item_reads_that_arrive_together_share_a_query_within_their_kind,
+    billing_opens_after_statuses_go_together_and_open_once,
 );
 
 type S = Arc<SqlStore>;
@@ -193,4 +195,70 @@ async fn point_reads_that_arrive_together_share_a_query(s: S) {
     let got = join_all(reads.iter().map(|id| s.account_get_any(id))).await;
     let got: Vec<_> = got.into_iter().map(|r| r.unwrap().map(|x| x.provider_account_id)).collect();
     assert_eq!(got, vec![Some(a.clone()), None, Some(a)]);
+}
+
+async fn work_item_reads_that_arrive_together_share_a_query_within_their_kind(s: S) {
+    let (lbs, items) = world(&s, N, "r1").await;
+    // The same key under another kind, unleased: a read of one kind never answers with
+    // the other's row.
+    let other = WorkKind::Substrates;
+    let shared = lbs[0].load_balancer_id.as_str();
+    s.commit(UnitOfWork::new().enqueue(other, shared, t(0))).await.unwrap();
+    let mut asked: Vec<(WorkKind, String)> = items.iter().map(|i| (K, i.key.clone())).collect();
+    asked.push((K, "no-such-item".into()));
+    asked.push((other, shared.to_owned()));
+    asked.extend(items.iter().map(|i| (K, i.key.clone())));
+    let before = s.stats();
+    let got = join_all(asked.iter().map(|(k, key)| s.work_get(*k, key))).await;
+    let spent = s.stats().since(&before);
+    for ((kind, key), got) in asked.iter().zip(got) {
+        let got = got.unwrap();
+        match (kind, key.as_str()) {
+            (_, "no-such-item") => assert_eq!(got, None),
+            (k, _) if *k == other => {
+                let w = got.expect("the other kind's item");
+                assert_eq!((w.kind, w.lease_owner), (other, None));
+            }
+            _ => {
+                let w = got.expect("claimed item");
+                assert_eq!((w.kind, w.key.as_str()), (K, key.as_str()));
+                assert!(w.lease_owner.as_deref().is_some_and(|o| o.starts_with("r1")));
+            }
+        }
+    }
+    assert!(spent.statements <= (asked.len() / 4) as u64, "grouped: {}", spent.statements);
+}
+
+/// A load balancer's first `ready`: its status, then its billing interval opened.
+fn first_ready(l: &LoadBalancer, fence: Fence) -> UnitOfWork {
+    let mut u = status_change(l, fence, "ready");
+    u.writes.push(Write::OpenBilling(BillingInterval {
+        meter: METER_LOAD_BALANCER_HOURS.into(),
+        resource: l.load_balancer_id.to_string(),
+        tenant_id: l.tenant_id.clone(),
+        pool_id: l.pool_id.clone(),
+        start: t(20),
+        end: None,
+    }));
+    u
+}
+
+async fn billing_opens_after_statuses_go_together_and_open_once(s: S) {
+    let (lbs, items) = world(&s, N, "r1").await;
+    let before = s.stats();
+    // Every unit twice over (a repeated first `ready`: the second open is a no-op).
+    for _ in 0..2 {
+        let units = lbs.iter().map(|l| s.commit(first_ready(l, fence_of(&items, l))));
+        assert!(join_all(units).await.iter().all(Result::is_ok));
+    }
+    let spent = s.stats().since(&before);
+    // Alone, each unit is four statements (fence, status, billing open, event).
+    assert!(spent.statements <= (N / 2) as u64 * 2, "grouped: {}", spent.statements);
+    let tenant = lbs[0].tenant_id.clone();
+    let page = PageRequest::first(1_000);
+    let open = s.billing_list(&tenant, t(0), t(1_000), None, &page).await.unwrap().items;
+    let resources: Vec<_> = open.iter().map(|b| b.resource.clone()).collect();
+    let distinct: HashSet<_> = resources.iter().collect();
+    assert_eq!((resources.len(), distinct.len()), (N, N), "one open interval each");
+    assert!(open.iter().all(|b| b.end.is_none() && b.start == t(20)));
 }
