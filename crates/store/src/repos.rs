@@ -84,8 +84,17 @@ fn restrict(q: &mut String, v: &mut Vec<Value>, scope: Scoped) -> bool {
 #[async_trait]
 impl PoolRepo for SqlStore {
     async fn pool_get(&self, tenant: &TenantId, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
-        let q = format!("SELECT {POOL} FROM pools WHERE pool_id = ? AND tenant_id = ?");
-        self.one(&q, vec![s(pool_id), s(tenant)], rows::pool).await
+        // Every API call on a pool, and every load balancer create, authorizes on its
+        // pool: grouped (`crate::group`) by id; another tenant's is absent.
+        let how = PointRead {
+            table: "pools",
+            columns: POOL,
+            key: "pool_id",
+            decode: rows::pool,
+            key_of: |p| p.pool_id.to_string(),
+        };
+        let pool = self.read_grouped(&self.groups.pools, how, pool_id.to_string()).await?;
+        Ok(pool.filter(|p| p.tenant_id == *tenant))
     }
 
     async fn pool_get_any(&self, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
@@ -143,10 +152,10 @@ impl AccountRepo for SqlStore {
         tenant: &TenantId,
         id: &ProviderAccountId,
     ) -> StoreResult<Option<ProviderAccount>> {
-        let q = format!(
-            "SELECT {ACCOUNT} FROM provider_accounts WHERE provider_account_id = ? AND tenant_id = ?"
-        );
-        self.one(&q, vec![s(id), s(tenant)], rows::account).await
+        // Every API call on an account's objects authorizes on it: the grouped read of
+        // `account_get_any`; another tenant's is absent.
+        let account = self.account_get_any(id).await?;
+        Ok(account.filter(|a| a.tenant_id == *tenant))
     }
 
     async fn account_get_any(

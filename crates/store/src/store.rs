@@ -19,7 +19,7 @@ use sea_orm::{
 };
 use sea_orm_migration::MigratorTrait;
 
-use bc_domain::model::{LoadBalancer, ProviderAccount};
+use bc_domain::model::{LoadBalancer, Pool, ProviderAccount};
 use bc_domain::ports::{Committed, UnitOfWork};
 
 use crate::error::{TxError, to_store_error, with_retry};
@@ -107,6 +107,8 @@ pub(crate) struct Groups {
     pub(crate) commits: Arc<Group<UnitOfWork, Result<Committed, StoreError>>>,
     pub(crate) load_balancers: Reads<LoadBalancer>,
     pub(crate) accounts: Reads<ProviderAccount>,
+    /// The API's reads of a call's pool (`pool_get`).
+    pub(crate) pools: Reads<Pool>,
 }
 
 impl Default for Groups {
@@ -115,6 +117,7 @@ impl Default for Groups {
             commits: Arc::new(Group::new(COMMITS_PER_BATCH)),
             load_balancers: Arc::new(Group::new(READS_PER_BATCH)),
             accounts: Arc::new(Group::new(READS_PER_BATCH)),
+            pools: Arc::new(Group::new(READS_PER_BATCH)),
         }
     }
 }
