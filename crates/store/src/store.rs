@@ -19,7 +19,7 @@ use sea_orm::{
 };
 use sea_orm_migration::MigratorTrait;
 
-use bc_domain::model::{LoadBalancer, Pool, ProviderAccount};
+use bc_domain::model::{IdempotencyRecord, LoadBalancer, Pool, ProviderAccount};
 use bc_domain::ports::{Committed, UnitOfWork};
 
 use crate::error::{TxError, to_store_error, with_retry};
@@ -85,7 +85,7 @@ pub struct SqlStore {
     /// The calls sent in batches when they arrive together (`crate::group`), unless
     /// [`StoreOptions::one_call_at_a_time`].
     pub(crate) groups: Arc<Groups>,
-    grouped: bool,
+    pub(crate) grouped: bool,
 }
 
 /// Most units of work committed in one transaction. A batch's transaction holds its
@@ -109,7 +109,14 @@ pub(crate) struct Groups {
     pub(crate) accounts: Reads<ProviderAccount>,
     /// The API's reads of a call's pool (`pool_get`).
     pub(crate) pools: Reads<Pool>,
+    /// The API's reads of a create's `requestId` (`idempotency_get`), by tenant, method
+    /// and request id.
+    pub(crate) idempotency:
+        Arc<Group<IdempotencyKey, Result<Option<IdempotencyRecord>, StoreError>>>,
 }
+
+/// The key of an idempotency record: tenant, method, request id.
+pub(crate) type IdempotencyKey = (String, String, String);
 
 impl Default for Groups {
     fn default() -> Self {
@@ -118,6 +125,7 @@ impl Default for Groups {
             load_balancers: Arc::new(Group::new(READS_PER_BATCH)),
             accounts: Arc::new(Group::new(READS_PER_BATCH)),
             pools: Arc::new(Group::new(READS_PER_BATCH)),
+            idempotency: Arc::new(Group::new(READS_PER_BATCH)),
         }
     }
 }
@@ -147,7 +155,7 @@ impl<T> Clone for PointRead<T> {
 impl<T> Copy for PointRead<T> {}
 
 /// A grouped call whose batch ended without answering it (the process is stopping).
-fn interrupted() -> StoreError {
+pub(crate) fn interrupted() -> StoreError {
     StoreError::Unavailable("the batch this call went in was interrupted".into())
 }
 
