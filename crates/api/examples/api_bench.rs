@@ -48,6 +48,8 @@ api_bench: the HTTP API under 64 concurrent clients (docs/benchmarks.md, \"api\"
                           statements (by shape), transactions and pool checkouts, and
                           CPU time (this process: server, client and SQLite), one client
                           at a time, then per answered request under 64 clients
+  --method NAME           with --costs: only this method (e.g. pools.list), for a
+                          profiler attached to the process
   --ceiling-candidates    the cheap authenticated methods side by side (SQLite, 1,000)
   --help                  this text
 ";
@@ -117,17 +119,20 @@ struct Options {
     sizes: Option<Vec<usize>>,
     /// Costs per request instead of rates.
     costs: bool,
+    /// With `costs`: only this method.
+    method: Option<String>,
 }
 
 impl Options {
     fn parse() -> Result<Self, String> {
-        let mut o = Options { store: None, sizes: None, costs: false };
+        let mut o = Options { store: None, sizes: None, costs: false, method: None };
         let mut args = std::env::args().skip(1);
         while let Some(a) = args.next() {
             match a.as_str() {
                 "--quick" | "--ceiling-candidates" => {}
                 "--costs" => o.costs = true,
                 "--store" => o.store = Some(args.next().ok_or("--store needs a name")?),
+                "--method" => o.method = Some(args.next().ok_or("--method needs a name")?),
                 "--sizes" => {
                     let list = args.next().ok_or("--sizes needs a list")?;
                     let sizes = list
@@ -180,7 +185,8 @@ async fn main() {
             continue;
         }
         if options.costs {
-            rows::run(backend, |store| costs(name, &sizes, store)).await;
+            let only = options.method.as_deref();
+            rows::run(backend, |store| costs(name, &sizes, only, store)).await;
         } else {
             rows::run(backend, |store| run_backend(name, plan, &sizes, store)).await;
         }
@@ -625,7 +631,7 @@ where
 /// `--costs`: per method, what one request costs with one client calling
 /// [`COST_REQUESTS`] times back to back, then per answered request of a one-second
 /// window of [`CLIENTS`] clients (where the store groups what arrives together).
-async fn costs(backend: &'static str, sizes: &[usize], store: Arc<SqlStore>) {
+async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store: Arc<SqlStore>) {
     store.enforce_index_plans(false);
     store.count_statement_shapes(true);
     let fixture = Fixture::new(store.clone()).await;
@@ -636,6 +642,9 @@ async fn costs(backend: &'static str, sizes: &[usize], store: Arc<SqlStore>) {
         let token = fixture.token.expose();
         for (path, body) in requests(&fixture, &pool_ids) {
             let method = path.trim_start_matches("/api/compute/").replacen('/', ".", 1);
+            if only.is_some_and(|m| m != method) {
+                continue;
+            }
             let client = bc_client::Client::builder(&format!("http://{}", server.addr))
                 .token(token)
                 .timeout(REQUEST_TIMEOUT)
