@@ -9,7 +9,10 @@
 //! shared machine's drift between the two sizes' runs).
 //! `--quick`: 1,000 pools only, three short runs. `--ceiling-candidates`: instead, the
 //! cheap authenticated methods side by side at 1,000 pools on SQLite, each against the
-//! ceiling, to check that the ceiling is the cheapest.
+//! ceiling, to check that the ceiling is the cheapest. `--store`, `--sizes`: one store,
+//! chosen sizes. `--costs`: instead of rates, what one request of each method costs
+//! (statements, transactions, CPU time), alone and under 64 clients.
+//! `--help` says it all.
 //!
 //! Invariant: it measures and emits only (bc_testkit::bench), never asserts a time. The
 //! methods are measured in interleaved windows (ceiling, get, list, create, then again,
@@ -18,20 +21,38 @@
 //! loop is bounded by a window's end; the seeding writes many rows per commit; the server
 //! binds loopback and stops with the run.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bc_api::{Api, Ports, Settings};
-use bc_domain::model::{ApiToken, Grant, QuotaResource, Role, Scope};
-use bc_domain::ports::{Store, SystemClock, UnitOfWork, Write};
+use bc_domain::model::{ApiToken, Grant, QuotaResource, Role, Scope, SealedSecret, SecretString};
+use bc_domain::ports::{ProviderCredentials, SecretBox, Store, SystemClock, UnitOfWork, Write};
 use bc_domain::token::ApiTokenSecret;
 use bc_sim::testing::Cloud;
 use bc_store::testing::{self as rows, Backend};
 use bc_store::{AeadSecretBox, SqlStore};
 use bc_testkit::bench::{self, Against, Better, Figure, Reference};
 use rand::RngExt;
+
+const USAGE: &str = "\
+api_bench: the HTTP API under 64 concurrent clients (docs/benchmarks.md, \"api\").
+
+  --quick                 1,000 pools only, three rounds of 0.4-second windows
+  --store NAME            only this store: sqlite-file or postgres (postgres needs
+                          BC_TEST_POSTGRES_URL; without it only sqlite-file runs)
+  --sizes N[,N…]          pools stored, increasing (default 1000,10000,100000)
+  --costs                 what one request of each method costs instead of rates: store
+                          statements (by shape), transactions and pool checkouts, and
+                          CPU time (this process: server, client and SQLite), one client
+                          at a time, then per answered request under 64 clients
+  --method NAME           with --costs: only this method (e.g. pools.list), for a
+                          profiler attached to the process
+  --ceiling-candidates    the cheap authenticated methods side by side (SQLite, 1,000)
+  --help                  this text
+";
 
 /// The benchmark's name in the report.
 const BENCH: &str = "api";
@@ -86,32 +107,100 @@ struct Window {
     p99_ms: f64,
     /// Answers other than 200, and requests that failed or timed out.
     errors: u64,
+    /// 200 answers that completed after the window ended (not in `rps`).
+    late: u64,
+}
+
+/// The command line.
+struct Options {
+    /// Only this store (`sqlite-file`, `postgres`).
+    store: Option<String>,
+    /// Sizes instead of the plan's.
+    sizes: Option<Vec<usize>>,
+    /// Costs per request instead of rates.
+    costs: bool,
+    /// With `costs`: only this method.
+    method: Option<String>,
+}
+
+impl Options {
+    fn parse() -> Result<Self, String> {
+        let mut o = Options { store: None, sizes: None, costs: false, method: None };
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--quick" | "--ceiling-candidates" => {}
+                "--costs" => o.costs = true,
+                "--store" => o.store = Some(args.next().ok_or("--store needs a name")?),
+                "--method" => o.method = Some(args.next().ok_or("--method needs a name")?),
+                "--sizes" => {
+                    let list = args.next().ok_or("--sizes needs a list")?;
+                    let sizes = list
+                        .split(',')
+                        .map(|n| n.trim().parse::<usize>().map_err(|e| format!("--sizes {n}: {e}")))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if sizes.is_empty() || sizes.windows(2).any(|w| w[0] >= w[1]) {
+                        return Err("--sizes must increase".into());
+                    }
+                    o.sizes = Some(sizes);
+                }
+                other => return Err(format!("unknown argument {other}")),
+            }
+        }
+        if let Some(s) = &o.store
+            && s != "sqlite-file"
+            && s != "postgres"
+        {
+            return Err(format!("--store {s}: sqlite-file or postgres"));
+        }
+        Ok(o)
+    }
 }
 
 #[tokio::main]
 async fn main() {
     bc_sim::install_crypto();
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        print!("{USAGE}");
+        return;
+    }
+    let options = match Options::parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
     let plan = if bench::quick() { &QUICK } else { &FULL };
     if std::env::args().any(|a| a == "--ceiling-candidates") {
         rows::run(Backend::File, |store| ceiling_candidates(plan, store)).await;
         return;
     }
+    let sizes: Vec<usize> = options.sizes.clone().unwrap_or_else(|| plan.sizes.to_vec());
     for (backend, name) in [(Backend::File, "sqlite-file"), (Backend::Postgres, "postgres")] {
         if backend == Backend::Postgres && bc_testkit::postgres_url().is_none() {
             continue;
         }
-        rows::run(backend, |store| run_backend(name, plan, store)).await;
+        if options.store.as_deref().is_some_and(|s| s != name) {
+            continue;
+        }
+        if options.costs {
+            let only = options.method.as_deref();
+            rows::run(backend, |store| costs(name, &sizes, only, store)).await;
+        } else {
+            rows::run(backend, |store| run_backend(name, plan, &sizes, store)).await;
+        }
     }
 }
 
 /// Every size on one backend: seed up to the size, measure, emit; then the scale curve.
-async fn run_backend(backend: &'static str, plan: &Plan, store: Arc<SqlStore>) {
+async fn run_backend(backend: &'static str, plan: &Plan, sizes: &[usize], store: Arc<SqlStore>) {
     // The per-read plan check of the test harness is for tests, not for measuring.
     store.enforce_index_plans(false);
     let fixture = Fixture::new(store.clone()).await;
     let mut pool_ids = Vec::new();
     let mut by_size: Vec<(usize, Vec<Vec<Window>>)> = Vec::new();
-    for &size in plan.sizes {
+    for &size in sizes {
         let started = Instant::now();
         fixture.seed(&mut pool_ids, size).await;
         eprintln!("{backend}: {size} pools with substrates stored ({:.1?})", started.elapsed());
@@ -200,6 +289,11 @@ fn emit_size(backend: &str, size: usize, windows: &[Vec<Window>]) {
     }
 }
 
+/// The server's key for provider credentials.
+fn secret_box() -> AeadSecretBox {
+    AeadSecretBox::new(&[7u8; 32]).expect("key")
+}
+
 /// The store's fixed rows and the API token.
 struct Fixture {
     store: Arc<SqlStore>,
@@ -214,7 +308,14 @@ impl Fixture {
     /// The account and an editor token of the tenant.
     async fn new(store: Arc<SqlStore>) -> Self {
         let tenant = rows::tenant(TENANT);
-        let account = rows::account(&tenant, "main");
+        let mut account = rows::account(&tenant, "main");
+        // Sealed as `providerAccounts.create` seals them, with the server's key: a create
+        // opens its account's provider (to ask what it offers) before it books.
+        let creds = ProviderCredentials::new(SecretString::new("bench-token")).expect("a token");
+        let sealed = secret_box()
+            .seal(&creds.to_plaintext(), account.provider_account_id.as_str().as_bytes())
+            .expect("sealed credentials");
+        account.credentials = SealedSecret(sealed);
         let token = ApiTokenSecret::generate(rand::random());
         let record = ApiToken {
             token_id: rows::id(),
@@ -265,7 +366,7 @@ impl Fixture {
     async fn serve(&self) -> Server {
         // The production adapters on a simulated cloud (no measured method calls one).
         let cloud = Cloud::start().await;
-        let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
+        let secrets = Arc::new(secret_box());
         let ports = Ports {
             store: self.store.clone(),
             clock: Arc::new(SystemClock),
@@ -427,7 +528,7 @@ async fn window(server: &Server, token: &str, path: &str, body: &Body, length: D
             .expect("a client");
         let (method, body) = (method.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
-            let (mut latencies, mut errors) = (Vec::new(), 0u64);
+            let (mut latencies, mut errors, mut late) = (Vec::new(), 0u64, 0u64);
             loop {
                 let sent = Instant::now();
                 if sent >= until {
@@ -438,23 +539,145 @@ async fn window(server: &Server, token: &str, path: &str, body: &Body, length: D
                 let done = Instant::now();
                 match (ok, done <= until) {
                     (true, true) => latencies.push(done - sent),
-                    (true, false) => {}
+                    (true, false) => late += 1,
                     (false, _) => errors += 1,
                 }
             }
-            (latencies, errors)
+            (latencies, errors, late)
         }));
     }
-    let (mut all, mut errors) = (Vec::new(), 0);
+    let (mut all, mut errors, mut late) = (Vec::new(), 0, 0);
     for t in tasks {
-        let (l, e) = t.await.expect("client task");
+        let (l, e, after) = t.await.expect("client task");
         all.extend(l);
         errors += e;
+        late += after;
     }
     all.sort_unstable();
     let p99 = all
         .get(((all.len() as f64) * 0.99) as usize)
         .or(all.last())
         .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
-    Window { rps: all.len() as f64 / length.as_secs_f64(), p99_ms: p99, errors }
+    Window { rps: all.len() as f64 / length.as_secs_f64(), p99_ms: p99, errors, late }
+}
+
+/// Requests per method in `--costs`' one-client run.
+const COST_REQUESTS: usize = 1_000;
+
+/// The CPU time of every thread of this process so far (`/proc/self/task/*/schedstat`,
+/// nanoseconds on CPU); threads that ended no longer count, so take differences only
+/// over a span in which none ends (the runtime's and the pool's threads live on).
+fn cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .sum()
+}
+
+/// What a span of requests cost, per answered request.
+struct Cost {
+    answered: u64,
+    errors: u64,
+    stats: bc_store::StoreStats,
+    cpu_ns: u64,
+    wall: Duration,
+}
+
+impl Cost {
+    fn print(&self, backend: &str, size: usize, method: &str, how: &str) {
+        let n = self.answered.max(1) as f64;
+        let per = |x: u64| x as f64 / n;
+        println!(
+            "{backend} · {size} pools · {method} · {how}: {} answered, {} errors; per request: \
+             {:.2} statements, {:.2} transactions, {:.2} checkouts, {:.0} µs CPU, \
+             {:.0} µs wall",
+            self.answered,
+            self.errors,
+            per(self.stats.statements),
+            per(self.stats.transactions),
+            per(self.stats.checkouts),
+            self.cpu_ns as f64 / n / 1000.0,
+            self.wall.as_secs_f64() * 1e6 / n,
+        );
+        let shapes: BTreeMap<&String, f64> =
+            self.stats.shapes.iter().map(|(k, v)| (k, *v as f64 / n)).collect();
+        for (shape, per) in shapes {
+            println!("    {per:>6.2}  {shape}");
+        }
+    }
+}
+
+/// Measures `run` (which answers how many requests it made, and how many failed).
+async fn cost_of<F, Fut>(store: &SqlStore, run: F) -> Cost
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = (u64, u64)>,
+{
+    let (stats, cpu) = (store.stats(), cpu_ns());
+    let started = Instant::now();
+    let (answered, errors) = run().await;
+    let wall = started.elapsed();
+    Cost {
+        answered,
+        errors,
+        stats: store.stats().since(&stats),
+        cpu_ns: cpu_ns().saturating_sub(cpu),
+        wall,
+    }
+}
+
+/// `--costs`: per method, what one request costs with one client calling
+/// [`COST_REQUESTS`] times back to back, then per answered request of a one-second
+/// window of [`CLIENTS`] clients (where the store groups what arrives together).
+async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store: Arc<SqlStore>) {
+    store.enforce_index_plans(false);
+    store.count_statement_shapes(true);
+    let fixture = Fixture::new(store.clone()).await;
+    let mut pool_ids = Vec::new();
+    for &size in sizes {
+        fixture.seed(&mut pool_ids, size).await;
+        let server = fixture.serve().await;
+        let token = fixture.token.expose();
+        for (path, body) in requests(&fixture, &pool_ids) {
+            let method = path.trim_start_matches("/api/compute/").replacen('/', ".", 1);
+            if only.is_some_and(|m| m != method) {
+                continue;
+            }
+            let client = bc_client::Client::builder(&format!("http://{}", server.addr))
+                .token(token)
+                .timeout(REQUEST_TIMEOUT)
+                .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
+                .build()
+                .expect("a client");
+            let call = |client: bc_client::Client, body: Body, method: String| async move {
+                let input = serde_json::from_str(&body()).expect("a JSON body");
+                client.call_method(&method, input).await
+            };
+            if let Err(e) = call(client.clone(), body.clone(), method.clone()).await {
+                eprintln!("{backend} · {method}: the first call failed: {e}");
+            }
+            for _ in 0..50 {
+                let _ = call(client.clone(), body.clone(), method.clone()).await;
+            }
+            let alone = cost_of(&store, || async {
+                let mut ok = 0;
+                for _ in 0..COST_REQUESTS {
+                    ok +=
+                        u64::from(call(client.clone(), body.clone(), method.clone()).await.is_ok());
+                }
+                (ok, COST_REQUESTS as u64 - ok)
+            })
+            .await;
+            alone.print(backend, size, &method, "1 client");
+            let together = cost_of(&store, || async {
+                let w = window(&server, token, path, &body, Duration::from_secs(1)).await;
+                (w.rps.round() as u64 + w.late, w.errors)
+            })
+            .await;
+            together.print(backend, size, &method, &format!("{CLIENTS} clients, 1 s"));
+        }
+        server.stop();
+    }
 }

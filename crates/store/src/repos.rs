@@ -26,7 +26,50 @@ use sea_orm::Value;
 
 use crate::rows::{self, *};
 use crate::sql::{self, placeholders, s, ts, u64v};
-use crate::store::{PointRead, SqlStore};
+use crate::store::{IdempotencyKey, PointRead, SqlStore};
+use std::collections::{BTreeMap, HashMap};
+
+impl SqlStore {
+    /// The idempotency records of `keys` (live or not), one query per tenant and method
+    /// among them (`request_id IN (…)` under the primary key); an answer per key, in
+    /// order.
+    async fn idempotency_batch(
+        &self,
+        keys: Vec<IdempotencyKey>,
+    ) -> Vec<StoreResult<Option<IdempotencyRecord>>> {
+        let mut scopes: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+        for (tenant, method, request_id) in &keys {
+            scopes.entry((tenant, method)).or_default().push(request_id);
+        }
+        let mut found = HashMap::new();
+        let mut failed = HashMap::new();
+        for ((tenant, method), mut ids) in scopes {
+            ids.sort_unstable();
+            ids.dedup();
+            let q = format!(
+                "SELECT {IDEMPOTENCY} FROM idempotency \
+                 WHERE tenant_id = ? AND method = ? AND request_id IN ({})",
+                placeholders(ids.len())
+            );
+            let mut v = vec![s(tenant), s(method)];
+            v.extend(ids.iter().map(s));
+            match self.all(&q, v, rows::idempotency).await {
+                Ok(records) => found.extend(records.into_iter().map(|r| {
+                    ((r.tenant_id.to_string(), r.method.clone(), r.request_id.clone()), r)
+                })),
+                Err(e) => {
+                    failed.insert((tenant.to_owned(), method.to_owned()), e);
+                }
+            }
+        }
+        keys.iter()
+            .map(|k| match failed.get(&(k.0.clone(), k.1.clone())) {
+                Some(e) => Err(e.clone()),
+                None => Ok(found.get(k).cloned()),
+            })
+            .collect()
+    }
+}
 
 /// A list's restriction to what a [`ReadScope`] covers.
 enum Scoped {
@@ -84,8 +127,17 @@ fn restrict(q: &mut String, v: &mut Vec<Value>, scope: Scoped) -> bool {
 #[async_trait]
 impl PoolRepo for SqlStore {
     async fn pool_get(&self, tenant: &TenantId, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
-        let q = format!("SELECT {POOL} FROM pools WHERE pool_id = ? AND tenant_id = ?");
-        self.one(&q, vec![s(pool_id), s(tenant)], rows::pool).await
+        // Every API call on a pool, and every load balancer create, authorizes on its
+        // pool: grouped (`crate::group`) by id; another tenant's is absent.
+        let how = PointRead {
+            table: "pools",
+            columns: POOL,
+            key: "pool_id",
+            decode: rows::pool,
+            key_of: |p| p.pool_id.to_string(),
+        };
+        let pool = self.read_grouped(&self.groups.pools, how, pool_id.to_string()).await?;
+        Ok(pool.filter(|p| p.tenant_id == *tenant))
     }
 
     async fn pool_get_any(&self, pool_id: &PoolId) -> StoreResult<Option<Pool>> {
@@ -143,10 +195,10 @@ impl AccountRepo for SqlStore {
         tenant: &TenantId,
         id: &ProviderAccountId,
     ) -> StoreResult<Option<ProviderAccount>> {
-        let q = format!(
-            "SELECT {ACCOUNT} FROM provider_accounts WHERE provider_account_id = ? AND tenant_id = ?"
-        );
-        self.one(&q, vec![s(id), s(tenant)], rows::account).await
+        // Every API call on an account's objects authorizes on it: the grouped read of
+        // `account_get_any`; another tenant's is absent.
+        let account = self.account_get_any(id).await?;
+        Ok(account.filter(|a| a.tenant_id == *tenant))
     }
 
     async fn account_get_any(
@@ -677,13 +729,26 @@ impl LedgerRepo for SqlStore {
         request_id: &str,
         now: Timestamp,
     ) -> StoreResult<Option<IdempotencyRecord>> {
-        let q = format!(
-            "SELECT {IDEMPOTENCY} FROM idempotency \
-             WHERE tenant_id = ? AND method = ? AND request_id = ? AND created_at > ?"
-        );
         let expired = idempotency::expired_at_or_before(now);
-        let v = vec![s(tenant), s(method), s(request_id), ts(expired)];
-        self.one(&q, v, rows::idempotency).await
+        if !self.grouped {
+            let q = format!(
+                "SELECT {IDEMPOTENCY} FROM idempotency \
+                 WHERE tenant_id = ? AND method = ? AND request_id = ? AND created_at > ?"
+            );
+            let v = vec![s(tenant), s(method), s(request_id), ts(expired)];
+            return self.one(&q, v, rows::idempotency).await;
+        }
+        // Every create with a `requestId` reads it first: grouped (`crate::group`), each
+        // caller holding the record to its own `now`.
+        let key = (tenant.to_string(), method.to_owned(), request_id.to_owned());
+        let store = self.clone();
+        let run = move |keys: Vec<IdempotencyKey>| {
+            let store = store.clone();
+            async move { store.idempotency_batch(keys).await }
+        };
+        let found = self.groups.idempotency.call(key, run).await;
+        let record = found.unwrap_or_else(|| Err(crate::store::interrupted()))?;
+        Ok(record.filter(|r| r.created_at > expired))
     }
 
     async fn idempotency_purge(&self, before: Timestamp) -> StoreResult<u64> {

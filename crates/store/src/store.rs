@@ -19,7 +19,7 @@ use sea_orm::{
 };
 use sea_orm_migration::MigratorTrait;
 
-use bc_domain::model::{LoadBalancer, ProviderAccount};
+use bc_domain::model::{IdempotencyRecord, LoadBalancer, Pool, ProviderAccount};
 use bc_domain::ports::{Committed, UnitOfWork, WorkItem, WorkKind};
 
 use crate::error::{TxError, to_store_error, with_retry};
@@ -85,7 +85,7 @@ pub struct SqlStore {
     /// The calls sent in batches when they arrive together (`crate::group`), unless
     /// [`StoreOptions::one_call_at_a_time`].
     pub(crate) groups: Arc<Groups>,
-    grouped: bool,
+    pub(crate) grouped: bool,
 }
 
 /// Most units of work committed in one transaction. A batch's transaction holds its
@@ -109,7 +109,16 @@ pub(crate) struct Groups {
     pub(crate) load_balancers: Reads<LoadBalancer>,
     pub(crate) accounts: Reads<ProviderAccount>,
     pub(crate) work: std::collections::BTreeMap<WorkKind, Reads<WorkItem>>,
+    /// The API's reads of a call's pool (`pool_get`).
+    pub(crate) pools: Reads<Pool>,
+    /// The API's reads of a create's `requestId` (`idempotency_get`), by tenant, method
+    /// and request id.
+    pub(crate) idempotency:
+        Arc<Group<IdempotencyKey, Result<Option<IdempotencyRecord>, StoreError>>>,
 }
+
+/// The key of an idempotency record: tenant, method, request id.
+pub(crate) type IdempotencyKey = (String, String, String);
 
 impl Default for Groups {
     fn default() -> Self {
@@ -121,6 +130,8 @@ impl Default for Groups {
                 .into_iter()
                 .map(|k| (k, Arc::new(Group::new(READS_PER_BATCH))))
                 .collect(),
+            pools: Arc::new(Group::new(READS_PER_BATCH)),
+            idempotency: Arc::new(Group::new(READS_PER_BATCH)),
         }
     }
 }
@@ -163,7 +174,7 @@ impl<T> PointRead<T> {
 }
 
 /// A grouped call whose batch ended without answering it (the process is stopping).
-fn interrupted() -> StoreError {
+pub(crate) fn interrupted() -> StoreError {
     StoreError::Unavailable("the batch this call went in was interrupted".into())
 }
 

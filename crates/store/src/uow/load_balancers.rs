@@ -8,7 +8,7 @@
 use bc_domain::model::{LoadBalancer, QuotaResource};
 use bc_domain::ports::Write;
 use bc_domain::{LoadBalancerId, PoolId, StoreError};
-use sea_orm::{ConnectionTrait, Value};
+use sea_orm::{ConnectionTrait, DbBackend, Value};
 
 use super::{Tx, Txn, misrouted, must_touch, quotas};
 use crate::error::conflict;
@@ -110,42 +110,61 @@ pub(super) async fn set_statuses(store: &SqlStore, txn: &Txn, writes: &[&Write])
     Ok(true)
 }
 
+/// Inserts `lb`; a live one only on a live account, checked in the same statement (the
+/// row comes from the account's, so none is inserted when the account is gone or deleted)
+/// — one statement where a check and an insert were two. On PostgreSQL the account row is
+/// share-locked until the commit, as `accounts::require_live` locks it, so a delete of
+/// the account waits for this transaction and then sees what it inserted.
 async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
     let live = lb.deleted_at.is_none().then(|| lb.name.to_string());
-    if live.is_some() {
-        super::accounts::require_live(store, txn, &lb.provider_account_id).await?;
-    }
+    let checked = live.is_some();
+    let mut values = vec![
+        s(&lb.load_balancer_id),
+        s(&lb.tenant_id),
+        s(&lb.pool_id),
+        s(&lb.provider_account_id),
+        s(&lb.name),
+        os(live),
+        json(&lb.spec)?,
+        u64v(lb.generation)?,
+        ts(lb.created_at),
+        Value::from(lb.delete_requested),
+        os(lb.provider_load_balancer_id.as_ref()),
+        os(lb.ip.as_ref()),
+        s(lb.status.state.as_str()),
+        os(lb.status.message.as_ref()),
+        u64v(lb.status.observed_generation)?,
+        ts(lb.status.updated_at),
+        ots(lb.ready_at),
+        ots(lb.deleted_at),
+        Value::from(lb.quota_released),
+    ];
+    let from = if checked {
+        values.push(s(&lb.provider_account_id));
+        let lock = if store.backend == DbBackend::Postgres { " FOR SHARE" } else { "" };
+        format!(
+            " FROM provider_accounts WHERE provider_account_id = ? AND deleted_at IS NULL{lock}"
+        )
+    } else {
+        String::new()
+    };
     let q = store.st(
-        "INSERT INTO load_balancers (load_balancer_id, tenant_id, pool_id, \
-         provider_account_id, name, live_name, spec, generation, created_at, \
-         delete_requested, provider_load_balancer_id, ip, state, message, \
-         observed_generation, updated_at, ready_at, deleted_at, quota_released) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        vec![
-            s(&lb.load_balancer_id),
-            s(&lb.tenant_id),
-            s(&lb.pool_id),
-            s(&lb.provider_account_id),
-            s(&lb.name),
-            os(live),
-            json(&lb.spec)?,
-            u64v(lb.generation)?,
-            ts(lb.created_at),
-            Value::from(lb.delete_requested),
-            os(lb.provider_load_balancer_id.as_ref()),
-            os(lb.ip.as_ref()),
-            s(lb.status.state.as_str()),
-            os(lb.status.message.as_ref()),
-            u64v(lb.status.observed_generation)?,
-            ts(lb.status.updated_at),
-            ots(lb.ready_at),
-            ots(lb.deleted_at),
-            Value::from(lb.quota_released),
-        ],
+        &format!(
+            "INSERT INTO load_balancers (load_balancer_id, tenant_id, pool_id, \
+             provider_account_id, name, live_name, spec, generation, created_at, \
+             delete_requested, provider_load_balancer_id, ip, state, message, \
+             observed_generation, updated_at, ready_at, deleted_at, quota_released) \
+             SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{from}"
+        ),
+        values,
     );
     let what = || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
     let parent = format!("pool {} or account {}", lb.pool_id, lb.provider_account_id);
-    exec(txn, q).await.map_err(conflict(what, &parent))?;
+    let inserted = exec(txn, q).await.map_err(conflict(what, &parent))?;
+    if checked && inserted == 0 {
+        let id = &lb.provider_account_id;
+        return Err(StoreError::NotFound(format!("provider account {id} (deleted)")).into());
+    }
     Ok(())
 }
 

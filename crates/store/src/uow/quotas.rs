@@ -3,10 +3,12 @@
 //! `bc_domain::rules::quota` (`set_limit`, `book`, `release`) on the row as it is.
 //!
 //! Invariant: the row a rule decides on cannot change before its result is written — it
-//! is locked for the transaction (PostgreSQL: `SELECT … FOR UPDATE`; SQLite: the write
-//! transaction's lock, taken at `BEGIN IMMEDIATE`) — so with a limit of N exactly N
-//! concurrent bookings commit, a release never takes `used` below zero, and a new limit
-//! keeps `used`.
+//! is locked for the transaction (PostgreSQL: `SELECT … FOR UPDATE`, or the row lock of
+//! the booking's own `UPDATE`; SQLite: the write transaction's lock, taken at `BEGIN
+//! IMMEDIATE`) — so with a limit of N exactly N concurrent bookings commit, a release
+//! never takes `used` below zero, and a new limit keeps `used`. A booking is one
+//! conditional `UPDATE … RETURNING` (the condition is `book`'s, and the row it returns is
+//! held to `book` again); only a refused one reads the row, for the rule to say why.
 
 use bc_domain::model::{Quota, QuotaResource};
 use bc_domain::rules::quota;
@@ -86,16 +88,44 @@ pub(super) async fn set_limit(
 }
 
 /// Books one unit (`rules::quota::book`), or refuses with its reason: `RESOURCE_EXHAUSTED`.
+///
+/// One statement when it books (every create of a load balancer books): `used + 1` where
+/// `used < quota_limit`, which is `book`'s condition, written in the `UPDATE` so that the
+/// check and the write are one step on the locked row (PostgreSQL re-checks the
+/// condition on the row as committed when it waited for a concurrent booking's lock).
+/// The row it returns is held to `book` again, so the two can never disagree unseen: a
+/// disagreement is an internal error and the transaction rolls back. A refused booking
+/// reads the row (locked) and lets `book` say why.
 pub(super) async fn book(
     store: &SqlStore,
     txn: &Txn,
     pool_id: &PoolId,
     resource: QuotaResource,
 ) -> Tx<()> {
+    let booking = store.st(
+        &format!(
+            "UPDATE quotas SET used = used + 1 \
+             WHERE pool_id = ? AND resource = ? AND used < quota_limit RETURNING {}",
+            crate::rows::QUOTA
+        ),
+        vec![s(pool_id), s(resource.as_str())],
+    );
+    if let Some(row) = txn.query_one_raw(booking).await? {
+        let booked = crate::rows::quota(&row)?;
+        let before = booked.used.checked_sub(1).map(|used| Quota { used, ..booked });
+        return match before.map(|b| quota::book(Some(b))) {
+            Some(Ok(next)) if next == booked => Ok(()),
+            other => Err(StoreError::internal(format!(
+                "quota booking of pool {pool_id}: the statement wrote {booked:?}, the rule says {other:?}"
+            ))
+            .into()),
+        };
+    }
     let row = locked(store, txn, pool_id, resource).await?;
     match quota::book(row) {
-        Ok(next) => put(store, txn, pool_id, next).await,
         Err(e) => Err(StoreError::QuotaExhausted(e).into()),
+        // A release committed between the two statements: decide again, from the start.
+        Ok(_) => Err(TxError::Retry(format!("quota of pool {pool_id} released while booking"))),
     }
 }
 
