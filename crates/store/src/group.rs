@@ -72,6 +72,9 @@ impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
         !std::mem::replace(&mut s.draining, true)
     }
 
+}
+
+impl<Req, Ans> Group<Req, Ans> {
     fn lock(&self) -> MutexGuard<'_, State<Req, Ans>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
