@@ -219,6 +219,14 @@ fn plan(state: &SimState) -> Vec<Planned> {
                 continue;
             };
             let env = pod_env(state, &cluster, ds, &node);
+            // What the real bcd reads from its projected volume, read before the joins
+            // are locked: the cluster's controllers look at the joins while they hold its
+            // objects (`KubeStore::write`), so reading objects with the joins held
+            // deadlocks against them (lock order: a cluster's objects, then the joins).
+            let token = match &env {
+                Ok(Some(env)) => Some(pod_token(state, &cluster, ds, &node, &env.token_file)),
+                _ => None,
+            };
             let mut joins = state.bcd.joins_mut();
             let outcome = joins.entry(key).or_default();
             outcome.daemonset = ds_name(ds);
@@ -244,11 +252,11 @@ fn plan(state: &SimState) -> Vec<Planned> {
                 outcome.last_error = Some("unreachable".to_owned());
                 continue;
             }
-            // What the real bcd reads from its projected volume; without it, it does not
-            // call (and retries).
-            let token = match pod_token(state, &cluster, ds, &node, &env.token_file) {
-                Ok(t) => t,
-                Err(why) => {
+            // Without the projected token, bcd does not call (and retries).
+            let token = match token {
+                Some(Ok(t)) => t,
+                None => continue,
+                Some(Err(why)) => {
                     outcome.joined = false;
                     outcome.token_fingerprint = None;
                     outcome.last_error = Some(why);
