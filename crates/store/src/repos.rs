@@ -132,6 +132,7 @@ impl PoolRepo for SqlStore {
         let how = PointRead {
             table: "pools",
             columns: POOL,
+            within: None,
             key: "pool_id",
             decode: rows::pool,
             key_of: |p| p.pool_id.to_string(),
