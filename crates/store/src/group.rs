@@ -71,7 +71,10 @@ impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
         s.pending.push((req, answer));
         !std::mem::replace(&mut s.draining, true)
     }
+}
 
+// Unbounded, so a drain's `Drop` (which cannot add bounds) can take the lock too.
+impl<Req, Ans> Group<Req, Ans> {
     fn lock(&self) -> MutexGuard<'_, State<Req, Ans>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
