@@ -513,19 +513,24 @@ async fn measure_all(
 /// [`CLIENTS`] clients calling `path` back to back for `length`: the 200 answers that
 /// completed within it, per second, and their p99. A request still in flight at the end
 /// is neither counted nor an error.
+/// A keep-alive client of `server` with `token` and no retry, so every answer other than
+/// 200 counts as an error.
+fn bench_client(server: &Server, token: &str) -> bc_client::Client {
+    bc_client::Client::builder(&format!("http://{}", server.addr))
+        .token(token)
+        .timeout(REQUEST_TIMEOUT)
+        .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
+        .build()
+        .expect("a client")
+}
+
 async fn window(server: &Server, token: &str, path: &str, body: &Body, length: Duration) -> Window {
     let method = path.trim_start_matches("/api/compute/").replacen('/', ".", 1);
     let until = Instant::now() + length;
     let mut tasks = Vec::with_capacity(CLIENTS);
     for _ in 0..CLIENTS {
-        // One keep-alive client each, calling back to back; no retry, so every answer
-        // other than 200 counts as an error.
-        let client = bc_client::Client::builder(&format!("http://{}", server.addr))
-            .token(token)
-            .timeout(REQUEST_TIMEOUT)
-            .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
-            .build()
-            .expect("a client");
+        // One keep-alive client each, calling back to back.
+        let client = bench_client(server, token);
         let (method, body) = (method.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
             let (mut latencies, mut errors, mut late) = (Vec::new(), 0u64, 0u64);
@@ -645,12 +650,7 @@ async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store
             if only.is_some_and(|m| m != method) {
                 continue;
             }
-            let client = bc_client::Client::builder(&format!("http://{}", server.addr))
-                .token(token)
-                .timeout(REQUEST_TIMEOUT)
-                .retry(bc_client::Retry { attempts: 1, ..bc_client::Retry::default() })
-                .build()
-                .expect("a client");
+            let client = bench_client(&server, token);
             let call = |client: bc_client::Client, body: Body, method: String| async move {
                 let input = serde_json::from_str(&body()).expect("a JSON body");
                 client.call_method(&method, input).await
