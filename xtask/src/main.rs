@@ -753,6 +753,7 @@ fn run_benches(names: &[String], quick: bool, args: &[String]) -> u8 {
         let binary = target.join("release").join("examples").join(bench.example());
         let mut cmd = Command::new(&binary);
         cmd.current_dir(&root).args(bench_args(quick, args)).env("BC_BENCH_JSON", &figures_path);
+        cmd.envs(binaries_env(bench, &target.join("release")));
         services.apply(&mut cmd);
         eprintln!("xtask: running benchmark `{}` ({})", bench.name, binary.display());
         let started = Instant::now();
@@ -843,6 +844,22 @@ fn build_commands(chosen: &[Bench]) -> Vec<Vec<String>> {
         cmds.push(image_build_command());
     }
     cmds
+}
+
+/// The binaries a benchmark runs as processes, as `BC_<BINARY>_BIN` = the images' release
+/// build of each in `release_dir` (`BC_API_BIN`, `BC_RECONCILER_BIN`): the ones
+/// [`build_commands`] built. Without them the benchmark built its own, with other flags
+/// (a second release build of every dependency, and binaries the images do not pack).
+fn binaries_env(bench: &Bench, release_dir: &Path) -> Vec<(String, PathBuf)> {
+    bench
+        .runs
+        .iter()
+        .filter_map(|package| image::IMAGES.iter().find(|i| i.package == *package))
+        .map(|i| {
+            let var = format!("{}_BIN", i.binary.to_uppercase().replace('-', "_"));
+            (var, release_dir.join(i.binary))
+        })
+        .collect()
 }
 
 /// The arguments each benchmark gets: `--quick` first when asked, then the user's.
@@ -1302,5 +1319,20 @@ mod tests {
         let store = BENCHES.iter().find(|b| b.name == "store").unwrap();
         assert_eq!(store.package, "bc-store");
         assert_eq!(store.example_path(), Path::new("crates/store/examples/store_bench.rs"));
+    }
+
+    #[test]
+    fn the_memory_bench_runs_the_binaries_the_images_build() {
+        let memory = BENCHES.iter().find(|b| b.name == "memory").expect("the memory bench");
+        let env = binaries_env(memory, Path::new("/t/release"));
+        assert_eq!(
+            env,
+            vec![
+                ("BC_API_BIN".to_string(), PathBuf::from("/t/release/bc-api")),
+                ("BC_RECONCILER_BIN".to_string(), PathBuf::from("/t/release/bc-reconciler")),
+            ]
+        );
+        let store = BENCHES.iter().find(|b| b.name == "store").expect("the store bench");
+        assert!(binaries_env(store, Path::new("/t/release")).is_empty());
     }
 }
