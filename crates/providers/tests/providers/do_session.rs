@@ -11,26 +11,18 @@ use std::sync::Arc;
 
 use bc_domain::ports::{
     Clock, ClusterApi, ClusterClient, ClusterError, ClusterSession, KubernetesProvider,
-    ProviderClusterState,
 };
 use bc_providers::kube::KubeClusterApi;
 use bc_sim::SimConfig;
 use bc_sim::model::routes;
 use bc_sim::testing::{self, Served, bounded};
 
-use crate::common::adapter;
+use crate::common::{self, adapter};
 
 /// A running cluster with one pool of one node; its id.
 async fn running_cluster(w: &Served, a: &bc_providers::digitalocean::DigitalOcean) -> String {
     let req = testing::cluster_request("s1", vec![testing::node_pool_request("alpha", 1)]);
-    let made = a.create_cluster(&req).await.expect("create");
-    for _ in 0..20 {
-        if a.get_cluster(&made.id).await.expect("get").state == ProviderClusterState::Running {
-            return made.id;
-        }
-        w.step(30);
-    }
-    panic!("the cluster did not run within 20 steps");
+    common::running_cluster(w, a, &req).await
 }
 
 #[tokio::test]

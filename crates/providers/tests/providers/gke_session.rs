@@ -12,9 +12,7 @@
 use std::sync::Arc;
 
 use bc_domain::ProviderError;
-use bc_domain::ports::{
-    Clock, ClusterClient, ClusterSession, KubernetesProvider, NodePoolRequest, ProviderClusterState,
-};
+use bc_domain::ports::{Clock, ClusterClient, ClusterSession, KubernetesProvider, NodePoolRequest};
 use bc_providers::gke::Gke;
 use bc_providers::kube::KubeClusterApi;
 use bc_sim::SimConfig;
@@ -38,14 +36,7 @@ async fn running_cluster_named(w: &Served, gke: &Gke, name: &str) -> String {
     let mut req = testing::cluster_request(name, vec![pool]);
     req.region = "us-central1-a".into();
     req.version = "latest".into();
-    let made = gke.create_cluster(&req).await.expect("create");
-    for _ in 0..20 {
-        if gke.get_cluster(&made.id).await.expect("get").state == ProviderClusterState::Running {
-            return made.id;
-        }
-        w.step(30);
-    }
-    panic!("the cluster did not run within 20 steps");
+    crate::common::running_cluster(w, gke, &req).await
 }
 
 #[tokio::test]
