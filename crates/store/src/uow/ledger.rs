@@ -83,6 +83,45 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     }
 }
 
+/// The records of a batch of creates (distinct keys), each inserted or put in place of an
+/// expired record of its key as [`put_idempotency`] does, in one statement. Whether every
+/// one was written: when not (a live record of a key: a repeat, or another body), the
+/// caller commits each create on its own, where [`put_idempotency`] answers the repeat
+/// or refuses the other body.
+pub(super) async fn put_idempotencies(
+    store: &SqlStore,
+    txn: &Txn,
+    records: &[&IdempotencyRecord],
+) -> Tx<bool> {
+    let rows = vec!["(?, ?, ?, ?, ?, ?)"; records.len()].join(", ");
+    let mut values = Vec::with_capacity(records.len() * 6);
+    for r in records {
+        values.extend([
+            s(&r.tenant_id),
+            s(&r.method),
+            s(&r.request_id),
+            s(&r.body_hash),
+            json(&r.response)?,
+            ts(r.created_at),
+        ]);
+    }
+    // `excluded.created_at - WINDOW_MS` is `expired_at_or_before(created_at)`, the bound
+    // the single write binds, computed per record.
+    let q = store.st(
+        &format!(
+            "INSERT INTO idempotency (tenant_id, method, request_id, body_hash, response, \
+             created_at) VALUES {rows} \
+             ON CONFLICT (tenant_id, method, request_id) DO UPDATE SET \
+             body_hash = excluded.body_hash, response = excluded.response, \
+             created_at = excluded.created_at WHERE idempotency.created_at <= \
+             excluded.created_at - {window}",
+            window = idempotency::WINDOW_MS
+        ),
+        values,
+    );
+    Ok(exec(txn, q).await? == records.len() as u64)
+}
+
 /// Inserts, or replaces a record of the key that expired; a live record of the key ends
 /// the commit as a replay (same body: `TxError::Replayed`, answered `Ok`) or fails it with
 /// `RequestIdReused` (another body).

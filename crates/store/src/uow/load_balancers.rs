@@ -116,9 +116,74 @@ pub(super) async fn set_statuses(store: &SqlStore, txn: &Txn, writes: &[&Write])
 /// share-locked until the commit, as `accounts::require_live` locks it, so a delete of
 /// the account waits for this transaction and then sees what it inserted.
 async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
+    let checked = lb.deleted_at.is_none();
+    let mut values = row_values(lb)?;
+    let from = if checked {
+        values.push(s(&lb.provider_account_id));
+        let lock = if store.backend == DbBackend::Postgres { " FOR SHARE" } else { "" };
+        format!(
+            " FROM provider_accounts WHERE provider_account_id = ? AND deleted_at IS NULL{lock}"
+        )
+    } else {
+        String::new()
+    };
+    let q = store.st(
+        &format!("INSERT INTO load_balancers ({COLUMNS}) SELECT {}{from}", PLACEHOLDERS.join(", ")),
+        values,
+    );
+    let what = || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
+    let parent = format!("pool {} or account {}", lb.pool_id, lb.provider_account_id);
+    let inserted = exec(txn, q).await.map_err(conflict(what, &parent))?;
+    if checked && inserted == 0 {
+        let id = &lb.provider_account_id;
+        return Err(StoreError::NotFound(format!("provider account {id} (deleted)")).into());
+    }
+    Ok(())
+}
+
+/// The columns of a load balancer's row, in the order of [`row_values`].
+const COLUMNS: &str = "load_balancer_id, tenant_id, pool_id, provider_account_id, name, \
+    live_name, spec, generation, created_at, delete_requested, provider_load_balancer_id, ip, \
+    state, message, observed_generation, updated_at, ready_at, deleted_at, quota_released";
+
+/// One placeholder per column of [`COLUMNS`].
+const PLACEHOLDERS: [&str; 19] = ["?"; 19];
+
+/// Live load balancers — a batch of creates' — inserted in one statement, each only on a
+/// live account as [`insert`] does (the rows come from a join with the accounts' live
+/// rows, share-locked on PostgreSQL). Whether every one was inserted: when not (an
+/// account gone), the caller commits each create on its own, which names the account.
+pub(super) async fn insert_live(store: &SqlStore, txn: &Txn, lbs: &[&LoadBalancer]) -> Tx<bool> {
+    let mut values = Vec::with_capacity(lbs.len() * PLACEHOLDERS.len());
+    for lb in lbs {
+        if lb.deleted_at.is_some() {
+            return Err(StoreError::internal("a deleted load balancer among creates").into());
+        }
+        values.extend(row_values(lb)?);
+    }
+    let row = format!("({})", PLACEHOLDERS.join(", "));
+    let rows = vec![row.as_str(); lbs.len()].join(", ");
+    let picked: Vec<String> = (1..=PLACEHOLDERS.len()).map(|i| format!("v.column{i}")).collect();
+    let lock = if store.backend == DbBackend::Postgres { " FOR SHARE OF a" } else { "" };
+    let q = store.st(
+        &format!(
+            "INSERT INTO load_balancers ({COLUMNS}) SELECT {} FROM (VALUES {rows}) AS v \
+             JOIN provider_accounts AS a ON a.provider_account_id = v.column4 \
+             AND a.deleted_at IS NULL{lock}",
+            picked.join(", ")
+        ),
+        values,
+    );
+    let what = || format!("one of {} load balancers", lbs.len());
+    let inserted = exec(txn, q).await.map_err(conflict(what, "a pool or account"))?;
+    Ok(inserted == lbs.len() as u64)
+}
+
+/// A load balancer's row, in the order of [`COLUMNS`] (`live_name` set while it is not
+/// deleted).
+fn row_values(lb: &LoadBalancer) -> Tx<Vec<Value>> {
     let live = lb.deleted_at.is_none().then(|| lb.name.to_string());
-    let checked = live.is_some();
-    let mut values = vec![
+    Ok(vec![
         s(&lb.load_balancer_id),
         s(&lb.tenant_id),
         s(&lb.pool_id),
@@ -138,34 +203,7 @@ async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
         ots(lb.ready_at),
         ots(lb.deleted_at),
         Value::from(lb.quota_released),
-    ];
-    let from = if checked {
-        values.push(s(&lb.provider_account_id));
-        let lock = if store.backend == DbBackend::Postgres { " FOR SHARE" } else { "" };
-        format!(
-            " FROM provider_accounts WHERE provider_account_id = ? AND deleted_at IS NULL{lock}"
-        )
-    } else {
-        String::new()
-    };
-    let q = store.st(
-        &format!(
-            "INSERT INTO load_balancers (load_balancer_id, tenant_id, pool_id, \
-             provider_account_id, name, live_name, spec, generation, created_at, \
-             delete_requested, provider_load_balancer_id, ip, state, message, \
-             observed_generation, updated_at, ready_at, deleted_at, quota_released) \
-             SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{from}"
-        ),
-        values,
-    );
-    let what = || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
-    let parent = format!("pool {} or account {}", lb.pool_id, lb.provider_account_id);
-    let inserted = exec(txn, q).await.map_err(conflict(what, &parent))?;
-    if checked && inserted == 0 {
-        let id = &lb.provider_account_id;
-        return Err(StoreError::NotFound(format!("provider account {id} (deleted)")).into());
-    }
-    Ok(())
+    ])
 }
 
 /// Marks the row released; only the write that flips the marker gives the unit back

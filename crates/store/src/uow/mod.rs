@@ -12,12 +12,14 @@
 //! whose transaction committed after a later-numbered one; SQLite has a single writer.
 //! Units of work that arrive together may share one transaction (`commit_batch`), each
 //! applied exactly as alone; a batch keeps all of them or, if any fails, none, and then
-//! commits each on its own.
+//! commits each on its own. A batch of load balancer creates writes each kind of row in
+//! one statement for all of them (`creates`), under the same all-or-none rule.
 
 mod accounts;
 mod agents;
 mod bookings;
 mod clusters;
+mod creates;
 mod ledger;
 mod load_balancers;
 mod pools;
@@ -114,6 +116,10 @@ impl SqlStore {
     /// and queue entries in order, then every event in one statement under one turn of
     /// the event lock. `None` when a fence does not hold.
     async fn apply_batch(&self, txn: &Txn, batch: &[UnitOfWork]) -> Tx<Option<Vec<Committed>>> {
+        if let Some(together) = creates::together(batch) {
+            let done = creates::apply(self, txn, &together).await?;
+            return Ok(done.then(|| vec![Committed::default(); batch.len()]));
+        }
         let mut work = Vec::new();
         for f in batch.iter().flat_map(|u| &u.fences) {
             match f {
@@ -349,12 +355,27 @@ impl SqlStore {
     /// unleased, the earliest due time wins; leased, the earliest enqueued time goes to
     /// `requeue_at` and the holder's `complete` makes it the next due time.
     pub(crate) async fn enqueue_on(&self, txn: &impl ConnectionTrait, e: &Enqueue) -> Tx<()> {
+        self.enqueue_each(txn, &[e]).await
+    }
+
+    /// [`Self::enqueue_on`] for entries of distinct keys (a batch of creates' work), in
+    /// one statement: each row merges with its key's as its own statement would.
+    pub(crate) async fn enqueue_each(
+        &self,
+        txn: &impl ConnectionTrait,
+        entries: &[&Enqueue],
+    ) -> Tx<()> {
         let least = sql::least(self.backend);
+        let rows = vec!["(?, ?, ?, 0, NULL, NULL, NULL, NULL)"; entries.len()].join(", ");
+        let mut values = Vec::with_capacity(entries.len() * 3);
+        for e in entries {
+            values.extend([s(e.kind.as_str()), s(&e.key), ts(e.not_before)]);
+        }
         let st = self.st(
             &format!(
                 "INSERT INTO work_queue \
                  (kind, item_key, not_before, attempts, lease_owner, lease_until, last_error, requeue_at) \
-                 VALUES (?, ?, ?, 0, NULL, NULL, NULL, NULL) \
+                 VALUES {rows} \
                  ON CONFLICT (kind, item_key) DO UPDATE SET \
                  not_before = CASE WHEN work_queue.lease_owner IS NULL \
                    THEN {least}(work_queue.not_before, excluded.not_before) \
@@ -363,7 +384,7 @@ impl SqlStore {
                    ELSE {least}(COALESCE(work_queue.requeue_at, excluded.not_before), \
                                 excluded.not_before) END"
             ),
-            vec![s(e.kind.as_str()), s(&e.key), ts(e.not_before)],
+            values,
         );
         exec(txn, st).await?;
         Ok(())

@@ -17,7 +17,7 @@ use sea_orm::{ConnectionTrait, DbBackend, Value};
 
 use super::{Tx, Txn};
 use crate::error::{TxError, conflict};
-use crate::sql::s;
+use crate::sql::{Row, s};
 use crate::store::{SqlStore, exec};
 
 /// The pool's quota row for `resource`, locked until the transaction ends.
@@ -127,6 +127,58 @@ pub(super) async fn book(
         // A release committed between the two statements: decide again, from the start.
         Ok(_) => Err(TxError::Retry(format!("quota of pool {pool_id} released while booking"))),
     }
+}
+
+/// Books `count` units on each pool's `resource` row — a batch of creates' bookings,
+/// grouped by pool — in one `UPDATE … FROM (VALUES …) … RETURNING`: `used + count`
+/// where that stays within `quota_limit`, which is `book`'s condition applied `count`
+/// times in a row, so it books exactly when `count` bookings one after another would
+/// all book. Each row it returns is held to `book` again, as [`book`] does. Whether every
+/// pool booked: when not (one has no row, or too few units free), the caller commits each
+/// create on its own, where [`book`] says why.
+pub(super) async fn book_each(
+    store: &SqlStore,
+    txn: &Txn,
+    resource: QuotaResource,
+    counts: &[(&PoolId, u32)],
+) -> Tx<bool> {
+    let rows = vec!["(?, ?)"; counts.len()].join(", ");
+    let mut values = Vec::with_capacity(counts.len() * 2);
+    for (pool_id, count) in counts {
+        values.extend([s(pool_id), Value::from(i64::from(*count))]);
+    }
+    values.push(s(resource.as_str()));
+    let booking = store.st(
+        &format!(
+            "UPDATE quotas SET used = quotas.used + v.column2 FROM (VALUES {rows}) AS v \
+             WHERE quotas.pool_id = v.column1 AND quotas.resource = ? \
+             AND quotas.used + v.column2 <= quotas.quota_limit RETURNING pool_id, {}",
+            crate::rows::QUOTA
+        ),
+        values,
+    );
+    let booked = txn.query_all_raw(booking).await?;
+    if booked.len() != counts.len() {
+        return Ok(false);
+    }
+    for row in &booked {
+        let after = crate::rows::quota(row)?;
+        let booked: PoolId = Row(row).parse("pool_id")?;
+        let Some((pool_id, count)) = counts.iter().find(|(p, _)| **p == booked) else {
+            return Err(StoreError::internal("a booking returned a pool it was not given").into());
+        };
+        let mut rule = after.used.checked_sub(*count).map(|used| Quota { used, ..after });
+        for _ in 0..*count {
+            rule = rule.and_then(|q| quota::book(Some(q)).ok());
+        }
+        if rule != Some(after) {
+            return Err(StoreError::internal(format!(
+                "quota booking of {count} on pool {pool_id}: the statement wrote {after:?}, the rule says {rule:?}"
+            ))
+            .into());
+        }
+    }
+    Ok(true)
 }
 
 /// Releases one unit (`rules::quota::release`: never below zero); a pool without the

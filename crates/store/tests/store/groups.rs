@@ -25,6 +25,8 @@ store_suite!(
     point_reads_that_arrive_together_share_a_query,
     work_item_reads_that_arrive_together_share_a_query_within_their_kind,
     billing_opens_after_statuses_go_together_and_open_once,
+    load_balancer_creates_that_arrive_together_write_each_kind_once,
+    a_create_that_fails_in_a_batch_of_creates_fails_alone,
 );
 
 type S = Arc<SqlStore>;
@@ -261,4 +263,130 @@ async fn billing_opens_after_statuses_go_together_and_open_once(s: S) {
     let distinct: HashSet<_> = resources.iter().collect();
     assert_eq!((resources.len(), distinct.len()), (N, N), "one open interval each");
     assert!(open.iter().all(|b| b.end.is_none() && b.start == t(20)));
+}
+
+/// A pool with a `loadBalancers` quota of `limit` and an account, for creates.
+async fn create_world(s: &S, limit: u32) -> (Pool, ProviderAccount) {
+    let acme = tenant("acme");
+    let (p, a) = (pool(&acme, "web"), account(&acme, "main"));
+    let uow = UnitOfWork::new()
+        .write(Write::InsertPool(p.clone()))
+        .write(Write::InsertAccount(a.clone()))
+        .write(Write::SetQuota {
+            pool_id: p.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+            limit,
+        });
+    s.commit(uow).await.unwrap();
+    (p, a)
+}
+
+/// What `loadBalancers.create` commits: its `requestId` record first, the load balancer,
+/// its quota unit and its work item.
+fn create(p: &Pool, a: &ProviderAccount, name: &str, request: &str, body: &str) -> UnitOfWork {
+    let lb = load_balancer(p, a, name);
+    let record = IdempotencyRecord {
+        tenant_id: p.tenant_id.clone(),
+        method: "loadBalancers.create".into(),
+        request_id: request.into(),
+        body_hash: body.into(),
+        response: serde_json::json!({ "loadBalancerId": lb.load_balancer_id.as_str() }),
+        created_at: t(0),
+    };
+    UnitOfWork::new()
+        .write(Write::PutIdempotency(record))
+        .write(Write::InsertLoadBalancer(lb.clone()))
+        .write(Write::BookQuota {
+            pool_id: p.pool_id.clone(),
+            resource: QuotaResource::LoadBalancers,
+        })
+        .enqueue(K, lb.load_balancer_id.as_str(), t(0))
+}
+
+fn created_id(uow: &UnitOfWork) -> LoadBalancerId {
+    match &uow.writes[1] {
+        Write::InsertLoadBalancer(lb) => lb.load_balancer_id.clone(),
+        w => panic!("not a create: {w:?}"),
+    }
+}
+
+async fn load_balancer_creates_that_arrive_together_write_each_kind_once(s: S) {
+    let (p, a) = create_world(&s, N as u32).await;
+    let units: Vec<UnitOfWork> =
+        (0..N).map(|i| create(&p, &a, &format!("lb-{i}"), &format!("r-{i}"), "h")).collect();
+    let before = s.stats();
+    let answers = join_all(units.iter().map(|u| s.commit(u.clone()))).await;
+    let spent = s.stats().since(&before);
+    for a in answers {
+        assert_eq!(a.expect("every create commits"), Committed::default());
+    }
+    // Alone, each create is four statements (record, row, booking, work item); in a batch
+    // of creates, four for all of them.
+    assert!(spent.statements <= N as u64, "grouped: {} for {N}", spent.statements);
+    assert_eq!(
+        s.quota_get(&p.pool_id, QuotaResource::LoadBalancers).await.unwrap().unwrap().used,
+        N as u32
+    );
+    for (i, u) in units.iter().enumerate() {
+        let id = created_id(u);
+        let lb = s.load_balancer_get_any(&id).await.unwrap().expect("recorded");
+        assert_eq!(lb.name.as_str(), format!("lb-{i}"));
+        assert!(s.work_get(K, id.as_str()).await.unwrap().is_some(), "its work item");
+        let rec =
+            s.idempotency_get(&p.tenant_id, "loadBalancers.create", &format!("r-{i}"), t(1)).await;
+        assert_eq!(rec.unwrap().expect("its record").response["loadBalancerId"], id.as_str());
+    }
+}
+
+async fn a_create_that_fails_in_a_batch_of_creates_fails_alone(s: S) {
+    // Room for N - 4 of the N fresh creates; among the others, a repeat of the first
+    // create (same requestId and body), a requestId reused with another body, and a name
+    // the first create took. Whatever batches they land in, each is answered as alone.
+    let (p, a) = create_world(&s, N as u32 - 4).await;
+    let first = create(&p, &a, "lb-0", "r-0", "h");
+    s.commit(first.clone()).await.unwrap();
+    let mut units: Vec<UnitOfWork> =
+        (1..N).map(|i| create(&p, &a, &format!("lb-{i}"), &format!("r-{i}"), "h")).collect();
+    let repeat = create(&p, &a, "lb-0", "r-0", "h");
+    let reused = create(&p, &a, "lb-other", "r-0", "another body");
+    let taken = create(&p, &a, "lb-0", "r-taken", "h");
+    units.extend([repeat, reused, taken]);
+    let answers = join_all(units.iter().map(|u| s.commit(u.clone()))).await;
+    let (mut made, mut exhausted) = (0, 0);
+    for (i, a) in answers.into_iter().enumerate() {
+        match i {
+            _ if i == N - 1 => {
+                let replayed = a.unwrap().replayed.expect("the repeat replays");
+                assert_eq!(replayed.response["loadBalancerId"], created_id(&first).as_str());
+            }
+            _ if i == N => assert!(matches!(a, Err(StoreError::RequestIdReused(_))), "{a:?}"),
+            // Its row is written before its booking: the name refuses it first.
+            _ if i == N + 1 => assert!(matches!(a, Err(StoreError::AlreadyExists(_))), "{a:?}"),
+            _ => {
+                let kept = match a {
+                    Ok(c) => {
+                        assert_eq!(c, Committed::default());
+                        made += 1;
+                        true
+                    }
+                    Err(StoreError::QuotaExhausted(_)) => {
+                        exhausted += 1;
+                        false
+                    }
+                    Err(e) => panic!("create {i}: {e:?}"),
+                };
+                let id = created_id(&units[i]);
+                let row = s.load_balancer_get_any(&id).await.unwrap();
+                let work = s.work_get(K, id.as_str()).await.unwrap();
+                assert_eq!((row.is_some(), work.is_some()), (kept, kept), "create {i}");
+            }
+        }
+    }
+    assert_eq!((made, exhausted), (N - 5, 4), "exactly the limit books");
+    let used = s.quota_get(&p.pool_id, QuotaResource::LoadBalancers).await.unwrap().unwrap().used;
+    assert_eq!(used, N as u32 - 4);
+    for u in &units[N - 1..] {
+        let id = created_id(u);
+        assert!(s.load_balancer_get_any(&id).await.unwrap().is_none(), "nothing of {id}");
+    }
 }
