@@ -661,6 +661,9 @@ async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store
             for _ in 0..50 {
                 let _ = call(client.clone(), body.clone(), method.clone()).await;
             }
+            // For a profiler started with collection off (`valgrind --tool=callgrind
+            // --collect-atstart=no`): what follows is the measured part.
+            eprintln!("{backend} · {size} pools · {method}: measuring");
             let alone = cost_of(&store, || async {
                 let mut ok = 0;
                 for _ in 0..COST_REQUESTS {
@@ -677,6 +680,7 @@ async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store
             })
             .await;
             together.print(backend, size, &method, &format!("{CLIENTS} clients, 1 s"));
+            eprintln!("{backend} · {size} pools · {method}: measured");
         }
         server.stop();
     }

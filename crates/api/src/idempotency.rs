@@ -1,7 +1,9 @@
 //! `requestId` idempotency of creates (SPEC §2), the step the pipeline runs after
 //! authorization and before the handler: a live record of the same request answers it
 //! again, one of another body is `ALREADY_EXISTS`, and otherwise the key the handler's
-//! create stores its answer under ([`crate::write`]).
+//! create stores its answer under ([`crate::write`]). A create that is replayed at commit
+//! (`MethodInput::REPLAY_AT_COMMIT`) skips the read: its commit finds the record, and
+//! only when its handler fails is the record read, then.
 //!
 //! Invariant: the key is the tenant, the method and the caller's `requestId`, with the
 //! hash of the body's canonical JSON beside it, so the same `requestId` of two tenants or
@@ -46,13 +48,48 @@ pub(crate) async fn before_create(
     request_id: RequestId,
     body: &Value,
 ) -> Result<Before, ApiError> {
+    let key = Idempotency { tenant, method, request_id, body_hash: body_hash(body) };
+    match recorded(ctx, &key).await? {
+        Recorded::First(answer) => Ok(Before::Answered(answer)),
+        Recorded::OtherBody(e) => Err(e),
+        Recorded::Nothing => Ok(Before::Run(key)),
+    }
+}
+
+/// What a live record of a create's key says of the call.
+pub(crate) enum Recorded {
+    /// The same body: the first call's answer.
+    First(Value),
+    /// Another body: the `ALREADY_EXISTS` to answer.
+    OtherBody(ApiError),
+    /// No live record.
+    Nothing,
+}
+
+/// The key of a create whose repeat is recognised when it commits, not by a read before
+/// its handler ([`crate::registry::MethodInput::REPLAY_AT_COMMIT`]): its answer is stored
+/// under it, first in the unit of work, where a live record of the key makes the commit
+/// answer as the first call did or refuse another body (the store's `PutIdempotency`).
+pub(crate) fn at_commit(
+    tenant: TenantId,
+    method: MethodId,
+    request_id: RequestId,
+    body: &Value,
+) -> Idempotency {
+    Idempotency { tenant, method, request_id, body_hash: body_hash(body) }
+}
+
+/// What the live record of `key` says ([`Recorded`]); `Err` only when it cannot be read.
+/// Read before the handler, or — for a create replayed at commit — after its handler
+/// failed, so a repeat answers as the first call did even where the handler would now
+/// refuse it (its pool archived since, say).
+pub(crate) async fn recorded(ctx: &Ctx, key: &Idempotency) -> Result<Recorded, ApiError> {
     let now = ctx.now();
-    let hash = body_hash(body);
-    let method_name = method.to_string();
-    let record = ctx.store.idempotency_get(&tenant, &method_name, request_id.as_str(), now).await?;
-    Ok(match replay(record.as_ref(), &hash, now) {
-        Replay::Repeat(answer) => Before::Answered(answer.clone()),
-        Replay::Reused => return Err(reused_error(&method_name, request_id.as_str()).into()),
-        Replay::Create => Before::Run(Idempotency { tenant, method, request_id, body_hash: hash }),
+    let (method, request_id) = (key.method.to_string(), key.request_id.as_str());
+    let record = ctx.store.idempotency_get(&key.tenant, &method, request_id, now).await?;
+    Ok(match replay(record.as_ref(), &key.body_hash, now) {
+        Replay::Repeat(answer) => Recorded::First(answer.clone()),
+        Replay::Reused => Recorded::OtherBody(reused_error(&method, request_id).into()),
+        Replay::Create => Recorded::Nothing,
     })
 }

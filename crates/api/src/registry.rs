@@ -31,7 +31,7 @@ use crate::auth::Caller;
 use crate::check::Checker;
 use crate::ctx::Ctx;
 use crate::error::ApiError;
-use crate::idempotency::{Before, Idempotency, before_create};
+use crate::idempotency::{Before, Idempotency, Recorded, at_commit, before_create, recorded};
 use crate::schema;
 
 /// A method's input as the server holds it: a bc-api-types [`Input`] (a serde type with
@@ -64,6 +64,16 @@ pub trait MethodInput: Input {
     fn also(&self) -> Vec<(AlsoAuthorization, Target)> {
         Vec::new()
     }
+
+    /// For a create with a `requestId`: whether a repeat is recognised when its unit of
+    /// work commits (the record of its answer is the unit's first write, and a live one
+    /// answers as the first call did, or refuses another body) instead of by a read
+    /// before the handler runs — one read fewer per create. Only for a handler that does
+    /// nothing outside its unit of work before it commits (no provider call, no write of
+    /// its own: running it for a repeat makes and calls nothing). When such a handler
+    /// fails, the record is read then, so a repeat still gets the first answer where the
+    /// handler would now refuse (SPEC §2); another body is still `ALREADY_EXISTS`.
+    const REPLAY_AT_COMMIT: bool = false;
 }
 
 /// What a handler of a method with output `O` answers: `O` itself, or for a create
@@ -144,6 +154,21 @@ fn parse_fields<I: MethodInput>(checker: &Checker, body: &Value) -> Result<I, Ap
     }
 }
 
+/// A create replayed at commit whose handler failed with `failed`: the first answer when
+/// a live record of the same request exists, `ALREADY_EXISTS` for another body, else
+/// `failed` (also when the record cannot be read: the handler's error is the one to tell).
+async fn replay_after_failure(
+    ctx: &Ctx,
+    key: &Idempotency,
+    failed: ApiError,
+) -> Result<Vec<u8>, ApiError> {
+    match recorded(ctx, key).await {
+        Ok(Recorded::First(first)) => answer(key.method, &first),
+        Ok(Recorded::OtherBody(reused)) => Err(reused),
+        Ok(Recorded::Nothing) | Err(_) => Err(failed),
+    }
+}
+
 /// A method's answer as the bytes of its JSON.
 fn answer<T: Serialize>(method: MethodId, output: &T) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(output)
@@ -214,14 +239,24 @@ impl Method {
                 }
                 let mut idempotency = None;
                 if let (Some(request_id), Some(tenant)) = (input.request_id().cloned(), tenant) {
-                    match before_create(&ctx, tenant, info.id(), request_id, &body).await? {
-                        Before::Answered(first) => return answer(info.id(), &first),
-                        Before::Run(key) => idempotency = Some(key),
+                    if I::REPLAY_AT_COMMIT {
+                        idempotency = Some(at_commit(tenant, info.id(), request_id, &body));
+                    } else {
+                        match before_create(&ctx, tenant, info.id(), request_id, &body).await? {
+                            Before::Answered(first) => return answer(info.id(), &first),
+                            Before::Run(key) => idempotency = Some(key),
+                        }
                     }
                 }
+                let replayable = idempotency.clone().filter(|_| I::REPLAY_AT_COMMIT);
                 let call = Call { input, caller, access, also, method: info.id(), idempotency };
-                let output = handler.call(ctx, call).await?;
-                answer(info.id(), &output)
+                match handler.call(ctx.clone(), call).await {
+                    Ok(output) => answer(info.id(), &output),
+                    Err(e) => match replayable {
+                        Some(key) => replay_after_failure(&ctx, &key, e).await,
+                        None => Err(e),
+                    },
+                }
             })
         });
         let checker = input.clone();

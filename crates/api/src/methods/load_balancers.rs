@@ -44,6 +44,9 @@ fn target_balancers(tenant: &TenantId, targets: &Targets) -> Vec<(AlsoAuthorizat
 
 impl MethodInput for LoadBalancersCreateInput {
     const ALSO: &'static [AlsoAuthorization] = &[POOL, TARGET_BALANCERS];
+    // The handler only reads (and asks the account's provider what it offers, no call)
+    // before its one commit: a repeat is recognised there, a read fewer per create.
+    const REPLAY_AT_COMMIT: bool = true;
 
     fn target(&self) -> Target {
         Target::ProviderAccount(self.tenant_id.clone(), self.provider_account_id.clone())

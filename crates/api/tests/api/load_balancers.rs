@@ -29,6 +29,8 @@ bc_store::store_suite!(
     updates_are_checked_whole_and_deletes_are_idempotent,
     lists_filter_by_pool_account_and_grants,
     the_adapters_declaration_decides_which_load_balancers_an_account_takes,
+    a_repeated_create_answers_first_where_its_handler_would_now_refuse,
+    a_create_reads_no_idempotency_record_before_it_commits,
 );
 
 fn create_body(name: &str) -> Value {
@@ -75,6 +77,48 @@ async fn a_regional_load_balancer_is_recorded_with_its_quota_unit(s: S) {
         .await
         .ok();
     h.call("loadBalancers.create", Some(&t), &create_body("late")).await.err("FAILED_PRECONDITION");
+}
+
+/// A create's repeat is recognised when it commits (issue 31: a read fewer per create),
+/// and where the handler refuses before any commit, the record is read then: a repeat
+/// still gets the first answer (SPEC §2), another body still `ALREADY_EXISTS`, and a
+/// request never answered still gets the handler's refusal.
+async fn a_repeated_create_answers_first_where_its_handler_would_now_refuse(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    let body = with(&create_body("kept"), "requestId", json!("kept-1"));
+    let first = h.call("loadBalancers.create", Some(&t), &body).await.ok();
+    let booked = used(&h, &id(ex::POOL)).await;
+    h.call("pools.archive", Some(&t), &json!({ "tenantId": ex::TENANT, "poolId": ex::POOL }))
+        .await
+        .ok();
+    let again = h.call("loadBalancers.create", Some(&t), &body).await.ok();
+    assert_eq!(again, first, "the repeat answers as the first call did");
+    let other = with(&body, "name", json!("other"));
+    let message = h.call("loadBalancers.create", Some(&t), &other).await.err("ALREADY_EXISTS");
+    assert!(message.contains("requestId"), "{message}");
+    let fresh = with(&other, "requestId", json!("kept-2"));
+    h.call("loadBalancers.create", Some(&t), &fresh).await.err("FAILED_PRECONDITION");
+    assert_eq!(used(&h, &id(ex::POOL)).await, booked, "nothing more booked");
+}
+
+/// The `requestId` of a create is checked by the commit that stores its answer, not by a
+/// read before the handler: no statement reads the idempotency table on the way.
+async fn a_create_reads_no_idempotency_record_before_it_commits(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    h.store.count_statement_shapes(true);
+    let before = h.store.stats();
+    let body = with(&create_body("counted"), "requestId", json!("counted-1"));
+    h.call("loadBalancers.create", Some(&t), &body).await.ok();
+    let shapes = h.store.stats().since(&before).shapes;
+    let reads: u64 = shapes
+        .iter()
+        .filter(|(s, _)| s.starts_with("SELECT") && s.contains("idempotency"))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(reads, 0, "{shapes:?}");
+    assert_eq!(shapes.get("INSERT INTO idempotency"), Some(&1), "{shapes:?}");
 }
 
 async fn regional_and_global_take_different_fields(s: S) {
