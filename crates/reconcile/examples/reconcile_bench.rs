@@ -28,7 +28,8 @@
 //! Usage: `cargo xtask bench reconcile [-- --quick]`; by hand, `--sizes 100,1000`,
 //! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`, `--baseline` (the
 //! runtime and store as before issue 31, to measure against); a child alone with
-//! `--ungrouped` runs the store's commits and point reads one call at a time.
+//! `--ungrouped` runs the store's commits and point reads one call at a time, and
+//! `--event-lock-apart` takes PostgreSQL's event lock in a statement of its own.
 
 #[path = "support/parts.rs"]
 mod parts;
@@ -658,6 +659,7 @@ fn child(args: &Args) {
     let options = bc_store::StoreOptions {
         ping_every_checkout: baseline,
         one_call_at_a_time: baseline || args.ungrouped,
+        event_lock_apart: baseline || args.event_lock_apart,
         ..Default::default()
     };
     rt.block_on(bc_store::testing::run_with(backend, &options, |store| async move {
@@ -680,6 +682,9 @@ struct Args {
     /// The store's commits and point reads one call at a time, as before they were
     /// grouped (`--ungrouped`, a child's flag: the profile's before and after).
     ungrouped: bool,
+    /// PostgreSQL's event lock in a statement of its own (`--event-lock-apart`, a child's
+    /// flag), as before issue 31's fourth round: the before of that cut.
+    event_lock_apart: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -909,6 +914,7 @@ fn main() {
             steady_min: flag("--steady-min").and_then(|s| s.parse().ok()).unwrap_or(60),
             baseline: has("--baseline"),
             ungrouped: has("--ungrouped"),
+            event_lock_apart: has("--event-lock-apart"),
         });
         return;
     }

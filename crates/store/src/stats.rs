@@ -147,7 +147,8 @@ impl Counters {
 }
 
 /// A statement's shape: its verb and table, and for an `UPDATE` the first column it sets
-/// (`UPDATE work_queue SET lease_owner` is a fence or a claim, `SET attempts` a requeue);
+/// (`UPDATE work_queue SET lease_owner` is a claim, `… (fence)` a fence — a column set to
+/// itself, which only locks the row — and `SET attempts` a requeue);
 /// a `SELECT` without a table keeps its first expression (`SELECT pg_advisory_xact_lock`).
 /// Never a bound value: statements carry `?` placeholders, not data.
 pub fn shape(text: &str) -> String {
@@ -161,7 +162,15 @@ pub fn shape(text: &str) -> String {
         w.map(|w| w.split('(').next().unwrap_or(w).to_owned()).unwrap_or_default()
     };
     match verb.as_str() {
-        "UPDATE" => format!("UPDATE {} SET {}", name(words.get(1).copied()), name(after("SET"))),
+        "UPDATE" => {
+            let column = name(after("SET"));
+            // `SET c = c` (or `= table.c`) changes nothing: it locks rows, a fence.
+            let set = words.iter().position(|w| w.eq_ignore_ascii_case("SET"));
+            let value = set.and_then(|i| words.get(i + 3)).map(|w| w.trim_end_matches(','));
+            let fence = value.is_some_and(|v| v == column || v.ends_with(&format!(".{column}")));
+            let table = name(words.get(1).copied());
+            format!("UPDATE {table} SET {column}{}", if fence { " (fence)" } else { "" })
+        }
         "INSERT" => format!("INSERT INTO {}", name(after("INTO"))),
         "DELETE" => format!("DELETE FROM {}", name(after("FROM"))),
         "SELECT" | "WITH" => match after("FROM") {
@@ -180,7 +189,11 @@ mod tests {
     fn a_shape_names_the_verb_and_table_never_a_value() {
         let fence =
             "UPDATE work_queue SET lease_owner = lease_owner WHERE kind = ? AND item_key = ?";
-        assert_eq!(shape(fence), "UPDATE work_queue SET lease_owner");
+        assert_eq!(shape(fence), "UPDATE work_queue SET lease_owner (fence)");
+        let fences = "UPDATE work_queue SET lease_owner = work_queue.lease_owner FROM (VALUES (?, ?, ?)) AS v";
+        assert_eq!(shape(fences), "UPDATE work_queue SET lease_owner (fence)");
+        let claim = "UPDATE work_queue SET lease_owner = ?, lease_until = ? WHERE kind = ?";
+        assert_eq!(shape(claim), "UPDATE work_queue SET lease_owner");
         let settle = "UPDATE work_queue SET \
                       attempts = CASE v.column6 WHEN 0 THEN 0 END FROM (VALUES (?, ?)) AS v";
         assert_eq!(shape(settle), "UPDATE work_queue SET attempts");

@@ -66,6 +66,10 @@ pub struct StoreOptions {
     /// Send each commit and each point read alone, one round trip (or transaction) per
     /// call, as before they were grouped (`crate::group`): kept to measure against.
     pub one_call_at_a_time: bool,
+    /// PostgreSQL: take the event lock in a statement of its own before the events'
+    /// insert, as before issue 31's fourth round (a round trip more per transaction with
+    /// events): kept to measure against. Off, the insert takes it itself.
+    pub event_lock_apart: bool,
 }
 
 /// The sea-orm adapter of the bc-domain `Store` port, on SQLite or PostgreSQL.
@@ -86,6 +90,8 @@ pub struct SqlStore {
     /// [`StoreOptions::one_call_at_a_time`].
     pub(crate) groups: Arc<Groups>,
     pub(crate) grouped: bool,
+    /// See [`StoreOptions::event_lock_apart`].
+    pub(crate) event_lock_apart: bool,
 }
 
 /// Most units of work committed in one transaction. A batch's transaction holds its
@@ -262,6 +268,7 @@ impl SqlStore {
             counters: Arc::default(),
             groups: Arc::default(),
             grouped: !options.one_call_at_a_time,
+            event_lock_apart: options.event_lock_apart,
         })
     }
 
@@ -320,6 +327,14 @@ impl SqlStore {
             Self::finish(txn, result).await
         })
         .await
+    }
+
+    /// A handle on the same pool and counters that sends each commit and point read alone
+    /// (as [`StoreOptions::one_call_at_a_time`]): calls of one process then meet at the
+    /// database as separate transactions, as calls of two processes do — what a test of
+    /// concurrent commits needs, since a grouped store runs one commit batch at a time.
+    pub fn ungrouped(&self) -> SqlStore {
+        SqlStore { grouped: false, ..self.clone() }
     }
 
     /// The backend in use.

@@ -7,7 +7,8 @@
 //! read-then-write race exists; the first failing condition rolls everything back. Fences come first, as `UPDATE`s of the lease row, so the row stays
 //! locked to the commit and a takeover cannot land between the check and the commit.
 //! Event `seq`s are assigned in commit order: on PostgreSQL the insert happens under a
-//! transaction-scoped advisory lock held to commit, because a sequence alone hands out
+//! transaction-scoped advisory lock held to commit (taken by the insert statement itself),
+//! because a sequence alone hands out
 //! numbers in insert order, and a relay reading `seq > last` could otherwise skip an event
 //! whose transaction committed after a later-numbered one; SQLite has a single writer.
 //! Units of work that arrive together may share one transaction (`commit_batch`), each
@@ -159,23 +160,11 @@ impl SqlStore {
             }
         }
         let events: Vec<&NewEvent> = batch.iter().flat_map(|u| &u.events).collect();
-        self.lock_events(txn, !events.is_empty()).await?;
-        let mut seqs = std::collections::HashMap::with_capacity(events.len());
-        for chunk in events.chunks(EVENTS_PER_INSERT) {
-            seqs.extend(self.insert_events(txn, chunk).await?);
-        }
+        let seqs: std::collections::HashMap<String, u64> =
+            self.insert_events(txn, &events).await?.into_iter().collect();
         let mut done = Vec::with_capacity(batch.len());
         for uow in batch {
-            let event_seqs = uow
-                .events
-                .iter()
-                .map(|e| {
-                    seqs.get(e.event_id.as_str()).copied().ok_or_else(|| {
-                        StoreError::internal(format!("event {} got no seq", e.event_id))
-                    })
-                })
-                .collect::<Result<_, _>>()?;
-            done.push(Committed { event_seqs, replayed: None });
+            done.push(Committed { event_seqs: seqs_of(&uow.events, &seqs)?, replayed: None });
         }
         Ok(Some(done))
     }
@@ -208,11 +197,22 @@ impl SqlStore {
         Ok(true)
     }
 
-    /// Inserts `events` (one, or a batch's) in one statement; each event's `seq` by its
-    /// id, in the order given.
+    /// Inserts `events` (a unit's, or a batch's) in one statement per
+    /// [`EVENTS_PER_INSERT`]; each event's `seq` by its id, in the order given. On
+    /// PostgreSQL each statement first takes the event lock (see [`EVENT_LOCK_KEY`]) for
+    /// the rest of `txn`, inside the statement itself: the lock costs no round trip of its
+    /// own and is held from the insert to the commit, no longer.
     async fn insert_events(&self, txn: &Txn, events: &[&NewEvent]) -> Tx<Vec<(String, u64)>> {
+        let mut seqs = Vec::with_capacity(events.len());
+        for chunk in events.chunks(EVENTS_PER_INSERT) {
+            seqs.extend(self.insert_event_chunk(txn, chunk).await?);
+        }
+        Ok(seqs)
+    }
+
+    async fn insert_event_chunk(&self, txn: &Txn, events: &[&NewEvent]) -> Tx<Vec<(String, u64)>> {
         let rows = vec!["(?, ?, ?, ?, ?, ?)"; events.len()].join(", ");
-        let mut values = Vec::with_capacity(events.len() * 6);
+        let mut values = Vec::with_capacity(events.len() * 6 + 1);
         for e in events {
             values.extend([
                 s(&e.event_id),
@@ -223,14 +223,27 @@ impl SqlStore {
                 json(&e.data)?,
             ]);
         }
-        let st = self.st(
-            &format!(
-                "INSERT INTO events (event_id, tenant_id, subject, kind, time_ms, data) \
-                 VALUES {rows} RETURNING event_id, seq"
-            ),
-            values,
-        );
-        let found = txn.query_all_raw(st).await.map_err(conflict(
+        let columns = "events (event_id, tenant_id, subject, kind, time_ms, data)";
+        if self.backend == DbBackend::Postgres && self.event_lock_apart {
+            let lock =
+                self.st("SELECT pg_advisory_xact_lock(?)", vec![Value::from(EVENT_LOCK_KEY)]);
+            exec(txn, lock).await?;
+        }
+        let text = if self.backend == DbBackend::Postgres && !self.event_lock_apart {
+            // The lock is the one-time filter of the plan's `Result` node, which is checked
+            // before the first row is projected, so before the first `nextval`: every
+            // `seq` is drawn under it (`tests::the_event_lock_is_taken_before_any_seq`).
+            values.push(Value::from(EVENT_LOCK_KEY));
+            format!(
+                "INSERT INTO {columns} SELECT * FROM (VALUES {rows}) AS v \
+                 WHERE (SELECT pg_advisory_xact_lock(?) IS NULL) IS NOT NULL \
+                 RETURNING event_id, seq"
+            )
+        } else {
+            // SQLite's single writer orders the inserts already.
+            format!("INSERT INTO {columns} VALUES {rows} RETURNING event_id, seq")
+        };
+        let found = txn.query_all_raw(self.st(&text, values)).await.map_err(conflict(
             || match events {
                 [one] => format!("event {}", one.event_id),
                 _ => format!("{} events", events.len()),
@@ -243,17 +256,6 @@ impl SqlStore {
             seqs.push((r.string("event_id")?, r.u64("seq")?));
         }
         Ok(seqs)
-    }
-
-    /// Takes the event lock for the rest of `txn` when events will be inserted
-    /// (PostgreSQL; SQLite's single writer orders them already).
-    async fn lock_events(&self, txn: &Txn, events: bool) -> Tx<()> {
-        if events && self.backend == DbBackend::Postgres {
-            let lock =
-                self.st("SELECT pg_advisory_xact_lock(?)", vec![Value::from(EVENT_LOCK_KEY)]);
-            exec(txn, lock).await?;
-        }
-        Ok(())
     }
 
     /// A unit's fences, writes and queue entries, not its events (a batch inserts every
@@ -273,10 +275,10 @@ impl SqlStore {
 
     async fn apply(&self, txn: &Txn, uow: &UnitOfWork) -> Tx<Committed> {
         let mut committed = self.apply_events_apart(txn, uow).await?;
-        self.lock_events(txn, !uow.events.is_empty()).await?;
-        for e in &uow.events {
-            committed.event_seqs.push(self.insert_event(txn, e).await?);
-        }
+        let events: Vec<&NewEvent> = uow.events.iter().collect();
+        let seqs: std::collections::HashMap<String, u64> =
+            self.insert_events(txn, &events).await?.into_iter().collect();
+        committed.event_seqs = seqs_of(&uow.events, &seqs)?;
         Ok(committed)
     }
 
@@ -341,14 +343,6 @@ impl SqlStore {
             ),
         };
         if exec(txn, st).await? == 0 { Err(StoreError::LeaseLost(lost).into()) } else { Ok(()) }
-    }
-
-    async fn insert_event(&self, txn: &Txn, e: &NewEvent) -> Tx<u64> {
-        let seqs = self.insert_events(txn, &[e]).await?;
-        Ok(seqs
-            .first()
-            .map(|(_, seq)| *seq)
-            .ok_or_else(|| StoreError::internal("INSERT … RETURNING gave no row"))?)
     }
 
     /// Adds or merges a queue entry inside `txn` (see `crate::queue` for the semantics):
@@ -481,6 +475,22 @@ fn opens_second(batch: &[UnitOfWork]) -> Option<Vec<&Write>> {
         }
     }
     (opens.len() >= 2).then_some(opens)
+}
+
+/// The `seq` each of `events` got, in their order, from the seqs the insert returned by
+/// event id.
+fn seqs_of(
+    events: &[NewEvent],
+    seqs: &std::collections::HashMap<String, u64>,
+) -> Result<Vec<u64>, StoreError> {
+    events
+        .iter()
+        .map(|e| {
+            seqs.get(e.event_id.as_str())
+                .copied()
+                .ok_or_else(|| StoreError::internal(format!("event {} got no seq", e.event_id)))
+        })
+        .collect()
 }
 
 /// A write that must touch a row: zero rows means the row is missing.
