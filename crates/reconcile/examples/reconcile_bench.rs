@@ -29,7 +29,8 @@
 //! `--repeat 3`, `--no-postgres`, `--providers digitalocean,gke`, `--baseline` (the
 //! runtime and store as before issue 31, to measure against); a child alone with
 //! `--ungrouped` runs the store's commits and point reads one call at a time, and
-//! `--event-lock-apart` takes PostgreSQL's event lock in a statement of its own.
+//! `--event-lock-apart` takes PostgreSQL's event lock in a statement of its own;
+//! `--substrates-only` seeds no load balancers (the substrates' rounds' profile alone).
 
 #[path = "support/parts.rs"]
 mod parts;
@@ -179,10 +180,25 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
     World { env, runtime, first, spent }
 }
 
+/// A child run with `--substrates-only`: the N/10 substrates alone, so every statement,
+/// Kubernetes call and provider call of its profile is the substrates' rounds'.
+static SUBSTRATES_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// How many load balancers a run at size `n` converges on `on`: `n`, or none where the
-/// provider offers none (GKE).
+/// provider offers none (GKE) or the run is of substrates only.
 fn lbs(n: usize, on: OnProvider) -> usize {
-    if on == OnProvider::DigitalOcean { n } else { 0 }
+    let only = SUBSTRATES_ONLY.load(std::sync::atomic::Ordering::Relaxed);
+    if on == OnProvider::DigitalOcean && !only { n } else { 0 }
+}
+
+/// Every Kubernetes API request the simulated clusters answered so far, per operation
+/// key (`get secrets`, `apply daemonsets`, `discovery`, …), summed over the clusters.
+fn kube_calls(env: &Env) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for ((_, op), c) in env.sim.state().kube.request_counts() {
+        *out.entry(op).or_default() += c;
+    }
+    out
 }
 
 /// The kube adapter reaching the simulator's clusters in process, as `Cloud::clusters`
@@ -317,6 +333,13 @@ async fn measure(
     // Converge.
     let from_clock = w.env.clock.now();
     let (stats_before, calls_before) = (w.env.store.stats(), all_calls(&w.env));
+    let (kube_before, routes_before) =
+        (kube_calls(&w.env), w.env.sim.state().model().request_counts());
+    let connects_before = parts::group_made(Group::Connect);
+    let answers_before = parts::group_made(Group::InProcessCluster);
+    let sim_cpu_before =
+        parts::group_cpu(Group::InProcessCluster) + parts::group_cpu(Group::ClusterRouter);
+    let connect_cpu_before = parts::group_cpu(Group::Connect);
     let started = Instant::now();
     let mut steps = 0;
     let mut activations = 0usize;
@@ -385,6 +408,59 @@ async fn measure(
             ms(*spent) / (*count).max(1) as f64
         );
     }
+    // The substrates' rounds (issue 31, item 1, fourth round): what their activations
+    // asked of the clusters' Kubernetes APIs and of the provider, the kube clients made,
+    // and the CPU of the simulated cluster APIs answered in process inside the rounds.
+    let sub_acts: usize = w
+        .spent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| **k != WorkKind::ProviderResources)
+        .map(|(_, (c, _))| *c)
+        .sum();
+    let kube_now = kube_calls(&w.env);
+    let mut kube_total = 0;
+    for (op, c) in &kube_now {
+        let d = c - kube_before.get(op).copied().unwrap_or(0);
+        if d > 0 {
+            eprintln!(
+                "profile: kube {op}: {d} ({:.3} per substrate-side activation)",
+                d as f64 / sub_acts.max(1) as f64
+            );
+        }
+        kube_total += d;
+    }
+    let mut k8s_provider = 0;
+    for (route, c) in w.env.sim.state().model().request_counts() {
+        let d = c - routes_before.get(&route).copied().unwrap_or(0);
+        if !route.contains(routes::LOAD_BALANCERS) {
+            k8s_provider += d;
+        }
+    }
+    let sim_cpu = parts::group_cpu(Group::InProcessCluster)
+        + parts::group_cpu(Group::ClusterRouter)
+        - sim_cpu_before;
+    let connect_cpu = parts::group_cpu(Group::Connect) - connect_cpu_before;
+    let per_sub = |x: f64| x / sub_acts.max(1) as f64;
+    eprintln!(
+        "profile: substrate-side activations (substrates, clusters, node pools) {sub_acts}: \
+         per activation {:.2} Kubernetes requests, {:.3} provider calls (routes other than \
+         load balancers), {:.3} kube clients made; simulated cluster APIs answered in \
+         process: {} answers, {:.0} ms CPU ({:.1}% of the process's), {:.3} ms per answer; \
+         kube clients made: {:.0} ms CPU",
+        per_sub(kube_total as f64),
+        per_sub(k8s_provider as f64),
+        per_sub((parts::group_made(Group::Connect) - connects_before) as f64),
+        parts::group_made(Group::InProcessCluster) - answers_before,
+        ms(sim_cpu),
+        100.0 * sim_cpu.as_secs_f64() / cpu.as_secs_f64().max(1e-9),
+        ms(sim_cpu) / (parts::group_made(Group::InProcessCluster) - answers_before).max(1) as f64,
+        ms(connect_cpu),
+    );
+    out.insert("kube_calls_per_substrate_activation".into(), per_sub(kube_total as f64));
+    out.insert("in_process_cluster_cpu_ms".into(), ms(sim_cpu));
+    out.insert("converge_cpu_ms".into(), ms(cpu));
     memory_held(&mut out, "converged");
     let objects = (n_lbs + n / 10) as f64;
     out.insert("converge_cpu_ms_per_object".into(), ms(cpu) / objects);
@@ -905,6 +981,7 @@ fn main() {
         |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let has = |name: &str| args.iter().any(|a| a == name);
     if let Some(n) = flag("--child") {
+        SUBSTRATES_ONLY.store(has("--substrates-only"), std::sync::atomic::Ordering::Relaxed);
         let provider = flag("--provider").unwrap_or_else(|| "digitalocean".into());
         child(&Args {
             on: parse_provider(&provider).expect("--provider digitalocean|gke"),

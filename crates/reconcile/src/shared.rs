@@ -12,7 +12,7 @@
 
 pub mod records;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -219,16 +219,54 @@ pub const SESSIONS_KEPT: usize = 1024;
 /// again when the account's provider instance changed (its credentials were rotated), so
 /// none speaks with an account's old credentials.
 pub struct Sessions {
-    by_cluster: Mutex<HashMap<(String, String), Kept>>,
+    kept: Mutex<Kept>,
     idle: time::Duration,
     capacity: usize,
 }
 
-/// A kept session, the provider instance it was made with, and when it was last used.
+/// A session's key: the provider account and the provider cluster id.
+type SessionKey = (String, String);
+
+/// The kept sessions, and the same keys ordered by last use, so the idle and the least
+/// recently used are found at the front without a scan (a lookup costs O(log n) however
+/// many sessions are kept).
+#[derive(Default)]
 struct Kept {
+    by_cluster: HashMap<SessionKey, KeptSession>,
+    by_use: BTreeSet<(Timestamp, SessionKey)>,
+}
+
+/// A kept session, the provider instance it was made with, and when it was last used.
+struct KeptSession {
     provider: Arc<dyn ProviderImpl>,
     session: Arc<ClusterSession>,
     used: Timestamp,
+}
+
+impl Kept {
+    fn remove(&mut self, key: &SessionKey) {
+        if let Some(k) = self.by_cluster.remove(key) {
+            self.by_use.remove(&(k.used, key.clone()));
+        }
+    }
+
+    /// Drops the sessions idle for `idle` or more at `now`, and those used after `now` (a
+    /// clock stepped back: their age is unknown): the oldest from the front of the use
+    /// order, the "future" ones from its back.
+    fn prune(&mut self, now: Timestamp, idle: time::Duration) {
+        while let Some((used, key)) = self.by_use.first().cloned() {
+            if used <= now && now - used < idle {
+                break;
+            }
+            self.remove(&key);
+        }
+        while let Some((used, key)) = self.by_use.last().cloned() {
+            if used <= now {
+                break;
+            }
+            self.remove(&key);
+        }
+    }
 }
 
 impl Default for Sessions {
@@ -240,7 +278,11 @@ impl Default for Sessions {
 impl Sessions {
     /// Sessions kept for `idle` after their last use, at most `capacity` of them.
     pub fn bounded(idle: time::Duration, capacity: usize) -> Self {
-        Self { by_cluster: Mutex::new(HashMap::new()), idle, capacity: capacity.max(1) }
+        Self { kept: Mutex::new(Kept::default()), idle, capacity: capacity.max(1) }
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The session with provider cluster `cluster_id` of `account`, used at `now`.
@@ -253,24 +295,24 @@ impl Sessions {
         now: Timestamp,
     ) -> Arc<ClusterSession> {
         let key = (account.provider_account_id.to_string(), cluster_id.to_owned());
-        let mut map = self.by_cluster.lock().unwrap_or_else(|e| e.into_inner());
-        // Sessions idle too long go (or used at a time after `now`: a clock stepped
-        // back, their age unknown).
-        map.retain(|_, k| k.used <= now && now - k.used < self.idle);
-        if let Some(kept) = map.get_mut(&key)
-            && same_instance(&kept.provider, &provider)
+        let mut kept = self.kept();
+        kept.prune(now, self.idle);
+        let Kept { by_cluster, by_use } = &mut *kept;
+        if let Some(k) = by_cluster.get_mut(&key)
+            && same_instance(&k.provider, &provider)
         {
-            kept.used = now;
-            return kept.session.clone();
+            by_use.remove(&(k.used, key.clone()));
+            by_use.insert((now, key));
+            k.used = now;
+            return k.session.clone();
         }
+        kept.remove(&key);
         let session = Arc::new(ClusterSession::new(provider.clone(), api, cluster_id));
-        map.insert(key, Kept { provider, session: session.clone(), used: now });
-        while map.len() > self.capacity {
-            let Some(oldest) = map.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            map.remove(&oldest);
+        kept.by_use.insert((now, key.clone()));
+        kept.by_cluster.insert(key, KeptSession { provider, session: session.clone(), used: now });
+        while kept.by_cluster.len() > self.capacity {
+            let Some((_, oldest)) = kept.by_use.first().cloned() else { break };
+            kept.remove(&oldest);
         }
         session
     }
@@ -278,12 +320,12 @@ impl Sessions {
     /// Forgets the session of a cluster (deleted, or its credentials given up).
     pub fn forget(&self, account: &ProviderAccount, cluster_id: &str) {
         let key = (account.provider_account_id.to_string(), cluster_id.to_owned());
-        self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        self.kept().remove(&key);
     }
 
     /// How many sessions are kept.
     pub fn len(&self) -> usize {
-        self.by_cluster.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.kept().by_cluster.len()
     }
 
     /// Whether none is kept.

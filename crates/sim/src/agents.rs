@@ -2,9 +2,14 @@
 //! after each join call and the clusters' controllers read (a bcd pod is Ready once its
 //! agent joined), kept across a restart.
 //!
-//! Invariant: an outcome never holds the join token, only its fingerprint.
+//! Invariants: an outcome never holds the join token, only its fingerprint; **lock
+//! order** — a cluster's objects (`KubeStore`) are locked before the joins, never while
+//! the joins are held (the clusters' controllers read the joins inside a write of the
+//! objects), checked on every lock of the objects ([`joins_held_here`]).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, MutexGuard};
 
 use bc_domain::NodeId;
@@ -35,10 +40,47 @@ pub struct Agents {
     joins: Mutex<BTreeMap<(String, String), JoinOutcome>>,
 }
 
+thread_local! {
+    /// How many join guards this thread holds.
+    static JOINS_HELD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread holds the joins now: then locking a cluster's objects would take
+/// the two locks in the order that deadlocks against the clusters' controllers (c6e1c52).
+pub(crate) fn joins_held_here() -> bool {
+    JOINS_HELD.with(|h| h.get() > 0)
+}
+
+/// The joins, locked, counted as held by this thread until dropped.
+pub(crate) struct JoinsGuard<'a> {
+    guard: MutexGuard<'a, BTreeMap<(String, String), JoinOutcome>>,
+}
+
+impl Deref for JoinsGuard<'_> {
+    type Target = BTreeMap<(String, String), JoinOutcome>;
+    fn deref(&self) -> &Self::Target {
+        &self.guard
+    }
+}
+
+impl DerefMut for JoinsGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.guard
+    }
+}
+
+impl Drop for JoinsGuard<'_> {
+    fn drop(&mut self) {
+        JOINS_HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
 impl Agents {
     /// The outcomes, locked (the simulated bcd writes them).
-    pub(crate) fn joins_mut(&self) -> MutexGuard<'_, BTreeMap<(String, String), JoinOutcome>> {
-        self.joins.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn joins_mut(&self) -> JoinsGuard<'_> {
+        let guard = self.joins.lock().unwrap_or_else(|e| e.into_inner());
+        JOINS_HELD.with(|h| h.set(h.get() + 1));
+        JoinsGuard { guard }
     }
 
     /// What each simulated bcd did, per (cluster id, node name).
@@ -67,10 +109,11 @@ impl Agents {
     pub fn fingerprint(&self, cluster: &str) -> u64 {
         let joins = self.joins_mut();
         let mut text = String::new();
-        for ((c, node), o) in joins.iter() {
-            if c == cluster {
-                text.push_str(&format!("{node}:{}:{:?};", o.joined, o.last_error));
-            }
+        // The cluster's outcomes only (keys sort by cluster first): asked on every request
+        // to a cluster's API, so it must not walk every cluster's nodes.
+        let from = (cluster.to_owned(), String::new());
+        for ((_, node), o) in joins.range(from..).take_while(|((c, _), _)| c == cluster) {
+            text.push_str(&format!("{node}:{}:{:?};", o.joined, o.last_error));
         }
         crate::fnv1a(&text)
     }

@@ -28,7 +28,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use tracking_allocator::{
@@ -135,15 +135,43 @@ fn token(group: Group) -> Option<AllocationGroupToken> {
     None
 }
 
+/// CPU time (ns) spent polling futures of each group kind that is timed ([`timed`]).
+static CPU_OF: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
+/// Futures of each group kind made ([`tagged`]): for [`Group::Connect`], the kube clients
+/// made; for [`Group::InProcessCluster`], the in-process cluster API answers.
+static MADE_OF: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
+
+/// Whether polls of `group` are timed: the simulated cluster APIs answered inside a round
+/// and the kube clients being made (the simulator's and the client's CPU inside the
+/// runtime's rounds). A round itself is not: its polls are many, and the whole process's
+/// CPU is read from `/proc` instead.
+fn timed(group: Group) -> bool {
+    matches!(group, Group::InProcessCluster | Group::Connect | Group::ClusterRouter)
+}
+
+/// This thread's CPU time so far, in ns (`/proc/thread-self/schedstat`'s first field,
+/// nanoseconds on the CPU; 0 where there is none). Read around a timed poll: a poll runs
+/// on one thread from start to end.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A future whose polls (and so whose allocations) belong to a group.
 pub struct Tagged<F> {
     token: Option<AllocationGroupToken>,
+    /// The group, when its polls are timed.
+    timed: Option<Group>,
     inner: Pin<Box<F>>,
 }
 
 /// Runs `future` in `group`.
 pub fn tagged<F: Future>(group: Group, future: F) -> Tagged<F> {
-    Tagged { token: token(group), inner: Box::pin(future) }
+    MADE_OF[group as usize].fetch_add(1, Ordering::Relaxed);
+    let timed = timed(group).then_some(group);
+    Tagged { token: token(group), timed, inner: Box::pin(future) }
 }
 
 impl<F: Future> Future for Tagged<F> {
@@ -151,15 +179,36 @@ impl<F: Future> Future for Tagged<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
         let _entered = this.token.as_mut().map(AllocationGroupToken::enter);
-        this.inner.as_mut().poll(cx)
+        let Some(group) = this.timed else { return this.inner.as_mut().poll(cx) };
+        let before = thread_cpu_ns();
+        let out = this.inner.as_mut().poll(cx);
+        let spent = thread_cpu_ns().saturating_sub(before);
+        CPU_OF[group as usize].fetch_add(spent, Ordering::Relaxed);
+        out
     }
+}
+
+/// The CPU spent polling `group`'s futures so far (timed groups only, else zero).
+pub fn group_cpu(group: Group) -> std::time::Duration {
+    std::time::Duration::from_nanos(CPU_OF[group as usize].load(Ordering::Relaxed))
+}
+
+/// How many futures of `group` were made so far.
+pub fn group_made(group: Group) -> u64 {
+    MADE_OF[group as usize].load(Ordering::Relaxed)
 }
 
 /// Runs `f` in `group`.
 pub fn within<R>(group: Group, f: impl FnOnce() -> R) -> R {
+    MADE_OF[group as usize].fetch_add(1, Ordering::Relaxed);
     let mut token = token(group);
     let _entered = token.as_mut().map(AllocationGroupToken::enter);
-    f()
+    let before = timed(group).then(thread_cpu_ns);
+    let out = f();
+    if let Some(before) = before {
+        CPU_OF[group as usize].fetch_add(thread_cpu_ns().saturating_sub(before), Ordering::Relaxed);
+    }
+    out
 }
 
 const MIB: f64 = 1024.0 * 1024.0;

@@ -31,8 +31,8 @@ use bc_domain::model::{
 };
 use bc_domain::policy::{ClusterPolicy, PoolPolicy};
 use bc_domain::ports::{
-    ClusterError, NodePoolRequest, ProviderClusterState, UnitOfWork, UpdateClusterRequest,
-    WorkKind, Write,
+    ClusterError, ClusterSession, NodePoolRequest, ProviderClusterState, ProviderImpl, UnitOfWork,
+    UpdateClusterRequest, WorkKind, Write,
 };
 use bc_domain::rules::join::JoinReport;
 use bc_domain::rules::plan::desired_node_pool;
@@ -227,6 +227,23 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The kept session with provider cluster `cluster_id` (`Sessions::get`): the one
+    /// place a run finds it.
+    fn session(
+        &self,
+        account: &ProviderAccount,
+        provider: &Arc<dyn ProviderImpl>,
+        cluster_id: &str,
+    ) -> Arc<ClusterSession> {
+        self.r.sessions.get(
+            account,
+            provider.clone(),
+            self.deps.clusters.clone(),
+            cluster_id,
+            self.now,
+        )
+    }
+
     /// The substrate's account, or why its objects cannot be reached (`live_account`).
     async fn account(&self) -> Result<Result<ProviderAccount, String>, ReconcileError> {
         let id = &self.sub.provider_account_id;
@@ -343,13 +360,7 @@ impl Run<'_> {
                 );
             }
         }
-        let session = self.r.sessions.get(
-            &account,
-            provider.clone(),
-            self.deps.clusters.clone(),
-            &pc.id,
-            self.now,
-        );
+        let session = self.session(&account, &provider, &pc.id);
         step!(self.objects(&session, &policy.flavors, &mut waiting).await?);
         step!(self.nodes(&session).await?);
         Ok(match waiting.is_empty() {

@@ -267,13 +267,7 @@ impl Run<'_> {
         }
         if pc.state == ProviderClusterState::Running {
             // Best effort: the cluster goes next, and what it holds with it.
-            let session = self.r.sessions.get(
-                account,
-                provider.clone(),
-                self.deps.clusters.clone(),
-                &id,
-                self.now,
-            );
+            let session = self.session(account, provider, &id);
             let _ = self.delete_objects(&session, false).await?;
         }
         let assoc = match provider.kubernetes().associated_resources(&id).await {
@@ -364,13 +358,7 @@ impl Run<'_> {
         let id = pc.id.clone();
         let foreign = match &pc.state {
             ProviderClusterState::Running | ProviderClusterState::Degraded => {
-                let session = self.r.sessions.get(
-                    account,
-                    provider.clone(),
-                    self.deps.clusters.clone(),
-                    &id,
-                    self.now,
-                );
+                let session = self.session(account, provider, &id);
                 match self.delete_objects(&session, true).await? {
                     Ok(removed) => {
                         self.kept_namespace = removed.kept;

@@ -93,4 +93,10 @@ async fn sessions_keep_clients_only_for_clusters_in_work_up_to_their_bound() {
     let s = sessions.get(account, rotated, api.clone(), &pid, t2 + second * 2);
     s.list_nodes("").await.expect("the cluster's nodes, with the new instance");
     assert_eq!(api.alive(), 1, "the old instance's client is dropped, the new one's kept");
+
+    // A clock stepped back: sessions last used after "now" have no known age and go.
+    drop(s);
+    let _ = sessions.get(account, provider.clone(), api.clone(), "other-3", t0);
+    assert_eq!(api.alive(), 0, "a session used in the future is dropped");
+    assert_eq!(sessions.len(), 1, "only the session just made is kept");
 }

@@ -45,14 +45,25 @@ fn world_fingerprint(nodes: &[SimNode], agents: u64) -> u64 {
 /// The Pods of `cluster` that are not a DaemonSet's and have not finished: what an
 /// Autopilot cluster provisions nodes for (a DaemonSet's pods alone add none).
 pub(crate) fn workload_pods(o: &Objects, cluster: &str) -> usize {
-    let pods = o.list(cluster, Resource::Pod, None, &super::Selector::default());
-    pods.iter()
-        .filter(|p| {
+    let Some(c) = o.clusters.get(cluster) else { return 0 };
+    // Read as stored (content and status are what a rendered Pod carries under
+    // `metadata.ownerReferences` and `status.phase`), without rendering every Pod.
+    let from = (Resource::Pod, String::new(), String::new());
+    c.objects
+        .range(from..)
+        .take_while(|(k, _)| k.0 == Resource::Pod)
+        .filter(|(_, p)| {
             let daemon = p
+                .content
                 .pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "DaemonSet"));
-            let phase = p.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
+            let phase = p
+                .status
+                .as_ref()
+                .and_then(|s| s.get("phase"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             !daemon && !matches!(phase, "Succeeded" | "Failed")
         })
         .count()

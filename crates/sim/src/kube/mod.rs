@@ -175,6 +175,13 @@ impl Default for KubeStore {
 
 impl KubeStore {
     fn objects(&self) -> MutexGuard<'_, store::Objects> {
+        // The lock order (crate::agents): a thread holding the joins that waited here
+        // could deadlock against a write whose controllers wait for the joins — a bug to
+        // fail on at once, whichever thread happens to be first.
+        assert!(
+            !crate::agents::joins_held_here(),
+            "lock order: the clusters' objects are locked while the bcd joins are held"
+        );
         self.objects.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -290,12 +297,17 @@ impl KubeStore {
     ) -> Result<ClusterView, KubeError> {
         state.kube.count(cluster_id, op);
         let now = state.clock.now();
-        // Read before the model is locked (the model lock is never held while waiting
-        // for the store's).
-        let workload = state.kube.read(|o| controllers::workload_pods(o, cluster_id));
+        // Only an Autopilot cluster's nodes follow its workload: its Pods are counted
+        // before the model is locked (the model lock is never held while waiting for the
+        // store's).
+        let autopilot = state.model().gke_is_autopilot(cluster_id);
+        let workload =
+            autopilot.then(|| state.kube.read(|o| controllers::workload_pods(o, cluster_id)));
         let mut model = state.model();
         model.advance(now);
-        model.gke_autopilot_demand(cluster_id, workload, now);
+        if let Some(workload) = workload {
+            model.gke_autopilot_demand(cluster_id, workload, now);
+        }
         let gone =
             || KubeError::new(404, "NotFound", format!("cluster \"{cluster_id}\" not found"));
         if model.cluster_api_token(cluster_id).is_none() {

@@ -170,3 +170,18 @@ async fn spawn_runs_rounds_in_the_background_until_they_settle() {
     assert_eq!(join.calls().len(), 2, "each node joined exactly once");
     drop(agents);
 }
+
+/// c6e1c52: a bcd round read a pod's projected token (a cluster's objects) while it held
+/// the joins — the reverse of the order the clusters' controllers take them in (objects,
+/// then joins, inside a write): a deadlock when two threads met, which froze the whole
+/// simulator. The lock-order check on every lock of the objects (`bc_sim::agents`) makes
+/// the reverse order fail at once on one thread, so a round that takes it cannot pass.
+#[tokio::test]
+async fn a_bcd_round_locks_a_clusters_objects_before_the_joins_never_after() {
+    let join = JoinServer::start().await;
+    let (sim, id) = cluster(SimConfig::default(), false);
+    substrate(&join, "tok-1").apply_direct(&sim, &id);
+    assert_eq!(testing::settle(&sim).await, 2, "both labelled nodes join");
+    substrate(&join, "tok-2").apply_direct(&sim, &id);
+    assert_eq!(testing::settle(&sim).await, 2, "and join again with the new token");
+}

@@ -1840,6 +1840,12 @@ impl Model {
         ))
     }
 
+    /// Whether `cluster_id` is a GKE Autopilot cluster (whose nodes follow its workloads,
+    /// [`Self::gke_autopilot_demand`]).
+    pub fn gke_is_autopilot(&self, cluster_id: &str) -> bool {
+        self.gke.clusters.get(cluster_id).is_some_and(|g| g.autopilot)
+    }
+
     /// An Autopilot cluster's nodes follow its workloads: one node per
     /// [`AUTOPILOT_PODS_PER_NODE`] workload pods (none for none), made and removed as
     /// `workload_pods` changes. Other clusters are left alone.
