@@ -83,9 +83,9 @@ pub(super) async fn apply(store: &SqlStore, txn: &Txn, w: &Write) -> Tx<()> {
     }
 }
 
-/// The records of a batch of creates (distinct keys), each inserted or put in place of an
-/// expired record of its key as [`put_idempotency`] does, in one statement. Whether every
-/// one was written: when not (a live record of a key: a repeat, or another body), the
+/// The records of one create or of a batch of creates (distinct keys), each inserted or
+/// put in place of an expired record of its key, in one statement. Whether every one was
+/// written: when not (a live record of a key: a repeat, or another body), a batch's
 /// caller commits each create on its own, where [`put_idempotency`] answers the repeat
 /// or refuses the other body.
 pub(super) async fn put_idempotencies(
@@ -105,8 +105,8 @@ pub(super) async fn put_idempotencies(
             ts(r.created_at),
         ]);
     }
-    // `excluded.created_at - WINDOW_MS` is `expired_at_or_before(created_at)`, the bound
-    // the single write binds, computed per record.
+    // `excluded.created_at - WINDOW_MS` is `expired_at_or_before(created_at)` of each
+    // record: a record of the key created at or before it has expired and is replaced.
     let q = store.st(
         &format!(
             "INSERT INTO idempotency (tenant_id, method, request_id, body_hash, response, \
@@ -126,24 +126,7 @@ pub(super) async fn put_idempotencies(
 /// the commit as a replay (same body: `TxError::Replayed`, answered `Ok`) or fails it with
 /// `RequestIdReused` (another body).
 async fn put_idempotency(store: &SqlStore, txn: &Txn, r: &IdempotencyRecord) -> Tx<()> {
-    let expired = idempotency::expired_at_or_before(r.created_at);
-    let q = store.st(
-        "INSERT INTO idempotency (tenant_id, method, request_id, body_hash, response, \
-         created_at) VALUES (?, ?, ?, ?, ?, ?) \
-         ON CONFLICT (tenant_id, method, request_id) DO UPDATE SET \
-         body_hash = excluded.body_hash, response = excluded.response, \
-         created_at = excluded.created_at WHERE idempotency.created_at <= ?",
-        vec![
-            s(&r.tenant_id),
-            s(&r.method),
-            s(&r.request_id),
-            s(&r.body_hash),
-            json(&r.response)?,
-            ts(r.created_at),
-            ts(expired),
-        ],
-    );
-    if exec(txn, q).await? > 0 {
+    if put_idempotencies(store, txn, &[r]).await? {
         return Ok(());
     }
     let read = store.st(
