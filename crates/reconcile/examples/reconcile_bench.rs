@@ -351,6 +351,7 @@ async fn measure(
     let (mut in_rounds, mut in_idle, mut in_sweeps) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut idle_steps = 0;
+    let mut failed_by_cause: BTreeMap<String, usize> = BTreeMap::new();
     while steps < 100_000 {
         let round_started = Instant::now();
         let reports = quantum_step(&stepper).await;
@@ -362,6 +363,13 @@ async fn measure(
         }
         steps += 1;
         activations += reports.len();
+        for r in &reports {
+            if let ActivationResult::Failed { error, .. } = &r.result {
+                // Request ids and names vary: the first 80 characters tell the cause.
+                let cause: String = error.chars().take(80).collect();
+                *failed_by_cause.entry(format!("{} {cause}", r.kind)).or_insert(0usize) += 1;
+            }
+        }
         for r in reports.iter().filter(|r| r.kind == WorkKind::ProviderResources) {
             if matches!(r.result, ActivationResult::Steady { .. }) {
                 steady.insert(r.key.clone());
@@ -387,6 +395,9 @@ async fn measure(
         w.env.clock.now() - from_clock,
         stepper.failures()
     );
+    for (cause, count) in &failed_by_cause {
+        eprintln!("profile: failed activations: {count} × {cause}");
+    }
     let cpu = process_cpu().saturating_sub(cpu_before);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     eprintln!(

@@ -538,9 +538,26 @@ pub async fn apply_owned<O: ClusterOps + ?Sized>(
     object: &KubeObject,
     owner: &OwnerLabel,
 ) -> Result<ApplyOutcome, ClusterError> {
+    apply_owned_after(ops, object, owner, None).await
+}
+
+/// [`apply_owned`], deciding its first round on `read` — what the caller read of the
+/// object just before (`Some(None)`: absent) — instead of reading it again; a create that
+/// finds the name taken since reads and decides again, as [`apply_owned`] does.
+pub async fn apply_owned_after<O: ClusterOps + ?Sized>(
+    ops: &O,
+    object: &KubeObject,
+    owner: &OwnerLabel,
+    mut read: Option<Option<ObjectMeta>>,
+) -> Result<ApplyOutcome, ClusterError> {
     let r = &object.object;
     for _ in 0..OWNERSHIP_ATTEMPTS {
-        match ops.read(r).await {
+        let seen = match read.take() {
+            Some(Some(meta)) => Ok(meta),
+            Some(None) => Err(ObjectError::NotFound),
+            None => ops.read(r).await,
+        };
+        match seen {
             Err(ObjectError::NotFound) => match ops.create(object).await {
                 Ok(()) => return Ok(ApplyOutcome::Created),
                 // Made (or deleted and made again) since the read: decide again.
@@ -623,6 +640,18 @@ pub trait ClusterClient: Send + Sync {
         object: &KubeObject,
         owner: &OwnerLabel,
     ) -> Result<ApplyOutcome, ClusterError>;
+    /// [`Self::apply_owned`] after the caller's own read of the object (`read`: its meta,
+    /// `None` when absent), which decides the first round instead of a second read; a
+    /// client that cannot use it reads again.
+    async fn apply_owned_after(
+        &self,
+        object: &KubeObject,
+        owner: &OwnerLabel,
+        read: Option<ObjectMeta>,
+    ) -> Result<ApplyOutcome, ClusterError> {
+        let _ = read;
+        self.apply_owned(object, owner).await
+    }
     /// Deletes the object if it carries `owner`.
     async fn delete_owned(
         &self,
@@ -673,6 +702,14 @@ impl<O: ClusterOps + ?Sized> ClusterClient for O {
         owner: &OwnerLabel,
     ) -> Result<ApplyOutcome, ClusterError> {
         apply_owned(self, object, owner).await
+    }
+    async fn apply_owned_after(
+        &self,
+        object: &KubeObject,
+        owner: &OwnerLabel,
+        read: Option<ObjectMeta>,
+    ) -> Result<ApplyOutcome, ClusterError> {
+        apply_owned_after(self, object, owner, Some(read)).await
     }
     async fn delete_owned(
         &self,
@@ -814,6 +851,26 @@ impl ClusterClient for ClusterSession {
         owner: &OwnerLabel,
     ) -> Result<ApplyOutcome, ClusterError> {
         self.with_client(|c| async move { c.apply_owned(object, owner).await }).await
+    }
+    async fn apply_owned_after(
+        &self,
+        object: &KubeObject,
+        owner: &OwnerLabel,
+        read: Option<ObjectMeta>,
+    ) -> Result<ApplyOutcome, ClusterError> {
+        // The read answers the first attempt only: a retry after new credentials reads
+        // again (the object may have changed while the call was refused).
+        let first = std::sync::Mutex::new(Some(read));
+        self.with_client(|c| {
+            let read = first.lock().unwrap_or_else(|e| e.into_inner()).take();
+            async move {
+                match read {
+                    Some(read) => c.apply_owned_after(object, owner, read).await,
+                    None => c.apply_owned(object, owner).await,
+                }
+            }
+        })
+        .await
     }
     async fn delete_owned(
         &self,

@@ -103,7 +103,8 @@ impl Run<'_> {
                 continue;
             }
             self.act.ensure_held(self.deps).await?;
-            match session.apply_owned(&object, &owner).await {
+            // Decided on the read above (ownership first), not on a second read.
+            match session.apply_owned_after(&object, &owner, meta).await {
                 Ok(ApplyOutcome::Foreign { owner: o }) => {
                     return Ok(Some(Progress::error(objects::foreign_message(
                         &r,
