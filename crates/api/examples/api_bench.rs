@@ -523,7 +523,10 @@ async fn measure_all(
 
 /// [`CLIENTS`] clients calling `path` back to back for `length`: the 200 answers that
 /// completed within it, per second, and their p99. A request still in flight at the end
-/// is neither counted nor an error.
+/// is neither counted nor an error. The clients read each answer's bytes and do not parse
+/// them: they run on the server's two cores, and parsing a page of 100 pools into a
+/// `Value` cost them about as much as the server's page (docs/benchmarks.md "The
+/// pools.list page"); what is measured is the server.
 /// A keep-alive client of `server` with `token` and no retry, so every answer other than
 /// 200 counts as an error.
 fn bench_client(server: &Server, token: &str) -> bc_client::Client {
@@ -551,7 +554,7 @@ async fn window(server: &Server, token: &str, path: &str, body: &Body, length: D
                     break;
                 }
                 let input = serde_json::from_str(&body()).expect("a JSON body");
-                let ok = client.call_method(&method, input).await.is_ok();
+                let ok = client.call_method_raw(&method, input).await.is_ok();
                 let done = Instant::now();
                 match (ok, done <= until) {
                     (true, true) => latencies.push(done - sent),
@@ -672,13 +675,12 @@ async fn costs(
             let client = bench_client(&server, token);
             let call = |client: bc_client::Client, body: Body, method: String| async move {
                 let input = serde_json::from_str(&body()).expect("a JSON body");
-                client.call_method(&method, input).await
+                client.call_method_raw(&method, input).await
             };
             match call(client.clone(), body.clone(), method.clone()).await {
-                // Compact JSON is as long whatever the order of its keys: the answer's size.
                 Ok(answer) => println!(
                     "{backend} · {size} pools · {method}: the answer is {} bytes of JSON",
-                    serde_json::to_vec(&answer).map_or(0, |b| b.len())
+                    answer.len()
                 ),
                 Err(e) => eprintln!("{backend} · {method}: the first call failed: {e}"),
             }
