@@ -50,6 +50,9 @@ api_bench: the HTTP API under 64 concurrent clients (docs/benchmarks.md, \"api\"
                           at a time, then per answered request under 64 clients
   --method NAME           with --costs: only this method (e.g. pools.list), for a
                           profiler attached to the process
+  --requests N            with --costs: N requests from the one client (default 1000)
+                          and no 64-client window, so a profiler's count is exact: run
+                          twice with different N and subtract (docs/benchmarks.md)
   --ceiling-candidates    the cheap authenticated methods side by side (SQLite, 1,000)
   --help                  this text
 ";
@@ -121,11 +124,14 @@ struct Options {
     costs: bool,
     /// With `costs`: only this method.
     method: Option<String>,
+    /// With `costs`: this many one-client requests, and no window of [`CLIENTS`].
+    requests: Option<usize>,
 }
 
 impl Options {
     fn parse() -> Result<Self, String> {
-        let mut o = Options { store: None, sizes: None, costs: false, method: None };
+        let mut o =
+            Options { store: None, sizes: None, costs: false, method: None, requests: None };
         let mut args = std::env::args().skip(1);
         while let Some(a) = args.next() {
             match a.as_str() {
@@ -133,6 +139,10 @@ impl Options {
                 "--costs" => o.costs = true,
                 "--store" => o.store = Some(args.next().ok_or("--store needs a name")?),
                 "--method" => o.method = Some(args.next().ok_or("--method needs a name")?),
+                "--requests" => {
+                    let n = args.next().ok_or("--requests needs a number")?;
+                    o.requests = Some(n.parse().map_err(|e| format!("--requests {n}: {e}"))?);
+                }
                 "--sizes" => {
                     let list = args.next().ok_or("--sizes needs a list")?;
                     let sizes = list
@@ -186,7 +196,8 @@ async fn main() {
         }
         if options.costs {
             let only = options.method.as_deref();
-            rows::run(backend, |store| costs(name, &sizes, only, store)).await;
+            let requests = options.requests;
+            rows::run(backend, |store| costs(name, &sizes, only, requests, store)).await;
         } else {
             rows::run(backend, |store| run_backend(name, plan, &sizes, store)).await;
         }
@@ -512,7 +523,10 @@ async fn measure_all(
 
 /// [`CLIENTS`] clients calling `path` back to back for `length`: the 200 answers that
 /// completed within it, per second, and their p99. A request still in flight at the end
-/// is neither counted nor an error.
+/// is neither counted nor an error. The clients read each answer's bytes and do not parse
+/// them: they run on the server's two cores, and parsing a page of 100 pools into a
+/// `Value` cost them about as much as the server's page (docs/benchmarks.md "The
+/// pools.list page"); what is measured is the server.
 /// A keep-alive client of `server` with `token` and no retry, so every answer other than
 /// 200 counts as an error.
 fn bench_client(server: &Server, token: &str) -> bc_client::Client {
@@ -540,7 +554,7 @@ async fn window(server: &Server, token: &str, path: &str, body: &Body, length: D
                     break;
                 }
                 let input = serde_json::from_str(&body()).expect("a JSON body");
-                let ok = client.call_method(&method, input).await.is_ok();
+                let ok = client.call_method_raw(&method, input).await.is_ok();
                 let done = Instant::now();
                 match (ok, done <= until) {
                     (true, true) => latencies.push(done - sent),
@@ -634,9 +648,17 @@ where
 }
 
 /// `--costs`: per method, what one request costs with one client calling
-/// [`COST_REQUESTS`] times back to back, then per answered request of a one-second
-/// window of [`CLIENTS`] clients (where the store groups what arrives together).
-async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store: Arc<SqlStore>) {
+/// [`COST_REQUESTS`] (or `requests`) times back to back, then, unless `requests` was
+/// given, per answered request of a one-second window of [`CLIENTS`] clients (where the
+/// store groups what arrives together).
+async fn costs(
+    backend: &'static str,
+    sizes: &[usize],
+    only: Option<&str>,
+    exact: Option<usize>,
+    store: Arc<SqlStore>,
+) {
+    let alone_requests = exact.unwrap_or(COST_REQUESTS);
     store.enforce_index_plans(false);
     store.count_statement_shapes(true);
     let fixture = Fixture::new(store.clone()).await;
@@ -653,10 +675,14 @@ async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store
             let client = bench_client(&server, token);
             let call = |client: bc_client::Client, body: Body, method: String| async move {
                 let input = serde_json::from_str(&body()).expect("a JSON body");
-                client.call_method(&method, input).await
+                client.call_method_raw(&method, input).await
             };
-            if let Err(e) = call(client.clone(), body.clone(), method.clone()).await {
-                eprintln!("{backend} · {method}: the first call failed: {e}");
+            match call(client.clone(), body.clone(), method.clone()).await {
+                Ok(answer) => println!(
+                    "{backend} · {size} pools · {method}: the answer is {} bytes of JSON",
+                    answer.len()
+                ),
+                Err(e) => eprintln!("{backend} · {method}: the first call failed: {e}"),
             }
             for _ in 0..50 {
                 let _ = call(client.clone(), body.clone(), method.clone()).await;
@@ -666,14 +692,17 @@ async fn costs(backend: &'static str, sizes: &[usize], only: Option<&str>, store
             eprintln!("{backend} · {size} pools · {method}: measuring");
             let alone = cost_of(&store, || async {
                 let mut ok = 0;
-                for _ in 0..COST_REQUESTS {
+                for _ in 0..alone_requests {
                     ok +=
                         u64::from(call(client.clone(), body.clone(), method.clone()).await.is_ok());
                 }
-                (ok, COST_REQUESTS as u64 - ok)
+                (ok, alone_requests as u64 - ok)
             })
             .await;
             alone.print(backend, size, &method, "1 client");
+            if exact.is_some() {
+                continue;
+            }
             let together = cost_of(&store, || async {
                 let w = window(&server, token, path, &body, Duration::from_secs(1)).await;
                 (w.rps.round() as u64 + w.late, w.errors)

@@ -195,10 +195,7 @@ impl Client {
     /// uses, generated from the catalogue. A create's `requestId` is filled as in
     /// [`Client::call`].
     pub async fn call_value(&self, info: &MethodInfo, mut body: Value) -> Result<Value, Error> {
-        let is_create = crate::takes_request_id(info);
-        if let (true, Value::Object(map)) = (is_create, &mut body) {
-            map.entry("requestId").or_insert_with(|| Value::String(new_request_id().to_string()));
-        }
+        fill_request_id(info, &mut body);
         self.post(info, &body).await
     }
 
@@ -209,6 +206,17 @@ impl Client {
         self.call_value(&entry.info, body).await
     }
 
+    /// [`Client::call_method`]'s answer as the server wrote it, not parsed: for a caller
+    /// that forwards or stores the answer, and for the API benchmark, whose clients share
+    /// the server's two cores (parsing a page of 100 pools into a `Value` cost the client
+    /// about as much as the server's whole page; docs/benchmarks.md "The pools.list page").
+    pub async fn call_method_raw(&self, method: &str, mut body: Value) -> Result<Vec<u8>, Error> {
+        let entry = bc_api_types::find(method)
+            .ok_or_else(|| Error::Config(format!("{method} is no method of the API")))?;
+        fill_request_id(&entry.info, &mut body);
+        self.post_raw(&entry.info, &body).await
+    }
+
     /// The tenant's events from after `after_seq` on, as they are committed, for ever:
     /// `GET /api/compute/events/stream`, reconnecting with `Last-Event-ID` when the
     /// connection drops (see [`EventStream`]).
@@ -216,12 +224,23 @@ impl Client {
         EventStream::new(self.clone(), query, after_seq)
     }
 
-    /// One `POST` of a method, retried on `429`/`503` as [`Retry`] says.
+    /// One `POST` of a method, retried on `429`/`503` as [`Retry`] says, its answer parsed.
     async fn post<B: Serialize + ?Sized>(
         &self,
         info: &MethodInfo,
         body: &B,
     ) -> Result<Value, Error> {
+        let bytes = self.post_raw(info, body).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Decode { method: info.id().to_string(), detail: e.to_string() })
+    }
+
+    /// [`Client::post`] without parsing the answer: a success's bytes as they came.
+    async fn post_raw<B: Serialize + ?Sized>(
+        &self,
+        info: &MethodInfo,
+        body: &B,
+    ) -> Result<Vec<u8>, Error> {
         let url = format!("{}{}", self.base, info.path());
         let method = info.id().to_string();
         let mut attempt = 1;
@@ -235,8 +254,7 @@ impl Client {
             let retry_after = retry_after(resp.headers());
             let bytes = resp.bytes().await.map_err(|e| Error::transport(&method, &e))?;
             if status.is_success() {
-                return serde_json::from_slice(&bytes)
-                    .map_err(|e| Error::Decode { method, detail: e.to_string() });
+                return Ok(Vec::from(bytes));
             }
             let error = Error::answered(&method, status, &bytes, retry_after);
             match self.wait_before_retry(status, retry_after, attempt) {
@@ -275,6 +293,14 @@ impl Client {
 
     pub(crate) fn retry(&self) -> Retry {
         self.retry
+    }
+}
+
+/// Gives a create's body (a method that takes a `requestId`) a fresh `requestId` unless
+/// it has one, so a retried attempt replays the same create (SPEC §2).
+fn fill_request_id(info: &MethodInfo, body: &mut Value) {
+    if let (true, Value::Object(map)) = (takes_request_id(info), body) {
+        map.entry("requestId").or_insert_with(|| Value::String(new_request_id().to_string()));
     }
 }
 

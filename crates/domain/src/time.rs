@@ -96,19 +96,46 @@ impl Timestamp {
 
     /// `2026-12-02T12:57:15.123Z`.
     pub fn to_rfc3339(self) -> String {
+        let mut buf = [0u8; RFC3339_LEN];
+        self.write_rfc3339(&mut buf).to_owned()
+    }
+
+    /// Writes [`Timestamp::to_rfc3339`]'s text into `buf` and returns it, without the
+    /// `fmt` machinery or an allocation: every view of a list carries two timestamps,
+    /// and formatting them was a third of serializing a page of 100 pools (callgrind,
+    /// docs/benchmarks.md "The pools.list page"). The invariant (years 0000–9999) makes
+    /// the text fixed-width.
+    fn write_rfc3339(self, buf: &mut [u8; RFC3339_LEN]) -> &str {
+        fn digits(out: &mut [u8], mut n: u32) {
+            for b in out.iter_mut().rev() {
+                *b = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        }
         let t = self.0;
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.millisecond()
-        )
+        // The invariant keeps the year in 0..=9999; clamp rather than trust it blindly, so
+        // a broken invariant shows as a wrong year, never as a panic.
+        digits(&mut buf[0..4], t.year().clamp(0, 9999) as u32);
+        buf[4] = b'-';
+        digits(&mut buf[5..7], u32::from(u8::from(t.month())));
+        buf[7] = b'-';
+        digits(&mut buf[8..10], u32::from(t.day()));
+        buf[10] = b'T';
+        digits(&mut buf[11..13], u32::from(t.hour()));
+        buf[13] = b':';
+        digits(&mut buf[14..16], u32::from(t.minute()));
+        buf[16] = b':';
+        digits(&mut buf[17..19], u32::from(t.second()));
+        buf[19] = b'.';
+        digits(&mut buf[20..23], u32::from(t.millisecond()));
+        buf[23] = b'Z';
+        // Only ASCII digits and separators were written.
+        std::str::from_utf8(buf).unwrap_or_default()
     }
 }
+
+/// Characters of [`Timestamp::to_rfc3339`]'s text: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+const RFC3339_LEN: usize = 24;
 
 impl Add<Duration> for Timestamp {
     type Output = Timestamp;
@@ -148,7 +175,8 @@ impl fmt::Display for Timestamp {
 }
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339())
+        let mut buf = [0u8; RFC3339_LEN];
+        s.serialize_str(self.write_rfc3339(&mut buf))
     }
 }
 impl<'de> Deserialize<'de> for Timestamp {
@@ -161,6 +189,33 @@ impl<'de> Deserialize<'de> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_written_text_is_what_fmt_writes_across_the_range() {
+        let by_fmt = |t: Timestamp| {
+            let d = t.datetime();
+            format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                d.year(),
+                u8::from(d.month()),
+                d.day(),
+                d.hour(),
+                d.minute(),
+                d.second(),
+                d.millisecond()
+            )
+        };
+        let (min, max) = (Timestamp::MIN.unix_ms(), Timestamp::MAX.unix_ms());
+        let step = (max - min) / 997;
+        let mut cases = vec![Timestamp::MIN, Timestamp::MAX, Timestamp::from_unix_ms(0)];
+        cases.extend((0..997).map(|i| Timestamp::from_unix_ms(min + i * step + i % 1000)));
+        for t in cases {
+            assert_eq!(t.to_rfc3339(), by_fmt(t));
+            assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{}\"", by_fmt(t)));
+        }
+        assert_eq!(Timestamp::MIN.to_rfc3339(), "0000-01-01T00:00:00.000Z");
+        assert_eq!(Timestamp::MAX.to_rfc3339(), "9999-12-31T23:59:59.999Z");
+    }
 
     #[test]
     fn formats_with_millis_in_utc() {

@@ -209,10 +209,14 @@ impl Row<'_> {
     pub(crate) fn opt_json<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError> {
         self.opt_string(col)?.map(|v| serde_json::from_str(&v).map_err(|e| bad(col, e))).transpose()
     }
-    /// A serde unit enum stored by its wire name.
+    /// A serde unit enum stored by its wire name, read straight from the text (no
+    /// `serde_json::Value` built per column: every row of a list has a state).
     pub(crate) fn enumv<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
-        serde_json::from_value(serde_json::Value::String(self.string(col)?))
-            .map_err(|e| bad(col, e))
+        use serde::de::IntoDeserializer;
+        let text = self.string(col)?;
+        let de: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+            text.as_str().into_deserializer();
+        T::deserialize(de).map_err(|e| bad(col, e))
     }
 }
 
