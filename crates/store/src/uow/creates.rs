@@ -11,7 +11,7 @@
 //! alone. The creates of a batch touch distinct keys and distinct rows but for the quota
 //! rows, which book `count` units at once exactly when `count` bookings in a row would.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use bc_domain::PoolId;
 use bc_domain::model::{IdempotencyRecord, LoadBalancer, QuotaResource};
@@ -44,7 +44,6 @@ pub(super) fn together(batch: &[UnitOfWork]) -> Option<Creates<'_>> {
         bookings: Vec::new(),
         work: Vec::new(),
     };
-    let mut booked: BTreeMap<&PoolId, u32> = BTreeMap::new();
     let (mut keys, mut items) = (HashSet::new(), HashSet::new());
     for uow in batch {
         if !uow.fences.is_empty() || !uow.events.is_empty() {
@@ -78,13 +77,12 @@ pub(super) fn together(batch: &[UnitOfWork]) -> Option<Creates<'_>> {
         }
         c.load_balancers.push(lb);
         c.work.push(work);
-        if !booked.contains_key(pool) {
-            c.bookings.push((pool, 0));
+        // A batch is at most `COMMITS_PER_BATCH` (16) units: a scan keeps the pools'
+        // first-seen order without a map beside the list.
+        match c.bookings.iter_mut().find(|(p, _)| *p == pool) {
+            Some((_, count)) => *count += 1,
+            None => c.bookings.push((pool, 1)),
         }
-        *booked.entry(pool).or_default() += 1;
-    }
-    for (pool, count) in &mut c.bookings {
-        *count = booked[pool];
     }
     Some(c)
 }
