@@ -48,7 +48,7 @@ pub(crate) async fn before_create(
     request_id: RequestId,
     body: &Value,
 ) -> Result<Before, ApiError> {
-    let key = Idempotency { tenant, method, request_id, body_hash: body_hash(body) };
+    let key = at_commit(tenant, method, request_id, body);
     match recorded(ctx, &key).await? {
         Recorded::First(answer) => Ok(Before::Answered(answer)),
         Recorded::OtherBody(e) => Err(e),
@@ -66,8 +66,9 @@ pub(crate) enum Recorded {
     Nothing,
 }
 
-/// The key of a create whose repeat is recognised when it commits, not by a read before
-/// its handler ([`crate::registry::MethodInput::REPLAY_AT_COMMIT`]): its answer is stored
+/// The key of a create's `requestId` (built here only: [`before_create`] reads under it).
+/// A create whose repeat is recognised when it commits, not by a read before its handler
+/// ([`crate::registry::MethodInput::REPLAY_AT_COMMIT`]), takes it as is: its answer is stored
 /// under it, first in the unit of work, where a live record of the key makes the commit
 /// answer as the first call did or refuse another body (the store's `PutIdempotency`).
 pub(crate) fn at_commit(
