@@ -184,6 +184,10 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
 /// Kubernetes call and provider call of its profile is the substrates' rounds'.
 static SUBSTRATES_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// A child run with `--spawn`: each activation of a round a task of its own (on the
+/// runtime's workers), not polled together in the benchmark's task.
+static SPAWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// How many load balancers a run at size `n` converges on `on`: `n`, or none where the
 /// provider offers none (GKE) or the run is of substrates only.
 fn lbs(n: usize, on: OnProvider) -> usize {
@@ -328,7 +332,16 @@ async fn measure(
     let seeding = Instant::now();
     seed(&w, n).await;
     out.insert("seed_s".into(), seeding.elapsed().as_secs_f64());
+    // A round's activations polled together in the benchmark's task; `--spawn`: each a
+    // task of its own, as the production loop runs them, its memory the round's (on this
+    // 2-core machine slower: the simulator shares the cores, and reads and writes of
+    // activations on two threads interleave, so listings are forgotten more often).
     let stepper = Stepper::new(w.runtime.clone(), w.env.clock.clone());
+    let stepper = if SPAWN.load(std::sync::atomic::Ordering::Relaxed) {
+        stepper.spawning(Arc::new(|run| Box::pin(tagged(Group::Round, run))))
+    } else {
+        stepper
+    };
 
     // Converge.
     let from_clock = w.env.clock.now();
@@ -993,6 +1006,7 @@ fn main() {
     let has = |name: &str| args.iter().any(|a| a == name);
     if let Some(n) = flag("--child") {
         SUBSTRATES_ONLY.store(has("--substrates-only"), std::sync::atomic::Ordering::Relaxed);
+        SPAWN.store(has("--spawn"), std::sync::atomic::Ordering::Relaxed);
         let provider = flag("--provider").unwrap_or_else(|| "digitalocean".into());
         child(&Args {
             on: parse_provider(&provider).expect("--provider digitalocean|gke"),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bc_domain::ports::{Clock, ManualClock, WorkKind};
 use bc_domain::{StoreError, Timestamp};
-use futures::future::join_all;
+use futures::future::{BoxFuture, join_all};
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{ActivationReport, ActivationResult, Runtime};
@@ -49,7 +49,19 @@ pub struct Stepper {
     rounds: AtomicUsize,
     /// Activations that ended failed (retried with backoff) so far.
     failures: AtomicUsize,
+    /// When set, each activation runs as a task of its own, wrapped by this first
+    /// ([`Self::spawning`]); else a round's activations are polled together in the
+    /// caller's task.
+    spawn: Option<Wrap>,
 }
+
+/// What [`Stepper::spawning`] does to an activation before it is spawned (a benchmark
+/// files its memory under a group of its own).
+pub type Wrap = Arc<
+    dyn Fn(BoxFuture<'static, ActivationReport>) -> BoxFuture<'static, ActivationReport>
+        + Send
+        + Sync,
+>;
 
 impl Stepper {
     /// A driver of `runtime` on `clock`.
@@ -73,7 +85,18 @@ impl Stepper {
             last: Mutex::default(),
             rounds: AtomicUsize::new(0),
             failures: AtomicUsize::new(0),
+            spawn: None,
         }
+    }
+
+    /// Runs each activation as a task of its own, `wrap`ped, as the production loop
+    /// does ([`Runtime::run`] spawns every claimed item): on a multi-threaded runtime a
+    /// round's activations then use every worker, where polled together in one task
+    /// they share one thread — a benchmark of the stepped converge measured a core of
+    /// two. Tests keep the default: one task, the same order every run.
+    pub fn spawning(mut self, wrap: Wrap) -> Self {
+        self.spawn = Some(wrap);
+        self
     }
 
     /// Counts work due within `horizon` of now as not idle (default: the earliest
@@ -110,8 +133,24 @@ impl Stepper {
             for kind in rt.kinds() {
                 claimed.extend(rt.claim(kind, rt.config().concurrency_of(kind)).await?);
             }
-            let runs = claimed.into_iter().map(|item| rt.activate(item, &self.stop));
-            Ok::<_, StoreError>(join_all(runs).await)
+            let Some(wrap) = &self.spawn else {
+                let runs = claimed.into_iter().map(|item| rt.activate(item, &self.stop));
+                return Ok::<_, StoreError>(join_all(runs).await);
+            };
+            let tasks = claimed.into_iter().map(|item| {
+                let (rt, stop) = (rt.clone(), self.stop.clone());
+                tokio::spawn(wrap(Box::pin(async move { rt.activate(item, &stop).await })))
+            });
+            let mut reports = Vec::new();
+            for joined in join_all(tasks.collect::<Vec<_>>()).await {
+                match joined {
+                    Ok(report) => reports.push(report),
+                    // An activation that panicked panics the round, as it does in one task.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => panic!("an activation's task was cancelled: {e}"),
+                }
+            }
+            Ok::<_, StoreError>(reports)
         });
         let mut reports = Vec::new();
         for r in join_all(per_runtime).await {

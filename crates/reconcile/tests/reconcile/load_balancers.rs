@@ -478,7 +478,7 @@ async fn a_create_in_flight_is_not_judged_absent_by_a_listing_taken_meanwhile() 
 async fn the_same_run_with_the_same_entropy_writes_the_same_events() {
     async fn run() -> Vec<(bc_domain::EventId, bc_domain::Timestamp)> {
         let env = Env::start().await;
-        let entropy = Arc::new(bc_reconcile::testing::SeqEntropy::default());
+        let entropy = Arc::new(bc_reconcile::testing::SeqEntropy::stream(7));
         let lbs = bc_reconcile::reconciler_of(WorkKind::ProviderResources, entropy);
         // A fixed jitter seed, so both runs step the same times.
         let config = bc_reconcile::RuntimeConfig::new("r1");
