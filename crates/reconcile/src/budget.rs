@@ -259,7 +259,7 @@ impl RequestGate for AccountGate {
 /// `written` runs, whatever its outcome.
 pub struct Spend {
     gate: Arc<AccountGate>,
-    written: Option<Arc<dyn Fn() + Send + Sync>>,
+    written: Option<Arc<dyn Fn(ProviderCall) + Send + Sync>>,
 }
 
 #[async_trait]
@@ -294,7 +294,7 @@ impl CallHook for Spend {
         if call.writes()
             && let Some(w) = &self.written
         {
-            w();
+            w(call);
         }
         Ok(())
     }
@@ -319,10 +319,10 @@ impl Forward<Spend> {
         )
     }
 
-    /// `self`, calling `written` after every call that may change the provider's
-    /// objects, whatever its outcome (a failed or unanswered write may still have taken
-    /// effect): what keeps a cached listing from outliving a write.
-    pub fn on_write(mut self, written: Arc<dyn Fn() + Send + Sync>) -> Self {
+    /// `self`, calling `written` with the call after every call that may change the
+    /// provider's objects, whatever its outcome (a failed or unanswered write may still
+    /// have taken effect): what keeps a cached listing from outliving a write.
+    pub fn on_write(mut self, written: Arc<dyn Fn(ProviderCall) + Send + Sync>) -> Self {
         self.hook_mut().written = Some(written);
         self
     }

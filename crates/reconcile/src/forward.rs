@@ -103,6 +103,15 @@ impl ProviderCall {
                 | DeleteLoadBalancer
         )
     }
+
+    /// Whether the call may change the account's load balancers and nothing else: not
+    /// its clusters, node pools or nodes. (A cluster's delete may take its load
+    /// balancers with it, and a node's change changes the droplets a load balancer's
+    /// tag targets: those writes change both.)
+    pub fn writes_load_balancers_only(self) -> bool {
+        use ProviderCall::*;
+        matches!(self, CreateLoadBalancer | UpdateLoadBalancer | DeleteLoadBalancer)
+    }
 }
 
 /// What a [`Forward`] does around each call it forwards.

@@ -15,6 +15,7 @@ mod gke_upgrades;
 mod kubernetes_faults;
 mod leases;
 mod lifecycle_faults;
+mod listings;
 mod load_balancers;
 mod no_write;
 mod ownership;
