@@ -216,9 +216,10 @@ async fn list_clusters(
 ) -> Res {
     let now = s.clock.now();
     let mut m = s.model();
-    let all = m.list_clusters(&t, now)?;
+    m.advance(now);
+    let all = m.listed_clusters(&t, now)?;
     let (page, links, meta, n) = paginate(all, &q, &headers, &uri);
-    let items: Vec<Value> = page.iter().map(|c| render::cluster(c, &m)).collect();
+    let items: Vec<Value> = page.into_iter().map(|c| render::cluster(c, &m)).collect();
     drop(m);
     after_page(&s, routes::CLUSTERS, n);
     Ok(json(StatusCode::OK, json!({"kubernetes_clusters": items, "links": links, "meta": meta})))
