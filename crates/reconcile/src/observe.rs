@@ -238,9 +238,10 @@ impl Listings {
     /// is five calls, and every load balancer created had cost the clusters' readers
     /// one), any other write both.
     fn forget_after(&self, call: ProviderCall) {
-        self.load_balancers.forget();
-        if !call.writes_load_balancers_only() {
-            self.clusters.forget();
+        if call.writes_load_balancers_only() {
+            self.load_balancers.forget();
+        } else {
+            self.forget();
         }
     }
 }

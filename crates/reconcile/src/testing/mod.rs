@@ -78,10 +78,11 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 pub const BCD_IMAGE: &str = "registry.example/bcd:test";
 
 /// Repeatable randomness: every call gives the next value of a counter, mixed. Each
-/// instance counts in a stream of its own (the process's n-th starts at n · 2³²), so two
-/// of them — an environment's and a runtime made beside it — never hand out the same
-/// value: under a stepped clock their ids share a millisecond, and the same 80 random
-/// bits made the same id (an event "already exists", the activation failed and retried).
+/// instance counts in a stream of its own (2³² values; the default ones above those of
+/// [`SeqEntropy::stream`]), so two of them — an environment's and a runtime made beside
+/// it — never hand out the same value: under a stepped clock their ids share a
+/// millisecond, and the same 80 random bits made the same id (an event "already
+/// exists", the activation failed and retried).
 #[derive(Debug)]
 pub struct SeqEntropy(AtomicU64);
 

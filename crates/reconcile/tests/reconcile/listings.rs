@@ -20,7 +20,7 @@ fn lists(env: &Env) -> (u64, u64) {
 
 /// Before: every write forgot both listings, so each load balancer created made the
 /// substrates' next read list every cluster again (at 1,000 clusters, five calls; a
-/// 10,000-object converge listed clusters 4,324 times).
+/// 10,000-object converge sent 916–1,143 cluster list requests, 46 after).
 #[tokio::test]
 async fn a_load_balancers_write_keeps_the_clusters_listing_and_a_clusters_write_forgets_both() {
     let env = Env::start().await;
