@@ -3,8 +3,10 @@
 //!
 //! Invariant — **crash-safe names**: the create-mode cluster row (its derived name) is
 //! committed before the provider call that makes it, and a row without a provider id
-//! looks that name up — carrying the pool's tag — before it creates, so a crash never
-//! makes a second cluster; a same-named cluster without the tag is never taken over.
+//! that an earlier run recorded looks that name up — carrying the pool's tag — before it
+//! creates, so a crash never makes a second cluster; a same-named cluster without the
+//! tag is never taken over. A row this run committed has had no create sent: it creates
+//! without a listing, and a refused create looks the name up to say whose it is.
 //! **Desired state wins**: a created cluster the provider no longer has is made again
 //! under the same row and name (one `kubernetes.cluster.recreated` event); an adopted
 //! one that is gone is the substrate's error naming it, never re-created.
@@ -73,6 +75,8 @@ impl Run<'_> {
             Some(id) => self.deps.store.cluster_get_any(&id).await?,
             None => None,
         };
+        // Whether no create of the row was ever sent: this run records it.
+        let fresh = cluster.is_none();
         let cluster = match cluster {
             Some(c) => c,
             None => {
@@ -123,8 +127,9 @@ impl Run<'_> {
         let id = match &cluster.provider_cluster_id {
             Some(id) => id.clone(),
             None => {
+                let sent = if fresh { Sent::Never } else { Sent::Maybe { previous: None } };
                 return self
-                    .make_cluster(create, &cluster, desired, account, provider, None)
+                    .make_cluster(create, &cluster, desired, account, provider, sent)
                     .await
                     .map(Err);
             }
@@ -135,7 +140,14 @@ impl Run<'_> {
             // balancers) — made again under the recorded name, found by it if a
             // re-creation's answer was lost. Archiving the pool is how to stop it.
             Ok(None) => self
-                .make_cluster(create, &cluster, desired, account, provider, Some(&id))
+                .make_cluster(
+                    create,
+                    &cluster,
+                    desired,
+                    account,
+                    provider,
+                    Sent::Maybe { previous: Some(&id) },
+                )
                 .await
                 .map(Err),
             Err(stop) => Ok(Err(stop)),
@@ -143,10 +155,14 @@ impl Run<'_> {
     }
 
     /// Finds the recorded cluster name at the provider (a create whose answer was lost),
-    /// or creates the cluster with the flavors' pools. `previous`: the provider id of the
-    /// cluster it replaces (deleted behind our back), whose replacement is an event in
-    /// the commit recording the new id — so a lost answer found again later is still
-    /// one event.
+    /// or creates the cluster with the flavors' pools. A row no create was ever sent for
+    /// ([`Sent::Never`]) creates without looking first — a listing of every cluster of
+    /// the account, several requests of its budget once it holds hundreds — and looks the
+    /// name up only when the provider refuses it (both refuse a taken name: DigitalOcean
+    /// 422, GKE 409), to say whose it is. `previous` (in [`Sent::Maybe`]): the provider
+    /// id of the cluster it replaces (deleted behind our back), whose replacement is an
+    /// event in the commit recording the new id — so a lost answer found again later is
+    /// still one event.
     async fn make_cluster(
         &mut self,
         create: &CreateClusterPolicy,
@@ -154,38 +170,86 @@ impl Run<'_> {
         desired: &[NodePoolRequest],
         account: &ProviderAccount,
         provider: &Arc<dyn ProviderImpl>,
-        previous: Option<&str>,
+        sent: Sent<'_>,
     ) -> Result<Progress, ReconcileError> {
         let tag = substrate_tag_for(&self.pool_id(), SubstrateNaming::of(&provider.offer()));
-        let listing =
-            provider!(self.deps.observer.clusters(account, std::time::Duration::ZERO).await);
-        let found = listing.items.iter().find(|c| c.name == cluster.name.as_str()).cloned();
-        let made = match found {
-            Some(c) if c.tags.contains(&tag) => c,
-            Some(c) => {
-                return Ok(Progress::error(format!(
-                    "a cluster named {} ({}) already exists in the provider account and was not made for this pool: set policy.substrate.cluster.create.name to another name, or adopt that cluster",
-                    c.name, c.id
-                )));
-            }
-            None => {
-                // The rows of the first pools are the intents of the pools in the create call.
-                self.sync_rows(cluster, desired, Some(&[]), &BTreeMap::new()).await?;
-                let req = CreateClusterRequest {
-                    name: cluster.name.to_string(),
-                    region: create.region.clone(),
-                    version: create.version.clone(),
-                    high_availability: create.high_availability,
-                    mode: cluster.mode,
-                    tags: vec![tag],
-                    node_pools: with_a_first_node(desired.to_vec()),
-                };
-                self.act.ensure_held(self.deps).await?;
-                let made = provider!(provider.kubernetes().create_cluster(&req).await);
-                self.deps.observer.invalidate(account);
-                made
+        let previous = match sent {
+            Sent::Never => None,
+            Sent::Maybe { previous } => {
+                if let Some(found) = self.named(cluster, &tag, account).await? {
+                    match found {
+                        Ok(made) => {
+                            return self.made(cluster, desired, account, made, previous).await;
+                        }
+                        Err(taken) => return Ok(taken),
+                    }
+                }
+                previous
             }
         };
+        // The rows of the first pools are the intents of the pools in the create call.
+        self.sync_rows(cluster, desired, Some(&[]), &BTreeMap::new()).await?;
+        let req = CreateClusterRequest {
+            name: cluster.name.to_string(),
+            region: create.region.clone(),
+            version: create.version.clone(),
+            high_availability: create.high_availability,
+            mode: cluster.mode,
+            tags: vec![tag.clone()],
+            node_pools: with_a_first_node(desired.to_vec()),
+        };
+        self.act.ensure_held(self.deps).await?;
+        let made = match provider.kubernetes().create_cluster(&req).await {
+            Ok(made) => made,
+            Err(ProviderError::Refused { message }) => {
+                // Perhaps the name is taken: whose it is says what to do.
+                return match self.named(cluster, &tag, account).await? {
+                    Some(Ok(made)) => self.made(cluster, desired, account, made, previous).await,
+                    Some(Err(taken)) => Ok(taken),
+                    None => Ok(Progress::refused(message)),
+                };
+            }
+            Err(e) => return failed(e),
+        };
+        self.deps.observer.invalidate(account);
+        self.made(cluster, desired, account, made, previous).await
+    }
+
+    /// The cluster of the row's name in a listing taken now: `Ok` when it carries the
+    /// pool's tag (ours: a create whose answer was lost), `Err` with the substrate's
+    /// error when someone else's has the name (never taken over), `None` when no
+    /// cluster has it.
+    async fn named(
+        &self,
+        cluster: &KubernetesCluster,
+        tag: &str,
+        account: &ProviderAccount,
+    ) -> Result<Option<Result<ProviderCluster, Progress>>, ReconcileError> {
+        let listing = match self.deps.observer.clusters(account, std::time::Duration::ZERO).await {
+            Ok(l) => l,
+            Err(e) => return failed(e).map(|p| Some(Err(p))),
+        };
+        let Some(c) = listing.items.iter().find(|c| c.name == cluster.name.as_str()) else {
+            return Ok(None);
+        };
+        if c.tags.iter().any(|t| t == tag) {
+            return Ok(Some(Ok(c.clone())));
+        }
+        Ok(Some(Err(Progress::error(format!(
+            "a cluster named {} ({}) already exists in the provider account and was not made for this pool: set policy.substrate.cluster.create.name to another name, or adopt that cluster",
+            c.name, c.id
+        )))))
+    }
+
+    /// Records the provider cluster made (or found) for the row, and its pools' rows.
+    async fn made(
+        &mut self,
+        cluster: &KubernetesCluster,
+        desired: &[NodePoolRequest],
+        account: &ProviderAccount,
+        made: ProviderCluster,
+        previous: Option<&str>,
+    ) -> Result<Progress, ReconcileError> {
         let status = cluster_status(cluster, ResourceState::Provisioning, None, self.now)
             .unwrap_or_else(|| cluster.status.clone());
         let mut uow = UnitOfWork::new().write(Write::SetClusterStatus {
@@ -416,4 +480,18 @@ fn cluster_recreated(
         data,
         now,
     )
+}
+
+/// Whether a create of a cluster row may have been sent before this run.
+#[derive(Debug, Clone, Copy)]
+enum Sent<'a> {
+    /// The row was recorded by this run: no create of it was ever sent.
+    Never,
+    /// An earlier run recorded the row, so its create may have gone out (its answer
+    /// lost): the name is looked up first. `previous`: the provider id of the cluster
+    /// it replaces, when made again after a deletion behind our back.
+    Maybe {
+        /// The gone cluster's provider id.
+        previous: Option<&'a str>,
+    },
 }

@@ -75,6 +75,7 @@ on_each_provider!(
     a_refused_node_pool_is_the_substrates_error_until_the_flavor_changes,
     throttling_and_server_errors_are_retried_never_shown_as_refusals,
     a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover,
+    a_substrates_first_cluster_create_sends_no_listing,
     two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time,
     teardown_keeps_a_namespace_holding_a_foreign_object_until_it_is_removed,
     removing_the_substrate_from_the_policy_tears_it_down_and_it_can_come_back,
@@ -799,11 +800,38 @@ async fn a_cluster_name_taken_by_someone_else_is_an_error_never_a_takeover(on: O
     let theirs = env.made_outside(&env.substrate_cluster_name(&pool.pool_id), "x").await;
     let s = env.until_substrate(&pool.pool_id, ResourceState::Error, 10).await;
     assert!(s.message.as_deref().unwrap().contains(&theirs), "{s:?}");
-    assert_eq!(env.made(ProviderCall::CreateCluster), 0, "no cluster made of the taken name");
+    // The first create is sent without a listing and the provider refuses the taken
+    // name; the name looked up then says whose it is, and no later run sends another.
+    assert_eq!(env.made(ProviderCall::CreateCluster), 1, "one create, refused");
+    for _ in 0..3 {
+        env.step(STEP).await;
+    }
+    assert_eq!(env.made(ProviderCall::CreateCluster), 1, "the refusal is not sent again");
+    let name = env.substrate_cluster_name(&pool.pool_id);
+    let named: Vec<_> = env.provider().kubernetes().list_clusters().await.unwrap();
+    let named: Vec<_> = named.into_iter().filter(|c| c.name == name).collect();
+    assert_eq!(named.len(), 1, "no cluster made of the taken name: {named:?}");
+    assert_eq!(named[0].id, theirs);
     // Archiving tears down only what is ours: their cluster stays.
     env.archive(&pool.pool_id).await;
     env.until_substrate(&pool.pool_id, ResourceState::Deleted, 10).await;
     assert!(at_provider(&env, &theirs).await.is_ok());
+}
+
+/// A cluster row the substrate records in this run has had no create sent, so nothing
+/// can be found by its name: the create goes out without listing the account's clusters
+/// first (once it holds hundreds, a listing is several requests of its hourly budget).
+/// Before, every create listed: one list request ahead of the create.
+async fn a_substrates_first_cluster_create_sends_no_listing(on: OnProvider) {
+    let env = Env::start_on(on).await;
+    env.made_outside("someone-elses", "x").await;
+    let policy = env.create_policy("latest", vec![flavor("cpu", on.node_size(), 1)]);
+    let pool = env.create_pool("web", policy).await;
+    let sent = env.run_until(10, async |e: &Env| e.made(ProviderCall::CreateCluster) > 0).await;
+    assert!(sent, "{:?}", env.substrate(&pool.pool_id).await);
+    assert_eq!(env.made(ProviderCall::ListClusters), 0, "no listing ahead of the create");
+    let s = env.until_substrate(&pool.pool_id, ResourceState::Ready, 40).await;
+    assert_eq!(env.made(ProviderCall::CreateCluster), 1, "{s:?}");
 }
 
 async fn two_pools_share_an_adopted_cluster_and_leave_it_one_at_a_time(on: OnProvider) {
