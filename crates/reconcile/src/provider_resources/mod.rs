@@ -265,7 +265,7 @@ impl Reconciler for LoadBalancers {
             Need::Wait(after) => return Ok(Outcome::Converging { after }),
             Need::Listing(max_age) => {
                 let listing = deps.observer.load_balancers(&account, max_age).await?;
-                plan::find(&lb, &listing.items, listing.listed_at)
+                plan::find(&lb, &listing)
             }
         };
         let provider = deps.observer.provider(&account).await?;

@@ -20,6 +20,7 @@ use bc_domain::ports::{
 };
 use bc_domain::{LoadBalancerId, ResourceState, Timestamp};
 
+use crate::observe::Listing;
 use crate::reconciler::Outcome;
 
 /// The event types of SPEC §11 and contracts.md.
@@ -111,19 +112,19 @@ pub enum Observed {
 /// Which provider object of a listing is `lb`'s: the recorded id; else the one carrying
 /// its ownership tag (made before a crash kept us from recording its id); else a
 /// same-named one without the tag, which is the tenant's.
-pub fn find(lb: &LoadBalancer, items: &[ProviderLoadBalancer], listed_at: Timestamp) -> Observed {
+pub fn find(lb: &LoadBalancer, listing: &Listing<ProviderLoadBalancer>) -> Observed {
     let tag = ownership_tag(&lb.load_balancer_id);
     if let Some(id) = &lb.provider_load_balancer_id
-        && let Some(p) = items.iter().find(|p| &p.id == id)
+        && let Some(p) = listing.with_id(id)
     {
         return Observed::Found(p.clone());
     }
-    if let Some(p) = items.iter().find(|p| p.spec.tags.contains(&tag)) {
+    if let Some(p) = listing.with_tag(&tag) {
         return Observed::Found(p.clone());
     }
-    match items.iter().find(|p| p.spec.name == lb.name.as_str()) {
+    match listing.named(lb.name.as_str()) {
         Some(p) => Observed::Foreign(p.clone()),
-        None => Observed::Absent { listed_at },
+        None => Observed::Absent { listed_at: listing.listed_at },
     }
 }
 

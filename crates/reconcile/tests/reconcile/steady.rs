@@ -138,7 +138,7 @@ async fn a_second_reconcile_of_a_ready_substrate_makes_no_provider_cluster_or_st
         Halves::provider(env.provider().offer(), kube, MockBalancers::new());
     let mut observer = MockObs::new();
     observer.expect_provider().returning(move |_| Ok(provider.clone()));
-    let shared = Arc::new(Listing { items: listing, listed_at: env.deps.clock.now() });
+    let shared = Arc::new(Listing::new(listing, env.deps.clock.now()));
     observer.expect_clusters().times(1).returning(move |_, _| Ok(shared.clone()));
     observer.expect_invalidate().never();
     let mut ops = MockOps::new();
