@@ -517,9 +517,8 @@ fn resolve(
     if droplet_ids.len() > 10 {
         return Err(bad("at most 10 droplet_ids may be given; use a tag for more"));
     }
-    if !tag.is_empty() {
-        droplet_ids = tagged_droplets(account, &tag);
-    }
+    // A tag-targeted load balancer's droplets are those carrying the tag when it is
+    // shown ([`shown`]): none are kept.
     if !targets.is_empty() && (!droplet_ids.is_empty() || !tag.is_empty()) {
         return Err(bad(
             "all backends must be of one kind: target_load_balancer_ids, droplet_ids or tag",
@@ -784,7 +783,9 @@ impl Model {
         lb.id = self.ids.uuid();
         lb.due = Some(now + delay);
         lb.busy_until = lb.due;
-        let account = self.account_mut(token).ok_or_else(ApiError::unauthorized)?;
+        let account = self.accounts.get_mut(token).ok_or_else(ApiError::unauthorized)?;
+        // Nothing else changed: the account stays settled but for the new one's due time.
+        account.settled = account.settled.with_due(pending_due(&lb));
         account.load_balancers.push(lb.clone());
         Ok(self.shown_one(token, lb))
     }
