@@ -70,14 +70,27 @@ impl AgentClient {
     /// bounded connect and request times and no redirects (a credential stays with the
     /// server it was meant for).
     pub fn new(server_url: &str) -> Result<Self, CallError> {
+        let http = Self::http_builder()
+            .build()
+            .map_err(|e| CallError::Unreachable(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self::with_http(http, server_url))
+    }
+
+    /// The HTTP settings of every agent client: bounded connect and request times, no
+    /// redirects. For a caller that shares one built client among many agents (building
+    /// one reads and parses the system's root certificates).
+    pub fn http_builder() -> reqwest::ClientBuilder {
         crate::install_crypto();
-        let http = reqwest::Client::builder()
+        reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(15))
             .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| CallError::Unreachable(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http, server_url: server_url.trim_end_matches('/').to_owned() })
+    }
+
+    /// A client of the server at `server_url` over `http`, built from
+    /// [`Self::http_builder`].
+    pub fn with_http(http: reqwest::Client, server_url: &str) -> Self {
+        Self { http, server_url: server_url.trim_end_matches('/').to_owned() }
     }
 
     /// The server URL calls go to.
