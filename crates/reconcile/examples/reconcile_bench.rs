@@ -112,6 +112,7 @@ fn zero_delays() -> SimConfig {
             cluster_upgrade: z,
             cluster_delete: z,
             load_balancer_provision: z,
+            load_balancer_resize_every: Duration::from_secs(60),
         },
         // The converge figure measures the reconcilers, not DigitalOcean's 250/min (nor
         // GKE's 3,000/min): the simulator and the budget are opened wide (the steady hour

@@ -22,6 +22,10 @@ pub struct Delays {
     pub cluster_delete: Duration,
     /// Load balancer `new` → `active`, and a pending update → applied (busy window).
     pub load_balancer_provision: Duration,
+    /// The least time between two resizes of one load balancer: DigitalOcean allows one
+    /// a minute (research/digitalocean.md §5), and every preset keeps that; a test
+    /// whose traffic resizes at random may shorten it as it shortens the other waits.
+    pub load_balancer_resize_every: Duration,
 }
 
 impl Delays {
@@ -35,6 +39,7 @@ impl Delays {
             cluster_upgrade: s(2),
             cluster_delete: s(1),
             load_balancer_provision: s(1),
+            load_balancer_resize_every: s(60),
         }
     }
     /// DigitalOcean-like delays (research/digitalocean.md §7).
@@ -47,6 +52,7 @@ impl Delays {
             cluster_upgrade: s(8 * 60),
             cluster_delete: s(30),
             load_balancer_provision: s(2 * 60),
+            load_balancer_resize_every: s(60),
         }
     }
 }

@@ -122,6 +122,7 @@ fn zero_delays() -> Delays {
         cluster_upgrade: z,
         cluster_delete: z,
         load_balancer_provision: z,
+        load_balancer_resize_every: Duration::from_secs(60),
     }
 }
 

@@ -7,10 +7,11 @@
 //! at parse time with an error naming the flag, so no process runs with one.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bc_domain::model::QuotaResource;
 use bc_domain::rules::budget::{BudgetConfig, DEFAULT_PER_HOUR, DEFAULT_PER_MINUTE};
-use bc_providers::digitalocean::RateLimitConfig;
+use bc_providers::digitalocean::{DigitalOceanConfig, RateLimitConfig};
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -49,6 +50,12 @@ pub struct SharedArgs {
     /// account key's own `token_uri` is never used).
     #[arg(long, env = "BC_GCP_TOKEN_URL", default_value = bc_providers::gke::DEFAULT_TOKEN_URL, global = true)]
     pub gcp_token_url: String,
+    /// The longest one DigitalOcean request may take, in seconds (the adapter's whole-request
+    /// timeout). A load balancer create whose outcome is unknown is looked for only after
+    /// this long (it may land until then), so a provider answering in milliseconds — a
+    /// simulator on this host — may be given less.
+    #[arg(long, env = "BC_DIGITALOCEAN_TIMEOUT_SECONDS", value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub digitalocean_timeout_seconds: u64,
     /// Also publish events to this NATS JetStream server.
     #[arg(long, env = "BC_NATS_URL", hide_env_values = true, global = true)]
     pub nats_url: Option<String>,
@@ -67,6 +74,7 @@ impl std::fmt::Debug for SharedArgs {
             .field("digitalocean_api_url", &self.digitalocean_api_url)
             .field("gke_api_url", &self.gke_api_url)
             .field("gcp_token_url", &self.gcp_token_url)
+            .field("digitalocean_timeout_seconds", &self.digitalocean_timeout_seconds)
             .field("nats_url", &self.nats_url.as_deref().map(redact_url))
             .field("log_format", &self.log_format)
             .finish()
@@ -80,6 +88,7 @@ impl SharedArgs {
             digitalocean: self.digitalocean_api_url.clone(),
             gke: self.gke_api_url.clone(),
             gcp_token: self.gcp_token_url.clone(),
+            digitalocean_timeout: Duration::from_secs(self.digitalocean_timeout_seconds),
         }
     }
 }
@@ -93,6 +102,8 @@ pub struct ProviderUrls {
     pub gke: String,
     /// The OAuth 2.0 token endpoint of GKE accounts.
     pub gcp_token: String,
+    /// The DigitalOcean adapter's whole-request timeout.
+    pub digitalocean_timeout: Duration,
 }
 
 impl ProviderUrls {
@@ -104,6 +115,7 @@ impl ProviderUrls {
             digitalocean: url.to_owned(),
             gke: url.to_owned(),
             gcp_token: format!("{url}/token"),
+            digitalocean_timeout: DigitalOceanConfig::default().request_timeout,
         }
     }
 }
@@ -268,6 +280,28 @@ mod tests {
         assert!(parse_quota("volumes=1").unwrap_err().contains("volumes"));
         assert!(parse_quota("loadBalancers=x").unwrap_err().contains("\"x\""));
         assert!(parse_quota("loadBalancers").unwrap_err().contains("RESOURCE=N"));
+    }
+
+    fn urls_from(args: &[&str]) -> Result<ProviderUrls, String> {
+        use clap::Parser as _;
+        let argv = std::iter::once("bin").chain(args.iter().copied());
+        WithShared::try_parse_from(argv)
+            .map(|w| w.shared.provider_urls())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_digitalocean_timeout_defaults_to_the_adapters_and_takes_whole_seconds() {
+        let default = DigitalOceanConfig::default().request_timeout;
+        assert_eq!(urls_from(&[]).map(|u| u.digitalocean_timeout), Ok(default));
+        assert_eq!(ProviderUrls::simulator("http://127.0.0.1:9").digitalocean_timeout, default);
+        let short = urls_from(&["--digitalocean-timeout-seconds", "5"]).expect("5 s");
+        assert_eq!(short.digitalocean_timeout, Duration::from_secs(5));
+        for bad in ["0", "-1", "soon"] {
+            let flag = format!("--digitalocean-timeout-seconds={bad}");
+            let e = urls_from(&[&flag]).expect_err(bad);
+            assert!(e.contains("--digitalocean-timeout-seconds"), "{bad}: {e}");
+        }
     }
 
     /// A binary's flags in miniature: the budget flattened as the binaries do.

@@ -111,6 +111,7 @@ pub fn watchable_delays() -> Delays {
         cluster_upgrade: s(6),
         cluster_delete: s(3),
         load_balancer_provision: s(4),
+        load_balancer_resize_every: s(60),
     }
 }
 

@@ -18,7 +18,7 @@ use bc_domain::ports::{
     Clock, ClusterApi, EventPublisher, ProviderRegistry, SystemClock, WorkKind,
 };
 use bc_domain::rules::budget::BudgetConfig;
-use bc_providers::digitalocean::DigitalOceanRegistry;
+use bc_providers::digitalocean::{DigitalOceanConfig, DigitalOceanRegistry};
 use bc_providers::gke::{GkeConfig, GkeRegistry};
 use bc_providers::kube::KubeClusterApi;
 use bc_providers::registry::Providers;
@@ -49,6 +49,9 @@ pub struct Adapters {
     pub providers: Arc<dyn ProviderRegistry>,
     /// Clusters' Kubernetes APIs.
     pub clusters: Arc<dyn ClusterApi>,
+    /// The DigitalOcean adapter's whole-request timeout: the longest a call of it may be
+    /// in flight, which the load balancer reconciler's guard of its creates waits out.
+    pub digitalocean_timeout: Duration,
 }
 
 impl Adapters {
@@ -76,8 +79,11 @@ impl Adapters {
             AeadSecretBox::from_base64_key(secret_key.trim())
                 .map_err(|e| anyhow::anyhow!("--secret-key: {e}"))?,
         );
-        let digitalocean = DigitalOceanRegistry::new(
-            urls.digitalocean.trim_end_matches('/').to_owned(),
+        let digitalocean = DigitalOceanRegistry::with_config(
+            DigitalOceanConfig {
+                request_timeout: urls.digitalocean_timeout,
+                ..DigitalOceanConfig::with_base_url(urls.digitalocean.trim_end_matches('/'))
+            },
             secrets.clone(),
             clock.clone(),
         );
@@ -91,7 +97,14 @@ impl Adapters {
                 .with(ProviderKind::Digitalocean, Arc::new(digitalocean))
                 .with(ProviderKind::Gke, Arc::new(gke)),
         );
-        Ok(Self { store, clock, secrets, providers, clusters: Arc::new(KubeClusterApi::new()) })
+        Ok(Self {
+            store,
+            clock,
+            secrets,
+            providers,
+            clusters: Arc::new(KubeClusterApi::new()),
+            digitalocean_timeout: urls.digitalocean_timeout,
+        })
     }
 
     /// The API's ports: its provider calls spend from each account's budget of
@@ -252,7 +265,10 @@ pub fn runtime(
             bcd_image: options.bcd_image.clone(),
         },
     };
-    let timing = options.load_balancer_timing.clone().unwrap_or_default();
+    let mut timing = options.load_balancer_timing.clone().unwrap_or_default();
+    // A create may land as long as the adapter may keep its request in flight: the one
+    // timeout both go by.
+    timing.call_timeout = adapters.digitalocean_timeout;
     let chosen = bc_reconcile::reconcilers(&options.kinds, Arc::new(OsEntropy), &timing);
     let mut config = RuntimeConfig::new(options.replica.clone());
     if let Some(c) = options.concurrency {

@@ -32,6 +32,9 @@ use common::{Rng, Workload, replica_with, stack};
 /// load balancers wait their turn) and close to three minutes: a soak variant.
 const PRESSED_PER_MINUTE: u32 = 16;
 
+/// The reconciler's DigitalOcean request timeout against the simulator, in seconds.
+const CALL_TIMEOUT_SECONDS: &str = "5";
+
 /// What one run under chaos saw, per account.
 struct Seen {
     /// The simulator's peaks of each account's calls, over the whole run.
@@ -68,7 +71,13 @@ async fn converge_under_chaos(
     stack.sim.state().model().set_chaos(Some(chaos));
     let log = scratch.path().join("reconciler.log");
 
-    let running = replica_with(&stack, &url, name, &log, flags);
+    // The simulator answers in milliseconds: a request timeout of seconds, not
+    // DigitalOcean's 30, and so the wait after each create a 500 left unknown (the
+    // reconciler looks for it only once it can no longer be in flight) is seconds too.
+    // At 30 s, each create a 500 left unknown cost its load balancer 32 s, and this
+    // test 40 s to 5 minutes by how many creates its seed failed.
+    let flags = [&["--digitalocean-timeout-seconds", CALL_TIMEOUT_SECONDS], flags].concat();
+    let running = replica_with(&stack, &url, name, &log, &flags);
     tokio::time::sleep(Duration::from_secs(3)).await;
     work.round(&stack).await;
     let summary = work.converge(&stack).await.unwrap_or_else(|e| common::fail_with_log(&e, &log));

@@ -97,6 +97,22 @@ impl LoadBalancers {
         lb: &mut LoadBalancer,
         change: Change,
     ) -> Result<(), ReconcileError> {
+        // The activation's time, as every reconciler records (a look after a later call
+        // still takes a listing newer than half its poll wait, so an earlier stamp
+        // cannot let a stale listing speak for the call).
+        self.record_at(deps, a, lb, change, a.now).await
+    }
+
+    /// [`Self::record`] stamped `now` (a later instant of the activation: when a call
+    /// came back).
+    async fn record_at(
+        &self,
+        deps: &Deps,
+        a: &Activation,
+        lb: &mut LoadBalancer,
+        change: Change,
+        now: bc_domain::Timestamp,
+    ) -> Result<(), ReconcileError> {
         if !change.changes(lb) {
             return Ok(());
         }
@@ -111,10 +127,6 @@ impl LoadBalancers {
         let state = path.map_err(|e| {
             ReconcileError::Other(format!("load balancer {}: {e}", lb.load_balancer_id))
         })?;
-        // The activation's time, as every reconciler records (a look after a later call
-        // still takes a listing newer than half its poll wait, so an earlier stamp
-        // cannot let a stale listing speak for the call).
-        let now = a.now;
         let first_ready = should_open_billing(prev, state, lb.ready_at);
         let status = ObservedStatus {
             state,
@@ -309,6 +321,15 @@ impl Reconciler for LoadBalancers {
                     a.ensure_held(deps).await?;
                     match lbs.create(&request).await {
                         Ok(p) => Observed::Found(p),
+                        Err(e) if plan::made_nothing(&e) => {
+                            // Nothing is in flight: stamped now, the next look takes a
+                            // listing from after it, not one a call timeout after the
+                            // intent (if this write is lost, the intent's wait stands).
+                            let over = deps.clock.now();
+                            let change = plan::create_made_nothing(&lb);
+                            self.record_at(deps, a, &mut lb, change, over).await?;
+                            return Err(e.into());
+                        }
                         Err(e) => return self.call_failed(deps, a, &mut lb, e).await,
                     }
                 }

@@ -5,9 +5,10 @@
 //! Invariant: nothing here does I/O. A create is always preceded by recording the intent
 //! (the state that says a create may have been sent, with the time it was), and after
 //! that intent no create is decided before a listing taken after the create it
-//! announced was over (`call_timeout`) shows no load balancer carrying this one's
-//! ownership tag — so a crash, a lost answer or a retry never makes a second provider
-//! object. An absence in a listing is never taken as
+//! announced was over — `call_timeout` after the intent, or, once a failure that surely
+//! made nothing (a 429, say) was recorded, the moment of that record — shows no load
+//! balancer carrying this one's ownership tag — so a crash, a lost answer or a retry
+//! never makes a second provider object. An absence in a listing is never taken as
 //! proof of deletion: a GET confirms it first. A refused create or update is not
 //! retried until the desired state changes (its generation moves).
 
@@ -18,7 +19,7 @@ use bc_domain::ports::{
     LoadBalancerRequest, ProviderLoadBalancer, ProviderLoadBalancerKind,
     ProviderLoadBalancerStatus, ProviderTargets,
 };
-use bc_domain::{LoadBalancerId, ResourceState, Timestamp};
+use bc_domain::{LoadBalancerId, ProviderError, ResourceState, Timestamp};
 
 use crate::observe::Listing;
 use crate::reconciler::Outcome;
@@ -149,7 +150,46 @@ const RECREATING: &str = "re-creating: the load balancer was deleted at the prov
 fn recreating(lb: &LoadBalancer) -> bool {
     lb.provider_load_balancer_id.is_some()
         && lb.status.state != ResourceState::Ready
-        && lb.status.message.as_deref() == Some(RECREATING)
+        && lb.status.message.as_deref().is_some_and(|m| m.starts_with(RECREATING))
+}
+
+/// How the message of a create's intent ends once that create failed in a way that
+/// surely made nothing ([`made_nothing`]): no create of it is in flight, so what any
+/// earlier attempt made is in every listing that started after this write.
+pub const MADE_NOTHING: &str = " (the last attempt made nothing; looking before trying again)";
+
+/// Whether a create that failed with `e` surely made nothing: the provider throttled it
+/// (a 429 is answered before any work is done) or refused the credentials, or it was
+/// never sent (the account's budget, or the adapter's own rate limit, held it back). Not
+/// a 5xx — a gateway's 502 or 504 can answer while the create goes on behind it — and not
+/// a call whose answer never came (a timeout): either may still land, so the intent's
+/// `call_timeout` stands for them.
+pub fn made_nothing(e: &ProviderError) -> bool {
+    matches!(
+        e,
+        ProviderError::RateLimited { .. }
+            | ProviderError::OverBudget { .. }
+            | ProviderError::Unauthorized
+    )
+}
+
+/// Whether the last create surely made nothing, recorded by [`create_made_nothing`].
+fn nothing_in_flight(lb: &LoadBalancer) -> bool {
+    lb.status.message.as_deref().is_some_and(|m| m.ends_with(MADE_NOTHING))
+}
+
+/// The change recording that the create announced by the intent surely made nothing
+/// ([`made_nothing`]): the intent's state and message, marked [`MADE_NOTHING`]. Its time
+/// is the moment the call failed, so the next look needs a listing that started after it
+/// (plus `listing_margin`) — not one `call_timeout` after the intent, the allowance for a
+/// create that may still be in flight, which this one is not. Always written, since its
+/// time is what that listing is judged by.
+pub fn create_made_nothing(lb: &LoadBalancer) -> Change {
+    let intent = lb.status.message.as_deref().unwrap_or("creating at the provider");
+    let intent = intent.strip_suffix(MADE_NOTHING).unwrap_or(intent);
+    let mut c = to(lb, lb.status.state, Some(format!("{intent}{MADE_NOTHING}")));
+    c.intent = true;
+    c
 }
 
 /// Whether the state records that a create may have been sent (the intent), so a
@@ -162,7 +202,8 @@ fn maybe_sent(lb: &LoadBalancer) -> bool {
 /// started after its last status write (the change sent, the id recorded) — and, while
 /// no provider id is recorded, at least `call_timeout + listing_margin` after the
 /// intent, since a listing taken while the create that followed it was still in flight
-/// may have missed it; one
+/// may have missed it (or `listing_margin` after the write recording that the create
+/// surely made nothing, [`create_made_nothing`]: nothing is in flight); one
 /// shared listing answers every such object of the account. It also needs one newer
 /// than its previous look: at most half its current [`poll`] wait old, which is less
 /// than the time since that look (that time was at least the wait that look computed,
@@ -187,11 +228,11 @@ pub fn need(lb: &LoadBalancer, now: Timestamp, timing: &Timing) -> Need {
     // intent announced was over — whatever became of its answer, on whichever replica's
     // clock — may say so.
     let margin = match lb.provider_load_balancer_id {
-        Some(_) if !recreating(lb) => 1,
-        _ => i128::try_from((timing.call_timeout + timing.listing_margin).as_millis())
-            .unwrap_or(i128::MAX)
-            .max(1),
+        Some(_) if !recreating(lb) => Duration::from_millis(1),
+        _ if nothing_in_flight(lb) => timing.listing_margin,
+        _ => timing.call_timeout + timing.listing_margin,
     };
+    let margin = i128::try_from(margin.as_millis()).unwrap_or(i128::MAX).max(1);
     let since = (now - lb.status.updated_at).whole_milliseconds() - margin;
     match u64::try_from(since) {
         Ok(ms) => Need::Listing(

@@ -432,6 +432,51 @@ async fn a_retried_create_records_its_intent_again() {
     assert!(env.provider_lbs().is_empty(), "nothing left behind at the provider");
 }
 
+/// How many load balancers the provider holds a few seconds after a first create failed
+/// with `fault`: past the failure's backoff and the listing margin, well inside the call
+/// timeout; and the calls made by then.
+async fn made_soon_after_a_failed_create(fault: CallFault) -> (usize, usize) {
+    let env = Env::start().await;
+    let plan = Arc::new(Plan {
+        faults: Mutex::new(vec![fault].into()),
+        crash: Mutex::new(Option::None),
+        calls: AtomicUsize::new(0),
+        activations: AtomicUsize::new(0),
+        crashed: tokio::sync::Notify::new(),
+    });
+    let registry = faulty_registry(&env, plan.clone());
+    let deps = env.deps_with(registry, env.budget());
+    let stepper = env.stepper(env.runtime("r1", deps.clone()));
+    env.create_lb("web").await;
+    let t0 = env.now();
+    assert!(matches!(
+        stepper.round().await.unwrap()[0].result,
+        bc_reconcile::runtime::ActivationResult::Failed { .. }
+    ));
+    assert!(env.provider_lbs().is_empty(), "the failed create made nothing");
+    // The 429's retry-after (2 s, plus a quarter) and the listing margin (2 s) are over.
+    let timing = bc_reconcile::provider_resources::plan::Timing::default();
+    let later = timing.listing_margin + std::time::Duration::from_secs(3);
+    assert!(later + timing.listing_margin < timing.call_timeout);
+    env.clock.set(t0 + time::Duration::try_from(later).unwrap());
+    stepper.round().await.unwrap();
+    (env.provider_lbs().len(), plan.calls.load(Ordering::SeqCst))
+}
+
+/// A create the provider throttled made nothing and nothing of it is in flight: once a
+/// listing that started after the 429 (plus the margin for the replicas' clocks) shows
+/// nothing, the create goes again — not only a call timeout after the intent, the
+/// allowance for a create that may still be in flight, which had cost each throttled
+/// create half a minute. A 500 is not so sure (a gateway's 5xx may answer while the
+/// create goes on behind it): that create keeps the intent's wait.
+#[tokio::test]
+async fn a_throttled_create_goes_again_once_a_listing_after_the_429_shows_nothing() {
+    let (made, calls) = made_soon_after_a_failed_create(CallFault::Throttled).await;
+    assert_eq!((made, calls), (1, 3), "429, a listing, the create again");
+    let (made, calls) = made_soon_after_a_failed_create(CallFault::ServerError).await;
+    assert_eq!((made, calls), (0, 1), "after a 500, the wait for a call in flight stands");
+}
+
 /// Found by the fault schedules: a listing that started at the very instant of a
 /// create's intent (on a stepped clock, or on another replica whose clock runs a little
 /// behind) may predate the create; its absence must not let a delete skip the object.

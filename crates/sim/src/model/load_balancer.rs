@@ -825,7 +825,7 @@ impl Model {
 
     /// Replaces a load balancer whole: omitted fields reset to defaults; 403 while a
     /// previous change is pending; 422 on immutable-field changes and on a resize within
-    /// a minute of the last.
+    /// `load_balancer_resize_every` (DigitalOcean: a minute) of the last.
     pub fn update_load_balancer(
         &mut self,
         token: &str,
@@ -835,6 +835,7 @@ impl Model {
     ) -> Result<LoadBalancer, ApiError> {
         self.advance(now);
         let delay = self.delays.load_balancer_provision;
+        let resize_every = self.delays.load_balancer_resize_every;
         let account = self.accounts.get(token).ok_or_else(ApiError::unauthorized)?;
         let cur =
             account.load_balancers.iter().find(|l| l.id == id).ok_or_else(ApiError::not_found)?;
@@ -885,7 +886,7 @@ impl Model {
             account.load_balancers.iter().find(|l| l.id == id).ok_or_else(ApiError::not_found)?;
         lb.last_resize = cur.last_resize;
         if lb.size_unit != cur.size_unit {
-            if cur.last_resize.is_some_and(|t| now - t < time::Duration::minutes(1)) {
+            if cur.last_resize.is_some_and(|t| now - t < resize_every) {
                 return Err(bad("Load Balancer can only be resized once per minute"));
             }
             lb.last_resize = Some(now);

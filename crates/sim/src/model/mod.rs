@@ -280,6 +280,7 @@ pub(crate) struct Delays {
     pub(crate) cluster_upgrade: time::Duration,
     pub(crate) cluster_delete: time::Duration,
     pub(crate) load_balancer_provision: time::Duration,
+    pub(crate) load_balancer_resize_every: time::Duration,
 }
 
 fn dur(d: std::time::Duration) -> time::Duration {
@@ -340,6 +341,7 @@ impl Model {
                 cluster_upgrade: dur(d.cluster_upgrade),
                 cluster_delete: dur(d.cluster_delete),
                 load_balancer_provision: dur(d.load_balancer_provision),
+                load_balancer_resize_every: dur(d.load_balancer_resize_every),
             },
             rate_limits: config.rate_limits.clone(),
             accounts: config.tokens.iter().map(|t| (t.clone(), Account::default())).collect(),
