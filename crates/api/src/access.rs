@@ -311,6 +311,12 @@ pub async fn authorize(
     }
 }
 
+/// Whether [`readable_items`] can drop items for `caller`: only a token's call, and only
+/// under object policies (without them, what the store's scope lets through is readable).
+pub fn filters_items(ctx: &Ctx, caller: &Caller) -> bool {
+    matches!(caller, Caller::Token(_)) && ctx.authorizer.has_object_policies()
+}
+
 /// Of the `items` a list read within its readable scope, those the caller may read one by
 /// one (SPEC §3: an object a `forbid` policy hides from `get` is absent from lists and
 /// from the events the caller reads). Asked only when the authorizer has policies that
@@ -324,7 +330,7 @@ pub fn readable_items<T>(
     chain: impl Fn(&T) -> Option<Vec<Scope>>,
 ) -> Vec<T> {
     let Caller::Token(token) = caller else { return items };
-    if !ctx.authorizer.has_object_policies() {
+    if !filters_items(ctx, caller) {
         return items;
     }
     items

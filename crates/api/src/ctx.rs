@@ -99,6 +99,8 @@ pub struct Services {
     pub(crate) join_limiters: Option<(RateLimiter, RateLimiter)>,
     /// Each substrate's Node listing, reused for a few seconds by every join.
     pub(crate) node_listings: Recent<Result<Vec<String>, ApiError>>,
+    /// List pages answered, answered again while their list's version stands.
+    pub(crate) list_cache: crate::list_cache::ListCache,
 }
 
 /// A handler's view of the services: cheap to clone, shared by every request.

@@ -25,6 +25,7 @@ pub mod docs;
 pub mod error;
 mod idempotency;
 mod ids;
+pub mod list_cache;
 pub mod methods;
 pub mod metrics;
 pub mod page;

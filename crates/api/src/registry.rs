@@ -82,6 +82,7 @@ pub trait MethodInput: Input {
 /// import the write path).
 pub trait Answer<O>: Serialize + Send + 'static {}
 impl<O: Serialize + Send + 'static> Answer<O> for O {}
+impl<O: Serialize + Send + 'static> Answer<O> for crate::list_cache::PageJson<O> {}
 
 /// What a handler gets besides the services: the parsed input, who called, and what the
 /// authorization found (the object looked up, or a list's readable scope).

@@ -83,6 +83,7 @@ impl Api {
                 streams: Concurrency::default(),
                 join_limiters: None,
                 node_listings: Recent::new(NODE_LISTING_TTL),
+                list_cache: Default::default(),
             },
             registry: registry(),
         }

@@ -174,6 +174,13 @@ impl PoolRepo for SqlStore {
         self.page(&q, v, "pool_id", page, rows::pool, |p| p.pool_id.clone()).await
     }
 
+    async fn pool_list_version(&self, tenant: &TenantId) -> StoreResult<u64> {
+        let q = "SELECT version FROM list_versions WHERE tenant_id = ? AND list = ?";
+        let values = vec![s(tenant), s(crate::uow::POOLS_LIST)];
+        let version = self.one(q, values, |r| crate::sql::Row(r).u64("version")).await?;
+        Ok(version.unwrap_or(0))
+    }
+
     async fn quota_get(
         &self,
         pool_id: &PoolId,

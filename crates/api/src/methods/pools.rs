@@ -17,9 +17,10 @@ use super::{check_generation, object_ref};
 use crate::access::{Resolved, Target};
 use crate::ctx::Ctx;
 use crate::error::ApiError;
+use crate::list_cache::{PageJson, PageKey};
 use crate::page::AnswerPage;
-use crate::page::AskedPage;
 use crate::page::example_token;
+use crate::page::{AskedPage, ListInput};
 use crate::registry::{AlsoAuthorization, Call, Method, MethodId, MethodInput, ResourceType};
 use crate::write::Created;
 
@@ -187,17 +188,42 @@ async fn get(_ctx: Ctx, call: Call<PoolRef>) -> Result<Pool, ApiError> {
     Ok(call.access.pool()?.clone())
 }
 
-async fn list(ctx: Ctx, call: Call<PoolsListInput>) -> Result<PoolsListOutput, ApiError> {
+/// A page of pools. Without object policies (nothing hides a pool the scope lets
+/// through) the page depends on the store and the [`PageKey`] alone, so one answered
+/// before is answered again while the tenant's pools' version stands (`list_cache`).
+async fn list(ctx: Ctx, call: Call<PoolsListInput>) -> Result<PageJson<PoolsListOutput>, ApiError> {
     let input = &call.input;
     let page = input.page(call.method)?;
     let scope = call.access.scope()?;
+    let kept = if crate::access::filters_items(&ctx, &call.caller) {
+        None
+    } else {
+        // Read before the page: the page is then at least as new as this version.
+        let version = ctx.store.pool_list_version(&input.tenant_id).await?;
+        let key = PageKey {
+            method: call.method,
+            tenant: input.tenant_id.clone(),
+            scope: scope.clone(),
+            filters: u64::from(input.include_archived),
+            page_size: input.page_size().map(|s| s.get()),
+            page_token: input.page_token().map(|t| t.as_str().to_owned()),
+        };
+        if let Some(hit) = ctx.list_cache.get(&key, version) {
+            return Ok(hit);
+        }
+        Some((key, version))
+    };
     let mut pools =
         ctx.store.pool_list(&input.tenant_id, scope, input.include_archived, &page).await?;
     let read = bc_domain::ports::Permission::PoolsRead;
     pools.items = crate::access::readable_items(&ctx, &call.caller, read, pools.items, |p| {
         Some(crate::access::Resolved::Pool(p.clone()).chain())
     });
-    Ok(PoolsListOutput::of(call.method, pools, |p| p))
+    let answer = PageJson::of(call.method, &PoolsListOutput::of(call.method, pools, |p| p))?;
+    if let Some((key, version)) = kept {
+        ctx.list_cache.put(key, version, &answer);
+    }
+    Ok(answer)
 }
 
 async fn update(ctx: Ctx, call: Call<PoolsUpdateInput>) -> Result<Pool, ApiError> {

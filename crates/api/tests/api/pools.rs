@@ -20,6 +20,7 @@ bc_store::store_suite!(
     create_refuses_taken_names_and_foreign_accounts,
     new_pools_get_the_default_quota,
     list_pages_by_id_and_shows_only_readable_pools,
+    a_kept_page_is_answered_until_a_pool_changes_whoever_changes_it,
     update_follows_the_allowed_changes,
     update_adds_and_removes_the_substrate,
     concurrent_updates_with_one_generation_let_one_win,
@@ -158,6 +159,52 @@ async fn list_pages_by_id_and_shows_only_readable_pools(s: S) {
         .await
         .unwrap();
     assert_eq!(store_page.items.len(), 4);
+}
+
+/// `pools.list` answers a page it answered before while the tenant's pools' version
+/// stands (`bc_api::list_cache`); a change committed by anyone — here straight into the
+/// store, as another replica or process would — shows in the very next list.
+async fn a_kept_page_is_answered_until_a_pool_changes_whoever_changes_it(s: S) {
+    let h = Harness::on(s).await;
+    let t = h.operator().await;
+    h.store.count_statement_shapes(true);
+    let page_reads = || h.store.stats().shapes.get("SELECT … FROM pools").copied().unwrap_or(0);
+    let list = json!({ "tenantId": ex::TENANT });
+    let first = h.call("pools.list", Some(&t), &list).await.ok();
+    let read = page_reads();
+    assert!(read > 0, "the first list reads its page");
+    let again = h.call("pools.list", Some(&t), &list).await.ok();
+    assert_eq!(again, first);
+    assert_eq!(page_reads(), read, "an unchanged page is not read again");
+    // Another page (another size) is read: the key is every input that shapes a page.
+    let other = h.call("pools.list", Some(&t), &with(&list, "pageSize", json!(1))).await.ok();
+    assert_eq!(other["pools"], first["pools"]);
+    assert_eq!(page_reads(), read + 1);
+
+    // An update committed outside this API shows at once.
+    let pool = h.store.pool_get_any(&id(ex::POOL)).await.unwrap().unwrap();
+    let mut policy = pool.policy.clone();
+    policy.flavors[0].count = Some(7);
+    let changed = bc_domain::recipes::pool_changed(&pool, policy.clone(), None, h.now());
+    h.store.commit(changed.uow).await.unwrap();
+    let after = h.call("pools.list", Some(&t), &list).await.ok();
+    assert_eq!(after["pools"][0]["policy"]["flavors"][0]["count"], 7, "{after}");
+    assert_eq!(after["pools"][0]["generation"], pool.generation + 1);
+
+    // So does a pool inserted outside it, and the next unchanged list is kept again.
+    let new = bc_domain::recipes::NewPool {
+        pool_id: id("pool_01jz0000000000000000000zzz"),
+        tenant_id: tenant(ex::TENANT),
+        name: "added".parse().unwrap(),
+        policy: bc_domain::policy::PoolPolicy { substrate: None, ..policy },
+    };
+    let added = bc_domain::recipes::pool_created(new, &Default::default(), None, h.now());
+    h.store.commit(added.uow).await.unwrap();
+    let after = h.call("pools.list", Some(&t), &list).await.ok();
+    assert_eq!(after["pools"].as_array().unwrap().len(), 2, "{after}");
+    let read = page_reads();
+    assert_eq!(h.call("pools.list", Some(&t), &list).await.ok(), after);
+    assert_eq!(page_reads(), read);
 }
 
 async fn update_follows_the_allowed_changes(s: S) {

@@ -28,6 +28,7 @@ mod m20261230_000009_substrate_refusals;
 mod m20261231_000010_node_ends;
 mod m20270101_000011_account_projects;
 mod m20270114_000014_cluster_nodes;
+mod m20270120_000015_list_versions;
 
 /// Every migration of the store, in order.
 pub struct Migrator;
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261231_000010_node_ends::Migration),
             Box::new(m20270101_000011_account_projects::Migration),
             Box::new(m20270114_000014_cluster_nodes::Migration),
+            Box::new(m20270120_000015_list_versions::Migration),
         ]
     }
 }

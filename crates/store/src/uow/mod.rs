@@ -36,6 +36,8 @@ use crate::error::{TxError, conflict};
 use crate::sql::{self, Row, json, s, ts};
 use crate::store::{SqlStore, exec};
 
+pub(crate) use pools::POOLS_LIST;
+
 /// The advisory lock key that orders event inserts on PostgreSQL ("bc-event" in ASCII).
 const EVENT_LOCK_KEY: i64 = 0x6263_2d65_7665_6e74;
 

@@ -49,7 +49,7 @@ async fn insert(store: &SqlStore, txn: &Txn, p: &Pool) -> Tx<()> {
     );
     let what = || format!("pool {} of tenant {}", p.name, p.tenant_id);
     exec(txn, q).await.map_err(conflict(what, "pool"))?;
-    Ok(())
+    raise_list_version(store, txn, p).await
 }
 
 async fn update(store: &SqlStore, txn: &Txn, p: &Pool, expected_generation: u64) -> Tx<()> {
@@ -70,5 +70,22 @@ async fn update(store: &SqlStore, txn: &Txn, p: &Pool, expected_generation: u64)
     );
     let what = || format!("pool {} of tenant {}", p.name, p.tenant_id);
     let n = exec(txn, q).await.map_err(conflict(what, "pool"))?;
-    store.cas_outcome(txn, n, "pools", "pool_id", p.pool_id.as_str(), "pool").await
+    store.cas_outcome(txn, n, "pools", "pool_id", p.pool_id.as_str(), "pool").await?;
+    raise_list_version(store, txn, p).await
 }
+
+/// Raises the version of `p`'s tenant's pools ([`bc_domain::ports::PoolRepo::pool_list_version`])
+/// in the transaction that changed `p`, so no reader sees the change under the old version.
+/// Pools change rarely, so the one row per tenant this locks until the commit costs little.
+async fn raise_list_version(store: &SqlStore, txn: &Txn, p: &Pool) -> Tx<()> {
+    let q = store.st(
+        "INSERT INTO list_versions (tenant_id, list, version) VALUES (?, ?, 1) \
+         ON CONFLICT (tenant_id, list) DO UPDATE SET version = list_versions.version + 1",
+        vec![s(&p.tenant_id), s(POOLS_LIST)],
+    );
+    exec(txn, q).await?;
+    Ok(())
+}
+
+/// The `list` of the pools' row in `list_versions`.
+pub(crate) const POOLS_LIST: &str = "pools";

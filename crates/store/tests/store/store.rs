@@ -82,15 +82,15 @@ async fn ready_and_migrations_are_idempotent(s: S) {
     s.ready().await.unwrap();
     s.migrate().await.unwrap();
     s.ready().await.unwrap();
-    // The newest migration (14, cluster nodes) rolls back and applies again on both
+    // The newest migration (15, list versions) rolls back and applies again on both
     // backends.
     s.migrate_down(1).await.unwrap();
     assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "one pending");
     s.migrate().await.unwrap();
-    // So do 11 (account projects), 10 (node ends), 9 (substrate refusals), 8 (provider
-    // budgets), 7 (Kubernetes intents) and 6, under it.
-    s.migrate_down(7).await.unwrap();
-    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "seven pending");
+    // So do 14 (cluster nodes), 11 (account projects), 10 (node ends), 9 (substrate
+    // refusals), 8 (provider budgets), 7 (Kubernetes intents) and 6, under it.
+    s.migrate_down(8).await.unwrap();
+    assert!(matches!(s.ready().await, Err(StoreError::Unavailable(_))), "eight pending");
     // A run re-enqueued under the old schema keeps its pending work across migration 6.
     s.connection()
         .execute_unprepared(

@@ -99,6 +99,11 @@ pub trait PoolRepo: Send + Sync {
         include_archived: bool,
         page: &PageRequest<PoolId>,
     ) -> StoreResult<Page<Pool, PoolId>>;
+    /// The version of `tenant`'s pools: a number that every commit inserting or updating
+    /// one of them raises, in that commit (0 before the first). A page of
+    /// [`PoolRepo::pool_list`] read after reading version `v` is at least as new as `v`,
+    /// so a page kept under `v` may be answered again while the version is still `v`.
+    async fn pool_list_version(&self, tenant: &TenantId) -> StoreResult<u64>;
     /// A pool's quota row.
     async fn quota_get(
         &self,

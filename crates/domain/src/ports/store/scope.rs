@@ -13,7 +13,7 @@ use crate::model::{Grant, Scope};
 use crate::name::TenantId;
 
 /// The objects of one tenant a caller may read with one permission.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ReadScope {
     /// Everything of the tenant (a grant on `compute-tenant/<tenantId>` or
     /// `compute-system`).
@@ -23,7 +23,7 @@ pub enum ReadScope {
 }
 
 /// The ids a caller holds grants on, per scope kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct GrantedIds {
     /// `pool/<id>`: those pools.
     pub pools: BTreeSet<PoolId>,
