@@ -505,9 +505,9 @@ async fn measure_all(
     requests: Vec<(&'static str, Body)>,
     plan: &Plan,
 ) -> Vec<Vec<Window>> {
-    let token = fixture.token.expose();
+    let clients = clients(server, fixture.token.expose());
     for (path, body) in &requests {
-        let _ = window(server, token, path, body, plan.warm_up).await;
+        let _ = window(&clients, path, body, plan.warm_up).await;
     }
     let mut out = vec![Vec::new(); requests.len()];
     for round in 0..plan.runs {
@@ -515,18 +515,12 @@ async fn measure_all(
         for j in 0..requests.len() {
             let m = (round + j) % requests.len();
             let (path, body) = &requests[m];
-            out[m].push(window(server, token, path, body, plan.window).await);
+            out[m].push(window(&clients, path, body, plan.window).await);
         }
     }
     out
 }
 
-/// [`CLIENTS`] clients calling `path` back to back for `length`: the 200 answers that
-/// completed within it, per second, and their p99. A request still in flight at the end
-/// is neither counted nor an error. The clients read each answer's bytes and do not parse
-/// them: they run on the server's two cores, and parsing a page of 100 pools into a
-/// `Value` cost them about as much as the server's page (docs/benchmarks.md "The
-/// pools.list page"); what is measured is the server.
 /// A keep-alive client of `server` with `token` and no retry, so every answer other than
 /// 200 counts as an error.
 fn bench_client(server: &Server, token: &str) -> bc_client::Client {
@@ -538,14 +532,30 @@ fn bench_client(server: &Server, token: &str) -> bc_client::Client {
         .expect("a client")
 }
 
-async fn window(server: &Server, token: &str, path: &str, body: &Body, length: Duration) -> Window {
+/// [`CLIENTS`] keep-alive clients, built before any window: building one loads the
+/// system's TLS roots (~3 ms), which a window's clock must not include.
+fn clients(server: &Server, token: &str) -> Vec<bc_client::Client> {
+    (0..CLIENTS).map(|_| bench_client(server, token)).collect()
+}
+
+/// `clients` calling `path` back to back for `length`: the 200 answers that
+/// completed within it, per second, and their p99. A request still in flight at the end
+/// is neither counted nor an error. The clients read each answer's bytes and do not parse
+/// them: they run on the server's two cores, and parsing a page of 100 pools into a
+/// `Value` cost them about as much as the server's page (docs/benchmarks.md "The
+/// pools.list page"); what is measured is the server.
+async fn window(
+    clients: &[bc_client::Client],
+    path: &str,
+    body: &Body,
+    length: Duration,
+) -> Window {
     let method = path.trim_start_matches("/api/compute/").replacen('/', ".", 1);
     let until = Instant::now() + length;
-    let mut tasks = Vec::with_capacity(CLIENTS);
-    for _ in 0..CLIENTS {
-        // One keep-alive client each, calling back to back.
-        let client = bench_client(server, token);
-        let (method, body) = (method.clone(), body.clone());
+    let mut tasks = Vec::with_capacity(clients.len());
+    for client in clients {
+        // Each client calls back to back on its own connection.
+        let (client, method, body) = (client.clone(), method.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
             let (mut latencies, mut errors, mut late) = (Vec::new(), 0u64, 0u64);
             loop {
@@ -703,8 +713,12 @@ async fn costs(
             if exact.is_some() {
                 continue;
             }
+            // The window's clients open their connections and warm up first, as in the
+            // rate runs, so the measured window is the steady state.
+            let clients = clients(&server, token);
+            let _ = window(&clients, path, &body, QUICK.warm_up).await;
             let together = cost_of(&store, || async {
-                let w = window(&server, token, path, &body, Duration::from_secs(1)).await;
+                let w = window(&clients, path, &body, Duration::from_secs(1)).await;
                 (w.rps.round() as u64 + w.late, w.errors)
             })
             .await;
