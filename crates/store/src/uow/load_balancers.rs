@@ -110,35 +110,38 @@ pub(super) async fn set_statuses(store: &SqlStore, txn: &Txn, writes: &[&Write])
     Ok(true)
 }
 
-/// Inserts `lb`; a live one only on a live account, checked in the same statement (the
-/// row comes from the account's, so none is inserted when the account is gone or deleted)
-/// — one statement where a check and an insert were two. On PostgreSQL the account row is
+/// Inserts `lb`; a live one only on a live account, as [`insert_live`] inserts a batch
+/// (one statement where a check and an insert were two; on PostgreSQL the account row is
 /// share-locked until the commit, as `accounts::require_live` locks it, so a delete of
-/// the account waits for this transaction and then sees what it inserted.
+/// the account waits for this transaction and then sees what it inserted).
 async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
-    let checked = lb.deleted_at.is_none();
-    let mut values = row_values(lb)?;
-    let from = if checked {
-        values.push(s(&lb.provider_account_id));
-        let lock = if store.backend == DbBackend::Postgres { " FOR SHARE" } else { "" };
-        format!(
-            " FROM provider_accounts WHERE provider_account_id = ? AND deleted_at IS NULL{lock}"
-        )
-    } else {
-        String::new()
-    };
-    let q = store.st(
-        &format!("INSERT INTO load_balancers ({COLUMNS}) SELECT {}{from}", PLACEHOLDERS.join(", ")),
-        values,
-    );
-    let what = || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
-    let parent = format!("pool {} or account {}", lb.pool_id, lb.provider_account_id);
-    let inserted = exec(txn, q).await.map_err(conflict(what, &parent))?;
-    if checked && inserted == 0 {
-        let id = &lb.provider_account_id;
-        return Err(StoreError::NotFound(format!("provider account {id} (deleted)")).into());
+    if lb.deleted_at.is_none() {
+        if !insert_live(store, txn, &[lb]).await? {
+            let id = &lb.provider_account_id;
+            return Err(StoreError::NotFound(format!("provider account {id} (deleted)")).into());
+        }
+        return Ok(());
     }
+    // A deleted row has no account to be live on.
+    let q = store.st(
+        &format!("INSERT INTO load_balancers ({COLUMNS}) VALUES ({})", PLACEHOLDERS.join(", ")),
+        row_values(lb)?,
+    );
+    let (what, parent) = names(&[lb]);
+    exec(txn, q).await.map_err(conflict(|| what, &parent))?;
     Ok(())
+}
+
+/// What a conflict of inserting `lbs` names: the load balancer and its pool and account
+/// when it is one, else how many.
+fn names(lbs: &[&LoadBalancer]) -> (String, String) {
+    match lbs {
+        [lb] => (
+            format!("load balancer {} in account {}", lb.name, lb.provider_account_id),
+            format!("pool {} or account {}", lb.pool_id, lb.provider_account_id),
+        ),
+        _ => (format!("one of {} load balancers", lbs.len()), "a pool or account".to_owned()),
+    }
 }
 
 /// The columns of a load balancer's row, in the order of [`row_values`].
@@ -149,10 +152,11 @@ const COLUMNS: &str = "load_balancer_id, tenant_id, pool_id, provider_account_id
 /// One placeholder per column of [`COLUMNS`].
 const PLACEHOLDERS: [&str; 19] = ["?"; 19];
 
-/// Live load balancers — a batch of creates' — inserted in one statement, each only on a
-/// live account as [`insert`] does (the rows come from a join with the accounts' live
-/// rows, share-locked on PostgreSQL). Whether every one was inserted: when not (an
-/// account gone), the caller commits each create on its own, which names the account.
+/// Live load balancers — one, or a batch of creates' — inserted in one statement, each
+/// only on a live account: the rows come from a join with the accounts' live rows,
+/// share-locked on PostgreSQL. Whether every one was inserted: when not (an account gone
+/// or deleted), [`insert`] names the account, and a batch's caller commits each create on
+/// its own.
 pub(super) async fn insert_live(store: &SqlStore, txn: &Txn, lbs: &[&LoadBalancer]) -> Tx<bool> {
     let mut values = Vec::with_capacity(lbs.len() * PLACEHOLDERS.len());
     for lb in lbs {
@@ -174,8 +178,8 @@ pub(super) async fn insert_live(store: &SqlStore, txn: &Txn, lbs: &[&LoadBalance
         ),
         values,
     );
-    let what = || format!("one of {} load balancers", lbs.len());
-    let inserted = exec(txn, q).await.map_err(conflict(what, "a pool or account"))?;
+    let (what, parent) = names(lbs);
+    let inserted = exec(txn, q).await.map_err(conflict(|| what, &parent))?;
     Ok(inserted == lbs.len() as u64)
 }
 
