@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use bc_api::authz::CedarAuthorizer;
 use bc_api::methods::examples as ex;
 use bc_domain::model::{QuotaResource, Role, Scope};
 use bc_domain::ports::{PageRequest, ReadScope, UnitOfWork, WorkKind, Write};
@@ -21,6 +22,7 @@ bc_store::store_suite!(
     new_pools_get_the_default_quota,
     list_pages_by_id_and_shows_only_readable_pools,
     a_kept_page_is_answered_until_a_pool_changes_whoever_changes_it,
+    under_object_policies_no_callers_page_is_answered_to_another,
     update_follows_the_allowed_changes,
     update_adds_and_removes_the_substrate,
     concurrent_updates_with_one_generation_let_one_win,
@@ -205,6 +207,31 @@ async fn a_kept_page_is_answered_until_a_pool_changes_whoever_changes_it(s: S) {
     let read = page_reads();
     assert_eq!(h.call("pools.list", Some(&t), &list).await.ok(), after);
     assert_eq!(page_reads(), read);
+}
+
+/// Under object policies a page depends on who asks, beyond the readable scope: nothing
+/// is kept, so a caller whose policy hides a pool never gets the page another caller with
+/// the same scope was answered (`access::filters_items`).
+async fn under_object_policies_no_callers_page_is_answered_to_another(s: S) {
+    let (plain, token) = crate::common::new_token(vec![grant(Role::Viewer, acme())]);
+    let forbid = format!(
+        r#"forbid(principal == Token::"{}", action, resource == Pool::"{}");"#,
+        token.token_id,
+        ex::POOL
+    );
+    let cedar = Arc::new(CedarAuthorizer::with_policies(&forbid).expect("valid policy"));
+    let h =
+        Harness::with(s, sim_config(), |api| api.settings(test_settings()).authorizer(cedar)).await;
+    h.store.commit(UnitOfWork::new().write(Write::InsertApiToken(token))).await.unwrap();
+    let other = h.token(vec![grant(Role::Viewer, acme())]).await;
+    let list = json!({ "tenantId": ex::TENANT });
+    let seen = h.call("pools.list", Some(&other), &list).await.ok();
+    assert_eq!(seen["pools"].as_array().unwrap().len(), 1, "{seen}");
+    let hidden = h.call("pools.list", Some(&plain), &list).await.ok();
+    assert_eq!(hidden["pools"], json!([]), "the forbidden pool is listed: {hidden}");
+    // And the other way round: the hidden caller's page is not the other's either.
+    let seen = h.call("pools.list", Some(&other), &list).await.ok();
+    assert_eq!(seen["pools"].as_array().unwrap().len(), 1, "{seen}");
 }
 
 async fn update_follows_the_allowed_changes(s: S) {
