@@ -11,7 +11,7 @@ use bc_domain::{LoadBalancerId, PoolId, StoreError};
 use sea_orm::{ConnectionTrait, DbBackend, Value};
 
 use super::{Tx, Txn, misrouted, must_touch, quotas};
-use crate::error::conflict;
+use crate::error::{TxError, conflict};
 use crate::sql::{Row, json, os, ots, s, ts, u64v};
 use crate::store::{SqlStore, exec};
 
@@ -127,20 +127,20 @@ async fn insert(store: &SqlStore, txn: &Txn, lb: &LoadBalancer) -> Tx<()> {
         &format!("INSERT INTO load_balancers ({COLUMNS}) VALUES ({})", PLACEHOLDERS.join(", ")),
         row_values(lb)?,
     );
-    let (what, parent) = names(&[lb]);
-    exec(txn, q).await.map_err(conflict(|| what, &parent))?;
+    exec(txn, q).await.map_err(|e| conflict_of(&[lb], e))?;
     Ok(())
 }
 
-/// What a conflict of inserting `lbs` names: the load balancer and its pool and account
-/// when it is one, else how many.
-fn names(lbs: &[&LoadBalancer]) -> (String, String) {
+/// A failed insert of `lbs` as [`conflict`] maps it, naming the load balancer and its pool
+/// and account when it is one, else how many (the names are built only on a failure).
+fn conflict_of(lbs: &[&LoadBalancer], e: sea_orm::DbErr) -> TxError {
     match lbs {
-        [lb] => (
-            format!("load balancer {} in account {}", lb.name, lb.provider_account_id),
-            format!("pool {} or account {}", lb.pool_id, lb.provider_account_id),
-        ),
-        _ => (format!("one of {} load balancers", lbs.len()), "a pool or account".to_owned()),
+        [lb] => {
+            let what =
+                || format!("load balancer {} in account {}", lb.name, lb.provider_account_id);
+            conflict(what, &format!("pool {} or account {}", lb.pool_id, lb.provider_account_id))(e)
+        }
+        _ => conflict(|| format!("one of {} load balancers", lbs.len()), "a pool or account")(e),
     }
 }
 
@@ -178,8 +178,7 @@ pub(super) async fn insert_live(store: &SqlStore, txn: &Txn, lbs: &[&LoadBalance
         ),
         values,
     );
-    let (what, parent) = names(lbs);
-    let inserted = exec(txn, q).await.map_err(conflict(|| what, &parent))?;
+    let inserted = exec(txn, q).await.map_err(|e| conflict_of(lbs, e))?;
     Ok(inserted == lbs.len() as u64)
 }
 
