@@ -689,6 +689,8 @@ async fn costs(
         fixture.seed(&mut pool_ids, size).await;
         let server = fixture.serve().await;
         let token = fixture.token.expose();
+        // The 64-client windows' clients, built once per server, outside every measure.
+        let clients = clients(&server, token);
         for (path, body) in requests(&fixture, &pool_ids) {
             let method = path.trim_start_matches("/api/compute/").replacen('/', ".", 1);
             if only.is_some_and(|m| m != method) {
@@ -725,9 +727,8 @@ async fn costs(
             if exact.is_some() {
                 continue;
             }
-            // The window's clients open their connections and warm up first, as in the
-            // rate runs, so the measured window is the steady state.
-            let clients = clients(&server, token);
+            // The window's clients warm up first, as in the rate runs, so the measured
+            // window is the steady state.
             let _ = window(&clients, path, &body, QUICK.warm_up).await;
             let together = cost_of(&store, || async {
                 let w = window(&clients, path, &body, Duration::from_secs(1)).await;
