@@ -623,6 +623,7 @@ async fn measure(
 /// of them, the kube clients', recorded as `<at>_runtime_held_mib` and
 /// `<at>_kube_clients_held_mib`, with the simulator's in-process cluster APIs' live bytes.
 fn memory_held(out: &mut Measured, at: &str) {
+    parts::settle_this_thread();
     let held = parts::live_mib(Part::Runtime);
     let clients = parts::group_live_mib(Group::Connect);
     let clusters = parts::group_live_mib(Group::InProcessCluster);

@@ -22,10 +22,16 @@
 //! A group's kind is its id modulo [`KINDS`] (a token is registered until its id has the
 //! kind asked for), so telling an allocation's part takes no table and no lock.
 //!
+//! Each thread adds its allocations up on its own and adds them to the shared totals
+//! once a group kind's sum moves [`FLUSH_AT`] bytes: two locked adds on lines every thread
+//! writes, on every allocation and free, were a fifth of the converge's busiest thread.
+//!
 //! Invariant: counting never changes what is allocated. Peaks are of live bytes per part
 //! (each part's own high-water mark, not at one instant), allocator bytes rather than
-//! resident pages: the process's `VmHWM` stays the figure of the whole.
+//! resident pages: the process's `VmHWM` stays the figure of the whole. A total read is
+//! within `FLUSH_AT` per thread and group kind of the exact one (what threads hold unadded).
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -92,11 +98,54 @@ fn bump(live: &AtomicI64, peak: &AtomicI64, bytes: i64) {
     }
 }
 
+/// How far a thread's unadded sum of one group kind may move before the thread adds
+/// what it holds to the shared totals (8 KiB: with a dozen threads and five kinds, a total
+/// is at most ~0.5 MiB from the exact one, and in practice far less: allocations and frees
+/// mostly cancel out before a sum gets there).
+const FLUSH_AT: i64 = 8 * 1024;
+
+thread_local! {
+    /// This thread's bytes per group kind not yet added to the shared totals. Constant
+    /// and without a destructor, so the allocator may touch it at any point of a thread's
+    /// life (a thread that ends leaves at most `FLUSH_AT` per kind unadded).
+    static UNADDED: [Cell<i64>; KINDS] = const { [const { Cell::new(0) }; KINDS] };
+}
+
 fn add(group: &AllocationGroupId, bytes: i64) {
     let kind = kind_of(group);
-    let part = part_of_kind(kind);
-    bump(&LIVE[part], &PEAK[part], bytes);
-    bump(&LIVE_OF[kind], &PEAK_OF[kind], bytes);
+    UNADDED.with(|unadded| {
+        let sum = unadded[kind].get() + bytes;
+        if sum.abs() < FLUSH_AT {
+            unadded[kind].set(sum);
+            return;
+        }
+        unadded[kind].set(sum);
+        add_to_totals(&std::array::from_fn(|k| unadded[k].replace(0)));
+    });
+}
+
+/// Adds one thread's sums to the shared totals: each kind's, then each part's (the sum
+/// of its kinds), so a part's peak is taken once per addition.
+fn add_to_totals(unadded: &[i64; KINDS]) {
+    let mut of_part = [0i64; 2];
+    for (kind, &bytes) in unadded.iter().enumerate() {
+        if bytes != 0 {
+            bump(&LIVE_OF[kind], &PEAK_OF[kind], bytes);
+            of_part[part_of_kind(kind)] += bytes;
+        }
+    }
+    for (part, &bytes) in of_part.iter().enumerate() {
+        if bytes != 0 {
+            bump(&LIVE[part], &PEAK[part], bytes);
+        }
+    }
+}
+
+/// Adds what the calling thread holds unadded to the shared totals (before reading them
+/// between rounds: the reading thread's own sums are then in them).
+pub fn settle_this_thread() {
+    let unadded = UNADDED.with(|u| std::array::from_fn(|k| u[k].replace(0)));
+    add_to_totals(&unadded);
 }
 
 struct Tracker;
