@@ -6,6 +6,7 @@
 //! (`bc_domain::kube_wire`); `status` and server metadata never come from a body.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use bc_domain::kube_wire;
@@ -271,6 +272,15 @@ pub(crate) fn labels_of(o: &Value) -> BTreeMap<String, String> {
 
 /// The object as the API shows it: type, metadata (with the server's), content, status.
 pub(crate) fn render(resource: Resource, key: &Key, s: &Stored) -> Value {
+    Value::clone(&rendered(resource, key, s))
+}
+
+/// A stored object as a read answers it, shared (made once per change of the object).
+pub(crate) fn rendered(resource: Resource, key: &Key, s: &Stored) -> Arc<Value> {
+    s.rendered.get_or_init(|| Arc::new(build(resource, key, s))).clone()
+}
+
+fn build(resource: Resource, key: &Key, s: &Stored) -> Value {
     let mut out = Map::new();
     out.insert("apiVersion".into(), json!(resource.api_version()));
     out.insert("kind".into(), json!(resource.kind()));

@@ -116,6 +116,7 @@ fn read_object(o: &Value) -> Result<(super::Key, Stored), String> {
         resource_version: number(o, "resourceVersion")?,
         created,
         generation: number(o, "generation")?,
+        rendered: std::sync::OnceLock::new(),
     };
     Ok(((resource, text("namespace")?.to_owned(), name), stored))
 }

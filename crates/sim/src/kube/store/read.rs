@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::encode::{labels_of, render};
+use super::encode::{labels_of, render, rendered};
 use super::list::{decode_continue, encode_continue};
 use super::types::{Change, Objects, Page, Query, ns_key};
 use crate::kube::error::KubeError;
@@ -66,7 +66,7 @@ impl Objects {
             .range(lo..)
             .take_while(|(k, _)| k.0 == resource && ns_filter.is_none_or(|ns| k.1 == ns))
             .filter(|(k, _)| start.as_ref().is_none_or(|(sns, sname)| (&k.1, &k.2) > (sns, sname)))
-            .map(|(k, s)| (k, render(resource, k, s)))
+            .map(|(k, s)| (k, rendered(resource, k, s)))
             .filter(|(_, o)| query.labels.matches(&labels_of(o)) && query.fields.matches(o));
         let mut items = Vec::new();
         let mut last = None;
@@ -78,7 +78,7 @@ impl Objects {
                 return Ok(Page { items, resource_version: rv, next, remaining });
             }
             last = Some((k.1.clone(), k.2.clone()));
-            items.push(o);
+            items.push(Value::clone(&o));
         }
         Ok(Page { items, resource_version: rv, next: None, remaining: 0 })
     }

@@ -437,3 +437,40 @@ fn pages_continue_and_history_compacts() {
     let e = o.page("c1", Resource::Namespace, &q2).unwrap_err();
     assert_eq!(e.code, 410);
 }
+
+/// A read answers from the object rendered at its last change: the server's own
+/// in-place changes (a status, a deletion starting, a removal) are shown by the very next
+/// read and watch event, never the rendering of before.
+#[test]
+fn a_read_after_the_servers_own_change_shows_the_change() {
+    let mut o = Objects::default();
+    ns(&mut o, "n");
+    let pod = json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n"},
+      "spec":{"containers":[{"name":"c","image":"i:1"}]}});
+    apply(&mut o, Resource::Pod, Some("n"), "p", pod, "k", false).unwrap();
+    let read = |o: &Objects| o.get("c1", Resource::Pod, Some("n"), "p").unwrap();
+    let rv = |v: &Value| v["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap();
+    let first = read(&o);
+    assert_eq!(read(&o), first, "two reads of an unchanged object are the same");
+    let key = (Resource::Pod, "n".to_owned(), "p".to_owned());
+
+    assert!(!o.set_status("c1", &key, first["status"].clone()), "the same status is no write");
+    assert_eq!(read(&o), first);
+
+    assert!(o.set_status("c1", &key, json!({"phase":"Running","qosClass":"BestEffort"})));
+    let running = read(&o);
+    assert_eq!(running["status"]["phase"], json!("Running"));
+    assert!(rv(&running) > rv(&first));
+    let last = |o: &Objects| o.changes_since("c1", 0).unwrap().pop().unwrap();
+    assert_eq!(*last(&o).object, running, "the watch event is the object as read");
+    assert_eq!(last(&o).previous.as_deref(), Some(&first));
+
+    o.mark_terminating("c1", &key, t());
+    let terminating = read(&o);
+    assert!(terminating["metadata"]["deletionTimestamp"].is_string());
+    assert!(rv(&terminating) > rv(&running));
+
+    let gone = o.remove("c1", &key).unwrap();
+    assert!(rv(&gone) > rv(&terminating), "a removal is shown at its own resourceVersion");
+    assert_eq!(*last(&o).object, gone);
+}

@@ -8,7 +8,7 @@
 //! it dropped so a watch from before it is 410 Gone.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bc_domain::time::Timestamp;
 use serde_json::Value;
@@ -73,6 +73,18 @@ pub(crate) struct Stored {
     pub(crate) resource_version: u64,
     pub(crate) created: Timestamp,
     pub(crate) generation: u64,
+    /// The object as a read answers it, made on the first read after a change (every
+    /// read rendered it anew, `managedFields` included: most of the simulated API's
+    /// CPU). The store's writes replace a `Stored` whole, and its in-place changes
+    /// (`modify`, `remove`) drop this with [`Stored::changed`].
+    pub(crate) rendered: OnceLock<Arc<Value>>,
+}
+
+impl Stored {
+    /// Drops the rendered object after an in-place change.
+    pub(crate) fn changed(&mut self) {
+        self.rendered = OnceLock::new();
+    }
 }
 
 /// Key of an object in a cluster: resource, namespace (`""` for cluster-scoped), name.

@@ -8,15 +8,15 @@
 //! precondition leaves the object.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bc_domain::ports::Preconditions;
 use bc_domain::time::Timestamp;
 use serde_json::{Value, json};
 
 use super::encode::{
-    check_body, encode_content, encode_status, initial_status, obj, owner_uids, render, same,
-    strip_server_metadata, to_name_chars,
+    check_body, encode_content, encode_status, initial_status, obj, owner_uids, render, rendered,
+    same, strip_server_metadata, to_name_chars,
 };
 use super::ownership::{
     conflict_error, is_item, is_key_field, parse_managed, same_ownership, set_manager,
@@ -332,6 +332,7 @@ impl Objects {
                     resource_version: rv,
                     created: old.created,
                     generation,
+                    rendered: OnceLock::new(),
                 }
             }
             None => Stored {
@@ -342,22 +343,23 @@ impl Objects {
                 resource_version: rv,
                 created: now,
                 generation: 1,
+                rendered: OnceLock::new(),
             },
         };
         let c = self.cluster_mut(cluster);
-        let previous = c.objects.get(&key).map(|old| Arc::new(render(resource, &key, old)));
+        let previous = c.objects.get(&key).map(|old| rendered(resource, &key, old));
         let created = previous.is_none();
-        let object = render(resource, &key, &stored);
+        let object = rendered(resource, &key, &stored);
         c.objects.insert(key.clone(), stored);
         c.record(Change {
             rv,
             kind: if created { EventType::Added } else { EventType::Modified },
             resource,
             namespace: key.1.clone(),
-            object: Arc::new(object.clone()),
+            object: object.clone(),
             previous,
         });
-        Ok(Applied { object, created, warnings })
+        Ok(Applied { object: Value::clone(&object), created, warnings })
     }
 
     /// Sets the status of an object (the server's own write: no validation, no
@@ -385,12 +387,13 @@ impl Objects {
         let rv = self.resource_version + 1;
         let c = self.cluster_mut(cluster);
         let Some(s) = c.objects.get_mut(key) else { return false };
-        let previous = Arc::new(render(key.0, key, s));
+        let previous = rendered(key.0, key, s);
         if !edit(s) {
             return false;
         }
         s.resource_version = rv;
-        let object = Arc::new(render(key.0, key, s));
+        s.changed();
+        let object = rendered(key.0, key, s);
         c.record(Change {
             rv,
             kind: EventType::Modified,
@@ -523,6 +526,7 @@ impl Objects {
         let c = self.clusters.get_mut(cluster)?;
         let mut gone = c.objects.remove(key)?;
         gone.resource_version = rv;
+        gone.changed();
         let object = render(key.0, key, &gone);
         c.record(Change {
             rv,
