@@ -179,7 +179,20 @@ fn paginate<T>(
     headers: &HeaderMap,
     uri: &Uri,
 ) -> (Vec<T>, Value, Value, usize) {
-    let total = items.len();
+    let (window, links, meta, page) = page_window(items.len(), q, headers, uri);
+    let slice = items.into_iter().skip(window.start).take(window.len()).collect();
+    (slice, links, meta, page)
+}
+
+/// Which of `total` items `page`/`per_page` asks for, with `links` (full URLs, only the
+/// ones that make sense) and `meta`; the page number served comes last. For a list too
+/// long to copy whole for every page ([`paginate`] takes the copy).
+fn page_window(
+    total: usize,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> (std::ops::Range<usize>, Value, Value, usize) {
     let per_page = q
         .get("per_page")
         .and_then(|v| v.parse::<usize>().ok())
@@ -200,9 +213,8 @@ fn paginate<T>(
         pages.insert("last".into(), json!(url(last)));
     }
     let links = if pages.is_empty() { json!({}) } else { json!({"pages": pages}) };
-    let slice =
-        items.into_iter().skip((page - 1).saturating_mul(per_page)).take(per_page).collect();
-    (slice, links, json!({"total": total}), page)
+    let from = (page - 1).saturating_mul(per_page).min(total);
+    (from..from.saturating_add(per_page).min(total), links, json!({"total": total}), page)
 }
 
 // ----- clusters -----------------------------------------------------------------------------
@@ -505,8 +517,16 @@ async fn list_lbs(
     headers: HeaderMap,
     uri: Uri,
 ) -> Res {
-    let all = s.model().list_load_balancers(&t, s.clock.now())?;
-    let (page, links, meta, n) = paginate(all, &q, &headers, &uri);
+    // A page copies only its own load balancers (an account may hold thousands, and a
+    // listing asks for every page of them).
+    let mut window = None;
+    let page = s.model().list_load_balancers_page(&t, s.clock.now(), |total| {
+        let w = page_window(total, &q, &headers, &uri);
+        let range = w.0.clone();
+        window = Some(w);
+        range
+    })?;
+    let (_, links, meta, n) = window.expect("the window is asked for before the page");
     let items: Vec<Value> = page.iter().map(render::load_balancer).collect();
     after_page(&s, routes::LOAD_BALANCERS, n);
     Ok(json(StatusCode::OK, json!({"load_balancers": items, "links": links, "meta": meta})))

@@ -764,9 +764,24 @@ impl Model {
         token: &str,
         now: Timestamp,
     ) -> Result<Vec<LoadBalancer>, ApiError> {
-        let all = self.account_ref(token, now)?.load_balancers.clone();
-        let listed = all.into_iter().filter(|l| !self.lagging(l.created_at, now)).collect();
-        Ok(self.shown(token, listed))
+        self.list_load_balancers_page(token, now, |total| 0..total)
+    }
+
+    /// The account's load balancers that `window` picks out of those listed (in creation
+    /// order; it is told how many there are), copied only once picked.
+    pub fn list_load_balancers_page(
+        &mut self,
+        token: &str,
+        now: Timestamp,
+        window: impl FnOnce(usize) -> std::ops::Range<usize>,
+    ) -> Result<Vec<LoadBalancer>, ApiError> {
+        self.advance(now);
+        let account = self.accounts.get(token).ok_or_else(ApiError::unauthorized)?;
+        let listed: Vec<&LoadBalancer> =
+            account.load_balancers.iter().filter(|l| !self.lagging(l.created_at, now)).collect();
+        let range = window(listed.len());
+        let page = listed.get(range).unwrap_or_default().iter().map(|l| (*l).clone()).collect();
+        Ok(shown(account, page))
     }
 
     /// Creates a load balancer (`new`, no ip yet; `active` after the provision delay).
