@@ -31,6 +31,8 @@
 //! `--ungrouped` runs the store's commits and point reads one call at a time, and
 //! `--event-lock-apart` takes PostgreSQL's event lock in a statement of its own;
 //! `--substrates-only` seeds no load balancers (the substrates' rounds' profile alone).
+//! A round's activations run each as a task of its own, as the production loop runs
+//! them; `--together` (and `--baseline`) polls them together in the benchmark's task.
 
 #[path = "support/parts.rs"]
 mod parts;
@@ -185,9 +187,10 @@ async fn world(store: Arc<SqlStore>, on: OnProvider, baseline: bool) -> World {
 /// Kubernetes call and provider call of its profile is the substrates' rounds'.
 static SUBSTRATES_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// A child run with `--spawn`: each activation of a round a task of its own (on the
-/// runtime's workers), not polled together in the benchmark's task.
-static SPAWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A child run with `--together` (or `--baseline`): a round's activations polled
+/// together in the benchmark's task, not each a task of its own on the runtime's workers
+/// as the production loop runs them.
+static TOGETHER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// How many load balancers a run at size `n` converges on `on`: `n`, or none where the
 /// provider offers none (GKE) or the run is of substrates only.
@@ -333,15 +336,16 @@ async fn measure(
     let seeding = Instant::now();
     seed(&w, n).await;
     out.insert("seed_s".into(), seeding.elapsed().as_secs_f64());
-    // A round's activations polled together in the benchmark's task; `--spawn`: each a
-    // task of its own, as the production loop runs them, its memory the round's (on this
-    // 2-core machine slower: the simulator shares the cores, and reads and writes of
-    // activations on two threads interleave, so listings are forgotten more often).
+    // A round's activations each a task of its own, as the production loop runs them
+    // (issue 31, tenth round: with the simulator's cuts, the round's one task was the
+    // busiest thread, and spread over the workers the rounds end sooner on two cores);
+    // their memory is the round's. `--together`: polled together in the benchmark's
+    // task, one thread, as before.
     let stepper = Stepper::new(w.runtime.clone(), w.env.clock.clone());
-    let stepper = if SPAWN.load(std::sync::atomic::Ordering::Relaxed) {
-        stepper.spawning(Arc::new(|run| Box::pin(tagged(Group::Round, run))))
-    } else {
+    let stepper = if TOGETHER.load(std::sync::atomic::Ordering::Relaxed) {
         stepper
+    } else {
+        stepper.spawning(Arc::new(|run| Box::pin(tagged(Group::Round, run))))
     };
 
     // Converge.
@@ -799,6 +803,8 @@ struct Args {
 #[derive(Clone, Copy)]
 struct Plan {
     baseline: bool,
+    /// A round's activations polled together in one task (`--together`).
+    together: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -827,6 +833,9 @@ fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String>
         }
         if plan.baseline {
             cmd.arg("--baseline");
+        }
+        if plan.together {
+            cmd.arg("--together");
         }
         let out = cmd.stderr(Stdio::inherit()).output().map_err(|e| format!("child: {e}"))?;
         if !out.status.success() {
@@ -1008,7 +1017,8 @@ fn main() {
     let has = |name: &str| args.iter().any(|a| a == name);
     if let Some(n) = flag("--child") {
         SUBSTRATES_ONLY.store(has("--substrates-only"), std::sync::atomic::Ordering::Relaxed);
-        SPAWN.store(has("--spawn"), std::sync::atomic::Ordering::Relaxed);
+        TOGETHER
+            .store(has("--together") || has("--baseline"), std::sync::atomic::Ordering::Relaxed);
         let provider = flag("--provider").unwrap_or_else(|| "digitalocean".into());
         child(&Args {
             on: parse_provider(&provider).expect("--provider digitalocean|gke"),
@@ -1047,7 +1057,17 @@ fn main() {
         let steady_min = if n >= 10_000 { 20 } else { 60 };
         let samples = if quick { 30 } else { 100 };
         let baseline = has("--baseline");
-        plans.push(Plan { on, n, postgres: false, repeat: times, samples, steady_min, baseline });
+        let together = has("--together");
+        plans.push(Plan {
+            on,
+            n,
+            postgres: false,
+            repeat: times,
+            samples,
+            steady_min,
+            baseline,
+            together,
+        });
     }
     if postgres {
         // Every size SQLite runs, so the two stores compare at each N (issue 31: within
