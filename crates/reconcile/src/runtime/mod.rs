@@ -338,7 +338,8 @@ impl Runtime {
     }
 
     /// Runs every kind until `cancel` fires: per kind, claims due items while slots are
-    /// free, wakes on the work notify or after `poll`. On cancel it stops claiming, lets
+    /// free — again as soon as [`refill_at`] of them free while more is due, else on the
+    /// work notify or after `poll`. On cancel it stops claiming, lets
     /// in-flight activations finish for `shutdown_grace`, then stops the rest and
     /// releases their leases.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
@@ -365,7 +366,9 @@ impl Runtime {
         cancel: CancellationToken,
         stop: CancellationToken,
     ) {
-        let slots = Arc::new(Semaphore::new(self.config.concurrency_of(kind)));
+        let concurrency = self.config.concurrency_of(kind);
+        let slots = Arc::new(Semaphore::new(concurrency));
+        let refill = u32::try_from(refill_at(concurrency)).unwrap_or(u32::MAX);
         let mut running = JoinSet::new();
         while !cancel.is_cancelled() {
             while running.try_join_next().is_some() {}
@@ -376,7 +379,7 @@ impl Runtime {
             woken.as_mut().enable();
             let free = slots.available_permits();
             let mut filled = false;
-            if free > 0 {
+            if refill_due(free, concurrency) {
                 match self.claim(kind, free).await {
                     Ok(items) => {
                         filled = items.len() == free;
@@ -392,17 +395,34 @@ impl Runtime {
                     Err(e) => tracing::warn!(%kind, error = %e, "claiming work failed"),
                 }
             }
-            if filled && slots.available_permits() > 0 {
+            // More may be due (the claim took all it asked for, or there was no room to
+            // ask): claim again as soon as enough slots free — at once if they have. A
+            // claim that found less than it asked for waits for the notify or the poll.
+            let more = filled || !refill_due(free, concurrency);
+            if more && refill_due(slots.available_permits(), concurrency) {
                 continue;
             }
             tokio::select! {
                 () = &mut woken => {}
                 () = tokio::time::sleep(self.config.poll) => {}
                 () = cancel.cancelled() => {}
-                // Saturated: look again as soon as a slot frees.
-                Ok(p) = slots.acquire(), if free == 0 => drop(p),
+                Ok(p) = slots.acquire_many(refill), if more => drop(p),
             }
         }
         while running.join_next().await.is_some() {}
     }
+}
+
+/// How many of a kind's `concurrency` slots must be free before its loop claims again
+/// while work is still due: a quarter. Claiming the moment one slot frees made a claim
+/// (a write at the store's one writer) per activation and left each commit alone; at a
+/// quarter a claim takes a batch and the slots never drain (measured in
+/// docs/benchmarks.md, issue 31, eleventh round).
+pub fn refill_at(concurrency: usize) -> usize {
+    (concurrency / 4).max(1)
+}
+
+/// Whether a kind's loop with `free` of its `concurrency` slots free claims now.
+pub fn refill_due(free: usize, concurrency: usize) -> bool {
+    free >= refill_at(concurrency)
 }

@@ -446,6 +446,45 @@ async fn the_loop_wakes_on_the_work_notify_and_polls_for_other_processes() {
     run.await.unwrap();
 }
 
+/// A backlog larger than the slots runs through as slots free, with no notify and no
+/// poll: the loop claimed a full batch, found every slot busy, and then slept until the
+/// poll — a backlog of N ran at one batch per poll (32 per second by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_larger_than_the_slots_runs_as_slots_free_without_waiting_for_the_poll() {
+    let env = Env::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let step =
+        move |_deps: Deps, a: Activation| -> BoxFuture<'static, Result<Outcome, ReconcileError>> {
+            let log = log.clone();
+            Box::pin(async move {
+                // Long enough that a claim's items are all still running when it returns.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                log.lock().unwrap().push(a.key().to_owned());
+                Ok(Outcome::Steady)
+            })
+        };
+    // Only the loop's own refills can run the backlog: no notify, a poll of an hour.
+    let config = RuntimeConfig {
+        poll: Duration::from_secs(3600),
+        concurrency: 4,
+        ..RuntimeConfig::new("r1")
+    };
+    let rt = runtime_with(&env, reconciler(step), config);
+    for i in 0..40 {
+        enqueue(&env, &format!("item-{i:02}")).await;
+    }
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(rt.clone().run(cancel.clone()));
+    until("the whole backlog ran", || async { seen.lock().unwrap().len() >= 40 }).await;
+    cancel.cancel();
+    run.await.unwrap();
+    let mut ran = seen.lock().unwrap().clone();
+    ran.sort();
+    ran.dedup();
+    assert_eq!(ran.len(), 40, "each item once: {ran:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_in_flight_work_or_releases_its_lease() {
     for finishes in [true, false] {
