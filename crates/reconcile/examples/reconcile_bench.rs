@@ -31,8 +31,11 @@
 //! `--ungrouped` runs the store's commits and point reads one call at a time, and
 //! `--event-lock-apart` takes PostgreSQL's event lock in a statement of its own;
 //! `--substrates-only` seeds no load balancers (the substrates' rounds' profile alone).
-//! A round's activations run each as a task of its own, as the production loop runs
-//! them; `--together` (and `--baseline`) polls them together in the benchmark's task.
+//! The converge flows as the production loop runs a burst of due work (per kind, claimed
+//! again as a quarter of its slots free, `bc_reconcile::runtime::refill_at`), each
+//! activation a task of its own; `--rounds` (and `--baseline`) runs it in rounds that
+//! wait for their slowest activation, and `--together` (and `--baseline`) polls a round's
+//! activations together in the benchmark's task.
 
 #[path = "support/parts.rs"]
 mod parts;
@@ -192,6 +195,12 @@ static SUBSTRATES_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::Atomi
 /// as the production loop runs them.
 static TOGETHER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// A child run with `--rounds` (or `--baseline`): the converge runs in rounds, each
+/// claiming a full batch per kind and waiting for its slowest activation before the next
+/// claim, as before the eleventh round, instead of flowing as the production loop runs a
+/// burst of due work ([`Stepper::flow`]: claimed again as a quarter of the slots free).
+static ROUNDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// How many load balancers a run at size `n` converges on `on`: `n`, or none where the
 /// provider offers none (GKE) or the run is of substrates only.
 fn lbs(n: usize, on: OnProvider) -> usize {
@@ -300,12 +309,16 @@ async fn converged(w: &World, n: usize) -> bool {
     ready >= n
 }
 
-/// One round; when nothing was due, the clock moves to the next due time but at least
+/// One burst of due work (or one round, `--rounds`); when nothing was due, the clock moves to the next due time but at least
 /// [`QUANTUM`] ahead, so items that come due a few jittered milliseconds apart are
 /// claimed together, as the production loop (which claims what is due when it wakes)
 /// does, rather than one round per millisecond.
 async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
-    let reports = tagged(Group::Round, stepper.round()).await.expect("store");
+    let reports = if ROUNDS.load(std::sync::atomic::Ordering::Relaxed) {
+        tagged(Group::Round, stepper.round()).await.expect("store")
+    } else {
+        tagged(Group::Round, stepper.flow()).await.expect("store")
+    };
     if reports.is_empty() {
         let now = stepper.clock().now();
         let next = stepper.next_due().await.expect("store").unwrap_or(now);
@@ -805,6 +818,8 @@ struct Plan {
     baseline: bool,
     /// A round's activations polled together in one task (`--together`).
     together: bool,
+    /// The converge in rounds, not flowing (`--rounds`).
+    rounds: bool,
     on: OnProvider,
     n: usize,
     postgres: bool,
@@ -836,6 +851,9 @@ fn run_plan(exe: &std::path::Path, plan: &Plan) -> Result<Vec<Measured>, String>
         }
         if plan.together {
             cmd.arg("--together");
+        }
+        if plan.rounds {
+            cmd.arg("--rounds");
         }
         let out = cmd.stderr(Stdio::inherit()).output().map_err(|e| format!("child: {e}"))?;
         if !out.status.success() {
@@ -1019,6 +1037,7 @@ fn main() {
         SUBSTRATES_ONLY.store(has("--substrates-only"), std::sync::atomic::Ordering::Relaxed);
         TOGETHER
             .store(has("--together") || has("--baseline"), std::sync::atomic::Ordering::Relaxed);
+        ROUNDS.store(has("--rounds") || has("--baseline"), std::sync::atomic::Ordering::Relaxed);
         let provider = flag("--provider").unwrap_or_else(|| "digitalocean".into());
         child(&Args {
             on: parse_provider(&provider).expect("--provider digitalocean|gke"),
@@ -1058,6 +1077,7 @@ fn main() {
         let samples = if quick { 30 } else { 100 };
         let baseline = has("--baseline");
         let together = has("--together");
+        let rounds = has("--rounds");
         plans.push(Plan {
             on,
             n,
@@ -1067,6 +1087,7 @@ fn main() {
             steady_min,
             baseline,
             together,
+            rounds,
         });
     }
     if postgres {

@@ -1,6 +1,7 @@
 //! The stepped driver: runs one or more runtimes' due work in
-//! rounds on a shared [`ManualClock`] and moves the clock to the next due time, so tests
-//! and benchmarks go through minutes or hours of scheduling without sleeping.
+//! rounds (or flowing, as the production loop runs a burst: [`Stepper::flow`]) on a
+//! shared [`ManualClock`] and moves the clock to the next due time, so tests and
+//! benchmarks go through minutes or hours of scheduling without sleeping.
 //!
 //! Invariant: every loop is bounded (by `max_rounds`); the clock only moves forward,
 //! and only to the next time something becomes claimable (or to the end asked for);
@@ -12,12 +13,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bc_domain::ports::{Clock, ManualClock, WorkKind};
+use bc_domain::ports::{Clock, ManualClock, WorkItem, WorkKind};
 use bc_domain::{StoreError, Timestamp};
+use futures::StreamExt as _;
 use futures::future::{BoxFuture, join_all};
+use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{ActivationReport, ActivationResult, Runtime};
+use crate::runtime::{ActivationReport, ActivationResult, Runtime, refill_due};
 
 /// Why a stepped run stopped before it was done.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +159,11 @@ impl Stepper {
         for r in join_all(per_runtime).await {
             reports.extend(r?);
         }
+        Ok(self.recorded(reports))
+    }
+
+    /// Books a round's reports: the round count, failures, each item's latest result.
+    fn recorded(&self, reports: Vec<ActivationReport>) -> Vec<ActivationReport> {
         if !reports.is_empty() {
             self.rounds.fetch_add(1, Ordering::Relaxed);
         }
@@ -165,7 +173,71 @@ impl Stepper {
         for r in &reports {
             last.insert((r.kind, r.key.clone()), r.result.clone());
         }
-        Ok(reports)
+        drop(last);
+        reports
+    }
+
+    /// One flowing round, as the production loop ([`Runtime::run`]) runs a burst of due
+    /// work: per runtime and kind, up to its concurrency in flight, and claimed again as
+    /// activations end (when [`refill_due`] says so) rather than after the slowest of a
+    /// round; the clock stands still throughout. Ends when a claim with nothing in
+    /// flight finds nothing due. The reports of every activation, in no particular order.
+    pub async fn flow(&self) -> Result<Vec<ActivationReport>, StoreError> {
+        let first = self.rounds.load(Ordering::Relaxed) % self.runtimes.len().max(1);
+        let order = self.runtimes.iter().cycle().skip(first).take(self.runtimes.len());
+        let lanes = order.flat_map(|rt| rt.kinds().into_iter().map(move |kind| (rt, kind)));
+        let mut reports = Vec::new();
+        for r in join_all(lanes.map(|(rt, kind)| self.lane(rt, kind))).await {
+            reports.extend(r?);
+        }
+        Ok(self.recorded(reports))
+    }
+
+    /// One kind of one runtime in a flowing round (see [`Self::flow`]).
+    async fn lane(
+        &self,
+        rt: &Arc<Runtime>,
+        kind: WorkKind,
+    ) -> Result<Vec<ActivationReport>, StoreError> {
+        let concurrency = rt.config().concurrency_of(kind);
+        let mut running: FuturesUnordered<BoxFuture<'_, ActivationReport>> =
+            FuturesUnordered::new();
+        let mut reports = Vec::new();
+        // The last claim found less than it asked for: nothing more is due until what is
+        // in flight ends (its requeues may be due at once).
+        let mut dry = false;
+        loop {
+            let free = concurrency - running.len();
+            if running.is_empty() || (!dry && refill_due(free, concurrency)) {
+                let claimed = rt.claim(kind, free).await?;
+                if claimed.is_empty() && running.is_empty() {
+                    return Ok(reports);
+                }
+                dry = claimed.len() < free;
+                for item in claimed {
+                    running.push(self.start(rt, item));
+                }
+            }
+            if let Some(report) = running.next().await {
+                reports.push(report);
+            }
+        }
+    }
+
+    /// An activation, as a task of its own when spawning (see [`Self::spawning`]).
+    fn start(&self, rt: &Arc<Runtime>, item: WorkItem) -> BoxFuture<'static, ActivationReport> {
+        let (rt, stop) = (rt.clone(), self.stop.clone());
+        let run = Box::pin(async move { rt.activate(item, &stop).await });
+        let Some(wrap) = &self.spawn else { return run };
+        let task = tokio::spawn(wrap(run));
+        Box::pin(async move {
+            match task.await {
+                Ok(report) => report,
+                // An activation that panicked panics the round, as it does in one task.
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("an activation's task was cancelled: {e}"),
+            }
+        })
     }
 
     /// Whether every item this driver ran ended its latest activation converged (or

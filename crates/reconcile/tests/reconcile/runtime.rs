@@ -485,6 +485,30 @@ async fn a_backlog_larger_than_the_slots_runs_as_slots_free_without_waiting_for_
     assert_eq!(ran.len(), 40, "each item once: {ran:?}");
 }
 
+/// The stepped driver's flowing round (what the benchmark's converge runs, as the loop
+/// above runs a burst) runs every due item once through slots smaller than the backlog,
+/// without moving the clock, and then finds nothing due.
+#[tokio::test]
+async fn a_flowing_round_runs_a_backlog_larger_than_the_slots_once_each() {
+    let env = Env::start().await;
+    let script = Arc::new(Script::default());
+    let config = RuntimeConfig { concurrency: 3, ..RuntimeConfig::new("r1") };
+    let rt = runtime_with(&env, script.reconciler(), config);
+    for i in 0..10 {
+        enqueue(&env, &format!("item-{i}")).await;
+    }
+    let before = env.clock.now();
+    let stepper = env.stepper(rt);
+    let reports = stepper.flow().await.unwrap();
+    let mut keys: Vec<String> = reports.iter().map(|r| r.key.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((reports.len(), keys.len()), (10, 10), "{reports:?}");
+    assert!(reports.iter().all(|r| matches!(r.result, ActivationResult::Steady { .. })));
+    assert_eq!(env.clock.now(), before, "the clock stands still");
+    assert!(stepper.flow().await.unwrap().is_empty(), "nothing is due any more");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_in_flight_work_or_releases_its_lease() {
     for finishes in [true, false] {
