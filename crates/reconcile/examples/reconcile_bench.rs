@@ -309,11 +309,14 @@ async fn converged(w: &World, n: usize) -> bool {
     ready >= n
 }
 
-/// One burst of due work (or one round, `--rounds`); when nothing was due, the clock moves to the next due time but at least
-/// [`QUANTUM`] ahead, so items that come due a few jittered milliseconds apart are
-/// claimed together, as the production loop (which claims what is due when it wakes)
-/// does, rather than one round per millisecond.
-async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
+/// One burst of due work (or one round, `--rounds`); when nothing was due, the clock
+/// moves on by whole `poll`s to the first at or after the next due time, as the
+/// production loop — asleep until its poll (`RuntimeConfig::poll`) when nothing is due —
+/// finds work: everything that came due since it last looked, together. (Until the
+/// eleventh round the clock moved to the next due time itself, at least one `poll` on:
+/// items due more than a poll ahead then ran one jittered due time per round, each
+/// alone, where production claims all of them in the same wake-up.)
+async fn quantum_step(stepper: &Stepper, poll: time::Duration) -> Vec<ActivationReport> {
     let reports = if ROUNDS.load(std::sync::atomic::Ordering::Relaxed) {
         tagged(Group::Round, stepper.round()).await.expect("store")
     } else {
@@ -322,13 +325,16 @@ async fn quantum_step(stepper: &Stepper) -> Vec<ActivationReport> {
     if reports.is_empty() {
         let now = stepper.clock().now();
         let next = stepper.next_due().await.expect("store").unwrap_or(now);
-        stepper.clock().set(next.max(now + QUANTUM));
+        stepper.clock().set(now + poll * polls_until(next - now, poll));
     }
     reports
 }
 
-/// The stepped clock's granularity while converging.
-const QUANTUM: time::Duration = time::Duration::seconds(1);
+/// How many whole `poll`s (at least one) reach `wait`.
+fn polls_until(wait: time::Duration, poll: time::Duration) -> i32 {
+    let (wait, poll) = (wait.whole_milliseconds(), poll.whole_milliseconds().max(1));
+    i32::try_from(((wait + poll - 1) / poll).max(1)).unwrap_or(i32::MAX)
+}
 
 /// What one run measured, by name (printed by the child as one `RESULT` line).
 type Measured = BTreeMap<String, f64>;
@@ -355,6 +361,7 @@ async fn measure(
     // their memory is the round's. `--together`: polled together in the benchmark's
     // task, one thread, as before.
     let stepper = Stepper::new(w.runtime.clone(), w.env.clock.clone());
+    let poll = time::Duration::try_from(w.runtime.config().poll).expect("a poll in range");
     let stepper = if TOGETHER.load(std::sync::atomic::Ordering::Relaxed) {
         stepper
     } else {
@@ -385,7 +392,7 @@ async fn measure(
     let mut failed_by_cause: BTreeMap<String, usize> = BTreeMap::new();
     while steps < 100_000 {
         let round_started = Instant::now();
-        let reports = quantum_step(&stepper).await;
+        let reports = quantum_step(&stepper, poll).await;
         if reports.is_empty() {
             idle_steps += 1;
             in_idle += round_started.elapsed();
