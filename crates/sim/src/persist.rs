@@ -106,7 +106,7 @@ impl Sim {
         let tls = SimTls::with_ca(saved.ca).map_err(|e| format!("ca: {e}"))?;
         let sim = Sim::with_tls(config, clock, Arc::new(tls));
         sim.state.model().restore(saved.model);
-        sim.state.kube.write(|o| *o = objects);
+        sim.state.kube.replace_all(objects);
         sim.state.bcd.restore(saved.agents);
         Ok(sim)
     }
@@ -158,7 +158,7 @@ fn snapshot(state: &SimState) -> Vec<u8> {
     // One lock at a time (never one inside another), each held only while its part is
     // read. Serializing maps of strings, numbers and JSON values cannot fail.
     let model = serde_json::to_value(state.model().saved()).unwrap_or_default();
-    let kube = state.kube.read(|o| o.to_saved());
+    let kube = state.kube.copy_all().to_saved();
     let snapshot = SnapshotRef {
         version: VERSION,
         ca: state.tls.ca(),

@@ -73,7 +73,7 @@ pub(crate) fn workload_pods(o: &Objects, cluster: &str) -> usize {
 /// agents, at `now`.
 pub fn sync(state: &SimState, cluster: &str, nodes: &[SimNode], now: Timestamp) {
     let world = world_fingerprint(nodes, state.bcd.fingerprint(cluster));
-    let up_to_date = state.kube.read(|o| {
+    let up_to_date = state.kube.read(cluster, |o| {
         o.clusters.get(cluster).is_some_and(|c| {
             c.controllers.bootstrapped
                 && c.controllers.seen == c.last_change
@@ -84,7 +84,7 @@ pub fn sync(state: &SimState, cluster: &str, nodes: &[SimNode], now: Timestamp) 
         return;
     }
     let ca = state.tls.ca_pem().to_owned();
-    state.kube.write(|o| {
+    state.kube.write(cluster, |o| {
         let c = o.cluster_mut(cluster);
         let (since, bootstrapped) = (c.controllers.seen, c.controllers.bootstrapped);
         let world_changed = c.controllers.world != world;

@@ -393,7 +393,7 @@ impl Call {
         f: impl FnOnce(&mut super::store::Objects) -> Result<super::Applied, KubeError>,
         code: u16,
     ) -> Result<Response, KubeError> {
-        let mut scratch = self.state.kube.read(|o| o.scratch(&self.cluster));
+        let mut scratch = self.state.kube.read(&self.cluster, |o| o.scratch(&self.cluster));
         let applied = f(&mut scratch)?;
         Ok(self.written(code, applied))
     }

@@ -155,7 +155,13 @@ pub struct ClusterView {
 /// the signal watches wait on.
 #[derive(Debug)]
 pub struct KubeStore {
-    objects: Mutex<store::Objects>,
+    /// Each cluster's objects under a lock of its own, as each real cluster has an API
+    /// server of its own: requests to different clusters run at once (one lock over every
+    /// cluster made the in-process clusters of the reconcile benchmark take turns on two
+    /// cores).
+    clusters: Mutex<BTreeMap<String, Arc<Mutex<store::Objects>>>>,
+    /// The resourceVersion and uid sequences every cluster draws from.
+    ids: Arc<store::Ids>,
     /// Requests per (cluster id, operation key).
     counters: Mutex<BTreeMap<(String, String), u64>>,
     faults: Mutex<BTreeMap<String, Faults>>,
@@ -165,7 +171,8 @@ pub struct KubeStore {
 impl Default for KubeStore {
     fn default() -> Self {
         Self {
-            objects: Mutex::default(),
+            clusters: Mutex::default(),
+            ids: Arc::default(),
             counters: Mutex::default(),
             faults: Mutex::default(),
             changed: tokio::sync::watch::Sender::new(0),
@@ -174,7 +181,26 @@ impl Default for KubeStore {
 }
 
 impl KubeStore {
-    fn objects(&self) -> MutexGuard<'_, store::Objects> {
+    /// The lock of `cluster`'s objects, made when `make` and there is none yet.
+    fn cell(&self, cluster: &str, make: bool) -> Option<Arc<Mutex<store::Objects>>> {
+        let mut cells = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cell) = cells.get(cluster) {
+            return Some(Arc::clone(cell));
+        }
+        make.then(|| {
+            let cell = Arc::new(Mutex::new(store::Objects::sharing(&self.ids)));
+            cells.insert(cluster.to_owned(), Arc::clone(&cell));
+            cell
+        })
+    }
+
+    /// Every cluster's lock, in cluster order.
+    fn cells(&self) -> Vec<Arc<Mutex<store::Objects>>> {
+        let cells = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        cells.values().cloned().collect()
+    }
+
+    fn objects(cell: &Mutex<store::Objects>) -> MutexGuard<'_, store::Objects> {
         // The lock order (crate::agents): a thread holding the joins that waited here
         // could deadlock against a write whose controllers wait for the joins — a bug to
         // fail on at once, whichever thread happens to be first.
@@ -182,30 +208,57 @@ impl KubeStore {
             !crate::agents::joins_held_here(),
             "lock order: the clusters' objects are locked while the bcd joins are held"
         );
-        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+        cell.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs a change of the objects, then wakes the watches.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut store::Objects) -> T) -> T {
-        let (out, rv) = {
-            let mut o = self.objects();
+    /// Runs a change of `cluster`'s objects under its lock, then wakes the watches when
+    /// the cluster changed.
+    pub(crate) fn write<T>(&self, cluster: &str, f: impl FnOnce(&mut store::Objects) -> T) -> T {
+        let cell = self.cell(cluster, true).expect("made when missing");
+        let (out, moved) = {
+            let mut o = Self::objects(&cell);
+            let before = o.last_change_of(cluster);
             let out = f(&mut o);
-            (out, o.resource_version())
+            (out, o.last_change_of(cluster) != before)
         };
-        self.changed.send_if_modified(|seen| {
-            let moved = *seen != rv;
-            *seen = rv;
-            moved
-        });
+        if moved {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
         out
     }
 
-    /// Reads the objects.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&store::Objects) -> T) -> T {
-        f(&self.objects())
+    /// Reads `cluster`'s objects under its lock (none when it never had any).
+    pub(crate) fn read<T>(&self, cluster: &str, f: impl FnOnce(&store::Objects) -> T) -> T {
+        match self.cell(cluster, false) {
+            Some(cell) => f(&Self::objects(&cell)),
+            None => f(&store::Objects::sharing(&self.ids)),
+        }
     }
 
-    /// A receiver that changes whenever any object does (watches wait on it).
+    /// Every cluster's objects as saved (`store::Objects::to_saved`: objects and
+    /// counters, no watch history), copied one cluster at a time.
+    pub(crate) fn copy_all(&self) -> store::Objects {
+        let mut all = store::Objects::sharing(&self.ids);
+        for cell in self.cells() {
+            let o = Self::objects(&cell);
+            all.clusters.extend(o.clusters.iter().map(|(id, c)| (id.clone(), c.saved_part())));
+        }
+        all
+    }
+
+    /// Replaces every cluster's objects and the sequences with `saved` (a restore, before
+    /// any request).
+    pub(crate) fn replace_all(&self, saved: store::Objects) {
+        self.ids.go_on_from(saved.ids());
+        let cells = saved.clusters.into_iter().map(|(id, c)| {
+            let mut o = store::Objects::sharing(&self.ids);
+            o.clusters.insert(id.clone(), c);
+            (id, Arc::new(Mutex::new(o)))
+        });
+        *self.clusters.lock().unwrap_or_else(|e| e.into_inner()) = cells.collect();
+    }
+
+    /// A receiver that changes whenever any cluster's objects do (watches wait on it).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
     }
@@ -301,8 +354,8 @@ impl KubeStore {
         // before the model is locked (the model lock is never held while waiting for the
         // store's).
         let autopilot = state.model().gke_is_autopilot(cluster_id);
-        let workload =
-            autopilot.then(|| state.kube.read(|o| controllers::workload_pods(o, cluster_id)));
+        let workload = autopilot
+            .then(|| state.kube.read(cluster_id, |o| controllers::workload_pods(o, cluster_id)));
         let mut model = state.model();
         model.advance(now);
         if let Some(workload) = workload {
@@ -356,7 +409,7 @@ impl KubeStore {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, KubeError> {
-        self.objects().get(cluster_id, resource, namespace, name)
+        self.read(cluster_id, |o| o.get(cluster_id, resource, namespace, name))
     }
 
     /// One object of a port kind, if present.
@@ -378,7 +431,7 @@ impl KubeStore {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Vec<Value> {
-        self.objects().list(cluster_id, resource, namespace, selector)
+        self.read(cluster_id, |o| o.list(cluster_id, resource, namespace, selector))
     }
 
     /// One page of a list.
@@ -388,13 +441,13 @@ impl KubeStore {
         resource: Resource,
         query: &Query,
     ) -> Result<Page, KubeError> {
-        self.objects().page(cluster_id, resource, query)
+        self.read(cluster_id, |o| o.page(cluster_id, resource, query))
     }
 
     /// The changes of a cluster after resourceVersion `since` (410 Gone when some are no
     /// longer kept).
     pub fn changes_since(&self, cluster_id: &str, since: u64) -> Result<Vec<Change>, KubeError> {
-        self.objects().changes_since(cluster_id, since)
+        self.read(cluster_id, |o| o.changes_since(cluster_id, since))
     }
 
     /// The changes of a cluster after `since` and the store's resourceVersion when they
@@ -404,8 +457,9 @@ impl KubeStore {
         cluster_id: &str,
         since: u64,
     ) -> Result<(Vec<Change>, u64), KubeError> {
-        let o = self.objects();
-        Ok((o.changes_since(cluster_id, since)?, o.resource_version()))
+        // Read under the cluster's lock: every change of the cluster numbered up to the
+        // sequence's value then is in the list, and every later one is numbered above it.
+        self.read(cluster_id, |o| Ok((o.changes_since(cluster_id, since)?, o.resource_version())))
     }
 
     /// Lets a cluster's controllers catch up with the model at the clock's now, without
@@ -427,7 +481,7 @@ impl KubeStore {
 
     /// The current resource version of the store (list `metadata.resourceVersion`).
     pub fn resource_version(&self) -> u64 {
-        self.objects().resource_version()
+        self.ids.resource_version()
     }
 
     /// Server-side apply into a cluster's objects (unknown fields dropped with a
@@ -449,7 +503,7 @@ impl KubeStore {
         validation: FieldValidation,
         now: Timestamp,
     ) -> Result<Applied, KubeError> {
-        self.write(|o| o.apply(cluster_id, req, validation, now))
+        self.write(cluster_id, |o| o.apply(cluster_id, req, validation, now))
     }
 
     /// Applies a full manifest (its `apiVersion`, `kind`, `metadata.name` and
@@ -500,7 +554,7 @@ impl KubeStore {
         validation: FieldValidation,
         now: Timestamp,
     ) -> Result<Applied, KubeError> {
-        self.write(|o| o.create(cluster_id, req, validation, now))
+        self.write(cluster_id, |o| o.create(cluster_id, req, validation, now))
     }
 
     /// Replaces or patches an object as field manager `manager` (404 when absent, 409
@@ -517,7 +571,7 @@ impl KubeStore {
         validation: FieldValidation,
         now: Timestamp,
     ) -> Result<Applied, KubeError> {
-        self.write(|o| {
+        self.write(cluster_id, |o| {
             o.update(cluster_id, resource, namespace, name, edit, manager, validation, now)
         })
     }
@@ -548,12 +602,21 @@ impl KubeStore {
         propagation: Propagation,
         now: Timestamp,
     ) -> Result<Deleted, KubeError> {
-        self.write(|o| o.delete(cluster_id, resource, namespace, name, pre, propagation, now))
+        self.write(cluster_id, |o| {
+            o.delete(cluster_id, resource, namespace, name, pre, propagation, now)
+        })
     }
 
     /// The clusters that hold objects.
     pub fn cluster_ids(&self) -> Vec<String> {
-        self.objects().cluster_ids()
+        let cells = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        let ids: Vec<(String, Arc<Mutex<store::Objects>>)> =
+            cells.iter().map(|(id, c)| (id.clone(), Arc::clone(c))).collect();
+        drop(cells);
+        ids.into_iter()
+            .filter(|(id, cell)| Self::objects(cell).clusters.contains_key(id))
+            .map(|(id, _)| id)
+            .collect()
     }
 }
 
@@ -573,4 +636,73 @@ pub fn router(state: Arc<SimState>) -> axum::Router {
 /// of the JSON 404 NotFound Status every unknown route gets (research/kube-wire.md).
 pub fn root_route(state: Arc<SimState>) -> axum::routing::MethodRouter {
     axum::routing::any(http::unknown_route).with_state(http::Ctx { state, cluster: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn namespace(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    }
+
+    /// Each cluster's objects have a lock of their own: a write to one cluster goes
+    /// through while another cluster's objects are held (under the one lock every
+    /// cluster shared, it waited — and the reconcile benchmark's clusters took turns on
+    /// two cores); the one sequence still numbers every change of every cluster apart.
+    #[test]
+    fn a_cluster_is_written_while_another_clusters_objects_are_held() {
+        let now = Timestamp::from_unix_ms(1_800_000_000_000);
+        let kube = Arc::new(KubeStore::default());
+        let first = kube.apply_manifest("b", "test", &namespace("before"), false, now).unwrap();
+        let (held_tx, held) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let k = kube.clone();
+        let holder = std::thread::spawn(move || {
+            k.write("b", |_| {
+                held_tx.send(()).unwrap();
+                // Bounded: the test releases it, or it lets go on its own.
+                let _ = release_rx.recv_timeout(Duration::from_secs(60));
+            })
+        });
+        held.recv().unwrap();
+        let (done_tx, done) = mpsc::channel();
+        let k = kube.clone();
+        let writer = std::thread::spawn(move || {
+            let r = k.apply_manifest("a", "test", &namespace("one"), false, now);
+            let _ = done_tx.send(r.map(|a| a.object));
+        });
+        let written = done.recv_timeout(Duration::from_secs(20));
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        writer.join().unwrap();
+        let a = written.expect("cluster a's write waited for cluster b's objects").unwrap();
+        let b = kube.apply_manifest("b", "test", &namespace("after"), false, now).unwrap();
+        let rv = |o: &Value| o["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>();
+        let (first, a, b) = (rv(&first.object).unwrap(), rv(&a).unwrap(), rv(&b.object).unwrap());
+        assert!(first < a && a < b, "one sequence for every cluster: {first}, {a}, {b}");
+        assert_eq!(kube.resource_version(), b);
+        assert_eq!(kube.cluster_ids(), vec!["a".to_owned(), "b".to_owned()]);
+    }
+
+    /// A write that changes its cluster wakes the watches; one that changes nothing
+    /// does not.
+    #[test]
+    fn only_a_write_that_changes_its_cluster_wakes_the_watches() {
+        let now = Timestamp::from_unix_ms(1_800_000_000_000);
+        let kube = KubeStore::default();
+        let mut watch = kube.subscribe();
+        kube.apply_manifest("a", "test", &namespace("one"), false, now).unwrap();
+        assert!(watch.has_changed().unwrap());
+        watch.mark_unchanged();
+        kube.apply_manifest("a", "test", &namespace("one"), false, now).unwrap();
+        assert!(!watch.has_changed().unwrap(), "the same apply again changes nothing");
+        kube.apply_manifest("b", "test", &namespace("two"), false, now).unwrap();
+        assert!(watch.has_changed().unwrap());
+    }
 }

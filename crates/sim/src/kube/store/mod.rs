@@ -35,7 +35,7 @@ pub use types::{
     Applied, ApplyRequest, Change, ControllerState, Deleted, Edit, EventType, Operation, Page,
     Propagation, Query, WATCH_HISTORY,
 };
-pub(crate) use types::{Key, Objects};
+pub(crate) use types::{Ids, Key, Objects};
 
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use bc_domain::time::Timestamp;
 use serde_json::{Value, json};
 
-use super::types::{ClusterObjects, Objects, Stored};
+use super::types::{ClusterObjects, Ids, Objects, Stored};
 use crate::kube::Resource;
 
 impl Objects {
@@ -34,16 +34,14 @@ impl Objects {
                 (id.clone(), saved)
             })
             .collect();
-        json!({"resourceVersion": self.resource_version, "uids": self.uids, "clusters": clusters})
+        let (rv, uids) = (self.ids.resource_version(), self.ids.uids());
+        json!({"resourceVersion": rv, "uids": uids, "clusters": clusters})
     }
 
     /// The objects [`Self::to_saved`] wrote; an error names what does not read.
     pub(crate) fn from_saved(v: &Value) -> Result<Objects, String> {
-        let mut out = Objects {
-            clusters: BTreeMap::new(),
-            resource_version: number(v, "resourceVersion")?,
-            uids: number(v, "uids")?,
-        };
+        let ids = Ids::at(number(v, "resourceVersion")?, number(v, "uids")?);
+        let mut out = Objects { clusters: BTreeMap::new(), ids: std::sync::Arc::new(ids) };
         let clusters = v.get("clusters").and_then(Value::as_object).ok_or("clusters: missing")?;
         for (id, c) in clusters {
             let last_change = number(c, "lastChange")?;

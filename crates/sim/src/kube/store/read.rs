@@ -51,7 +51,7 @@ impl Objects {
         resource: Resource,
         query: &Query,
     ) -> Result<Page, KubeError> {
-        let rv = self.resource_version;
+        let rv = self.resource_version();
         let start = match &query.continue_from {
             Some(token) => Some(decode_continue(token, self.compacted_of(cluster))?),
             None => None,

@@ -3,11 +3,13 @@
 //! history and its controllers' bookkeeping; the requests and answers of its reads and
 //! writes; and the counters that hand out resource versions, uids and service addresses.
 //!
-//! Invariant: resource versions only grow (one counter for every cluster), and a
-//! cluster's history keeps its newest [`WATCH_HISTORY`] changes, remembering the newest
-//! it dropped so a watch from before it is 410 Gone.
+//! Invariant: resource versions only grow (one sequence, [`Ids`], for every cluster,
+//! drawn under the cluster's own lock, so a cluster's changes are numbered in the order
+//! they happen), and a cluster's history keeps its newest [`WATCH_HISTORY`] changes,
+//! remembering the newest it dropped so a watch from before it is 410 Gone.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bc_domain::time::Timestamp;
@@ -155,12 +157,58 @@ pub struct ControllerState {
     pub(crate) world: u64,
 }
 
-/// Everything the store keeps: objects per cluster and the counters shared by them.
+/// Objects per cluster (the store keeps one cluster's in each, under a lock of its own)
+/// and the sequences every cluster draws from.
 #[derive(Debug, Default)]
 pub(crate) struct Objects {
     pub(crate) clusters: BTreeMap<String, ClusterObjects>,
-    pub(super) resource_version: u64,
-    pub(super) uids: u64,
+    pub(super) ids: Arc<Ids>,
+}
+
+/// The resourceVersion and uid sequences of the whole simulator: one, as before the
+/// clusters had locks of their own, so a resourceVersion names one change of one cluster
+/// and a watch woken by any cluster's change can tell whether its own moved.
+#[derive(Debug, Default)]
+pub(crate) struct Ids {
+    resource_version: AtomicU64,
+    uids: AtomicU64,
+}
+
+impl Ids {
+    /// Sequences that go on from `resource_version` and `uids`.
+    pub(super) fn at(resource_version: u64, uids: u64) -> Self {
+        Self { resource_version: AtomicU64::new(resource_version), uids: AtomicU64::new(uids) }
+    }
+
+    /// Sequences that go on from where these stand, apart from them (a `dryRun`'s).
+    fn apart(&self) -> Self {
+        Self::at(self.resource_version(), self.uids())
+    }
+
+    /// Goes on from where `other` stands (a restore).
+    pub(crate) fn go_on_from(&self, other: &Ids) {
+        self.resource_version.store(other.resource_version(), Ordering::SeqCst);
+        self.uids.store(other.uids(), Ordering::SeqCst);
+    }
+
+    /// The newest resourceVersion handed out.
+    pub(crate) fn resource_version(&self) -> u64 {
+        self.resource_version.load(Ordering::SeqCst)
+    }
+
+    /// The newest uid number handed out.
+    pub(super) fn uids(&self) -> u64 {
+        self.uids.load(Ordering::SeqCst)
+    }
+
+    /// The next resourceVersion (drawn under the changed cluster's lock).
+    pub(super) fn next_rv(&self) -> u64 {
+        self.resource_version.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn next_uid(&self) -> u64 {
+        self.uids.fetch_add(1, Ordering::SeqCst) + 1
+    }
 }
 
 /// What a write did.
@@ -279,6 +327,17 @@ impl ClusterObjects {
         self.history.iter().skip(self.history.len() - newer)
     }
 
+    /// What saving keeps of the cluster (`Objects::to_saved`): its objects and counters,
+    /// without the watch history or the controllers' bookkeeping.
+    pub(crate) fn saved_part(&self) -> ClusterObjects {
+        ClusterObjects {
+            objects: self.objects.clone(),
+            last_change: self.last_change,
+            next_service_ip: self.next_service_ip,
+            ..ClusterObjects::default()
+        }
+    }
+
     pub(super) fn namespace_exists(&self, ns: &str) -> bool {
         self.objects.contains_key(&(Resource::Namespace, String::new(), ns.to_owned()))
     }
@@ -293,28 +352,42 @@ impl ClusterObjects {
 }
 
 impl Objects {
+    /// No objects, drawing from `ids`.
+    pub(crate) fn sharing(ids: &Arc<Ids>) -> Objects {
+        Objects { clusters: BTreeMap::new(), ids: Arc::clone(ids) }
+    }
+
+    /// The sequences these objects draw from.
+    pub(crate) fn ids(&self) -> &Arc<Ids> {
+        &self.ids
+    }
+
     pub(super) fn next_rv(&mut self) -> u64 {
-        self.resource_version += 1;
-        self.resource_version
+        self.ids.next_rv()
     }
 
     /// The current resource version (for list metadata).
     pub(crate) fn resource_version(&self) -> u64 {
-        self.resource_version
+        self.ids.resource_version()
     }
 
     pub(super) fn next_uid(&mut self) -> String {
-        self.uids += 1;
-        format!("5e1a0000-0000-4000-8000-{:012x}", self.uids)
+        format!("5e1a0000-0000-4000-8000-{:012x}", self.ids.next_uid())
     }
 
-    /// A copy of one cluster's objects to write on without keeping (`dryRun`).
+    /// The resourceVersion of `cluster`'s last change (0: none).
+    pub(crate) fn last_change_of(&self, cluster: &str) -> u64 {
+        self.clusters.get(cluster).map_or(0, |c| c.last_change)
+    }
+
+    /// A copy of one cluster's objects to write on without keeping (`dryRun`): its
+    /// sequences go on apart from the store's.
     pub(crate) fn scratch(&self, cluster: &str) -> Objects {
         let mut clusters = BTreeMap::new();
         if let Some(c) = self.clusters.get(cluster) {
             clusters.insert(cluster.to_owned(), c.clone());
         }
-        Objects { clusters, resource_version: self.resource_version, uids: self.uids }
+        Objects { clusters, ids: Arc::new(self.ids.apart()) }
     }
 
     pub(crate) fn cluster_mut(&mut self, cluster: &str) -> &mut ClusterObjects {
@@ -327,10 +400,5 @@ impl Objects {
 
     pub(super) fn compacted_of(&self, cluster: &str) -> u64 {
         self.clusters.get(cluster).map_or(0, |c| c.compacted)
-    }
-
-    /// The clusters that hold at least one object.
-    pub(crate) fn cluster_ids(&self) -> Vec<String> {
-        self.clusters.keys().cloned().collect()
     }
 }

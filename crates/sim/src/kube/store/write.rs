@@ -384,13 +384,13 @@ impl Objects {
         key: &Key,
         edit: impl FnOnce(&mut Stored) -> bool,
     ) -> bool {
-        let rv = self.resource_version + 1;
-        let c = self.cluster_mut(cluster);
+        let c = self.clusters.entry(cluster.to_owned()).or_default();
         let Some(s) = c.objects.get_mut(key) else { return false };
         let previous = rendered(key.0, key, s);
         if !edit(s) {
             return false;
         }
+        let rv = self.ids.next_rv();
         s.resource_version = rv;
         s.changed();
         let object = rendered(key.0, key, s);
@@ -402,7 +402,6 @@ impl Objects {
             object,
             previous: Some(previous),
         });
-        self.resource_version = rv;
         true
     }
 
@@ -522,9 +521,9 @@ impl Objects {
 
     /// Removes an object and records its deletion; the object as last seen.
     pub(crate) fn remove(&mut self, cluster: &str, key: &Key) -> Option<Value> {
-        let rv = self.resource_version + 1;
         let c = self.clusters.get_mut(cluster)?;
         let mut gone = c.objects.remove(key)?;
+        let rv = self.ids.next_rv();
         gone.resource_version = rv;
         gone.changed();
         let object = render(key.0, key, &gone);
@@ -536,7 +535,6 @@ impl Objects {
             object: Arc::new(object.clone()),
             previous: None,
         });
-        self.resource_version = rv;
         Some(object)
     }
 
