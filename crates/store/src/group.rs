@@ -1,12 +1,13 @@
-//! Group calls: calls of one kind that arrive while an earlier batch of them is at the
-//! database go together in the next batch — one query or one transaction for all —
-//! instead of one round trip each (issue 31: an activation's reads and commits were
-//! most of its round trips).
+//! Group calls: calls of one kind that arrive while earlier batches of them are at the
+//! database (one, or up to a group's `lanes`) go together in the next batch — one query
+//! or one transaction for all — instead of one round trip each (issue 31: an
+//! activation's reads and commits were most of its round trips).
 //!
 //! Invariant: a call's request reaches the database only after the call began, so it
 //! reads or writes what a call of its own would (a read sees every commit made before
-//! the call began); no call waits for another to arrive — a call with nothing in flight
-//! goes at once, alone — and each caller gets its own answer. A batch runs in a task of
+//! the call began); no call waits for another to arrive — a call that finds fewer
+//! batches in flight than the group's lanes goes at once — and each caller gets its own
+//! answer. A batch runs in a task of
 //! its own, so a caller that is dropped (a cancelled activation) never takes the others'
 //! answers with it.
 
@@ -17,16 +18,19 @@ use tokio::sync::oneshot;
 
 type Waiting<Req, Ans> = Vec<(Req, oneshot::Sender<Ans>)>;
 
-/// The calls of one kind waiting for the next batch, and whether a batch is running.
+/// The calls of one kind waiting for the next batch, and how many batches are running.
 pub(crate) struct Group<Req, Ans> {
     state: Mutex<State<Req, Ans>>,
     /// Most calls in one batch.
     max: usize,
+    /// Most batches at the database at once.
+    lanes: usize,
 }
 
 struct State<Req, Ans> {
     pending: Waiting<Req, Ans>,
-    draining: bool,
+    /// Drains running (at most `lanes`).
+    draining: usize,
 }
 
 impl<Req, Ans> std::fmt::Debug for Group<Req, Ans> {
@@ -36,9 +40,16 @@ impl<Req, Ans> std::fmt::Debug for Group<Req, Ans> {
 }
 
 impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
-    /// A group sending at most `max` calls in one batch.
+    /// A group sending at most `max` calls in one batch, one batch at a time.
     pub(crate) fn new(max: usize) -> Self {
-        Self { state: Mutex::new(State { pending: Vec::new(), draining: false }), max: max.max(1) }
+        Self::with_lanes(max, 1)
+    }
+
+    /// A group sending at most `max` calls in one batch and up to `lanes` batches at
+    /// once: a call that arrives while fewer are running goes at once.
+    pub(crate) fn with_lanes(max: usize, lanes: usize) -> Self {
+        let state = Mutex::new(State { pending: Vec::new(), draining: 0 });
+        Self { state, max: max.max(1), lanes: lanes.max(1) }
     }
 
     /// Sends `req` in the next batch, which `run` carries out: it gets the batch's
@@ -64,12 +75,14 @@ impl<Req: Send + 'static, Ans: Send + 'static> Group<Req, Ans> {
         rx.await.ok()
     }
 
-    /// Puts a call in the next batch; `true` when no drain is running, so the caller
-    /// must start one.
+    /// Puts a call in the next batch; `true` when fewer drains than lanes are running,
+    /// so the caller must start one.
     fn enqueue(&self, req: Req, answer: oneshot::Sender<Ans>) -> bool {
         let mut s = self.lock();
         s.pending.push((req, answer));
-        !std::mem::replace(&mut s.draining, true)
+        let start = s.draining < self.lanes;
+        s.draining += usize::from(start);
+        start
     }
 }
 
@@ -93,7 +106,7 @@ impl<Req, Ans> Drain<Req, Ans> {
     fn next(&mut self) -> Option<Waiting<Req, Ans>> {
         let mut s = self.group.lock();
         if s.pending.is_empty() {
-            s.draining = false;
+            s.draining = s.draining.saturating_sub(1);
             self.ran_out = true;
             return None;
         }
@@ -112,10 +125,13 @@ impl<Req, Ans> Drop for Drain<Req, Ans> {
             return;
         }
         // After a panic the callers still waiting are answered `None` (their senders go)
-        // rather than left waiting for a task that is gone.
+        // rather than left waiting for a task that is gone — unless another drain is
+        // running, which takes them.
         let mut s = self.group.lock();
-        s.draining = false;
-        s.pending.clear();
+        s.draining = s.draining.saturating_sub(1);
+        if s.draining == 0 {
+            s.pending.clear();
+        }
     }
 }
 
@@ -124,6 +140,59 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    /// With two lanes a call that finds one batch in flight goes at once, in a second;
+    /// calls that find both busy wait and go together in the next.
+    #[tokio::test]
+    async fn with_two_lanes_a_second_batch_goes_beside_the_first() {
+        let group = Arc::new(Group::<u32, u32>::with_lanes(100, 2));
+        let batches = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let run = {
+            let (batches, gate) = (batches.clone(), gate.clone());
+            move |reqs: Vec<u32>| {
+                let (batches, gate) = (batches.clone(), gate.clone());
+                async move {
+                    batches.lock().unwrap().push(reqs.clone());
+                    gate.acquire().await.unwrap().forget();
+                    reqs.iter().map(|r| r * 10).collect()
+                }
+            }
+        };
+        let call = |i: u32| {
+            let (g, run) = (group.clone(), run.clone());
+            tokio::spawn(async move { g.call(i, run).await })
+        };
+        let in_flight = |n: usize| {
+            let batches = batches.clone();
+            async move {
+                for _ in 0..10_000 {
+                    if batches.lock().unwrap().len() >= n {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                panic!("{n} batches never started");
+            }
+        };
+        let first = call(1);
+        in_flight(1).await;
+        let second = call(2);
+        in_flight(2).await;
+        let later: Vec<_> = (3..=4).map(call).collect();
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(batches.lock().unwrap().len(), 2, "both lanes busy: 3 and 4 wait");
+        gate.add_permits(3);
+        assert_eq!((first.await.unwrap(), second.await.unwrap()), (Some(10), Some(20)));
+        let mut answers = Vec::new();
+        for h in later {
+            answers.push(h.await.unwrap());
+        }
+        assert_eq!(answers, vec![Some(30), Some(40)]);
+        assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2], vec![3, 4]]);
+    }
 
     #[tokio::test]
     async fn a_call_alone_goes_alone_and_calls_meanwhile_go_together() {
