@@ -99,6 +99,9 @@ pub struct Services {
     pub(crate) join_limiters: Option<(RateLimiter, RateLimiter)>,
     /// Each substrate's Node listing, reused for a few seconds by every join.
     pub(crate) node_listings: Recent<Result<Vec<String>, ApiError>>,
+    /// The joins' calls to clusters' APIs running at once (see
+    /// `methods::agents::CLUSTER_CALLS_AT_ONCE`).
+    pub(crate) cluster_calls: Arc<tokio::sync::Semaphore>,
     /// List pages answered, answered again while their list's version stands.
     pub(crate) list_cache: crate::list_cache::ListCache,
 }

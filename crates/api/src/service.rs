@@ -31,7 +31,7 @@ use crate::body::{parse_object, read_limited};
 pub use crate::ctx::{Ctx, Services, Settings};
 use crate::error::{ApiError, Code};
 use crate::ids::IdSource;
-use crate::methods::agents::NODE_LISTING_TTL;
+use crate::methods::agents::{CLUSTER_CALLS_AT_ONCE, NODE_LISTING_TTL};
 use crate::methods::registry;
 use crate::metrics::{self, MethodLabel, Metrics};
 use crate::ratelimit::{Concurrency, RateLimiter, Recent};
@@ -83,6 +83,7 @@ impl Api {
                 streams: Concurrency::default(),
                 join_limiters: None,
                 node_listings: Recent::new(NODE_LISTING_TTL),
+                cluster_calls: Arc::new(tokio::sync::Semaphore::new(CLUSTER_CALLS_AT_ONCE)),
                 list_cache: Default::default(),
             },
             registry: registry(),

@@ -72,6 +72,14 @@ pub(crate) fn methods() -> Vec<Method> {
 /// cluster added since is found by bcd's next attempt.
 pub const NODE_LISTING_TTL: Duration = Duration::from_secs(5);
 
+/// How many of the joins' calls to clusters' APIs (a Node listing, a TokenReview) run at
+/// once; the rest wait their turn. Each builds a client of its cluster (its kubeconfig
+/// from the provider, a TLS configuration, a connection): when the whole fleet's agents
+/// join together — 3,000 nodes within seconds once 1,000 substrates converge — building
+/// them all at once took `bc-api` from 121 MiB to 158–241 MiB at its peak (the memory
+/// benchmark, issue 31, item 3). A waiting join holds only its request.
+pub const CLUSTER_CALLS_AT_ONCE: usize = 16;
+
 /// The one answer for a join token that does not open a pool (as for API tokens: no
 /// failure tells another apart).
 fn bad_join_token() -> ApiError {
@@ -131,6 +139,16 @@ async fn session(
     Ok(ClusterSession::new(provider, ctx.clusters.clone(), provider_cluster_id))
 }
 
+/// A turn to call a cluster's API (at most [`CLUSTER_CALLS_AT_ONCE`] at once), held
+/// until dropped.
+async fn cluster_turn(ctx: &Ctx) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
+    // The semaphore is never closed; should it be, the join is refused as unavailable.
+    ctx.cluster_calls
+        .acquire()
+        .await
+        .map_err(|_| ApiError::unavailable("the server is shutting down; try again"))
+}
+
 /// A failed call to the pool's cluster, as the join answers it.
 fn cluster_failed(what: &str, e: ClusterError) -> ApiError {
     match e {
@@ -156,6 +174,7 @@ async fn listed_nodes(
     let key = format!("{pool_id}/{provider_cluster_id}");
     let list = || async move {
         let what = "listing the cluster's nodes";
+        let _turn = cluster_turn(ctx).await?;
         let session = session(ctx, &account, &provider_cluster_id, what).await?;
         let selector = format!("{LABEL_SUBSTRATE_POOL}={pool_id}");
         let nodes = session.list_nodes(&selector).await.map_err(|e| cluster_failed(what, e))?;
@@ -175,6 +194,7 @@ async fn prove_node(
     provider_cluster_id: &str,
 ) -> Result<(), ApiError> {
     let what = "reviewing the pod's ServiceAccount token";
+    let _turn = cluster_turn(ctx).await?;
     let session = session(ctx, account, provider_cluster_id, what).await?;
     let audience = ctx.settings.public_url.clone();
     let review = session

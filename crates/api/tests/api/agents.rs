@@ -28,6 +28,7 @@ bc_store::store_suite!(
     joins_are_limited_per_join_token_and_per_client_address,
     a_pod_of_one_node_cannot_join_as_another,
     expired_or_other_audience_tokens_are_refused,
+    joins_arriving_together_call_clusters_a_bounded_number_at_once,
 );
 
 /// A running simulated cluster behind the example pool's substrate, with `nodes` labelled
@@ -371,4 +372,57 @@ async fn expired_or_other_audience_tokens_are_refused(s: S) {
         .err("UNAUTHENTICATED");
     assert!(m.contains("expired"), "{m}");
     assert_eq!(h.store.node_find_by_name(&id(ex::POOL), node).await.unwrap(), None);
+}
+
+/// The clusters' port, counting the connections being made at once (each held a while,
+/// so that calls arriving together overlap).
+#[derive(Default)]
+struct CountingClusters {
+    inner: std::sync::OnceLock<std::sync::Arc<dyn bc_domain::ports::ClusterApi>>,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl bc_domain::ports::ClusterApi for CountingClusters {
+    async fn connect(
+        &self,
+        kubeconfig: &bc_domain::model::SecretString,
+    ) -> Result<std::sync::Arc<dyn bc_domain::ports::ClusterClient>, bc_domain::ports::ClusterError>
+    {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let client = self.inner.get().expect("wrapped").connect(kubeconfig).await;
+        self.now.fetch_sub(1, SeqCst);
+        client
+    }
+}
+
+/// Issue 31, item 3: the joins of a whole fleet's agents arriving together call the
+/// clusters' APIs at most `CLUSTER_CALLS_AT_ONCE` at a time (each builds a client of
+/// its cluster: built all at once, they took `bc-api` past 200 MiB in the memory
+/// benchmark), and every one of them still joins.
+async fn joins_arriving_together_call_clusters_a_bounded_number_at_once(s: S) {
+    let counting = std::sync::Arc::new(CountingClusters::default());
+    let wrap = counting.clone();
+    let h = Harness::with_clusters(s, move |inner| {
+        let _ = wrap.inner.set(inner);
+        wrap
+    })
+    .await;
+    let at_once = bc_api::methods::agents::CLUSTER_CALLS_AT_ONCE;
+    let (token, ours, _) = substrate_cluster(&h, (3 * at_once) as i64).await;
+    let mut bodies = Vec::new();
+    for name in &ours {
+        bodies.push(proven_body(&h, &token, name).await);
+    }
+    let joins = bodies.iter().map(|b| h.call("agents.join", None, b));
+    for answer in futures::future::join_all(joins).await {
+        let credential = answer.ok()["nodeCredential"].as_str().unwrap().to_owned();
+        h.capture.secret(&credential);
+    }
+    let most = counting.most.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most <= at_once, "{most} connections to clusters made at once (at most {at_once})");
 }

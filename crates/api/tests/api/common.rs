@@ -27,8 +27,8 @@ use bc_domain::model::*;
 use bc_domain::policy::PoolPolicy;
 use bc_domain::ports::SubstrateRepo as _;
 use bc_domain::ports::{
-    ManualClock, ProviderCredentials, ProviderRegistry, SecretBox, Store, UnitOfWork, WorkKind,
-    WorkQueue as _, Write,
+    ClusterApi, ManualClock, ProviderCredentials, ProviderRegistry, SecretBox, Store, UnitOfWork,
+    WorkKind, WorkQueue as _, Write,
 };
 use bc_domain::recipes;
 use bc_domain::token::{ApiTokenSecret, sha256_hex};
@@ -270,6 +270,28 @@ impl Harness {
         wrap: impl FnOnce(&Cloud, Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
         build: impl FnOnce(Api) -> Api,
     ) -> Self {
+        Self::with_ports(store, config, wrap, |c| c, build).await
+    }
+
+    /// [`Self::on`] with the clusters' port `wrap` makes of the simulated clusters'.
+    pub async fn with_clusters(
+        store: S,
+        wrap: impl FnOnce(Arc<dyn ClusterApi>) -> Arc<dyn ClusterApi>,
+    ) -> Self {
+        let build = |api: Api| api.settings(test_settings());
+        Self::with_ports(store, sim_config(), |_, r| r, wrap, build).await
+    }
+
+    /// The harness with the provider registry and the clusters' port `providers` and
+    /// `clusters` make of the simulated cloud's.
+    async fn with_ports(
+        store: S,
+        config: SimConfig,
+        providers: impl FnOnce(&Cloud, Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
+        clusters: impl FnOnce(Arc<dyn ClusterApi>) -> Arc<dyn ClusterApi>,
+        build: impl FnOnce(Api) -> Api,
+    ) -> Self {
+        let (wrap, wrap_clusters) = (providers, clusters);
         let cloud = Cloud::with_config(config).await;
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
@@ -277,7 +299,7 @@ impl Harness {
             store: store.clone(),
             clock: clock.clone(),
             providers: wrap(&cloud, cloud.providers(secrets.clone())),
-            clusters: cloud.clusters(),
+            clusters: wrap_clusters(cloud.clusters()),
             secrets: secrets.clone(),
         };
         let (work, events) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
