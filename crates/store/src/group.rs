@@ -141,24 +141,37 @@ mod tests {
 
     use super::*;
 
-    /// With two lanes a call that finds one batch in flight goes at once, in a second;
-    /// calls that find both busy wait and go together in the next.
-    #[tokio::test]
-    async fn with_two_lanes_a_second_batch_goes_beside_the_first() {
-        let group = Arc::new(Group::<u32, u32>::with_lanes(100, 2));
+    /// The batches a runner was given, in order.
+    type Batches = Arc<Mutex<Vec<Vec<u32>>>>;
+    /// A runner's answers to one batch.
+    type Answers = futures::future::BoxFuture<'static, Vec<u32>>;
+
+    /// A batch runner that records each batch, waits for a permit of the gate, then
+    /// answers each request times ten: the batches, the gate and the runner.
+    fn gated() -> (Batches, Arc<tokio::sync::Semaphore>, impl Fn(Vec<u32>) -> Answers + Clone) {
         let batches = Arc::new(Mutex::new(Vec::new()));
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let run = {
             let (batches, gate) = (batches.clone(), gate.clone());
             move |reqs: Vec<u32>| {
                 let (batches, gate) = (batches.clone(), gate.clone());
-                async move {
+                let run: Answers = Box::pin(async move {
                     batches.lock().unwrap().push(reqs.clone());
                     gate.acquire().await.unwrap().forget();
                     reqs.iter().map(|r| r * 10).collect()
-                }
+                });
+                run
             }
         };
+        (batches, gate, run)
+    }
+
+    /// With two lanes a call that finds one batch in flight goes at once, in a second;
+    /// calls that find both busy wait and go together in the next.
+    #[tokio::test]
+    async fn with_two_lanes_a_second_batch_goes_beside_the_first() {
+        let group = Arc::new(Group::<u32, u32>::with_lanes(100, 2));
+        let (batches, gate, run) = gated();
         let call = |i: u32| {
             let (g, run) = (group.clone(), run.clone());
             tokio::spawn(async move { g.call(i, run).await })
@@ -197,19 +210,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_alone_goes_alone_and_calls_meanwhile_go_together() {
         let group = Arc::new(Group::<u32, u32>::new(100));
-        let batches = Arc::new(Mutex::new(Vec::new()));
-        let gate = Arc::new(tokio::sync::Semaphore::new(0));
-        let run = {
-            let (batches, gate) = (batches.clone(), gate.clone());
-            move |reqs: Vec<u32>| {
-                let (batches, gate) = (batches.clone(), gate.clone());
-                async move {
-                    batches.lock().unwrap().push(reqs.clone());
-                    gate.acquire().await.unwrap().forget();
-                    reqs.iter().map(|r| r * 10).collect()
-                }
-            }
-        };
+        let (batches, gate, run) = gated();
         // The first call goes at once; three more arrive while it is at the "database".
         let first = tokio::spawn({
             let (g, run) = (group.clone(), run.clone());
