@@ -129,37 +129,26 @@ impl Stepper {
     /// allows and runs them all; the runtimes run at the same time, a different one
     /// first each round. The reports of every activation, in no particular order.
     pub async fn round(&self) -> Result<Vec<ActivationReport>, StoreError> {
-        let first = self.rounds.load(Ordering::Relaxed) % self.runtimes.len().max(1);
-        let order = self.runtimes.iter().cycle().skip(first).take(self.runtimes.len());
-        let per_runtime = order.map(|rt| async move {
+        let per_runtime = self.in_turn().map(|rt| async move {
             let mut claimed = Vec::new();
             for kind in rt.kinds() {
                 claimed.extend(rt.claim(kind, rt.config().concurrency_of(kind)).await?);
             }
-            let Some(wrap) = &self.spawn else {
-                let runs = claimed.into_iter().map(|item| rt.activate(item, &self.stop));
-                return Ok::<_, StoreError>(join_all(runs).await);
-            };
-            let tasks = claimed.into_iter().map(|item| {
-                let (rt, stop) = (rt.clone(), self.stop.clone());
-                tokio::spawn(wrap(Box::pin(async move { rt.activate(item, &stop).await })))
-            });
-            let mut reports = Vec::new();
-            for joined in join_all(tasks.collect::<Vec<_>>()).await {
-                match joined {
-                    Ok(report) => reports.push(report),
-                    // An activation that panicked panics the round, as it does in one task.
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Err(e) => panic!("an activation's task was cancelled: {e}"),
-                }
-            }
-            Ok::<_, StoreError>(reports)
+            let runs = claimed.into_iter().map(|item| self.start(rt, item));
+            Ok::<_, StoreError>(join_all(runs).await)
         });
         let mut reports = Vec::new();
         for r in join_all(per_runtime).await {
             reports.extend(r?);
         }
         Ok(self.recorded(reports))
+    }
+
+    /// The runtimes, a different one first each round, so no replica always gets first
+    /// pick of the work and of the budget.
+    fn in_turn(&self) -> impl Iterator<Item = &Arc<Runtime>> {
+        let first = self.rounds.load(Ordering::Relaxed) % self.runtimes.len().max(1);
+        self.runtimes.iter().cycle().skip(first).take(self.runtimes.len())
     }
 
     /// Books a round's reports: the round count, failures, each item's latest result.
@@ -183,9 +172,8 @@ impl Stepper {
     /// round; the clock stands still throughout. Ends when a claim with nothing in
     /// flight finds nothing due. The reports of every activation, in no particular order.
     pub async fn flow(&self) -> Result<Vec<ActivationReport>, StoreError> {
-        let first = self.rounds.load(Ordering::Relaxed) % self.runtimes.len().max(1);
-        let order = self.runtimes.iter().cycle().skip(first).take(self.runtimes.len());
-        let lanes = order.flat_map(|rt| rt.kinds().into_iter().map(move |kind| (rt, kind)));
+        let lanes =
+            self.in_turn().flat_map(|rt| rt.kinds().into_iter().map(move |kind| (rt, kind)));
         let mut reports = Vec::new();
         for r in join_all(lanes.map(|(rt, kind)| self.lane(rt, kind))).await {
             reports.extend(r?);
