@@ -194,10 +194,11 @@ impl KubeStore {
         })
     }
 
-    /// Every cluster's lock, in cluster order.
-    fn cells(&self) -> Vec<Arc<Mutex<store::Objects>>> {
+    /// Every cluster's id and lock, in cluster order (taken from the directory, which is
+    /// let go before any of them is locked).
+    fn cells(&self) -> Vec<(String, Arc<Mutex<store::Objects>>)> {
         let cells = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
-        cells.values().cloned().collect()
+        cells.iter().map(|(id, cell)| (id.clone(), Arc::clone(cell))).collect()
     }
 
     fn objects(cell: &Mutex<store::Objects>) -> MutexGuard<'_, store::Objects> {
@@ -239,7 +240,7 @@ impl KubeStore {
     /// counters, no watch history), copied one cluster at a time.
     pub(crate) fn copy_all(&self) -> store::Objects {
         let mut all = store::Objects::sharing(&self.ids);
-        for cell in self.cells() {
+        for (_, cell) in self.cells() {
             let o = Self::objects(&cell);
             all.clusters.extend(o.clusters.iter().map(|(id, c)| (id.clone(), c.saved_part())));
         }
@@ -609,11 +610,9 @@ impl KubeStore {
 
     /// The clusters that hold objects.
     pub fn cluster_ids(&self) -> Vec<String> {
-        let cells = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
-        let ids: Vec<(String, Arc<Mutex<store::Objects>>)> =
-            cells.iter().map(|(id, c)| (id.clone(), Arc::clone(c))).collect();
-        drop(cells);
-        ids.into_iter()
+        // A cell is made by the first write to its cluster, even one that stored nothing.
+        self.cells()
+            .into_iter()
             .filter(|(id, cell)| Self::objects(cell).clusters.contains_key(id))
             .map(|(id, _)| id)
             .collect()
