@@ -7,9 +7,8 @@
 //! reads or writes what a call of its own would (a read sees every commit made before
 //! the call began); no call waits for another to arrive — a call that finds fewer
 //! batches in flight than the group's lanes goes at once — and each caller gets its own
-//! answer. A batch runs in a task of
-//! its own, so a caller that is dropped (a cancelled activation) never takes the others'
-//! answers with it.
+//! answer. A batch runs in a task of its own, so a caller that is dropped (a cancelled
+//! activation) never takes the others' answers with it.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -282,16 +282,15 @@ impl Harness {
         Self::with_ports(store, sim_config(), |_, r| r, wrap, build).await
     }
 
-    /// The harness with the provider registry and the clusters' port `providers` and
-    /// `clusters` make of the simulated cloud's.
+    /// The harness with the provider registry and the clusters' port `wrap` and
+    /// `wrap_clusters` make of the simulated cloud's.
     async fn with_ports(
         store: S,
         config: SimConfig,
-        providers: impl FnOnce(&Cloud, Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
-        clusters: impl FnOnce(Arc<dyn ClusterApi>) -> Arc<dyn ClusterApi>,
+        wrap: impl FnOnce(&Cloud, Arc<dyn ProviderRegistry>) -> Arc<dyn ProviderRegistry>,
+        wrap_clusters: impl FnOnce(Arc<dyn ClusterApi>) -> Arc<dyn ClusterApi>,
         build: impl FnOnce(Api) -> Api,
     ) -> Self {
-        let (wrap, wrap_clusters) = (providers, clusters);
         let cloud = Cloud::with_config(config).await;
         let (sim, clock) = (cloud.sim.clone(), cloud.clock.clone());
         let secrets = Arc::new(AeadSecretBox::new(&[7u8; 32]).expect("key"));
