@@ -783,6 +783,11 @@ fn find<'a>(account: &'a mut Account, id: &str) -> Result<&'a mut Cluster, ApiEr
     account.clusters.iter_mut().find(|c| c.id == id).ok_or_else(ApiError::not_found)
 }
 
+/// [`find`] for a read: the account is not handed out to change, so it stays settled.
+fn find_ref<'a>(account: &'a Account, id: &str) -> Result<&'a Cluster, ApiError> {
+    account.clusters.iter().find(|c| c.id == id).ok_or_else(ApiError::not_found)
+}
+
 fn find_pool<'a>(c: &'a mut Cluster, id: &str) -> Result<&'a mut NodePool, ApiError> {
     c.node_pools.iter_mut().find(|p| p.id == id).ok_or_else(ApiError::not_found)
 }
@@ -932,7 +937,7 @@ impl Model {
         id: &str,
         now: Timestamp,
     ) -> Result<Cluster, ApiError> {
-        let c = find(self.account(token, now)?, id)?.clone();
+        let c = find_ref(self.account_ref(token, now)?, id)?.clone();
         if self.hidden(c.created_at, now) {
             return Err(ApiError::not_found());
         }
@@ -1031,8 +1036,8 @@ impl Model {
         id: &str,
         now: Timestamp,
     ) -> Result<AssociatedResources, ApiError> {
-        let account = self.account(token, now)?;
-        find(account, id)?;
+        let account = self.account_ref(token, now)?;
+        find_ref(account, id)?;
         Ok(associated(account, id))
     }
 
@@ -1107,7 +1112,7 @@ impl Model {
     }
 
     fn provisioned(&mut self, token: &str, id: &str, now: Timestamp) -> Result<Cluster, ApiError> {
-        let c = find(self.account(token, now)?, id)?;
+        let c = find_ref(self.account_ref(token, now)?, id)?;
         if !c.provisioned || !c.live() {
             return Err(ApiError::not_found());
         }
@@ -1169,8 +1174,10 @@ impl Model {
         let expires_at =
             now + time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 4_000));
         let bearer = format!("doks-sim-{}", self.ids.uuid().replace('-', ""));
+        // Not `accounts_mut`: a token handed out moves no due time, so every account
+        // stays settled (each kubeconfig fetched made the next call walk them all).
         if let Some(c) =
-            self.accounts_mut().flat_map(|a| a.clusters.iter_mut()).find(|c| c.id == id)
+            self.accounts.values_mut().flat_map(|a| a.clusters.iter_mut()).find(|c| c.id == id)
         {
             c.issued_tokens.retain(|(_, until)| *until > now);
             c.issued_tokens.push((bearer.clone(), expires_at));
@@ -1185,7 +1192,7 @@ impl Model {
         id: &str,
         now: Timestamp,
     ) -> Result<Vec<&'static str>, ApiError> {
-        let c = find(self.account(token, now)?, id)?;
+        let c = find_ref(self.account_ref(token, now)?, id)?;
         Ok(catalog::upgrades_from(&c.version))
     }
 
@@ -1223,7 +1230,7 @@ impl Model {
         cluster_id: &str,
         now: Timestamp,
     ) -> Result<Vec<NodePool>, ApiError> {
-        Ok(find(self.account(token, now)?, cluster_id)?.node_pools.clone())
+        Ok(find_ref(self.account_ref(token, now)?, cluster_id)?.node_pools.clone())
     }
 
     /// Adds a node pool (nodes `provisioning`).
@@ -1256,7 +1263,9 @@ impl Model {
         pool_id: &str,
         now: Timestamp,
     ) -> Result<NodePool, ApiError> {
-        let p = find_pool(find(self.account(token, now)?, cluster_id)?, pool_id)?.clone();
+        let c = find_ref(self.account_ref(token, now)?, cluster_id)?;
+        let p = c.node_pools.iter().find(|p| p.id == pool_id).ok_or_else(ApiError::not_found)?;
+        let p = p.clone();
         if self.hidden(p.created_at, now) {
             return Err(ApiError::not_found());
         }
@@ -1641,7 +1650,38 @@ pub fn kubeconfig_yaml(c: &Cluster, token: &str, server: &str, ca_pem: &str) -> 
 
 #[cfg(test)]
 mod tests {
+    use super::super::Settled;
     use super::*;
+    use crate::testing::{TEST_TOKEN as T, cluster_create, node_pool, sim, step};
+    use bc_domain::ports::Clock as _;
+
+    /// A read (a cluster, its node pools, its upgrades, its associated resources) and a
+    /// kubeconfig handed out change no due time: the account stays settled, so the next
+    /// call does not walk every object of it again.
+    #[test]
+    fn reads_and_kubeconfigs_leave_the_account_settled() {
+        let (sim, clock) = sim(crate::config::SimConfig::default());
+        let pools = vec![node_pool("workers", 2, &[])];
+        let made = sim.state().model().create_cluster(
+            T,
+            cluster_create("c", "latest", pools),
+            clock.now(),
+        );
+        let id = made.expect("created").id;
+        step(&clock, 600);
+        let now = clock.now();
+        let mut m = sim.state().model();
+        m.advance(now);
+        let settled = m.accounts[T].settled;
+        assert_ne!(settled, Settled::Unknown, "advanced");
+        let pool = m.get_cluster(T, &id, now).expect("cluster").node_pools[0].id.clone();
+        m.list_node_pools(T, &id, now).expect("node pools");
+        m.get_node_pool(T, &id, &pool, now).expect("node pool");
+        m.upgrades(T, &id, now).expect("upgrades");
+        m.associated_resources(T, &id, now).expect("associated resources");
+        m.kubeconfig(T, &id, None, now).expect("kubeconfig");
+        assert_eq!(m.accounts[T].settled, settled);
+    }
 
     /// `has_tag` is `all_tags` without the allocations: they must agree on every tag a
     /// load balancer could target, including a user tag that repeats a server one.
