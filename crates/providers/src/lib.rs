@@ -9,6 +9,7 @@
 pub mod classify;
 pub mod digitalocean;
 pub mod gke;
+mod http;
 pub mod kube;
 pub mod registry;
 

@@ -107,3 +107,18 @@ impl ProviderRegistry for Providers {
         self.of(credentials.provider())?.provider_for_credentials(credentials).await
     }
 }
+
+/// A secret box that opens nothing: for tests of adapters made from credentials given
+/// in the clear (`provider_for_credentials`), where nothing sealed is read.
+#[cfg(test)]
+pub(crate) struct NoSecrets;
+
+#[cfg(test)]
+impl SecretBox for NoSecrets {
+    fn seal(&self, _: &[u8], _: &[u8]) -> Result<Vec<u8>, bc_domain::ports::SecretError> {
+        Err(bc_domain::ports::SecretError::Config("no secrets in this test".into()))
+    }
+    fn open(&self, _: &[u8], _: &[u8]) -> Result<Vec<u8>, bc_domain::ports::SecretError> {
+        Err(bc_domain::ports::SecretError::Open)
+    }
+}

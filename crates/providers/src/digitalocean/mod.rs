@@ -135,15 +135,29 @@ impl DigitalOcean {
         clock: Arc<dyn Clock>,
         bucket: Option<SharedBucket>,
     ) -> ProviderResult<Self> {
-        let transport = Transport::new(
-            &config.base_url,
-            token,
-            config.connect_timeout,
-            config.request_timeout,
-            &config.rate_limit,
-            bucket,
-            clock,
-        )?;
+        let client = crate::http::client(config.connect_timeout, config.request_timeout)?;
+        Self::on(config, token, clock, bucket, client)
+    }
+
+    /// [`Self::new`] on `client` (a registry's, shared by its accounts).
+    pub(crate) fn with_client(
+        config: DigitalOceanConfig,
+        token: &SecretString,
+        clock: Arc<dyn Clock>,
+        client: reqwest::Client,
+    ) -> ProviderResult<Self> {
+        Self::on(config, token, clock, None, client)
+    }
+
+    fn on(
+        config: DigitalOceanConfig,
+        token: &SecretString,
+        clock: Arc<dyn Clock>,
+        bucket: Option<SharedBucket>,
+        client: reqwest::Client,
+    ) -> ProviderResult<Self> {
+        let transport =
+            Transport::new(client, &config.base_url, token, &config.rate_limit, bucket, clock)?;
         Ok(Self {
             transport,
             config,

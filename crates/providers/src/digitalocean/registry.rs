@@ -15,6 +15,7 @@ use bc_domain::ports::{
 };
 
 use super::{DigitalOcean, DigitalOceanConfig};
+use crate::http::SharedClient;
 use crate::registry::AccountCache;
 
 /// DigitalOcean accounts by id.
@@ -23,6 +24,8 @@ pub struct DigitalOceanRegistry {
     secret_box: Arc<dyn SecretBox>,
     clock: Arc<dyn Clock>,
     cache: AccountCache<DigitalOcean>,
+    /// The one HTTP client of every account's adapter.
+    http: SharedClient,
 }
 
 impl std::fmt::Debug for DigitalOceanRegistry {
@@ -44,14 +47,21 @@ impl DigitalOceanRegistry {
         secret_box: Arc<dyn SecretBox>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { config, secret_box, clock, cache: AccountCache::default() }
+        let http = SharedClient::new(config.connect_timeout, config.request_timeout);
+        Self { config, secret_box, clock, cache: AccountCache::default(), http }
     }
 
     /// The concrete adapter of `account` (shared; same as `provider_for`), for callers
     /// that need the concrete type (its rate-limit bucket, say).
     pub fn digitalocean_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<DigitalOcean>> {
         self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| {
-            DigitalOcean::new(self.config.clone(), token_of(creds)?, self.clock.clone())
+            let client = self.http.get()?;
+            DigitalOcean::with_client(
+                self.config.clone(),
+                token_of(creds)?,
+                self.clock.clone(),
+                client,
+            )
         })
     }
 }
@@ -71,7 +81,13 @@ impl ProviderRegistry for DigitalOceanRegistry {
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         // Not cached: the token is not an account yet (it is being checked).
         let token = token_of(credentials)?;
-        Ok(Arc::new(DigitalOcean::new(self.config.clone(), token, self.clock.clone())?))
+        let client = self.http.get()?;
+        Ok(Arc::new(DigitalOcean::with_client(
+            self.config.clone(),
+            token,
+            self.clock.clone(),
+            client,
+        )?))
     }
 }
 
@@ -85,5 +101,30 @@ fn token_of(credentials: &AccountCredentials) -> ProviderResult<&SecretString> {
                 other.provider().as_str()
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bc_domain::ports::ManualClock;
+
+    /// Every adapter the registry makes — checking new tokens, and each account's — runs
+    /// on the registry's one HTTP client: a client each held its own copy of the
+    /// platform's trust anchors, per account.
+    #[tokio::test]
+    async fn every_adapter_of_the_registry_shares_one_http_client() {
+        let clock = Arc::new(ManualClock::new(bc_domain::Timestamp::EPOCH));
+        let registry = DigitalOceanRegistry::new(
+            "http://127.0.0.1:9".into(),
+            Arc::new(crate::registry::NoSecrets),
+            clock,
+        );
+        let before = crate::http::BUILT.with(std::cell::Cell::get);
+        for token in ["dop_v1_a", "dop_v1_b", "dop_v1_c"] {
+            let creds = AccountCredentials::Token(SecretString::new(token));
+            registry.provider_for_credentials(&creds).await.expect("adapter");
+        }
+        assert_eq!(crate::http::BUILT.with(std::cell::Cell::get) - before, 1);
     }
 }

@@ -65,15 +65,13 @@ pub(crate) struct Transport {
 
 impl Transport {
     pub(crate) fn new(
+        client: reqwest::Client,
         base_url: &str,
         token: &SecretString,
-        connect_timeout: Duration,
-        request_timeout: Duration,
         rate_limit: &RateLimitConfig,
         bucket: Option<SharedBucket>,
         clock: Arc<dyn Clock>,
     ) -> ProviderResult<Self> {
-        crate::install_crypto_provider();
         let mut auth =
             HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
                 // The value is not echoed: it is the token.
@@ -82,16 +80,6 @@ impl Transport {
                 }
             })?;
         auth.set_sensitive(true);
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .timeout(request_timeout)
-            .user_agent(concat!("better-compute/", env!("CARGO_PKG_VERSION")))
-            // The API never redirects; following one could carry the token elsewhere.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ProviderError::Transient {
-                message: format!("could not build the HTTP client: {}", error_chain(&e)),
-            })?;
         let bucket = bucket
             .unwrap_or_else(|| Arc::new(Mutex::new(TokenBucket::new(rate_limit, clock.now()))));
         Ok(Self {

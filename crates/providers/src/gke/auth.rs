@@ -270,7 +270,7 @@ fn serde_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn decode(part: &str) -> serde_json::Value {
@@ -356,7 +356,7 @@ mod tests {
         let source = TokenSource::new(
             Signer::new(&test_key()).unwrap(),
             "http://127.0.0.1:9/token".into(),
-            super::super::http::client(Duration::from_secs(1), Duration::from_secs(1)).unwrap(),
+            crate::http::client(Duration::from_secs(1), Duration::from_secs(1)).unwrap(),
         );
         let (old, new) = (token("ya29.old", 3_600), token("ya29.new", 7_300));
         source.hand("c1", &old, at(0));

@@ -143,8 +143,19 @@ impl Gke {
         clock: Arc<dyn Clock>,
         bucket: Option<SharedBucket>,
     ) -> ProviderResult<Self> {
+        let client = crate::http::client(config.connect_timeout, config.request_timeout)?;
+        Self::with_client(config, account, clock, bucket, client)
+    }
+
+    /// [`Self::new`] on `client` (a registry's, shared by its accounts).
+    pub(crate) fn with_client(
+        config: &GkeConfig,
+        account: &ServiceAccount,
+        clock: Arc<dyn Clock>,
+        bucket: Option<SharedBucket>,
+        client: reqwest::Client,
+    ) -> ProviderResult<Self> {
         let signer = auth::Signer::new(&account.key)?;
-        let client = http::client(config.connect_timeout, config.request_timeout)?;
         let tokens = auth::TokenSource::new(signer, config.token_url.clone(), client.clone());
         let transport =
             Transport::new(client, &config.api_url, tokens, &config.rate_limit, bucket, clock);

@@ -15,6 +15,7 @@ use bc_domain::ports::{
 };
 
 use super::{Gke, GkeConfig};
+use crate::http::SharedClient;
 use crate::registry::AccountCache;
 
 /// GKE accounts by id.
@@ -23,6 +24,8 @@ pub struct GkeRegistry {
     secret_box: Arc<dyn SecretBox>,
     clock: Arc<dyn Clock>,
     cache: AccountCache<Gke>,
+    /// The one HTTP client of every account's adapter.
+    http: SharedClient,
 }
 
 impl std::fmt::Debug for GkeRegistry {
@@ -37,13 +40,15 @@ impl std::fmt::Debug for GkeRegistry {
 impl GkeRegistry {
     /// A registry with `config`.
     pub fn new(config: GkeConfig, secret_box: Arc<dyn SecretBox>, clock: Arc<dyn Clock>) -> Self {
-        Self { config, secret_box, clock, cache: AccountCache::default() }
+        let http = SharedClient::new(config.connect_timeout, config.request_timeout);
+        Self { config, secret_box, clock, cache: AccountCache::default(), http }
     }
 
     /// The concrete adapter of `account` (shared; same as `provider_for`).
     pub fn gke_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<Gke>> {
         self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| {
-            Gke::new(&self.config, service_account(creds)?, self.clock.clone(), None)
+            let account = service_account(creds)?;
+            Gke::with_client(&self.config, account, self.clock.clone(), None, self.http.get()?)
         })
     }
 }
@@ -71,11 +76,37 @@ impl ProviderRegistry for GkeRegistry {
         credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         // Not cached: not an account yet (being checked).
-        Ok(Arc::new(Gke::new(
+        Ok(Arc::new(Gke::with_client(
             &self.config,
             service_account(credentials)?,
             self.clock.clone(),
             None,
+            self.http.get()?,
         )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bc_domain::ports::ManualClock;
+
+    /// Every adapter the registry makes runs on the registry's one HTTP client (see the
+    /// DigitalOcean registry's test).
+    #[tokio::test]
+    async fn every_adapter_of_the_registry_shares_one_http_client() {
+        let clock = Arc::new(ManualClock::new(bc_domain::Timestamp::EPOCH));
+        let config = GkeConfig::with_urls("http://127.0.0.1:9", "http://127.0.0.1:9/token");
+        let registry = GkeRegistry::new(config, Arc::new(crate::registry::NoSecrets), clock);
+        let before = crate::http::BUILT.with(std::cell::Cell::get);
+        for project in ["p-a", "p-b", "p-c"] {
+            let key = crate::gke::auth::tests::test_key();
+            let creds = AccountCredentials::ServiceAccount(ServiceAccount {
+                key,
+                project_id: project.into(),
+            });
+            registry.provider_for_credentials(&creds).await.expect("adapter");
+        }
+        assert_eq!(crate::http::BUILT.with(std::cell::Cell::get) - before, 1);
     }
 }
