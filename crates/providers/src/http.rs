@@ -1,5 +1,5 @@
-//! The HTTP client of the providers' APIs, and the one a registry shares among its
-//! accounts.
+//! The HTTP client of the providers' APIs, the one a registry shares among its accounts,
+//! and how a request that got no status is described.
 //!
 //! Invariant: no redirect is followed (one could carry a bearer or an assertion
 //! elsewhere), and every account of one registry is served by one client — one copy of
@@ -33,18 +33,38 @@ pub(crate) fn client(connect: Duration, request: Duration) -> ProviderResult<req
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ProviderError::Transient {
-            message: format!("could not build the HTTP client: {}", chain(&e)),
+            message: format!("could not build the HTTP client: {}", error_chain(&e)),
         })
 }
 
-/// `e` and its sources, joined (a build error's cause is in its source).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
+/// What failed before a status arrived, without the URL (it may carry ids the caller did
+/// not ask to print).
+pub(crate) fn failure_kind(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else {
+        "request failed"
+    }
+}
+
+/// The error and its sources (at most six), joined: a request's or a build's cause is in
+/// its sources. Neither names a secret: credentials travel only in headers.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut depth = 0;
     while let Some(err) = cur {
-        out.push_str(": ");
+        if depth > 0 {
+            out.push_str(": ");
+        }
         out.push_str(&err.to_string());
         cur = err.source();
+        depth += 1;
+        if depth >= 6 {
+            break;
+        }
     }
     out
 }

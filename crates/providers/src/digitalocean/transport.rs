@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::rate_limit::{Acquire, RateLimitConfig, TokenBucket};
 use crate::classify::digitalocean::{self, Failure};
+use crate::http::{error_chain, failure_kind};
 use bc_domain::model::SecretString;
 use bc_domain::ports::ProviderResult;
 
@@ -241,34 +242,8 @@ fn millis(d: Duration) -> u64 {
 
 /// A failure before a status arrived: timeouts and connection errors are `Transient`.
 fn transport_error(method: &Method, path: &str, e: &reqwest::Error) -> ProviderError {
-    let what = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else {
-        "request failed"
-    };
+    let what = failure_kind(e);
     ProviderError::Transient { message: format!("{method} {path}: {what}: {}", error_chain(e)) }
-}
-
-/// The error and its sources, without the URL (the URL holds no secret, but the path is
-/// already in the message).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = String::new();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let mut depth = 0;
-    while let Some(err) = cur {
-        if depth > 0 {
-            out.push_str(": ");
-        }
-        out.push_str(&err.to_string());
-        cur = err.source();
-        depth += 1;
-        if depth >= 6 {
-            break;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

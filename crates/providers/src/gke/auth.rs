@@ -22,8 +22,8 @@ use bc_domain::{ProviderError, Timestamp};
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use serde::Deserialize;
 
-use super::http::failure_kind;
 use crate::classify::gke::classify_token;
+use crate::http::failure_kind;
 
 /// The scopes asked for: the API's one scope, and the account's email so a cluster's
 /// RBAC sees the service account by name (as gke-gcloud-auth-plugin asks).

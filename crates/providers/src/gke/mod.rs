@@ -16,7 +16,6 @@
 //! Autoscaled pools use GKE's pool-wide `totalMinNodeCount`/`totalMaxNodeCount`.
 
 mod auth;
-mod http;
 mod kubernetes;
 mod registry;
 mod transport;

@@ -18,10 +18,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::auth::{AccessToken, TokenSource};
-use super::http::failure_kind;
 use crate::classify::gke::{Failure, classify};
 use crate::digitalocean::SharedBucket;
 use crate::digitalocean::rate_limit::{Acquire, RateLimitConfig, TokenBucket};
+use crate::http::failure_kind;
 
 /// The transport of one account.
 pub(crate) struct Transport {
