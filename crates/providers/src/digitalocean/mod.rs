@@ -136,20 +136,11 @@ impl DigitalOcean {
         bucket: Option<SharedBucket>,
     ) -> ProviderResult<Self> {
         let client = crate::http::client(config.connect_timeout, config.request_timeout)?;
-        Self::on(config, token, clock, bucket, client)
+        Self::with_client(config, token, clock, bucket, client)
     }
 
-    /// [`Self::new`] on `client` (a registry's, shared by its accounts).
+    /// [`Self::with_bucket`] on `client` (a registry's, shared by its accounts).
     pub(crate) fn with_client(
-        config: DigitalOceanConfig,
-        token: &SecretString,
-        clock: Arc<dyn Clock>,
-        client: reqwest::Client,
-    ) -> ProviderResult<Self> {
-        Self::on(config, token, clock, None, client)
-    }
-
-    fn on(
         config: DigitalOceanConfig,
         token: &SecretString,
         clock: Arc<dyn Clock>,

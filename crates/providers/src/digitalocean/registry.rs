@@ -60,6 +60,7 @@ impl DigitalOceanRegistry {
                 self.config.clone(),
                 token_of(creds)?,
                 self.clock.clone(),
+                None,
                 client,
             )
         })
@@ -86,6 +87,7 @@ impl ProviderRegistry for DigitalOceanRegistry {
             self.config.clone(),
             token,
             self.clock.clone(),
+            None,
             client,
         )?))
     }
