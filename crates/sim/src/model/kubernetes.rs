@@ -792,6 +792,11 @@ fn find_pool<'a>(c: &'a mut Cluster, id: &str) -> Result<&'a mut NodePool, ApiEr
     c.node_pools.iter_mut().find(|p| p.id == id).ok_or_else(ApiError::not_found)
 }
 
+/// [`find_pool`] for a read.
+fn find_pool_ref<'a>(c: &'a Cluster, id: &str) -> Result<&'a NodePool, ApiError> {
+    c.node_pools.iter().find(|p| p.id == id).ok_or_else(ApiError::not_found)
+}
+
 fn live(c: &mut Cluster) -> Result<&mut Cluster, ApiError> {
     if c.live() { Ok(c) } else { Err(ApiError::unprocessable("cluster is being deleted")) }
 }
@@ -1263,9 +1268,8 @@ impl Model {
         pool_id: &str,
         now: Timestamp,
     ) -> Result<NodePool, ApiError> {
-        let c = find_ref(self.account_ref(token, now)?, cluster_id)?;
-        let p = c.node_pools.iter().find(|p| p.id == pool_id).ok_or_else(ApiError::not_found)?;
-        let p = p.clone();
+        let p =
+            find_pool_ref(find_ref(self.account_ref(token, now)?, cluster_id)?, pool_id)?.clone();
         if self.hidden(p.created_at, now) {
             return Err(ApiError::not_found());
         }
