@@ -49,24 +49,24 @@ pub(crate) fn failure_kind(e: &reqwest::Error) -> &'static str {
     }
 }
 
-/// The error and its sources (at most six), joined: a request's or a build's cause is in
-/// its sources. Neither names a secret: credentials travel only in headers.
+/// The error and its sources (at most six), joined, each line once: a request's or a
+/// build's cause is in its sources, and a transport error often repeats its source's text
+/// (hyper's and tower's wrappers do), which would only lengthen the message. Neither names
+/// a secret: credentials travel only in headers.
 pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = String::new();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let mut depth = 0;
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
     while let Some(err) = cur {
-        if depth > 0 {
-            out.push_str(": ");
-        }
-        out.push_str(&err.to_string());
-        cur = err.source();
-        depth += 1;
-        if depth >= 6 {
+        if parts.len() >= 6 {
             break;
         }
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = err.source();
     }
-    out
+    parts.join(": ")
 }
 
 /// The client every account of one registry uses, built on first use with the
@@ -93,5 +93,57 @@ impl SharedClient {
         let c = client(self.connect, self.request)?;
         *built = Some(c.clone());
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    /// An error whose text and source are given.
+    #[derive(Debug)]
+    struct Chained(String, Option<Box<Chained>>);
+
+    impl std::fmt::Display for Chained {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Chained {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    /// A chain of `texts`, the first outermost.
+    fn chain(texts: &[&str]) -> Chained {
+        texts
+            .iter()
+            .rev()
+            .fold(None, |inner, t| Some(Chained((*t).to_owned(), inner.map(Box::new))))
+            .expect("at least one text")
+    }
+
+    #[test]
+    fn a_cause_whose_text_is_already_said_is_left_out() {
+        let e = chain(&[
+            "client error (Connect)",
+            "tcp connect error",
+            "Connection refused",
+            "Connection refused",
+        ]);
+        assert_eq!(
+            error_chain(&e),
+            "client error (Connect): tcp connect error: Connection refused"
+        );
+        let wrapped = chain(&["service error: connection closed", "connection closed"]);
+        assert_eq!(error_chain(&wrapped), "service error: connection closed");
+    }
+
+    #[test]
+    fn at_most_six_causes_are_joined() {
+        let e = chain(&["a0", "b1", "c2", "d3", "e4", "f5", "g6", "h7"]);
+        assert_eq!(error_chain(&e), "a0: b1: c2: d3: e4: f5");
     }
 }

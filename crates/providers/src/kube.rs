@@ -41,6 +41,7 @@ use tower::util::BoxCloneService;
 
 use crate::classify::kubernetes::classify_status;
 use crate::classify::scrub_all_then_cut;
+use crate::http::error_chain;
 
 /// API groups whose namespaced resources are views or records of other objects, not
 /// objects stored in the namespace (events, resource metrics).
@@ -263,21 +264,6 @@ pub fn classify(e: &kube::Error, secrets: &[&str]) -> ObjectError {
             kind_of(other)
         ))),
     }
-}
-
-/// The error's chain of causes, each line once (transport errors name hosts and
-/// ports, never credentials: the token travels only in a header).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let t = s.to_string();
-        if !parts.iter().any(|p| p.contains(&t)) {
-            parts.push(t);
-        }
-        cur = s.source();
-    }
-    parts.join(": ")
 }
 
 fn kind_of(e: &kube::Error) -> &'static str {
