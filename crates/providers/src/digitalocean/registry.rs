@@ -54,16 +54,19 @@ impl DigitalOceanRegistry {
     /// The concrete adapter of `account` (shared; same as `provider_for`), for callers
     /// that need the concrete type (its rate-limit bucket, say).
     pub fn digitalocean_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<DigitalOcean>> {
-        self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| {
-            let client = self.http.get()?;
-            DigitalOcean::with_client(
-                self.config.clone(),
-                token_of(creds)?,
-                self.clock.clone(),
-                None,
-                client,
-            )
-        })
+        self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| self.adapter(creds))
+    }
+
+    /// An adapter of `credentials` on the registry's one HTTP client.
+    fn adapter(&self, credentials: &AccountCredentials) -> ProviderResult<DigitalOcean> {
+        let token = token_of(credentials)?;
+        DigitalOcean::with_client(
+            self.config.clone(),
+            token,
+            self.clock.clone(),
+            None,
+            self.http.get()?,
+        )
     }
 }
 
@@ -81,15 +84,7 @@ impl ProviderRegistry for DigitalOceanRegistry {
         credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         // Not cached: the token is not an account yet (it is being checked).
-        let token = token_of(credentials)?;
-        let client = self.http.get()?;
-        Ok(Arc::new(DigitalOcean::with_client(
-            self.config.clone(),
-            token,
-            self.clock.clone(),
-            None,
-            client,
-        )?))
+        Ok(Arc::new(self.adapter(credentials)?))
     }
 }
 

@@ -46,10 +46,13 @@ impl GkeRegistry {
 
     /// The concrete adapter of `account` (shared; same as `provider_for`).
     pub fn gke_for(&self, account: &ProviderAccount) -> ProviderResult<Arc<Gke>> {
-        self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| {
-            let account = service_account(creds)?;
-            Gke::with_client(&self.config, account, self.clock.clone(), None, self.http.get()?)
-        })
+        self.cache.get_or_build(account, self.secret_box.as_ref(), |creds| self.adapter(creds))
+    }
+
+    /// An adapter of `credentials` on the registry's one HTTP client.
+    fn adapter(&self, credentials: &AccountCredentials) -> ProviderResult<Gke> {
+        let account = service_account(credentials)?;
+        Gke::with_client(&self.config, account, self.clock.clone(), None, self.http.get()?)
     }
 }
 
@@ -76,13 +79,7 @@ impl ProviderRegistry for GkeRegistry {
         credentials: &AccountCredentials,
     ) -> ProviderResult<Arc<dyn ProviderImpl>> {
         // Not cached: not an account yet (being checked).
-        Ok(Arc::new(Gke::with_client(
-            &self.config,
-            service_account(credentials)?,
-            self.clock.clone(),
-            None,
-            self.http.get()?,
-        )?))
+        Ok(Arc::new(self.adapter(credentials)?))
     }
 }
 
