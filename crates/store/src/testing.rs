@@ -204,23 +204,36 @@ impl Drop for TempDir {
 /// Generates one `#[tokio::test]` per backend for each named async test function
 /// (`async fn name(store: Arc<SqlStore>)`, in scope where the macro is called), in modules
 /// `sqlite_memory`, `sqlite_file` and `postgres`.
+///
+/// `store_suite!(current_thread: …)` runs them on a current-thread runtime instead of
+/// four workers: for tests of calls that *arrive together*, which must all be waiting
+/// before the batch that takes them starts. With workers, the batch's task can start on
+/// another thread while the test is still starting its calls, and how many it takes
+/// then depends on the scheduler (a loaded CI machine made such a test fail); on one
+/// thread, the batch's task runs only once every call the test started is waiting.
 #[macro_export]
 macro_rules! store_suite {
+    (current_thread: $($t:ident),* $(,)?) => {
+        $crate::store_suite!(@suite (flavor = "current_thread"); $($t),*);
+    };
     ($($t:ident),* $(,)?) => {
+        $crate::store_suite!(@suite (flavor = "multi_thread", worker_threads = 4); $($t),*);
+    };
+    (@suite $flavor:tt; $($t:ident),*) => {
         mod sqlite_memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            $(#[tokio::test $flavor]
             async fn $t() {
                 $crate::testing::run($crate::testing::Backend::Memory, super::$t).await
             })*
         }
         mod sqlite_file {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            $(#[tokio::test $flavor]
             async fn $t() {
                 $crate::testing::run($crate::testing::Backend::File, super::$t).await
             })*
         }
         mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            $(#[tokio::test $flavor]
             async fn $t() {
                 $crate::testing::run($crate::testing::Backend::Postgres, super::$t).await
             })*

@@ -19,7 +19,10 @@ use bc_store::testing::*;
 use bc_store::{SqlStore, store_suite};
 use futures::future::join_all;
 
+// On one thread, so that the calls a test starts together are all waiting before their
+// batch starts (`store_suite!`'s `current_thread`).
 store_suite!(
+    current_thread:
     units_of_work_that_arrive_together_share_a_transaction,
     a_unit_that_fails_in_a_batch_fails_alone,
     point_reads_that_arrive_together_share_a_query,
